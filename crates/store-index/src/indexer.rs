@@ -1,0 +1,312 @@
+//! [`Indexer`]: the thread-safe store with named indexes (client-go's `cache.Indexer`).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+use crate::error::StoreError;
+use crate::index::Indexers;
+use crate::key::{meta_namespace_key, KeyFn, ObjectKey};
+use crate::object::Object;
+use crate::thread_safe_store::State;
+
+/// A thread-safe store of `Arc<K>` objects with named indexes.
+///
+/// Cloning an `Indexer` gives another handle to the same store (informers, listers and the
+/// DeltaFIFO's `known_objects` all share one). Every read answers from one consistent snapshot;
+/// objects are shared, never copied, and must be treated as immutable.
+///
+/// ```
+/// use std::sync::Arc;
+/// use store_index::{DynamicObject, Indexer, Indexers, Object};
+///
+/// let indexer = Indexer::new(Indexers::new().with_namespace_index());
+/// indexer.add(Arc::new(DynamicObject::new("v1", "Pod").within("default").named("web-1"))).unwrap();
+/// indexer.add(Arc::new(DynamicObject::new("v1", "Pod").within("kube-system").named("dns"))).unwrap();
+///
+/// let in_default = indexer.by_index("namespace", "default").unwrap();
+/// assert_eq!(in_default.len(), 1);
+/// assert_eq!(in_default[0].name(), "web-1");
+/// assert!(indexer.get_by_key("kube-system/dns").is_some());
+/// assert!(indexer.by_index("no-such-index", "x").is_err());
+/// ```
+pub struct Indexer<K> {
+    shared: Arc<Shared<K>>,
+}
+
+struct Shared<K> {
+    key_fn: KeyFn<K>,
+    state: RwLock<State<K>>,
+}
+
+impl<K> Clone for Indexer<K> {
+    fn clone(&self) -> Self {
+        Indexer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<K: Object> fmt::Debug for Indexer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.state.read();
+        f.debug_struct("Indexer")
+            .field("items", &state.items.len())
+            .field(
+                "indexes",
+                &state.indexes.iter().map(|i| &i.name).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl<K: Object> Default for Indexer<K> {
+    fn default() -> Self {
+        Self::new(Indexers::new())
+    }
+}
+
+impl<K: Object> Indexer<K> {
+    /// An empty store keyed by `namespace/name`, with these indexes.
+    pub fn new(indexers: Indexers<K>) -> Self {
+        Self::with_key_fn(Arc::new(|obj: &K| meta_namespace_key(obj)), indexers)
+    }
+
+    /// An empty store with a custom key function.
+    pub fn with_key_fn(key_fn: KeyFn<K>, indexers: Indexers<K>) -> Self {
+        Indexer {
+            shared: Arc::new(Shared {
+                key_fn,
+                state: RwLock::new(State::new(&indexers)),
+            }),
+        }
+    }
+
+    /// The key of `obj` under this store's key function.
+    pub fn key_of(&self, obj: &K) -> Result<ObjectKey, StoreError> {
+        (self.shared.key_fn)(obj).map_err(|e| StoreError::key(obj, e))
+    }
+
+    /// Inserts or replaces `obj` (add and update are the same operation).
+    pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        let key = self.key_of(&obj)?;
+        let mut state = self.shared.state.write();
+        let rv = obj
+            .has_meta()
+            .then(|| obj.resource_version().unwrap_or("").to_string());
+        state.upsert(key, obj)?;
+        if let Some(rv) = rv {
+            state.resource_version = rv;
+        }
+        Ok(())
+    }
+
+    /// Same as [`add`](Self::add).
+    pub fn update(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        self.add(obj)
+    }
+
+    /// Removes the object with `obj`'s key; a missing key is a silent no-op. The object is used only
+    /// for its key and its resource version.
+    pub fn delete(&self, obj: &K) -> Result<(), StoreError> {
+        let key = self.key_of(obj)?;
+        let mut state = self.shared.state.write();
+        state.remove(key.as_str())?;
+        if obj.has_meta() {
+            state.resource_version = obj.resource_version().unwrap_or("").to_string();
+        }
+        Ok(())
+    }
+
+    /// Removes the object stored under `key` (a tombstone's key, for instance), returning it.
+    /// The tracked resource version is left unchanged.
+    pub fn delete_by_key(&self, key: &str) -> Result<Option<Arc<K>>, StoreError> {
+        self.shared.state.write().remove(key)
+    }
+
+    /// The stored object with `obj`'s key.
+    pub fn get(&self, obj: &K) -> Result<Option<Arc<K>>, StoreError> {
+        let key = self.key_of(obj)?;
+        Ok(self.get_by_key(key.as_str()))
+    }
+
+    /// The stored object under `key`.
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.shared.state.read().items.get(key).cloned()
+    }
+
+    /// Whether an object is stored under `key`.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.shared.state.read().items.contains_key(key)
+    }
+
+    /// Every stored object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.shared.state.read().items.values().cloned().collect()
+    }
+
+    /// Every stored key, in no particular order.
+    pub fn list_keys(&self) -> Vec<ObjectKey> {
+        self.shared.state.read().items.keys().cloned().collect()
+    }
+
+    /// Number of stored objects.
+    pub fn len(&self) -> usize {
+        self.shared.state.read().items.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Replaces the whole contents atomically and rebuilds every index. If any object cannot be
+    /// keyed or indexed, the store is left untouched. With duplicate keys the last one wins.
+    /// The tracked resource version becomes `resource_version`, even when empty.
+    pub fn replace(
+        &self,
+        objects: impl IntoIterator<Item = Arc<K>>,
+        resource_version: impl Into<String>,
+    ) -> Result<(), StoreError> {
+        let objects = objects.into_iter();
+        let mut items = HashMap::with_capacity(objects.size_hint().0);
+        for obj in objects {
+            items.insert(self.key_of(&obj)?, obj);
+        }
+        let mut state = self.shared.state.write();
+        state.replace(items)?;
+        state.resource_version = resource_version.into();
+        Ok(())
+    }
+
+    /// Does nothing: a plain store has nothing to resync. Present for parity with client-go.
+    pub fn resync(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Records a bookmark's resource version as the last one written.
+    pub fn bookmark(&self, resource_version: impl Into<String>) {
+        self.shared.state.write().resource_version = resource_version.into();
+    }
+
+    /// The resource version of the last write that carried one (not the maximum seen).
+    pub fn resource_version(&self) -> String {
+        self.shared.state.read().resource_version.clone()
+    }
+
+    /// The stored objects whose key is in the union of the buckets of `obj`'s values under
+    /// `index_name`, each once.
+    pub fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, StoreError> {
+        let state = self.shared.state.read();
+        let index = state.index(index_name)?;
+        let values = (index.func)(obj).map_err(|source| StoreError::IndexFunc {
+            index: index_name.to_string(),
+            key: String::new(),
+            source,
+        })?;
+        let mut out = Vec::new();
+        if let [value] = values.as_slice() {
+            if let Some(keys) = index.buckets.get(value) {
+                out.extend(keys.iter().filter_map(|k| state.items.get(k).cloned()));
+            }
+            return Ok(out);
+        }
+        let mut seen: HashSet<&ObjectKey> = HashSet::new();
+        for value in &values {
+            for key in index.buckets.get(value).into_iter().flatten() {
+                if seen.insert(key) {
+                    out.extend(state.items.get(key).cloned());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The keys in the bucket `value` of index `index_name`, sorted ascending; empty for an unknown
+    /// value.
+    pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, StoreError> {
+        let state = self.shared.state.read();
+        let index = state.index(index_name)?;
+        let mut keys: Vec<ObjectKey> = index
+            .buckets
+            .get(value)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default();
+        keys.sort_unstable();
+        Ok(keys)
+    }
+
+    /// The objects in the bucket `value` of index `index_name`; empty for an unknown value. Costs
+    /// time proportional to the answer, not to the store.
+    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, StoreError> {
+        let state = self.shared.state.read();
+        let index = state.index(index_name)?;
+        Ok(index
+            .buckets
+            .get(value)
+            .map(|keys| {
+                keys.iter()
+                    .filter_map(|k| state.items.get(k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// Every value of index `index_name` that currently has at least one object. An unknown index
+    /// gives an empty list, not an error (as client-go does).
+    pub fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
+        let state = self.shared.state.read();
+        state
+            .index(index_name)
+            .map(|index| index.buckets.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The registered index functions.
+    pub fn get_indexers(&self) -> Indexers<K> {
+        let state = self.shared.state.read();
+        let mut indexers = Indexers::new();
+        for index in &state.indexes {
+            indexers.insert(index.name.clone(), Arc::clone(&index.func));
+        }
+        indexers
+    }
+
+    /// Registers more indexes and indexes every stored object with them at once. Fails with
+    /// [`StoreError::IndexerConflict`] and adds nothing if any name is already registered.
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), StoreError> {
+        self.shared.state.write().add_indexers(&indexers)
+    }
+
+    /// Runs `f` on the stored object under `key` while holding the read lock, so the caller can
+    /// read a consistent pair of facts without cloning.
+    pub fn with_object<R>(&self, key: &str, f: impl FnOnce(Option<&Arc<K>>) -> R) -> R {
+        f(self.shared.state.read().items.get(key))
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&State<K>) -> R) -> R {
+        f(&self.shared.state.read())
+    }
+}
+
+/// Read access by key, as a DeltaFIFO needs it for its `known_objects` (client-go's
+/// `KeyListerGetter`).
+pub trait KeyListerGetter<K>: Send + Sync {
+    /// Every key currently known.
+    fn list_keys(&self) -> Vec<ObjectKey>;
+    /// The object under `key`; an error means "could not tell", which callers treat differently
+    /// from "absent".
+    fn get_by_key(&self, key: &str) -> Result<Option<Arc<K>>, StoreError>;
+}
+
+impl<K: Object> KeyListerGetter<K> for Indexer<K> {
+    fn list_keys(&self) -> Vec<ObjectKey> {
+        Indexer::list_keys(self)
+    }
+    fn get_by_key(&self, key: &str) -> Result<Option<Arc<K>>, StoreError> {
+        Ok(Indexer::get_by_key(self, key))
+    }
+}

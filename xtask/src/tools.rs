@@ -1,0 +1,80 @@
+//! Running commands and installing what the build and tests need, idempotently.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+/// The workspace root (the parent of `xtask/`).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+/// The cargo binary that invoked us, so that the same toolchain runs every step.
+pub fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string())
+}
+
+/// Runs one named step, printing its start, its end and how long it took.
+pub fn step(name: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    println!("==> {name}");
+    let start = Instant::now();
+    let result = f();
+    let secs = start.elapsed().as_secs_f64();
+    match &result {
+        Ok(()) => println!("<== {name}: ok ({secs:.1}s)"),
+        Err(e) => println!("<== {name}: FAILED ({secs:.1}s): {e}"),
+    }
+    result
+}
+
+/// Runs a command in the workspace root, inheriting stdio; fails on a non-zero exit.
+pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("could not start `{program}`: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{program} {}` exited with {status}",
+            args.join(" ")
+        ))
+    }
+}
+
+/// True when `program args` runs and exits 0 (output discarded).
+pub fn succeeds(program: &str, args: &[&str]) -> bool {
+    Command::new(program)
+        .args(args)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Makes sure rustfmt, clippy and kubectl are present, installing what is missing.
+///
+/// Idempotent: each tool is probed first and installed only when the probe fails. rustfmt and
+/// clippy come from rustup; kubectl (used by the simulated API server's real-client test) comes
+/// from Debian's `kubernetes-client` package. A missing kubectl that cannot be installed is not
+/// fatal: that one test then skips itself with a message saying so.
+pub fn ensure_tools() -> Result<(), String> {
+    let cargo = cargo();
+    for (component, probe) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
+        if !succeeds(&cargo, &[probe, "--version"]) {
+            println!("installing rust component {component}");
+            run("rustup", &["component", "add", component])?;
+        }
+    }
+    if !succeeds("kubectl", &["version", "--client"]) {
+        println!("kubectl not found: installing Debian package kubernetes-client");
+        let installed = succeeds("apt-get", &["update", "-qq"])
+            && succeeds("apt-get", &["install", "-y", "-qq", "kubernetes-client"]);
+        if !installed {
+            println!("warning: could not install kubernetes-client; the kubectl test will skip");
+        }
+    }
+    Ok(())
+}
