@@ -1,0 +1,7 @@
+//! # delta-fifo
+//!
+//! The queue between a reflector and an informer's store (client-go's `DeltaFIFO`).
+#![deny(missing_docs)]
+
+/// The layer below, re-exported so that depending on this crate is enough.
+pub use store_index;
