@@ -1,0 +1,50 @@
+//! [`Store`]: what a reflector writes into (a queue, or a plain cache).
+
+use std::sync::Arc;
+
+use crate::error::FifoError;
+
+/// The write side a reflector feeds: client-go's `cache.Store` as the reflector uses it.
+///
+/// Implemented by the queues of this crate. Methods take `&self`: implementations are internally
+/// synchronised and shared between the reflector and the consumer.
+pub trait Store<K>: Send + Sync {
+    /// An object was added (watch `ADDED`).
+    fn add(&self, obj: Arc<K>) -> Result<(), FifoError>;
+    /// An object was modified (watch `MODIFIED`).
+    fn update(&self, obj: Arc<K>) -> Result<(), FifoError>;
+    /// An object was deleted (watch `DELETED`); `obj` is its final state.
+    fn delete(&self, obj: Arc<K>) -> Result<(), FifoError>;
+    /// A complete list replaces what the store knows; `resource_version` is the list's.
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError>;
+    /// Periodic resync (see the contract, B9).
+    fn resync(&self) -> Result<(), FifoError>;
+    /// A watch `BOOKMARK` arrived with this resource version. Default: nothing.
+    fn bookmark(&self, _resource_version: &str) {}
+    /// The reflector's last-synced resource version advanced. Default: nothing.
+    fn update_resource_version(&self, _resource_version: &str) {}
+}
+
+impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
+    fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        (**self).add(obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        (**self).update(obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        (**self).delete(obj)
+    }
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+        (**self).replace(list, resource_version)
+    }
+    fn resync(&self) -> Result<(), FifoError> {
+        (**self).resync()
+    }
+    fn bookmark(&self, resource_version: &str) {
+        (**self).bookmark(resource_version)
+    }
+    fn update_resource_version(&self, resource_version: &str) {
+        (**self).update_resource_version(resource_version)
+    }
+}
