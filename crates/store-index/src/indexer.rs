@@ -310,3 +310,146 @@ impl<K: Object> KeyListerGetter<K> for Indexer<K> {
         Ok(Indexer::get_by_key(self, key))
     }
 }
+
+#[cfg(test)]
+mod proptest_index_invariants {
+    //! Checks the invariants of `thread_safe_store.rs` (I1 index = rebuild, I2 no empty bucket,
+    //! I3 all or nothing) and that `list_keys` equals a model's key set, after any random sequence
+    //! of add, update, delete and replace over objects with random labels.
+
+    use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::DynamicObject;
+
+    /// `(namespace, name, labels)` of one generated object.
+    type Spec = (u8, u8, Vec<(u8, u8)>);
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Upsert {
+            ns: u8,
+            name: u8,
+            labels: Vec<(u8, u8)>,
+        },
+        Delete {
+            ns: u8,
+            name: u8,
+        },
+        Replace(Vec<Spec>),
+    }
+
+    fn labels() -> impl Strategy<Value = Vec<(u8, u8)>> {
+        prop::collection::vec((0u8..4, 0u8..3), 0..4)
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..3, 0u8..6, labels()).prop_map(|(ns, name, labels)| Op::Upsert { ns, name, labels }),
+            2 => (0u8..3, 0u8..6).prop_map(|(ns, name)| Op::Delete { ns, name }),
+            1 => prop::collection::vec((0u8..3, 0u8..6, labels()), 0..8).prop_map(Op::Replace),
+        ]
+    }
+
+    fn object(ns: u8, name: u8, labels: &[(u8, u8)]) -> Arc<DynamicObject> {
+        let mut o = DynamicObject::new("v1", "Pod")
+            .within(format!("ns{ns}"))
+            .named(format!("p{name}"));
+        for (k, v) in labels {
+            o = o.with_label(format!("k{k}"), format!("v{v}"));
+        }
+        Arc::new(o)
+    }
+
+    fn indexers() -> Indexers<DynamicObject> {
+        Indexers::new()
+            .with_namespace_index()
+            // Many values per object: every "key=value" label pair.
+            .with("labels", |o: &DynamicObject| {
+                Ok(o.labels()
+                    .map(|l| l.iter().map(|(k, v)| format!("{k}={v}")).collect())
+                    .unwrap_or_default())
+            })
+            // Zero or one value.
+            .with("k0", |o: &DynamicObject| {
+                Ok(o.label("k0").map(str::to_string).into_iter().collect())
+            })
+    }
+
+    fn check(indexer: &Indexer<DynamicObject>, model: &BTreeMap<String, Arc<DynamicObject>>) {
+        let keys: BTreeSet<String> = indexer.list_keys().iter().map(|k| k.to_string()).collect();
+        let model_keys: BTreeSet<String> = model.keys().cloned().collect();
+        assert_eq!(keys, model_keys, "list_keys equals the model's key set");
+        indexer.with_state(|state| {
+            for index in &state.indexes {
+                let mut rebuilt: HashMap<String, BTreeSet<String>> = HashMap::new();
+                for (key, obj) in &state.items {
+                    for value in (index.func)(obj).unwrap() {
+                        rebuilt.entry(value).or_default().insert(key.to_string());
+                    }
+                }
+                let actual: HashMap<String, BTreeSet<String>> = index
+                    .buckets
+                    .iter()
+                    .map(|(v, ks)| (v.clone(), ks.iter().map(|k| k.to_string()).collect()))
+                    .collect();
+                assert_eq!(actual, rebuilt, "I1: index {} equals a rebuild", index.name);
+                assert!(
+                    index.buckets.values().all(|b| !b.is_empty()),
+                    "I2: no empty bucket in {}",
+                    index.name
+                );
+            }
+        });
+    }
+
+    proptest! {
+        #[test]
+        fn indexes_equal_a_rebuild_and_no_bucket_is_empty(ops in prop::collection::vec(op(), 1..60)) {
+            let indexer = Indexer::new(indexers());
+            let mut model: BTreeMap<String, Arc<DynamicObject>> = BTreeMap::new();
+            for op in ops {
+                match op {
+                    Op::Upsert { ns, name, labels } => {
+                        let obj = object(ns, name, &labels);
+                        model.insert(format!("ns{ns}/p{name}"), Arc::clone(&obj));
+                        indexer.update(obj).unwrap();
+                    }
+                    Op::Delete { ns, name } => {
+                        let obj = object(ns, name, &[]);
+                        model.remove(&format!("ns{ns}/p{name}"));
+                        indexer.delete(&obj).unwrap();
+                    }
+                    Op::Replace(items) => {
+                        let objs: Vec<_> = items.iter().map(|(ns, name, l)| object(*ns, *name, l)).collect();
+                        model = objs.iter().map(|o| (format!("{}/{}", o.namespace().unwrap(), o.name()), Arc::clone(o))).collect();
+                        indexer.replace(objs, "1").unwrap();
+                    }
+                }
+                check(&indexer, &model);
+            }
+        }
+
+        #[test]
+        fn a_rejected_write_changes_nothing(values in prop::collection::vec(0u8..5, 1..30)) {
+            // I3: an index function that fails on value 4 must leave items and indexes unchanged.
+            let indexer = Indexer::new(indexers().with("picky", |o: &DynamicObject| {
+                if o.label("k1") == Some("v4") { Err("picky".into()) } else { Ok(vec![]) }
+            }));
+            let mut model: BTreeMap<String, Arc<DynamicObject>> = BTreeMap::new();
+            for (i, v) in values.into_iter().enumerate() {
+                let obj = object(0, (i % 3) as u8, &[(1, v)]);
+                let key = format!("ns0/p{}", i % 3);
+                if v == 4 {
+                    prop_assert!(indexer.update(obj).is_err());
+                } else {
+                    indexer.update(Arc::clone(&obj)).unwrap();
+                    model.insert(key, obj);
+                }
+                check(&indexer, &model);
+            }
+        }
+    }
+}
