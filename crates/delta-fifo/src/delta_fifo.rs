@@ -1,0 +1,510 @@
+//! [`DeltaFifo`]: per-key deltas in first-enqueue order (client-go's `DeltaFIFO`).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use store_index::{
+    describe, DeletedFinalStateUnknown, KeyError, KeyFn, Object, ObjectKey, ObjectOrTombstone,
+};
+use tokio::sync::{watch, Notify};
+
+use crate::delta::{Delta, DeltaType, Deltas};
+use crate::error::FifoError;
+use crate::options::{DeltaFifoOptions, KnownObjects, Transformer};
+use crate::process::ProcessError;
+use crate::queue::Queue;
+use crate::store::Store;
+
+/// A process call slower than this, with more than [`SLOW_DEPTH`] items still queued, is logged.
+const SLOW_PROCESS: Duration = Duration::from_millis(100);
+/// See [`SLOW_PROCESS`].
+const SLOW_DEPTH: usize = 10;
+
+/// A queue of per-key [`Deltas`], the producer/consumer hand-off between a reflector and an
+/// informer's store.
+///
+/// Producers (`add`, `update`, `delete`, `replace`, `resync`) append deltas; a consumer pops one
+/// key at a time with all of its deltas, oldest first. Keys pop in the order they were first
+/// enqueued since their last pop: more deltas for a queued key never move it.
+///
+/// ```
+/// # tokio_test_block_on(async {
+/// use std::sync::Arc;
+/// use delta_fifo::{DeltaFifo, DeltaFifoOptions, DeltaType};
+/// use delta_fifo::store_index::DynamicObject;
+///
+/// let fifo = DeltaFifo::new(DeltaFifoOptions::new());
+/// let pod = |rv: &str| Arc::new(DynamicObject::new("v1", "Pod").within("ns").named("p").with_resource_version(rv));
+/// fifo.add(pod("1")).unwrap();
+/// fifo.update(pod("2")).unwrap();
+///
+/// let kinds = fifo
+///     .pop(|deltas, _initial| Ok(deltas.iter().map(|d| d.kind).collect::<Vec<_>>()))
+///     .await
+///     .unwrap();
+/// assert_eq!(kinds, Some(vec![DeltaType::Added, DeltaType::Updated]));
+/// # });
+/// # fn tokio_test_block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+pub struct DeltaFifo<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for DeltaFifo<K> {
+    fn clone(&self) -> Self {
+        DeltaFifo {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+struct Shared<K> {
+    key_fn: KeyFn<K>,
+    known_objects: Option<KnownObjects<K>>,
+    emit_replaced: bool,
+    transformer: Option<Transformer<K>>,
+    name: String,
+    state: Mutex<State<K>>,
+    /// Woken on every enqueue and on close.
+    notify: Notify,
+    /// Flips to true exactly once, after the process call of the last initial item returned.
+    synced: watch::Sender<bool>,
+}
+
+/// The queue's state.
+///
+/// Invariants (checked by the property tests in `tests/properties.rs`):
+/// - **F1:** a key is in `queue` iff it is in `items`, and `queue` holds no key twice;
+/// - **F2:** every `Deltas` in `items` is non-empty, oldest first;
+/// - **F3:** `has_synced()` = `populated && initial_population_count == 0`, and once true stays true
+///   (nothing increases the count after the first population).
+struct State<K> {
+    items: HashMap<ObjectKey, Deltas<K>>,
+    queue: VecDeque<ObjectKey>,
+    populated: bool,
+    initial_population_count: usize,
+    closed: bool,
+}
+
+impl<K> State<K> {
+    fn has_synced(&self) -> bool {
+        self.populated && self.initial_population_count == 0
+    }
+}
+
+impl<K: Object> DeltaFifo<K> {
+    /// An empty queue.
+    pub fn new(options: DeltaFifoOptions<K>) -> Self {
+        let (synced, _) = watch::channel(false);
+        DeltaFifo {
+            shared: Arc::new(Shared {
+                key_fn: options.key_fn,
+                known_objects: options.known_objects,
+                emit_replaced: options.emit_replaced,
+                transformer: options.transformer,
+                name: options.name,
+                state: Mutex::new(State {
+                    items: HashMap::new(),
+                    queue: VecDeque::new(),
+                    populated: false,
+                    initial_population_count: 0,
+                    closed: false,
+                }),
+                notify: Notify::new(),
+                synced,
+            }),
+        }
+    }
+
+    /// The queue's name (for logs).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The key of an object or tombstone (contract B3): a tombstone's own key, else the key
+    /// function's answer.
+    pub fn key_of(&self, obj: &ObjectOrTombstone<K>) -> Result<ObjectKey, FifoError> {
+        match obj {
+            ObjectOrTombstone::Tombstone(t) => Ok(t.key.clone()),
+            ObjectOrTombstone::Object(o) => self.object_key(o),
+        }
+    }
+
+    fn object_key(&self, obj: &K) -> Result<ObjectKey, FifoError> {
+        (self.shared.key_fn)(obj).map_err(|source| FifoError::Key {
+            object: describe(obj),
+            source,
+        })
+    }
+
+    /// Appends an `Added` delta.
+    pub fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        let mut state = self.shared.state.lock();
+        state.populated = true;
+        self.queue_action(
+            &mut state,
+            DeltaType::Added,
+            ObjectOrTombstone::Object(obj),
+            true,
+        )?;
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    /// Appends an `Updated` delta.
+    pub fn update(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        let mut state = self.shared.state.lock();
+        state.populated = true;
+        self.queue_action(
+            &mut state,
+            DeltaType::Updated,
+            ObjectOrTombstone::Object(obj),
+            true,
+        )?;
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    /// Appends a `Deleted` delta, unless the deletion is already known to have been reported
+    /// (contract B5): without known objects, when the key has nothing queued; with them, when the
+    /// known store says "absent" (without error) and nothing is queued.
+    pub fn delete(&self, obj: ObjectOrTombstone<K>) -> Result<(), FifoError> {
+        let key = self.key_of(&obj)?;
+        let mut state = self.shared.state.lock();
+        state.populated = true;
+        let queued = state.items.contains_key(&key);
+        let skip = match &self.shared.known_objects {
+            None => !queued,
+            Some(known) => matches!(known.get_by_key(key.as_str()), Ok(None)) && !queued,
+        };
+        if !skip {
+            self.queue_action(&mut state, DeltaType::Deleted, obj, true)?;
+        }
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    /// Replaces the queue's view of the world with `list` (contract B8): a `Replaced` (or `Sync`)
+    /// delta for every listed object, then a `Deleted` tombstone for every queued key and every
+    /// known key missing from the list. The resource version is not used by this queue.
+    pub fn replace(&self, list: Vec<Arc<K>>, _resource_version: &str) -> Result<(), FifoError> {
+        let kind = if self.shared.emit_replaced {
+            DeltaType::Replaced
+        } else {
+            DeltaType::Sync
+        };
+        let mut state = self.shared.state.lock();
+        let mut listed: HashSet<ObjectKey> = HashSet::with_capacity(list.len());
+        for obj in list {
+            let key = self.object_key(&obj)?;
+            listed.insert(key);
+            self.queue_action(&mut state, kind, ObjectOrTombstone::Object(obj), true)
+                .map_err(|e| FifoError::Enqueue(Box::new(e)))?;
+        }
+
+        // B8.2: queued keys missing from the list get a tombstone of their newest object.
+        let missing_queued: Vec<(ObjectKey, ObjectOrTombstone<K>)> = state
+            .items
+            .iter()
+            .filter(|(key, _)| !listed.contains(*key))
+            .filter_map(|(key, deltas)| Some((key.clone(), deltas.newest()?.object.clone())))
+            .collect();
+        let mut queued_deletions = 0;
+        for (key, newest) in missing_queued {
+            queued_deletions += 1;
+            let tombstone = newest.into_tombstone(key);
+            self.queue_action(&mut state, DeltaType::Deleted, tombstone.into(), false)?;
+        }
+
+        // B8.3: known keys neither listed nor queued get a tombstone of the known object.
+        if let Some(known) = &self.shared.known_objects {
+            for key in known.list_keys() {
+                if listed.contains(&key) || state.items.contains_key(&key) {
+                    continue;
+                }
+                let obj = match known.get_by_key(key.as_str()) {
+                    Ok(Some(obj)) => Some(obj),
+                    Ok(None) => {
+                        tracing::debug!(fifo = %self.shared.name, %key, "known key vanished during replace; queueing an empty tombstone");
+                        None
+                    }
+                    Err(error) => {
+                        tracing::warn!(fifo = %self.shared.name, %key, %error, "known object lookup failed during replace; queueing an empty tombstone");
+                        None
+                    }
+                };
+                queued_deletions += 1;
+                let tombstone = DeletedFinalStateUnknown { key, obj };
+                self.queue_action(&mut state, DeltaType::Deleted, tombstone.into(), false)?;
+            }
+        }
+
+        if !state.populated {
+            state.populated = true;
+            state.initial_population_count = listed.len() + queued_deletions;
+        }
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    /// Queues a `Sync` delta for every known object whose key has nothing queued (contract B9).
+    /// Without known objects, does nothing.
+    pub fn resync(&self) -> Result<(), FifoError> {
+        let Some(known) = &self.shared.known_objects else {
+            return Ok(());
+        };
+        let mut state = self.shared.state.lock();
+        for key in known.list_keys() {
+            let obj = match known.get_by_key(key.as_str()) {
+                Ok(Some(obj)) => obj,
+                Ok(None) => {
+                    tracing::debug!(fifo = %self.shared.name, %key, "resync: known key has no object");
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(fifo = %self.shared.name, %key, %error, "resync: lookup failed");
+                    continue;
+                }
+            };
+            let obj_key = self.object_key(&obj)?;
+            if state.items.contains_key(&obj_key) {
+                continue;
+            }
+            self.queue_action(&mut state, DeltaType::Sync, obj.into(), false)?;
+        }
+        Ok(())
+    }
+
+    /// Queues `deltas` under their key unless that key is already queued (newer deltas win).
+    /// Legacy client-go API (contract B13.2), kept by this project.
+    pub fn add_if_not_present(&self, deltas: Deltas<K>) -> Result<(), FifoError> {
+        let key = self.deltas_key(&deltas)?;
+        let mut state = self.shared.state.lock();
+        state.populated = true;
+        Self::insert_if_absent(&mut state, key, deltas);
+        self.shared.notify.notify_waiters();
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    fn deltas_key(&self, deltas: &Deltas<K>) -> Result<ObjectKey, FifoError> {
+        match deltas.newest() {
+            Some(newest) => self.key_of(&newest.object),
+            None => Err(FifoError::Key {
+                object: "Deltas[]".to_string(),
+                source: KeyError::Custom("0 length Deltas object; can't get key".to_string()),
+            }),
+        }
+    }
+
+    fn insert_if_absent(state: &mut State<K>, key: ObjectKey, deltas: Deltas<K>) {
+        if deltas.is_empty() || state.items.contains_key(&key) {
+            return;
+        }
+        state.queue.push_back(key.clone());
+        state.items.insert(key, deltas);
+    }
+
+    /// Appends one delta for the object's key, transforming first when asked (never tombstones),
+    /// deduplicating consecutive deletions, and waking every waiting popper.
+    fn queue_action(
+        &self,
+        state: &mut State<K>,
+        kind: DeltaType,
+        object: ObjectOrTombstone<K>,
+        transform: bool,
+    ) -> Result<(), FifoError> {
+        let key = self.key_of(&object)?;
+        let object = match (object, &self.shared.transformer) {
+            (ObjectOrTombstone::Object(obj), Some(t)) if transform => {
+                ObjectOrTombstone::Object(t(obj).map_err(FifoError::Transform)?)
+            }
+            (object, _) => object,
+        };
+        let delta = Delta { kind, object };
+        match state.items.get_mut(&key) {
+            Some(deltas) => deltas.push_deduped(delta),
+            None => {
+                state.queue.push_back(key.clone());
+                state.items.insert(key, Deltas(vec![delta]));
+            }
+        }
+        self.shared.notify.notify_waiters();
+        Ok(())
+    }
+
+    fn signal_if_synced(&self, state: &State<K>) {
+        if state.has_synced() && !*self.shared.synced.borrow() {
+            self.shared.synced.send_replace(true);
+        }
+    }
+
+    /// Waits for the next key and hands its deltas to `process`, which runs **synchronously under
+    /// the queue's lock** so that the caller's store update is atomic with the pop (contract B10).
+    /// `process` must be quick and must not call back into this queue.
+    ///
+    /// Returns `Ok(Some(result))`; `Ok(None)` when `process` asked for a requeue without error;
+    /// [`FifoError::Process`] when it failed (the item is dropped, or re-queued for
+    /// [`ProcessError::Requeue`]); [`FifoError::Closed`] once the queue is closed and empty. A closed
+    /// queue that still holds items keeps handing them out.
+    pub async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
+    where
+        F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError>,
+    {
+        let mut process = Some(process);
+        loop {
+            let notified = self.shared.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.shared.state.lock();
+                while let Some(key) = state.queue.pop_front() {
+                    let Some(deltas) = state.items.remove(&key) else {
+                        tracing::error!(fifo = %self.shared.name, %key, "queued key has no deltas; skipping");
+                        continue;
+                    };
+                    let is_in_initial_list = !state.has_synced();
+                    if state.initial_population_count > 0 {
+                        state.initial_population_count -= 1;
+                    }
+                    let Some(process) = process.take() else {
+                        unreachable!("process is taken once, right before returning");
+                    };
+                    let depth = state.queue.len();
+                    let started = Instant::now();
+                    let result = process(&deltas, is_in_initial_list);
+                    let took = started.elapsed();
+                    if took > SLOW_PROCESS && depth > SLOW_DEPTH {
+                        tracing::warn!(fifo = %self.shared.name, %key, ?took, depth, "slow process function while the queue is deep");
+                    }
+                    let outcome = match result {
+                        Ok(r) => Ok(Some(r)),
+                        Err(ProcessError::Requeue(inner)) => {
+                            Self::insert_if_absent(&mut state, key, deltas);
+                            match inner {
+                                None => Ok(None),
+                                Some(e) => Err(FifoError::Process(e)),
+                            }
+                        }
+                        Err(ProcessError::Failed(e)) => Err(FifoError::Process(e)),
+                    };
+                    self.signal_if_synced(&state);
+                    return outcome;
+                }
+                if state.closed {
+                    return Err(FifoError::Closed);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// True once the first `replace` and all of its items have been popped, or once anything was
+    /// added, updated or deleted before the first `replace` (contract B11). Stays true.
+    pub fn has_synced(&self) -> bool {
+        self.shared.state.lock().has_synced()
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced) is true and the process call of the last
+    /// initial item has returned. Returns at once if that already happened.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.shared.synced.subscribe();
+        // The sender lives as long as `self`, so this only ends when the value is true.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// Closes the queue: every waiting popper wakes and, once the queue is empty, gets
+    /// [`FifoError::Closed`]. Producers can still add.
+    pub fn close(&self) {
+        self.shared.state.lock().closed = true;
+        self.shared.notify.notify_waiters();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.lock().closed
+    }
+
+    /// Number of queued keys.
+    pub fn len(&self) -> usize {
+        self.shared.state.lock().queue.len()
+    }
+
+    /// True when no key is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The newest object (or tombstone) of every queued key, in queue order.
+    pub fn list(&self) -> Vec<ObjectOrTombstone<K>> {
+        let state = self.shared.state.lock();
+        state
+            .queue
+            .iter()
+            .filter_map(|k| state.items.get(k)?.newest().map(|d| d.object.clone()))
+            .collect()
+    }
+
+    /// The queued keys, in queue order.
+    pub fn list_keys(&self) -> Vec<ObjectKey> {
+        self.shared.state.lock().queue.iter().cloned().collect()
+    }
+
+    /// A copy of the deltas queued under `key` (later appends do not change it).
+    pub fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
+        self.shared.state.lock().items.get(key).cloned()
+    }
+
+    /// A copy of the deltas queued under `obj`'s key.
+    pub fn get(&self, obj: &ObjectOrTombstone<K>) -> Result<Option<Deltas<K>>, FifoError> {
+        let key = self.key_of(obj)?;
+        Ok(self.get_by_key(key.as_str()))
+    }
+}
+
+impl<K: Object> Store<K> for DeltaFifo<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        DeltaFifo::add(self, obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        DeltaFifo::update(self, obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        DeltaFifo::delete(self, ObjectOrTombstone::Object(obj))
+    }
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+        DeltaFifo::replace(self, list, resource_version)
+    }
+    fn resync(&self) -> Result<(), FifoError> {
+        DeltaFifo::resync(self)
+    }
+}
+
+impl<K: Object> Queue<K> for DeltaFifo<K> {
+    async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
+    where
+        F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError> + Send,
+        R: Send,
+    {
+        DeltaFifo::pop(self, process).await
+    }
+    fn has_synced(&self) -> bool {
+        DeltaFifo::has_synced(self)
+    }
+    async fn wait_synced(&self) {
+        DeltaFifo::wait_synced(self).await
+    }
+    fn close(&self) {
+        DeltaFifo::close(self)
+    }
+    fn is_closed(&self) -> bool {
+        DeltaFifo::is_closed(self)
+    }
+    fn len(&self) -> usize {
+        DeltaFifo::len(self)
+    }
+}
