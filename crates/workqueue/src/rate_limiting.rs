@@ -1,0 +1,110 @@
+//! The rate-limiting queue: a delaying queue that asks a [`RateLimiter`] how long to wait (E8).
+//!
+//! This is the queue a controller uses: on failure it calls
+//! [`add_rate_limited`](RateLimitingQueue::add_rate_limited) so the key backs off, on success
+//! [`forget`](RateLimitingQueue::forget) so the next failure starts from the base delay again,
+//! and in both cases [`done`](crate::WorkQueue::done).
+//!
+//! ```
+//! use std::time::Duration;
+//! use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+//! queue.add("default/web".to_string());
+//! let key = queue.get().await.unwrap();
+//! queue.add_rate_limited(key.clone()); // reconcile failed: retry in 5 ms
+//! queue.done(&key);
+//! assert_eq!(queue.num_requeues(&key), 1);
+//! let again = queue.get().await.unwrap();
+//! queue.forget(&again); // reconcile succeeded
+//! queue.done(&again);
+//! assert_eq!(queue.num_requeues(&again), 0);
+//! # }
+//! ```
+
+use std::fmt;
+use std::hash::Hash;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crate::delaying::DelayingQueue;
+use crate::queue::QueueConfig;
+use crate::rate_limiter::RateLimiter;
+
+/// A [`DelayingQueue`] with a [`RateLimiter`]. Dereferences to the delaying queue.
+///
+/// Cloning gives another handle to the same queue and limiter. Must be created inside a tokio
+/// runtime.
+///
+/// ```
+/// use std::time::Duration;
+/// use workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let limiter = ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1));
+/// let queue = RateLimitingQueue::new(limiter);
+/// queue.add_rate_limited("one");
+/// queue.add_rate_limited("one");
+/// assert_eq!(queue.num_requeues(&"one"), 2);
+/// # }
+/// ```
+pub struct RateLimitingQueue<T> {
+    queue: DelayingQueue<T>,
+    limiter: Arc<dyn RateLimiter<T>>,
+}
+
+impl<T> Clone for RateLimitingQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            queue: self.queue.clone(),
+            limiter: self.limiter.clone(),
+        }
+    }
+}
+
+impl<T> fmt::Debug for RateLimitingQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitingQueue")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Deref for RateLimitingQueue<T> {
+    type Target = DelayingQueue<T>;
+    fn deref(&self) -> &DelayingQueue<T> {
+        &self.queue
+    }
+}
+
+impl<T: Hash + Eq + Clone + Send + Sync + 'static> RateLimitingQueue<T> {
+    /// An unnamed queue without metrics, using `limiter`.
+    pub fn new(limiter: impl RateLimiter<T> + 'static) -> Self {
+        Self::with_config(limiter, QueueConfig::new())
+    }
+
+    /// A queue with the given options, using `limiter`.
+    pub fn with_config(limiter: impl RateLimiter<T> + 'static, config: QueueConfig<T>) -> Self {
+        Self {
+            queue: DelayingQueue::with_config(config),
+            limiter: Arc::new(limiter),
+        }
+    }
+
+    /// Adds `item` after the delay the limiter gives it (E8.1).
+    pub fn add_rate_limited(&self, item: T) {
+        let delay = self.limiter.when(&item);
+        self.queue.add_after(item, delay);
+    }
+
+    /// Makes the limiter forget `item`'s failures; the queue itself is unchanged.
+    pub fn forget(&self, item: &T) {
+        self.limiter.forget(item);
+    }
+
+    /// How many times `item` was rate limited since it was last forgotten.
+    pub fn num_requeues(&self, item: &T) -> usize {
+        self.limiter.num_requeues(item)
+    }
+}
