@@ -176,3 +176,294 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("non-string panic payload")
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use parking_lot::Mutex;
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::ItemExponentialFailureRateLimiter;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn queue() -> RateLimitingQueue<&'static str> {
+        RateLimitingQueue::new(ItemExponentialFailureRateLimiter::new(
+            ms(1),
+            Duration::from_secs(1),
+        ))
+    }
+
+    /// Records the instants at which each key was reconciled.
+    #[derive(Default, Clone)]
+    struct Calls(Arc<Mutex<HashMap<&'static str, Vec<Duration>>>>);
+
+    impl Calls {
+        fn record(&self, key: &'static str, start: Instant) -> usize {
+            let mut calls = self.0.lock();
+            let list = calls.entry(key).or_default();
+            list.push(start.elapsed());
+            list.len()
+        }
+        fn of(&self, key: &str) -> Vec<Duration> {
+            self.0.lock().get(key).cloned().unwrap_or_default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reconcile_sees_every_added_key_once_and_done_forgets_failures() {
+        let queue = queue();
+        for key in ["a", "b", "c"] {
+            queue.add(key);
+        }
+        queue.add_rate_limited("d");
+        let (calls, start, token) = (Calls::default(), Instant::now(), CancellationToken::new());
+        let run = tokio::spawn(
+            Controller::new(queue.clone())
+                .workers(2)
+                .run(token.clone(), {
+                    let calls = calls.clone();
+                    move |key| {
+                        calls.record(key, start);
+                        async { Ok::<_, String>(Action::Done) }
+                    }
+                }),
+        );
+        tokio::time::sleep(ms(10)).await;
+        for key in ["a", "b", "c", "d"] {
+            assert_eq!(calls.of(key).len(), 1, "{key}");
+        }
+        assert_eq!(
+            queue.num_requeues(&"d"),
+            0,
+            "done forgets the key's failures"
+        );
+        token.cancel();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_error_is_retried_with_exponential_backoff_until_it_succeeds() {
+        let queue = queue();
+        queue.add("a");
+        let (calls, start, token) = (Calls::default(), Instant::now(), CancellationToken::new());
+        let run = tokio::spawn(Controller::new(queue.clone()).run(token.clone(), {
+            let calls = calls.clone();
+            move |key| {
+                let attempt = calls.record(key, start);
+                async move {
+                    if attempt <= 3 {
+                        Err(format!("attempt {attempt} failed"))
+                    } else {
+                        Ok(Action::Done)
+                    }
+                }
+            }
+        }));
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(
+            calls.of("a"),
+            [ms(0), ms(1), ms(3), ms(7)],
+            "1, 2, 4 ms backoff"
+        );
+        assert_eq!(queue.num_requeues(&"a"), 0);
+        token.cancel();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_action_requeues_with_rate_limit() {
+        let queue = queue();
+        queue.add("a");
+        let (calls, start, token) = (Calls::default(), Instant::now(), CancellationToken::new());
+        let run = tokio::spawn(Controller::new(queue.clone()).run(token.clone(), {
+            let calls = calls.clone();
+            move |key| {
+                let attempt = calls.record(key, start);
+                async move {
+                    Ok::<_, String>(if attempt < 3 {
+                        Action::Retry
+                    } else {
+                        Action::Done
+                    })
+                }
+            }
+        }));
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(calls.of("a"), [ms(0), ms(1), ms(3)]);
+        token.cancel();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panic_is_retried_with_rate_limit_and_the_worker_keeps_running() {
+        let queue = queue();
+        queue.add("boom");
+        queue.add("fine");
+        let (calls, start, token) = (Calls::default(), Instant::now(), CancellationToken::new());
+        let run = tokio::spawn(
+            Controller::new(queue.clone())
+                .workers(1)
+                .run(token.clone(), {
+                    let calls = calls.clone();
+                    move |key| {
+                        let attempt = calls.record(key, start);
+                        if key == "boom" && attempt == 1 {
+                            panic!("reconcile bug while building the future");
+                        }
+                        async move {
+                            if key == "boom" && attempt == 2 {
+                                panic!("reconcile bug while running");
+                            }
+                            Ok::<_, String>(Action::Done)
+                        }
+                    }
+                }),
+        );
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(calls.of("boom"), [ms(0), ms(1), ms(3)]);
+        assert_eq!(
+            calls.of("fine"),
+            [ms(0)],
+            "the single worker survived the panic"
+        );
+        token.cancel();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn requeue_after_processes_the_key_again_after_the_delay() {
+        let queue = queue();
+        queue.add_rate_limited("a");
+        let (calls, start, token) = (Calls::default(), Instant::now(), CancellationToken::new());
+        let run = tokio::spawn(Controller::new(queue.clone()).run(token.clone(), {
+            let calls = calls.clone();
+            move |key| {
+                let attempt = calls.record(key, start);
+                async move {
+                    Ok::<_, String>(if attempt < 3 {
+                        Action::RequeueAfter(Duration::from_secs(30))
+                    } else {
+                        Action::Done
+                    })
+                }
+            }
+        }));
+        tokio::time::sleep(Duration::from_secs(100)).await;
+        assert_eq!(
+            calls.of("a"),
+            [ms(1), ms(30_001), ms(60_001)],
+            "first after its 1 ms rate limit, then every 30 s"
+        );
+        assert_eq!(
+            queue.num_requeues(&"a"),
+            0,
+            "requeue-after forgets the failures"
+        );
+        token.cancel();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancellation_lets_in_flight_and_queued_work_finish_then_returns() {
+        let queue = queue();
+        queue.add("slow");
+        queue.add("queued");
+        let finished = Arc::new(AtomicUsize::new(0));
+        let token = CancellationToken::new();
+        let run = tokio::spawn(
+            Controller::new(queue.clone())
+                .workers(1)
+                .run(token.clone(), {
+                    let finished = finished.clone();
+                    move |_key| {
+                        let finished = finished.clone();
+                        async move {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            finished.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, String>(Action::Retry)
+                        }
+                    }
+                }),
+        );
+        tokio::time::sleep(ms(500)).await;
+        token.cancel();
+        run.await.unwrap();
+        assert_eq!(
+            finished.load(Ordering::SeqCst),
+            2,
+            "in-flight and queued keys finished"
+        );
+        assert!(queue.is_shutting_down());
+        assert_eq!(queue.waiting_len(), 0, "retries after shutdown are dropped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn run_returns_when_the_queue_is_shut_down_elsewhere() {
+        let queue = queue();
+        let run = tokio::spawn(
+            Controller::new(queue.clone())
+                .workers(3)
+                .run(CancellationToken::new(), |_| async {
+                    Ok::<_, String>(Action::Done)
+                }),
+        );
+        tokio::task::yield_now().await;
+        queue.shutdown();
+        run.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_changed_during_reconcile_is_reconciled_again_never_concurrently() {
+        let queue = queue();
+        queue.add("a");
+        let (running, overlaps, calls) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let token = CancellationToken::new();
+        let run = tokio::spawn(
+            Controller::new(queue.clone())
+                .workers(4)
+                .run(token.clone(), {
+                    let (running, overlaps, calls, queue) = (
+                        running.clone(),
+                        overlaps.clone(),
+                        calls.clone(),
+                        queue.clone(),
+                    );
+                    move |key| {
+                        let (running, overlaps, calls, queue) = (
+                            running.clone(),
+                            overlaps.clone(),
+                            calls.clone(),
+                            queue.clone(),
+                        );
+                        async move {
+                            if running.swap(true, Ordering::SeqCst) {
+                                overlaps.fetch_add(1, Ordering::SeqCst);
+                            }
+                            if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                                queue.add(key); // changed while being reconciled
+                                queue.add(key);
+                            }
+                            tokio::time::sleep(ms(10)).await;
+                            running.store(false, Ordering::SeqCst);
+                            Ok::<_, String>(Action::Done)
+                        }
+                    }
+                }),
+        );
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+        token.cancel();
+        run.await.unwrap();
+    }
+}

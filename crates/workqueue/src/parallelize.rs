@@ -90,3 +90,77 @@ pub fn parallelize_until<F>(
         panic::resume_unwind(payload);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU32;
+
+    use super::*;
+
+    fn seen_counts(pieces: usize, workers: usize, chunk: usize) -> Vec<u32> {
+        let seen: Vec<AtomicU32> = (0..pieces).map(|_| AtomicU32::new(0)).collect();
+        parallelize_until(None, workers, pieces, chunk, |i| {
+            seen[i].fetch_add(1, Ordering::Relaxed);
+        });
+        seen.into_iter().map(AtomicU32::into_inner).collect()
+    }
+
+    #[test]
+    fn every_piece_runs_exactly_once_for_each_chunking() {
+        for (pieces, workers, chunk) in [
+            (1000, 10, 1),
+            (1000, 10, 10),
+            (1000, 10, 100),
+            (999, 10, 13),
+        ] {
+            let counts = seen_counts(pieces, workers, chunk);
+            assert!(
+                counts.iter().all(|c| *c == 1),
+                "({pieces}, {workers}, {chunk}): some piece not run exactly once"
+            );
+        }
+    }
+
+    #[test]
+    fn zero_pieces_returns_immediately_and_zero_chunk_size_means_one() {
+        parallelize_until(None, 4, 0, 1, |_| unreachable!("no piece"));
+        assert!(seen_counts(10, 3, 0).iter().all(|c| *c == 1));
+    }
+
+    #[test]
+    fn cancellation_stops_workers_before_further_chunks() {
+        let token = CancellationToken::new();
+        let ran = AtomicUsize::new(0);
+        parallelize_until(Some(&token), 1, 100, 10, |i| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            if i == 15 {
+                token.cancel();
+            }
+        });
+        assert_eq!(
+            ran.into_inner(),
+            20,
+            "the chunk in progress finishes, no further chunk starts"
+        );
+    }
+
+    #[test]
+    fn a_panicking_piece_stops_its_worker_only_and_is_resumed_on_the_caller() {
+        let ran = AtomicUsize::new(0);
+        let result = panic::catch_unwind(AssertUnwindSafe(|| {
+            parallelize_until(None, 2, 100, 1, |i| {
+                if i == 0 {
+                    panic!("piece 0 failed");
+                }
+                ran.fetch_add(1, Ordering::Relaxed);
+            });
+        }));
+        let payload = result.expect_err("the panic reaches the caller");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"piece 0 failed"));
+        assert_eq!(
+            ran.into_inner(),
+            99,
+            "the other worker ran every remaining piece"
+        );
+    }
+}

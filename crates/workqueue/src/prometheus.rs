@@ -163,3 +163,39 @@ impl MetricsProvider for PrometheusMetricsProvider {
         Arc::new(self.retries.get_or_create(&labels(name)).clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode;
+
+    use super::*;
+    use crate::{DelayingQueue, QueueConfig};
+
+    #[tokio::test(start_paused = true)]
+    async fn exports_the_seven_kubernetes_workqueue_metrics_with_the_name_label() {
+        let mut registry = Registry::default();
+        let provider = Arc::new(PrometheusMetricsProvider::register(&mut registry));
+        let queue =
+            DelayingQueue::with_config(QueueConfig::new().name("pods").metrics_provider(provider));
+        queue.add("a");
+        queue.add_after("b", std::time::Duration::from_secs(1));
+        let a = queue.get().await.unwrap();
+        queue.done(&a);
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"workqueue_depth{name="pods"} 0"#,
+            r#"workqueue_adds_total{name="pods"} 1"#,
+            r#"workqueue_queue_duration_seconds_count{name="pods"} 1"#,
+            r#"workqueue_work_duration_seconds_count{name="pods"} 1"#,
+            r#"workqueue_unfinished_work_seconds{name="pods"} 0"#,
+            r#"workqueue_longest_running_processor_seconds{name="pods"} 0"#,
+            r#"workqueue_retries_total{name="pods"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{le="1e-8",name="pods"} 1"#,
+            r#"workqueue_queue_duration_seconds_bucket{le="10.0",name="pods"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing `{line}` in:\n{text}");
+        }
+        queue.shutdown();
+    }
+}

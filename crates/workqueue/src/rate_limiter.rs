@@ -373,3 +373,196 @@ pub fn default_item_based_rate_limiter<T: Hash + Eq + Clone>(
 ) -> ItemExponentialFailureRateLimiter<T> {
     ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1000))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn exponential_doubles_per_item_and_forget_restarts_it() {
+        let limiter = ItemExponentialFailureRateLimiter::new(ms(1), Duration::from_secs(1000));
+        let delays: Vec<_> = (0..5).map(|_| limiter.when(&"one")).collect();
+        assert_eq!(delays, [ms(1), ms(2), ms(4), ms(8), ms(16)]);
+        assert_eq!(limiter.num_requeues(&"one"), 5);
+        assert_eq!(limiter.when(&"two"), ms(1));
+        assert_eq!(limiter.when(&"two"), ms(2));
+        assert_eq!(limiter.num_requeues(&"two"), 2);
+        limiter.forget(&"one");
+        assert_eq!(limiter.num_requeues(&"one"), 0);
+        assert_eq!(limiter.when(&"one"), ms(1));
+    }
+
+    #[test]
+    fn exponential_sixth_call_is_32ms() {
+        let limiter = ItemExponentialFailureRateLimiter::new(ms(1), Duration::from_secs(1000));
+        let sixth = (0..6).map(|_| limiter.when(&"one")).last();
+        assert_eq!(sixth, Some(ms(32)));
+    }
+
+    #[test]
+    fn exponential_reaches_exactly_max_after_1000_calls_without_overflow() {
+        let limiter = ItemExponentialFailureRateLimiter::new(ms(1), Duration::from_secs(1000));
+        for _ in 0..1000 {
+            limiter.when(&"one");
+        }
+        assert_eq!(limiter.when(&"one"), Duration::from_secs(1000));
+    }
+
+    #[test]
+    fn exponential_with_large_base_caps_at_max() {
+        let hour = Duration::from_secs(3600);
+        let limiter = ItemExponentialFailureRateLimiter::new(Duration::from_secs(60), 1000 * hour);
+        let third = (0..3).map(|_| limiter.when(&"one")).last();
+        assert_eq!(third, Some(Duration::from_secs(240)));
+        for _ in 0..1000 {
+            limiter.when(&"one");
+        }
+        assert_eq!(limiter.when(&"one"), 1000 * hour);
+    }
+
+    #[test]
+    fn exponential_controller_default_table() {
+        let limiter = ItemExponentialFailureRateLimiter::new(ms(5), Duration::from_secs(1000));
+        let expected_ms = [
+            5, 10, 20, 40, 80, 160, 320, 640, 1280, 2560, 5120, 10240, 20480, 40960, 81920, 163840,
+            327680, 655360,
+        ];
+        for (call, want) in expected_ms.iter().enumerate() {
+            assert_eq!(limiter.when(&"k"), ms(*want), "call {}", call + 1);
+        }
+        assert_eq!(limiter.when(&"k"), Duration::from_secs(1000), "19th call");
+        assert_eq!(limiter.when(&"k"), Duration::from_secs(1000));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bucket_allows_burst_then_spaces_tokens_at_qps() {
+        let limiter = BucketRateLimiter::new(10.0, 100);
+        for call in 1..=100 {
+            assert_eq!(
+                RateLimiter::<u32>::when(&limiter, &call),
+                Duration::ZERO,
+                "call {call}"
+            );
+        }
+        for k in 1..=5u32 {
+            assert_eq!(
+                RateLimiter::<u32>::when(&limiter, &0),
+                k * ms(100),
+                "call {}",
+                100 + k
+            );
+        }
+        assert_eq!(RateLimiter::<u32>::num_requeues(&limiter, &0), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bucket_refills_over_time_and_keeps_reservations() {
+        let limiter = BucketRateLimiter::new(10.0, 1);
+        assert_eq!(RateLimiter::<u32>::when(&limiter, &0), Duration::ZERO);
+        assert_eq!(RateLimiter::<u32>::when(&limiter, &0), ms(100));
+        assert_eq!(RateLimiter::<u32>::when(&limiter, &0), ms(200));
+        tokio::time::advance(ms(250)).await;
+        assert_eq!(RateLimiter::<u32>::when(&limiter, &0), ms(50));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(RateLimiter::<u32>::when(&limiter, &0), Duration::ZERO);
+    }
+
+    #[test]
+    fn fast_slow_switches_after_max_fast_attempts() {
+        let limiter = ItemFastSlowRateLimiter::new(ms(5), Duration::from_secs(10), 3);
+        let delays: Vec<_> = (0..5).map(|_| limiter.when(&"one")).collect();
+        let slow = Duration::from_secs(10);
+        assert_eq!(delays, [ms(5), ms(5), ms(5), slow, slow]);
+        assert_eq!(limiter.num_requeues(&"one"), 5);
+        limiter.forget(&"one");
+        assert_eq!(limiter.num_requeues(&"one"), 0);
+        assert_eq!(limiter.when(&"one"), ms(5));
+    }
+
+    #[test]
+    fn max_of_asks_every_limiter_and_returns_the_largest() {
+        let limiter: MaxOf<&str> = MaxOf::new(vec![
+            Box::new(ItemFastSlowRateLimiter::new(
+                ms(5),
+                Duration::from_secs(3),
+                3,
+            )),
+            Box::new(ItemExponentialFailureRateLimiter::new(
+                ms(1),
+                Duration::from_secs(1),
+            )),
+        ]);
+        let delays: Vec<_> = (0..5).map(|_| limiter.when(&"one")).collect();
+        let slow = Duration::from_secs(3);
+        assert_eq!(delays, [ms(5), ms(5), ms(5), slow, slow]);
+        assert_eq!(limiter.num_requeues(&"one"), 5);
+        limiter.forget(&"one");
+        assert_eq!(limiter.num_requeues(&"one"), 0);
+        assert_eq!(limiter.when(&"one"), ms(5));
+    }
+
+    /// Answers 5 ms for its first 100 calls, then 1000 s.
+    struct StepLimiter(Mutex<usize>);
+
+    impl RateLimiter<&'static str> for StepLimiter {
+        fn when(&self, _: &&'static str) -> Duration {
+            let mut calls = self.0.lock();
+            *calls += 1;
+            if *calls <= 100 {
+                ms(5)
+            } else {
+                Duration::from_secs(1000)
+            }
+        }
+        fn forget(&self, _: &&'static str) {
+            *self.0.lock() = 0;
+        }
+        fn num_requeues(&self, _: &&'static str) -> usize {
+            *self.0.lock()
+        }
+    }
+
+    #[test]
+    fn with_max_wait_caps_the_inner_answer_and_forwards_the_rest() {
+        let limiter = WithMaxWait::new(StepLimiter(Mutex::new(0)), Duration::from_secs(500));
+        for call in 1..=100 {
+            assert_eq!(limiter.when(&"one"), ms(5), "call {call}");
+        }
+        assert_eq!(limiter.when(&"one"), Duration::from_secs(500));
+        assert_eq!(limiter.num_requeues(&"one"), 101);
+        limiter.forget(&"one");
+        assert_eq!(limiter.num_requeues(&"one"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn default_controller_limiter_is_max_of_exponential_and_bucket() {
+        let limiter = default_controller_rate_limiter::<u32>();
+        // Each item's first failure: the 5 ms base while the bucket has tokens...
+        for item in 0..100 {
+            assert_eq!(limiter.when(&item), ms(5));
+        }
+        // ...then the bucket (empty after 100 calls at one instant) dominates.
+        assert_eq!(limiter.when(&100), ms(100));
+        assert_eq!(
+            limiter.when(&0),
+            ms(200),
+            "exponential says 10 ms, bucket 200 ms"
+        );
+        assert_eq!(limiter.num_requeues(&0), 2);
+    }
+
+    #[test]
+    fn default_item_based_limiter_is_exponential_from_1ms_to_1000s() {
+        let limiter = default_item_based_rate_limiter::<u32>();
+        assert_eq!(limiter.when(&1), ms(1));
+        assert_eq!(limiter.when(&1), ms(2));
+        for _ in 0..100 {
+            limiter.when(&1);
+        }
+        assert_eq!(limiter.when(&1), Duration::from_secs(1000));
+    }
+}

@@ -108,3 +108,61 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> RateLimitingQueue<T> {
         self.limiter.num_requeues(item)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use futures::FutureExt;
+
+    use super::*;
+    use crate::ItemExponentialFailureRateLimiter;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_rate_limited_delays_by_the_limiter_and_forget_resets_it() {
+        let queue = RateLimitingQueue::new(ItemExponentialFailureRateLimiter::new(
+            ms(1),
+            Duration::from_secs(1),
+        ));
+        queue.add_rate_limited("one");
+        assert_eq!((queue.len(), queue.waiting_len()), (0, 1), "one waits 1 ms");
+        queue.add_rate_limited("one");
+        assert_eq!(queue.num_requeues(&"one"), 2);
+        queue.add_rate_limited("two");
+        queue.add_rate_limited("two");
+        assert_eq!(queue.num_requeues(&"two"), 2);
+        queue.forget(&"one");
+        assert_eq!(queue.num_requeues(&"one"), 0);
+        assert_eq!(
+            queue.waiting_len(),
+            2,
+            "forget does not remove anything from the queue"
+        );
+        tokio::time::sleep(ms(1)).await;
+        tokio::task::yield_now().await;
+        assert_eq!(queue.get().now_or_never(), Some(Some("one")));
+        assert_eq!(queue.len(), 1, "two's earlier 1 ms entry is due too");
+        queue.add_rate_limited("one");
+        assert_eq!(
+            queue.num_requeues(&"one"),
+            1,
+            "next one after forget: 1 ms again"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_rate_limited_after_shutdown_is_ignored() {
+        let queue = RateLimitingQueue::new(ItemExponentialFailureRateLimiter::new(
+            ms(1),
+            Duration::from_secs(1),
+        ));
+        queue.shutdown();
+        queue.add_rate_limited("one");
+        tokio::time::sleep(ms(10)).await;
+        assert_eq!(queue.get().await, None);
+    }
+}
