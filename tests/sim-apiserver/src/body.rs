@@ -1,0 +1,87 @@
+//! The response body: a full buffer or a stream of chunks fed by a task, counting bytes.
+
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio::sync::mpsc;
+
+use crate::metrics::Counters;
+
+/// What a streaming task sends: a chunk, or an error that aborts the connection.
+pub(crate) type Chunk = Result<Bytes, std::io::Error>;
+
+/// A response body.
+#[derive(Debug)]
+pub struct SimBody {
+    kind: Kind,
+    counters: Option<Arc<Counters>>,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Full(Option<Bytes>),
+    Stream(mpsc::Receiver<Chunk>),
+}
+
+impl SimBody {
+    pub(crate) fn full(b: impl Into<Bytes>, counters: Arc<Counters>) -> Self {
+        Self {
+            kind: Kind::Full(Some(b.into())),
+            counters: Some(counters),
+        }
+    }
+
+    pub(crate) fn stream(rx: mpsc::Receiver<Chunk>, counters: Arc<Counters>) -> Self {
+        Self {
+            kind: Kind::Stream(rx),
+            counters: Some(counters),
+        }
+    }
+
+    fn count(&self, n: usize) {
+        if let Some(c) = &self.counters {
+            c.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Body for SimBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let out = match &mut this.kind {
+            Kind::Full(b) => Poll::Ready(b.take().map(Ok)),
+            Kind::Stream(rx) => rx.poll_recv(cx),
+        };
+        match out {
+            Poll::Ready(Some(Ok(b))) => {
+                this.count(b.len());
+                Poll::Ready(Some(Ok(Frame::data(b))))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(&self.kind, Kind::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            Kind::Full(None) => SizeHint::with_exact(0),
+            Kind::Stream(_) => SizeHint::default(),
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! List semantics: resourceVersion unset / "0" / exact with `resourceVersionMatch`, pagination with
+//! continue tokens that pin the list's revision, and the list body.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::json;
+
+use crate::continue_token::ContinueToken;
+use crate::params::ListParams;
+use crate::resources::ResourceDef;
+use crate::status::ApiError;
+use crate::storage::{Obj, Storage};
+
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue parameter from this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// Serves a list; `watch_cache` makes `resourceVersion=0` ignore `limit` (as the watch cache does).
+pub fn list(
+    storage: &Storage,
+    res: usize,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    p: &ListParams,
+    watch_cache: bool,
+) -> Result<Bytes, ApiError> {
+    p.validate()?;
+    let mut limit = p.limit;
+    let (rev, map, start) = if let Some(tok) = &p.continue_token {
+        let t = ContinueToken::decode(tok).map_err(ApiError::bad_request)?;
+        if t.rv == -1 {
+            let (rev, map) = storage.snapshot(res, None)?;
+            (rev, map, Some(t.start))
+        } else {
+            match storage.snapshot(res, Some(t.rv as u64)) {
+                Ok((rev, map)) => (rev, map, Some(t.start)),
+                Err(e) if e.code == 410 => {
+                    let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
+                    e.continue_token = Some(
+                        ContinueToken {
+                            rv: -1,
+                            start: t.start,
+                        }
+                        .encode(),
+                    );
+                    return Err(e);
+                }
+                Err(_) => return Err(ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")),
+            }
+        }
+    } else {
+        let rv = p.rv_number()?;
+        let exact = match p.rv_match.as_deref() {
+            Some("Exact") => true,
+            Some(_) => false,
+            // Legacy: a non-zero resourceVersion with a limit is an exact read.
+            None => limit.is_some(),
+        };
+        match rv {
+            None => {
+                if p.resource_version.is_some() && watch_cache {
+                    limit = None;
+                }
+                let (rev, map) = storage.snapshot(res, None)?;
+                (rev, map, None)
+            }
+            Some(x) if exact => {
+                let (rev, map) = storage.snapshot(res, Some(x))?;
+                (rev, map, None)
+            }
+            Some(x) => {
+                let current = storage.revision();
+                if x > current {
+                    return Err(ApiError::too_large_resource_version(x, current));
+                }
+                let (rev, map) = storage.snapshot(res, None)?;
+                (rev, map, None)
+            }
+        }
+    };
+    Ok(render(def, rev, &map, ns, p, limit, start.as_deref()))
+}
+
+fn render(
+    def: &ResourceDef,
+    rev: u64,
+    map: &BTreeMap<String, Arc<Obj>>,
+    ns: Option<&str>,
+    p: &ListParams,
+    limit: Option<usize>,
+    start: Option<&str>,
+) -> Bytes {
+    let prefix = ns.map(|n| format!("{n}/"));
+    let iter = match start {
+        Some(s) => map.range::<str, _>((std::ops::Bound::Included(s), std::ops::Bound::Unbounded)),
+        None => map.range::<str, _>(..),
+    };
+    let mut matching = iter
+        .filter(|(k, _)| prefix.as_deref().is_none_or(|pfx| k.starts_with(pfx)))
+        .filter(|(_, o)| p.selectors.matches(&o.value));
+    let mut items: Vec<(&String, &Arc<Obj>)> = Vec::new();
+    let mut more = false;
+    for (k, o) in matching.by_ref() {
+        if limit.is_some_and(|l| items.len() >= l) {
+            more = true;
+            break;
+        }
+        items.push((k, o));
+    }
+    let mut meta = json!({"resourceVersion": rev.to_string()});
+    if more {
+        let last = items.last().map(|(k, _)| k.as_str()).unwrap_or("");
+        meta["continue"] = json!(ContinueToken {
+            rv: rev as i64,
+            start: format!("{last}\u{0}"),
+        }
+        .encode());
+        if p.selectors.is_empty() {
+            meta["remainingItemCount"] = json!(1 + matching.count());
+        }
+    }
+    let size: usize = items.iter().map(|(_, o)| o.json.len() + 1).sum();
+    let mut b = BytesMut::with_capacity(size + 256);
+    b.put_slice(
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+            def.list_kind(),
+            def.api_version(),
+            meta
+        )
+        .as_bytes(),
+    );
+    for (i, (_, o)) in items.iter().enumerate() {
+        if i > 0 {
+            b.put_u8(b',');
+        }
+        b.put_slice(&o.json);
+    }
+    b.put_slice(b"]}\n");
+    b.freeze()
+}

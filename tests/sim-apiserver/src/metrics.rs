@@ -1,0 +1,66 @@
+//! Request counters, so tests can prove e.g. that two informers share one watch.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Live counters (all monotonic except `active_watches`).
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub(crate) lists: AtomicU64,
+    pub(crate) watches: AtomicU64,
+    pub(crate) gets: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) discovery: AtomicU64,
+    pub(crate) requests: AtomicU64,
+    pub(crate) errors: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) watch_events: AtomicU64,
+    pub(crate) active_watches: AtomicU64,
+}
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CounterSnapshot {
+    /// List requests (GET on a collection without `watch`).
+    pub lists: u64,
+    /// Watch requests.
+    pub watches: u64,
+    /// GETs of a single object.
+    pub gets: u64,
+    /// POST, PUT, PATCH and DELETE requests.
+    pub writes: u64,
+    /// Discovery and version requests.
+    pub discovery: u64,
+    /// All requests.
+    pub requests: u64,
+    /// Responses with a Status error (including injected ones).
+    pub errors: u64,
+    /// Response body bytes written.
+    pub bytes: u64,
+    /// Watch events written (including bookmarks and ERROR events).
+    pub watch_events: u64,
+    /// Watch streams currently open.
+    pub active_watches: u64,
+}
+
+impl Counters {
+    pub(crate) fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads all counters.
+    pub fn snapshot(&self) -> CounterSnapshot {
+        let r = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        CounterSnapshot {
+            lists: r(&self.lists),
+            watches: r(&self.watches),
+            gets: r(&self.gets),
+            writes: r(&self.writes),
+            discovery: r(&self.discovery),
+            requests: r(&self.requests),
+            errors: r(&self.errors),
+            bytes: r(&self.bytes),
+            watch_events: r(&self.watch_events),
+            active_watches: r(&self.active_watches),
+        }
+    }
+}

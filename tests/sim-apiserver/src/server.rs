@@ -1,0 +1,845 @@
+//! The server: builder, listener (HTTP or HTTPS, HTTP/1.1 and HTTP/2), authentication, routing
+//! and the object API for test code.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use parking_lot::RwLock;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::body::SimBody;
+use crate::churn::{self, ChurnConfig, ChurnHandle};
+use crate::discovery;
+use crate::faults::{Faults, RequestKind};
+use crate::list;
+use crate::metrics::{CounterSnapshot, Counters};
+use crate::params::ListParams;
+use crate::resources::{Registry, ResourceDef};
+use crate::status::ApiError;
+use crate::storage::{key_of, merge_patch, Storage};
+use crate::tls::{TlsError, TlsMaterial};
+use crate::watch::{self as watch_stream, WatchCtx};
+
+/// Errors starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// Binding or socket error.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    /// TLS setup error.
+    #[error("tls: {0}")]
+    Tls(#[from] TlsError),
+}
+
+/// Builder for [`SimServer`].
+#[derive(Debug, Clone)]
+pub struct SimServerBuilder {
+    tls: bool,
+    http2: bool,
+    token: Option<String>,
+    client_cert_auth: bool,
+    max_log_events: usize,
+    watch_buffer: usize,
+    bookmark_interval: Duration,
+    default_watch_timeout: Duration,
+    watch_cache: bool,
+    resources: Vec<ResourceDef>,
+}
+
+impl Default for SimServerBuilder {
+    fn default() -> Self {
+        Self {
+            tls: false,
+            http2: true,
+            token: None,
+            client_cert_auth: false,
+            max_log_events: 10_000,
+            watch_buffer: 1024,
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(1800),
+            watch_cache: true,
+            resources: Vec::new(),
+        }
+    }
+}
+
+impl SimServerBuilder {
+    /// Serve HTTPS with a generated CA (default: plain HTTP).
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// Accept HTTP/2 (prior knowledge on plain HTTP, ALPN `h2` on TLS). Default on.
+    pub fn http2(mut self, on: bool) -> Self {
+        self.http2 = on;
+        self
+    }
+
+    /// Require `Authorization: Bearer <token>` (401 otherwise).
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Also accept a client certificate signed by the generated CA instead of the token.
+    pub fn client_cert_auth(mut self, on: bool) -> Self {
+        self.client_cert_auth = on;
+        self
+    }
+
+    /// Keep at most this many events in the log (older ones are compacted). Default 10 000.
+    pub fn max_log_events(mut self, n: usize) -> Self {
+        self.max_log_events = n;
+        self
+    }
+
+    /// Events buffered per watcher before it is ended as too slow. Default 1024.
+    pub fn watch_buffer(mut self, n: usize) -> Self {
+        self.watch_buffer = n;
+        self
+    }
+
+    /// Interval between bookmarks on watches with `allowWatchBookmarks=true`. Default 60 s.
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.bookmark_interval = d;
+        self
+    }
+
+    /// Watch timeout when the request has no `timeoutSeconds`. Default 30 min.
+    pub fn default_watch_timeout(mut self, d: Duration) -> Self {
+        self.default_watch_timeout = d;
+        self
+    }
+
+    /// Behave as if a watch cache is enabled: lists at `resourceVersion=0` ignore `limit`.
+    /// Default on; off makes every list paginate.
+    pub fn watch_cache(mut self, on: bool) -> Self {
+        self.watch_cache = on;
+        self
+    }
+
+    /// Registers an extra resource (e.g. a custom resource).
+    pub fn resource(mut self, def: ResourceDef) -> Self {
+        self.resources.push(def);
+        self
+    }
+
+    /// Binds 127.0.0.1 on an ephemeral port and starts serving.
+    pub async fn start(self) -> Result<SimServer, SimError> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let mut registry = Registry::builtin();
+        for d in &self.resources {
+            registry.register(d.clone());
+        }
+        let storage = Arc::new(Storage::new(self.max_log_events, self.watch_buffer));
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let tls = if self.tls {
+            Some(TlsMaterial::generate()?)
+        } else {
+            None
+        };
+        let mut ca_path = None;
+        if let Some(t) = &tls {
+            let dir = std::env::temp_dir().join(format!(
+                "sim-apiserver-{}-{}",
+                std::process::id(),
+                addr.port()
+            ));
+            std::fs::create_dir_all(&dir)?;
+            let p = dir.join("ca.crt");
+            std::fs::write(&p, &t.ca_pem)?;
+            ca_path = Some(p);
+        }
+        let acceptor = match &tls {
+            Some(t) => Some(tokio_rustls::TlsAcceptor::from(Arc::new(
+                t.server_config(self.http2, self.client_cert_auth)?,
+            ))),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            faults: Faults::new(storage.clone()),
+            storage,
+            registry: RwLock::new(registry),
+            counters: Arc::new(Counters::default()),
+            shutdown: shutdown_rx,
+            addr,
+            tls,
+            ca_path,
+            cfg: self,
+        });
+        for ns in ["default", "kube-system", "kube-public"] {
+            let ns_idx = shared.resolve("namespaces").expect("builtin");
+            let def = shared.registry.read().get(ns_idx).clone();
+            let _ = shared.storage.create(
+                ns_idx,
+                &def,
+                "",
+                serde_json::json!({"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+            );
+        }
+        tokio::spawn(accept_loop(listener, acceptor, shared.clone()));
+        Ok(SimServer {
+            shared,
+            _guard: Arc::new(ShutdownGuard(shutdown_tx)),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct ShutdownGuard(watch::Sender<bool>);
+
+impl Drop for ShutdownGuard {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
+}
+
+pub(crate) struct Shared {
+    storage: Arc<Storage>,
+    registry: RwLock<Registry>,
+    faults: Faults,
+    counters: Arc<Counters>,
+    shutdown: watch::Receiver<bool>,
+    addr: SocketAddr,
+    tls: Option<TlsMaterial>,
+    ca_path: Option<PathBuf>,
+    cfg: SimServerBuilder,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(p) = &self.ca_path {
+            let _ = std::fs::remove_file(p);
+            if let Some(d) = p.parent() {
+                let _ = std::fs::remove_dir(d);
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// Resolves `plural` or `plural.group` to a registry index.
+    fn resolve(&self, resource: &str) -> Option<usize> {
+        let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+        let reg = self.registry.read();
+        reg.all()
+            .iter()
+            .position(|d| d.plural == plural && d.group == group)
+    }
+}
+
+/// A running simulated kube-apiserver. Cloning shares it; it stops when the last clone drops
+/// (or on [`SimServer::shutdown`]).
+#[derive(Clone)]
+pub struct SimServer {
+    shared: Arc<Shared>,
+    _guard: Arc<ShutdownGuard>,
+}
+
+impl std::fmt::Debug for SimServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimServer")
+            .field("url", &self.url())
+            .finish()
+    }
+}
+
+impl SimServer {
+    /// A builder with defaults (plain HTTP, HTTP/1.1 and HTTP/2, no authentication).
+    pub fn builder() -> SimServerBuilder {
+        SimServerBuilder::default()
+    }
+
+    /// Starts a plain-HTTP server with defaults.
+    pub async fn start() -> Result<Self, SimError> {
+        Self::builder().start().await
+    }
+
+    /// Base URL (`http://127.0.0.1:PORT` or `https://...`).
+    pub fn url(&self) -> String {
+        let scheme = if self.shared.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.shared.addr)
+    }
+
+    /// Listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// The CA certificate (PEM) when serving TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.shared.tls.as_ref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// Path of a file holding the CA certificate when serving TLS (removed on shutdown).
+    pub fn ca_path(&self) -> Option<&std::path::Path> {
+        self.shared.ca_path.as_deref()
+    }
+
+    /// All generated TLS material (including a client certificate) when serving TLS.
+    pub fn tls_material(&self) -> Option<&TlsMaterial> {
+        self.shared.tls.as_ref()
+    }
+
+    /// The bearer token required, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.shared.cfg.token.as_deref()
+    }
+
+    /// Fault injection.
+    pub fn faults(&self) -> &Faults {
+        &self.shared.faults
+    }
+
+    /// Request counters.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.shared.counters.snapshot()
+    }
+
+    /// Current store revision (the latest resourceVersion).
+    pub fn revision(&self) -> u64 {
+        self.shared.storage.revision()
+    }
+
+    /// Compacts the event log up to `rev`.
+    pub fn compact_to(&self, rev: u64) {
+        self.shared.storage.compact_to(rev)
+    }
+
+    /// Watchers currently registered with the store.
+    pub fn watcher_count(&self) -> usize {
+        self.shared.storage.watcher_count()
+    }
+
+    /// Watchers ended for being too slow.
+    pub fn slow_watcher_terminations(&self) -> u64 {
+        self.shared.storage.slow_terminations()
+    }
+
+    /// Registers a resource at runtime.
+    pub fn register(&self, def: ResourceDef) {
+        self.shared.registry.write().register(def);
+    }
+
+    fn res(&self, resource: &str) -> Result<(usize, ResourceDef), ApiError> {
+        let idx = self
+            .shared
+            .resolve(resource)
+            .ok_or_else(ApiError::path_not_found)?;
+        Ok((idx, self.shared.registry.read().get(idx).clone()))
+    }
+
+    fn ns_for<'a>(def: &ResourceDef, ns: Option<&'a str>) -> &'a str {
+        if def.namespaced {
+            ns.unwrap_or("default")
+        } else {
+            ""
+        }
+    }
+
+    /// Creates an object (`resource` is `pods` or `plural.group`); returns the stored object.
+    pub fn create(&self, resource: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
+        let (idx, def) = self.res(resource)?;
+        let ns = Self::ns_for(&def, ns);
+        Ok(self
+            .shared
+            .storage
+            .create(idx, &def, ns, obj)?
+            .value
+            .clone())
+    }
+
+    /// Replaces an object (name taken from `obj`); a set resourceVersion must be current.
+    pub fn update(&self, resource: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
+        let (idx, def) = self.res(resource)?;
+        let ns = Self::ns_for(&def, ns);
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        Ok(self
+            .shared
+            .storage
+            .update(idx, &def, ns, &name, obj)?
+            .value
+            .clone())
+    }
+
+    /// Applies a JSON merge patch.
+    pub fn patch(
+        &self,
+        resource: &str,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        let (idx, def) = self.res(resource)?;
+        let ns = Self::ns_for(&def, ns);
+        Ok(
+            patch_object(&self.shared.storage, idx, &def, ns, name, patch)?
+                .value
+                .clone(),
+        )
+    }
+
+    /// Deletes an object; returns its final state.
+    pub fn delete(&self, resource: &str, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let (idx, def) = self.res(resource)?;
+        let ns = Self::ns_for(&def, ns);
+        Ok(self
+            .shared
+            .storage
+            .delete(idx, &def, ns, name, None)?
+            .value
+            .clone())
+    }
+
+    /// Gets an object.
+    pub fn get(&self, resource: &str, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let (idx, def) = self.res(resource)?;
+        let ns = Self::ns_for(&def, ns);
+        self.shared
+            .storage
+            .get(idx, &key_of(ns, name))
+            .map(|o| o.value.clone())
+            .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))
+    }
+
+    /// Lists objects (all namespaces when `ns` is `None`).
+    pub fn list(&self, resource: &str, ns: Option<&str>) -> Result<Vec<Value>, ApiError> {
+        let (idx, def) = self.res(resource)?;
+        let (_, map) = self.shared.storage.snapshot(idx, None)?;
+        Ok(map
+            .values()
+            .filter(|o| {
+                !def.namespaced
+                    || ns.is_none_or(|n| {
+                        o.value
+                            .pointer("/metadata/namespace")
+                            .and_then(Value::as_str)
+                            == Some(n)
+                    })
+            })
+            .map(|o| o.value.clone())
+            .collect())
+    }
+
+    /// Starts a churn generator.
+    pub fn churn(&self, cfg: ChurnConfig) -> ChurnHandle {
+        churn::start(
+            SimServer {
+                shared: self.shared.clone(),
+                _guard: self._guard.clone(),
+            },
+            cfg,
+        )
+    }
+
+    /// Stops accepting and ends every connection and watch now.
+    pub fn shutdown(&self) {
+        self._guard.0.send_replace(true);
+    }
+}
+
+fn patch_object(
+    storage: &Storage,
+    idx: usize,
+    def: &ResourceDef,
+    ns: &str,
+    name: &str,
+    patch: &Value,
+) -> Result<Arc<crate::storage::Obj>, ApiError> {
+    if !patch.is_object() {
+        return Err(ApiError::bad_request("the patch is not a JSON object"));
+    }
+    let cur = storage
+        .get(idx, &key_of(ns, name))
+        .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))?;
+    let mut v = cur.value.clone();
+    // A resourceVersion in the patch becomes a precondition (409 when stale); without one the
+    // patch applies to the version just read.
+    merge_patch(&mut v, patch);
+    if v.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+        return Err(ApiError::bad_request(
+            "metadata.name: the name may not be changed by a patch",
+        ));
+    }
+    storage.update(idx, def, ns, name, v)
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    shared: Arc<Shared>,
+) {
+    let mut shutdown = shared.shutdown.clone();
+    loop {
+        let (tcp, _) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(%e, "accept failed");
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let shared = shared.clone();
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let mut shutdown = shared.shutdown.clone();
+            if *shutdown.borrow_and_update() {
+                return;
+            }
+            let http2 = shared.cfg.http2;
+            match acceptor {
+                Some(acc) => {
+                    let tls = tokio::select! {
+                        r = acc.accept(tcp) => match r {
+                            Ok(s) => s,
+                            Err(e) => {
+                                tracing::debug!(%e, "TLS handshake failed");
+                                return;
+                            }
+                        },
+                        _ = shutdown.changed() => return,
+                    };
+                    let client_cert = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .is_some_and(|c| !c.is_empty());
+                    serve(tls, shared, client_cert, http2, shutdown).await
+                }
+                None => serve(tcp, shared, false, http2, shutdown).await,
+            }
+        });
+    }
+}
+
+async fn serve<IO>(
+    io: IO,
+    shared: Arc<Shared>,
+    client_cert: bool,
+    http2: bool,
+    mut shutdown: watch::Receiver<bool>,
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = service_fn(move |req| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(shared, req, client_cert).await) }
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    if !http2 {
+        builder = builder.http1_only();
+    }
+    let conn = builder.serve_connection(TokioIo::new(io), svc);
+    tokio::select! {
+        r = conn => if let Err(e) = r { tracing::debug!(%e, "connection ended") },
+        _ = shutdown.changed() => {}
+    }
+}
+
+fn json_response(shared: &Shared, code: StatusCode, body: Bytes) -> Response<SimBody> {
+    let mut r = Response::new(SimBody::full(body, shared.counters.clone()));
+    *r.status_mut() = code;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn value_response(shared: &Shared, code: StatusCode, v: &Value) -> Response<SimBody> {
+    json_response(shared, code, Bytes::from(v.to_string()))
+}
+
+fn error_response(shared: &Shared, e: &ApiError) -> Response<SimBody> {
+    Counters::inc(&shared.counters.errors);
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = value_response(shared, code, &e.to_value());
+    if let Some(s) = e.retry_after {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
+}
+
+/// A parsed resource path.
+struct ResourcePath {
+    idx: usize,
+    def: ResourceDef,
+    ns: Option<String>,
+    name: Option<String>,
+}
+
+enum Route {
+    Text(&'static str),
+    Json(Value),
+    NotFound,
+    Resource(ResourcePath),
+}
+
+fn route(shared: &Shared, path: &str) -> Route {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let reg = shared.registry.read();
+    let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
+        ["healthz"] | ["livez"] | ["readyz"] => return Route::Text("ok"),
+        ["version"] => return Route::Json(discovery::version()),
+        ["api"] => return Route::Json(discovery::api(&shared.addr.to_string())),
+        ["apis"] => return Route::Json(discovery::apis(&reg)),
+        ["api", v] => {
+            return discovery::resource_list(&reg, "", v)
+                .map(Route::Json)
+                .unwrap_or(Route::NotFound)
+        }
+        ["apis", g] => {
+            return discovery::api_group(&reg, g)
+                .map(Route::Json)
+                .unwrap_or(Route::NotFound)
+        }
+        ["apis", g, v] => {
+            return discovery::resource_list(&reg, g, v)
+                .map(Route::Json)
+                .unwrap_or(Route::NotFound)
+        }
+        ["openapi", "v3"] => return Route::Json(discovery::openapi_v3_root(&reg)),
+        ["openapi", "v3", gv @ ..] => {
+            return discovery::openapi_v3_doc(&reg, &gv.join("/"))
+                .map(Route::Json)
+                .unwrap_or(Route::NotFound)
+        }
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Route::NotFound,
+    };
+    let (ns, plural, name) = match rest {
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
+        [plural] => (None, *plural, None),
+        [plural, name] => (None, *plural, Some(*name)),
+        _ => return Route::NotFound,
+    };
+    let Some(idx) = reg.find(group, version, plural) else {
+        return Route::NotFound;
+    };
+    let def = reg.get(idx).clone();
+    if ns.is_some() && !def.namespaced {
+        return Route::NotFound;
+    }
+    if name.is_some_and(str::is_empty) || ns.is_some_and(str::is_empty) {
+        return Route::NotFound;
+    }
+    Route::Resource(ResourcePath {
+        idx,
+        def,
+        ns: ns.map(str::to_string),
+        name: name.map(str::to_string),
+    })
+}
+
+fn authenticated(shared: &Shared, req: &Request<Incoming>, client_cert: bool) -> bool {
+    let Some(token) = &shared.cfg.token else {
+        return true;
+    };
+    if client_cert && shared.cfg.client_cert_auth {
+        return true;
+    }
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t.trim() == token)
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    client_cert: bool,
+) -> Response<SimBody> {
+    Counters::inc(&shared.counters.requests);
+    if !authenticated(&shared, &req, client_cert) {
+        return error_response(&shared, &ApiError::unauthorized());
+    }
+    let path = req.uri().path().to_string();
+    match route(&shared, &path) {
+        Route::Text(t) => {
+            let mut r = json_response(&shared, StatusCode::OK, Bytes::from_static(t.as_bytes()));
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            r
+        }
+        Route::Json(v) => {
+            if req.method() != Method::GET {
+                return error_response(
+                    &shared,
+                    &ApiError::method_not_allowed(req.method().as_str()),
+                );
+            }
+            Counters::inc(&shared.counters.discovery);
+            value_response(&shared, StatusCode::OK, &v)
+        }
+        Route::NotFound => error_response(&shared, &ApiError::path_not_found()),
+        Route::Resource(rp) => match resource_request(&shared, req, rp).await {
+            Ok(r) => r,
+            Err(e) => error_response(&shared, &e),
+        },
+    }
+}
+
+async fn read_json(req: Request<Incoming>) -> Result<(Option<String>, Value), ApiError> {
+    let ct = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.split(';').next().unwrap_or("").trim().to_string());
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("reading request body: {e}")))?
+        .to_bytes();
+    if body.is_empty() {
+        return Ok((ct, Value::Null));
+    }
+    let v = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("the object provided is unrecognized: {e}")))?;
+    Ok((ct, v))
+}
+
+async fn resource_request(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    rp: ResourcePath,
+) -> Result<Response<SimBody>, ApiError> {
+    let method = req.method().clone();
+    let query = req.uri().query().map(str::to_string);
+    let ns = rp.ns.as_deref();
+    let storage = &shared.storage;
+    let def = &rp.def;
+    match (&method, rp.name.as_deref()) {
+        (&Method::GET, None) => {
+            let p = ListParams::parse(query.as_deref())?;
+            if p.watch {
+                Counters::inc(&shared.counters.watches);
+                if let Some(e) = shared.faults.take_failure(RequestKind::Watch) {
+                    return Err(e);
+                }
+                let ctx = WatchCtx {
+                    storage: storage.clone(),
+                    faults: shared.faults.clone(),
+                    counters: shared.counters.clone(),
+                    shutdown: shared.shutdown.clone(),
+                    bookmark_interval: shared.cfg.bookmark_interval,
+                    default_timeout: shared.cfg.default_watch_timeout,
+                };
+                let rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
+                let mut r = Response::new(SimBody::stream(rx, shared.counters.clone()));
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                return Ok(r);
+            }
+            Counters::inc(&shared.counters.lists);
+            if let Some(e) = shared.faults.take_failure(RequestKind::List) {
+                return Err(e);
+            }
+            let body = list::list(storage, rp.idx, def, ns, &p, shared.cfg.watch_cache)?;
+            Ok(json_response(shared, StatusCode::OK, body))
+        }
+        (&Method::GET, Some(name)) => {
+            Counters::inc(&shared.counters.gets);
+            if let Some(e) = shared.faults.take_failure(RequestKind::Get) {
+                return Err(e);
+            }
+            let ns = ns.unwrap_or("");
+            if def.namespaced && ns.is_empty() {
+                return Err(ApiError::path_not_found());
+            }
+            let o = storage
+                .get(rp.idx, &key_of(ns, name))
+                .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))?;
+            Ok(json_response(shared, StatusCode::OK, o.json.clone()))
+        }
+        (&Method::POST, None)
+        | (&Method::PUT, Some(_))
+        | (&Method::PATCH, Some(_))
+        | (&Method::DELETE, Some(_)) => {
+            Counters::inc(&shared.counters.writes);
+            if let Some(e) = shared.faults.take_failure(RequestKind::Write) {
+                return Err(e);
+            }
+            if def.namespaced && ns.is_none() {
+                return Err(ApiError::path_not_found());
+            }
+            let ns = ns.unwrap_or("");
+            let (ct, body) = read_json(req).await?;
+            match (&method, rp.name.as_deref()) {
+                (&Method::POST, None) => {
+                    if def.namespaced {
+                        check_namespace(shared, ns)?;
+                    }
+                    if let Some(bns) = body.pointer("/metadata/namespace").and_then(Value::as_str) {
+                        if def.namespaced && !bns.is_empty() && bns != ns {
+                            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+                        }
+                    }
+                    let o = storage.create(rp.idx, def, ns, body)?;
+                    Ok(json_response(shared, StatusCode::CREATED, o.json.clone()))
+                }
+                (&Method::PUT, Some(name)) => {
+                    let o = storage.update(rp.idx, def, ns, name, body)?;
+                    Ok(json_response(shared, StatusCode::OK, o.json.clone()))
+                }
+                (&Method::PATCH, Some(name)) => {
+                    match ct.as_deref() {
+                        Some("application/merge-patch+json")
+                        | Some("application/strategic-merge-patch+json") => {}
+                        other => return Err(ApiError::unsupported_media_type(other.unwrap_or(""))),
+                    }
+                    let o = patch_object(storage, rp.idx, def, ns, name, &body)?;
+                    Ok(json_response(shared, StatusCode::OK, o.json.clone()))
+                }
+                (&Method::DELETE, Some(name)) => {
+                    let pre = body
+                        .pointer("/preconditions/resourceVersion")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
+                    let o = storage.delete(rp.idx, def, ns, name, pre.as_deref())?;
+                    Ok(json_response(shared, StatusCode::OK, o.json.clone()))
+                }
+                _ => Err(ApiError::method_not_allowed(method.as_str())),
+            }
+        }
+        _ => Err(ApiError::method_not_allowed(method.as_str())),
+    }
+}
+
+fn check_namespace(shared: &Shared, ns: &str) -> Result<(), ApiError> {
+    let idx = shared.resolve("namespaces").expect("builtin namespaces");
+    if shared.storage.get(idx, ns).is_none() {
+        return Err(ApiError::not_found("namespaces", "", ns));
+    }
+    Ok(())
+}

@@ -1,0 +1,658 @@
+//! A revisioned object store: one global, strictly increasing revision (like etcd's) used as the
+//! resourceVersion, an event log for watches, compaction (by count or on demand) and per-watcher
+//! bounded buffers fed without ever blocking a writer.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc;
+
+use crate::resources::ResourceDef;
+use crate::status::ApiError;
+
+/// A stored object: the JSON value (for selectors) and its serialized bytes (for the wire),
+/// shared by reference between the store, the event log and every watcher.
+#[derive(Debug)]
+pub struct Obj {
+    /// The object.
+    pub value: Value,
+    /// `value` serialized once.
+    pub json: Bytes,
+}
+
+impl Obj {
+    fn new(value: Value) -> Arc<Self> {
+        let json = Bytes::from(serde_json::to_vec(&value).expect("Value serializes"));
+        Arc::new(Self { value, json })
+    }
+
+    /// `metadata.resourceVersion` as a number (0 if absent).
+    pub fn rv(&self) -> u64 {
+        rv_of(&self.value).unwrap_or(0)
+    }
+}
+
+fn rv_of(v: &Value) -> Option<u64> {
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+}
+
+/// A watch event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Object created (or initial state).
+    Added,
+    /// Object changed.
+    Modified,
+    /// Object removed.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change in the event log.
+#[derive(Debug)]
+pub struct Event {
+    /// Revision of the change.
+    pub rv: u64,
+    /// What happened.
+    pub etype: EventType,
+    /// Resource index in the registry.
+    pub res: usize,
+    /// `namespace/name` or `name`.
+    pub key: String,
+    /// Namespace (`""` for cluster-scoped).
+    pub ns: String,
+    /// The object after the change (for DELETED: the final state, at the delete revision).
+    pub obj: Arc<Obj>,
+    /// The object before the change.
+    pub prev: Option<Arc<Obj>>,
+}
+
+struct WatcherSlot {
+    res: usize,
+    tx: mpsc::Sender<Arc<Event>>,
+    terminated: Arc<AtomicBool>,
+}
+
+struct Inner {
+    rev: u64,
+    compacted: u64,
+    objects: HashMap<usize, BTreeMap<String, Arc<Obj>>>,
+    log: VecDeque<Arc<Event>>,
+    max_log: usize,
+    watch_buffer: usize,
+    watchers: Vec<WatcherSlot>,
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchFrom {
+    /// Synthetic ADDED events for the current state, then changes.
+    Now,
+    /// Changes after this revision.
+    After(u64),
+}
+
+/// A registered watcher.
+pub struct Registration {
+    /// Events to send first (synthetic ADDED or replayed log events).
+    pub initial: Vec<Arc<Event>>,
+    /// Live events.
+    pub rx: mpsc::Receiver<Arc<Event>>,
+    /// Set when the store dropped this watcher for being too slow.
+    pub terminated: Arc<AtomicBool>,
+    /// Store revision at registration.
+    pub rev: u64,
+}
+
+/// The revisioned store.
+pub struct Storage {
+    inner: Mutex<Inner>,
+    slow_terminations: AtomicU64,
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let i = self.inner.lock();
+        f.debug_struct("Storage")
+            .field("rev", &i.rev)
+            .field("compacted", &i.compacted)
+            .field("log", &i.log.len())
+            .finish()
+    }
+}
+
+/// Current time in RFC 3339 (`2024-01-02T03:04:05Z`).
+pub fn rfc3339_now() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let days = secs.div_euclid(86400);
+    let sod = secs.rem_euclid(86400);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        sod / 3600,
+        (sod % 3600) / 60,
+        sod % 60
+    )
+}
+
+fn new_uid() -> String {
+    let b: [u8; 16] = rand::random();
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+/// The key of an object.
+pub fn key_of(ns: &str, name: &str) -> String {
+    if ns.is_empty() {
+        name.to_string()
+    } else {
+        format!("{ns}/{name}")
+    }
+}
+
+fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.get("metadata").is_some_and(Value::is_object) {
+        v["metadata"] = Value::Object(Map::new());
+    }
+    v["metadata"].as_object_mut().expect("metadata object")
+}
+
+fn set_rv(v: &mut Value, rv: u64) {
+    meta_mut(v).insert("resourceVersion".into(), Value::String(rv.to_string()));
+}
+
+/// Strips metadata and status to compare what drives `generation`.
+fn spec_part(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    v
+}
+
+impl Storage {
+    /// A store keeping at most `max_log` events, with watcher buffers of `watch_buffer` events.
+    pub fn new(max_log: usize, watch_buffer: usize) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                rev: 0,
+                compacted: 0,
+                objects: HashMap::new(),
+                log: VecDeque::new(),
+                max_log: max_log.max(1),
+                watch_buffer: watch_buffer.max(1),
+                watchers: Vec::new(),
+            }),
+            slow_terminations: AtomicU64::new(0),
+        }
+    }
+
+    /// Current revision.
+    pub fn revision(&self) -> u64 {
+        self.inner.lock().rev
+    }
+
+    /// Oldest revision still servable (events after it are in the log).
+    pub fn compacted_revision(&self) -> u64 {
+        self.inner.lock().compacted
+    }
+
+    /// Watchers ended because their buffer overflowed.
+    pub fn slow_terminations(&self) -> u64 {
+        self.slow_terminations.load(Ordering::Relaxed)
+    }
+
+    /// Number of registered watchers.
+    pub fn watcher_count(&self) -> usize {
+        let mut i = self.inner.lock();
+        i.watchers.retain(|w| !w.tx.is_closed());
+        i.watchers.len()
+    }
+
+    /// Compacts everything up to the current revision.
+    pub fn compact(&self) -> u64 {
+        let mut i = self.inner.lock();
+        let rev = i.rev;
+        i.log.clear();
+        i.compacted = rev;
+        rev
+    }
+
+    /// Compacts up to `rev` (inclusive).
+    pub fn compact_to(&self, rev: u64) {
+        let mut i = self.inner.lock();
+        let rev = rev.min(i.rev);
+        while i.log.front().is_some_and(|e| e.rv <= rev) {
+            i.log.pop_front();
+        }
+        i.compacted = i.compacted.max(rev);
+    }
+
+    fn commit(&self, i: &mut Inner, ev: Event) -> Arc<Event> {
+        let ev = Arc::new(ev);
+        i.log.push_back(ev.clone());
+        while i.log.len() > i.max_log {
+            if let Some(old) = i.log.pop_front() {
+                i.compacted = old.rv;
+            }
+        }
+        let mut slow = 0;
+        i.watchers.retain(|w| {
+            if w.res != ev.res {
+                return !w.tx.is_closed();
+            }
+            match w.tx.try_send(ev.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    w.terminated.store(true, Ordering::SeqCst);
+                    slow += 1;
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
+        });
+        if slow > 0 {
+            self.slow_terminations.fetch_add(slow, Ordering::Relaxed);
+            tracing::debug!(slow, "ended slow watchers");
+        }
+        ev
+    }
+
+    /// Gets an object.
+    pub fn get(&self, res: usize, key: &str) -> Option<Arc<Obj>> {
+        self.inner
+            .lock()
+            .objects
+            .get(&res)
+            .and_then(|m| m.get(key))
+            .cloned()
+    }
+
+    /// Creates an object, filling in name (from generateName), namespace, uid,
+    /// creationTimestamp, generation, resourceVersion, kind and apiVersion.
+    pub fn create(
+        &self,
+        res: usize,
+        def: &ResourceDef,
+        ns: &str,
+        mut obj: Value,
+    ) -> Result<Arc<Obj>, ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request(
+                "the object provided is not a JSON object",
+            ));
+        }
+        obj["kind"] = Value::String(def.kind.clone());
+        obj["apiVersion"] = Value::String(def.api_version());
+        let m = meta_mut(&mut obj);
+        let mut name = m
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if name.is_empty() {
+            match m.get("generateName").and_then(Value::as_str) {
+                Some(g) if !g.is_empty() => name = format!("{g}{}", random_suffix()),
+                _ => {
+                    return Err(ApiError::invalid(
+                        &def.kind,
+                        &def.group,
+                        "",
+                        "metadata.name",
+                        "FieldValueRequired",
+                        "Required value: name or generateName is required",
+                    ))
+                }
+            }
+        }
+        if !valid_name(&name) {
+            return Err(ApiError::invalid(
+                &def.kind,
+                &def.group,
+                &name,
+                "metadata.name",
+                "FieldValueInvalid",
+                &format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
+            ));
+        }
+        m.insert("name".into(), Value::String(name.clone()));
+        if def.namespaced {
+            m.insert("namespace".into(), Value::String(ns.to_string()));
+        } else {
+            m.remove("namespace");
+        }
+        m.insert("uid".into(), Value::String(new_uid()));
+        m.insert("creationTimestamp".into(), Value::String(rfc3339_now()));
+        m.insert("generation".into(), Value::from(1));
+        m.remove("deletionTimestamp");
+        let key = key_of(ns, &name);
+        let mut i = self.inner.lock();
+        if i.objects.get(&res).is_some_and(|o| o.contains_key(&key)) {
+            return Err(ApiError::already_exists(&def.plural, &def.group, &name));
+        }
+        i.rev += 1;
+        let rev = i.rev;
+        set_rv(&mut obj, rev);
+        let o = Obj::new(obj);
+        i.objects
+            .entry(res)
+            .or_default()
+            .insert(key.clone(), o.clone());
+        self.commit(
+            &mut i,
+            Event {
+                rv: rev,
+                etype: EventType::Added,
+                res,
+                key,
+                ns: ns.to_string(),
+                obj: o.clone(),
+                prev: None,
+            },
+        );
+        Ok(o)
+    }
+
+    /// Replaces an object (PUT). A non-empty `metadata.resourceVersion` in `obj` must match
+    /// the stored one (409 Conflict otherwise).
+    pub fn update(
+        &self,
+        res: usize,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+    ) -> Result<Arc<Obj>, ApiError> {
+        if !obj.is_object() {
+            return Err(ApiError::bad_request(
+                "the object provided is not a JSON object",
+            ));
+        }
+        let body_name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let precondition = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        let key = key_of(ns, name);
+        let mut i = self.inner.lock();
+        let Some(old) = i.objects.get(&res).and_then(|m| m.get(&key)).cloned() else {
+            return Err(ApiError::not_found(&def.plural, &def.group, name));
+        };
+        if let Some(p) = precondition {
+            if p.parse::<u64>().ok() != Some(old.rv()) {
+                return Err(ApiError::conflict(&def.plural, &def.group, name));
+            }
+        }
+        obj["kind"] = Value::String(def.kind.clone());
+        obj["apiVersion"] = Value::String(def.api_version());
+        let old_meta = old.value["metadata"].clone();
+        let generation = old_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+        let bump = spec_part(&old.value) != spec_part(&obj);
+        let m = meta_mut(&mut obj);
+        for k in ["uid", "creationTimestamp", "namespace", "deletionTimestamp"] {
+            match old_meta.get(k) {
+                Some(v) => m.insert(k.into(), v.clone()),
+                None => m.remove(k),
+            };
+        }
+        m.insert(
+            "generation".into(),
+            Value::from(if bump { generation + 1 } else { generation }),
+        );
+        i.rev += 1;
+        let rev = i.rev;
+        set_rv(&mut obj, rev);
+        let o = Obj::new(obj);
+        i.objects
+            .entry(res)
+            .or_default()
+            .insert(key.clone(), o.clone());
+        self.commit(
+            &mut i,
+            Event {
+                rv: rev,
+                etype: EventType::Modified,
+                res,
+                key,
+                ns: ns.to_string(),
+                obj: o.clone(),
+                prev: Some(old),
+            },
+        );
+        Ok(o)
+    }
+
+    /// Deletes an object; returns its final state (at the delete revision).
+    pub fn delete(
+        &self,
+        res: usize,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        precondition_rv: Option<&str>,
+    ) -> Result<Arc<Obj>, ApiError> {
+        let key = key_of(ns, name);
+        let mut i = self.inner.lock();
+        let Some(old) = i.objects.get(&res).and_then(|m| m.get(&key)).cloned() else {
+            return Err(ApiError::not_found(&def.plural, &def.group, name));
+        };
+        if let Some(p) = precondition_rv.filter(|p| !p.is_empty()) {
+            if p.parse::<u64>().ok() != Some(old.rv()) {
+                return Err(ApiError::conflict(&def.plural, &def.group, name));
+            }
+        }
+        i.rev += 1;
+        let rev = i.rev;
+        let mut v = old.value.clone();
+        set_rv(&mut v, rev);
+        let o = Obj::new(v);
+        if let Some(m) = i.objects.get_mut(&res) {
+            m.remove(&key);
+        }
+        self.commit(
+            &mut i,
+            Event {
+                rv: rev,
+                etype: EventType::Deleted,
+                res,
+                key,
+                ns: ns.to_string(),
+                obj: o.clone(),
+                prev: Some(old),
+            },
+        );
+        Ok(o)
+    }
+
+    /// The state of a resource at revision `at` (`None` = now), with the revision served.
+    /// Fails with 410 Expired when `at` is compacted, 504 when it is in the future.
+    pub fn snapshot(
+        &self,
+        res: usize,
+        at: Option<u64>,
+    ) -> Result<(u64, BTreeMap<String, Arc<Obj>>), ApiError> {
+        let i = self.inner.lock();
+        let mut map = i.objects.get(&res).cloned().unwrap_or_default();
+        let Some(at) = at else {
+            return Ok((i.rev, map));
+        };
+        if at > i.rev {
+            return Err(ApiError::too_large_resource_version(at, i.rev));
+        }
+        if at < i.compacted {
+            return Err(ApiError::expired(
+                "The resourceVersion for the provided list is too old.",
+            ));
+        }
+        for ev in i.log.iter().rev().take_while(|e| e.rv > at) {
+            if ev.res != res {
+                continue;
+            }
+            match (&ev.etype, &ev.prev) {
+                (EventType::Added, _) => {
+                    map.remove(&ev.key);
+                }
+                (_, Some(prev)) => {
+                    map.insert(ev.key.clone(), prev.clone());
+                }
+                (_, None) => {}
+            }
+        }
+        Ok((at, map))
+    }
+
+    /// Registers a watcher atomically with its starting point, so no event is lost or doubled.
+    /// Fails (410 Expired) when `from` is older than the compacted revision.
+    pub fn watch(&self, res: usize, from: WatchFrom) -> Result<Registration, ApiError> {
+        let mut i = self.inner.lock();
+        let initial = match from {
+            WatchFrom::Now => i
+                .objects
+                .get(&res)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, o)| {
+                            Arc::new(Event {
+                                rv: o.rv(),
+                                etype: EventType::Added,
+                                res,
+                                key: k.clone(),
+                                ns: o
+                                    .value
+                                    .pointer("/metadata/namespace")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("")
+                                    .to_string(),
+                                obj: o.clone(),
+                                prev: None,
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            WatchFrom::After(x) => {
+                if x < i.compacted {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {x} ({})",
+                        i.compacted
+                    )));
+                }
+                i.log
+                    .iter()
+                    .filter(|e| e.rv > x && e.res == res)
+                    .cloned()
+                    .collect()
+            }
+        };
+        let (tx, rx) = mpsc::channel(i.watch_buffer);
+        let terminated = Arc::new(AtomicBool::new(false));
+        i.watchers.push(WatcherSlot {
+            res,
+            tx,
+            terminated: terminated.clone(),
+        });
+        Ok(Registration {
+            initial,
+            rx,
+            terminated,
+            rev: i.rev,
+        })
+    }
+}
+
+fn valid_name(n: &str) -> bool {
+    n.len() <= 253
+        && n.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && n.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// Applies an RFC 7386 JSON merge patch.
+pub fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            let t = target.as_object_mut().expect("object");
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let t = rfc3339_now();
+        assert_eq!(t.len(), 20);
+        assert!(t.ends_with('Z'));
+    }
+}

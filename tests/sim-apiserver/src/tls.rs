@@ -1,0 +1,106 @@
+//! TLS material generated at start: a CA, a server certificate for 127.0.0.1/localhost, and a
+//! client certificate (for optional client-certificate authentication).
+
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+
+/// Generated TLS material (PEM).
+#[derive(Debug, Clone)]
+pub struct TlsMaterial {
+    /// The CA certificate.
+    pub ca_pem: String,
+    /// The server certificate.
+    pub server_cert_pem: String,
+    /// A client certificate signed by the CA (CN `sim-client`).
+    pub client_cert_pem: String,
+    /// The client certificate's key (PKCS#8).
+    pub client_key_pem: String,
+    ca_der: Vec<u8>,
+    server_der: Vec<u8>,
+    server_key_der: Vec<u8>,
+}
+
+/// Errors generating TLS material.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// Certificate generation failed.
+    #[error("certificate generation: {0}")]
+    Rcgen(#[from] rcgen::Error),
+    /// rustls rejected the configuration.
+    #[error("rustls: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// The client verifier could not be built.
+    #[error("client verifier: {0}")]
+    Verifier(String),
+}
+
+impl TlsMaterial {
+    /// Generates a fresh CA, server and client certificate.
+    pub fn generate() -> Result<Self, TlsError> {
+        let ca_key = KeyPair::generate()?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "sim-apiserver-ca");
+        let ca = ca_params.self_signed(&ca_key)?;
+
+        let server_key = KeyPair::generate()?;
+        let mut sp = CertificateParams::new(vec!["localhost".to_string()])?;
+        sp.subject_alt_names
+            .push(SanType::IpAddress(std::net::IpAddr::V4(
+                std::net::Ipv4Addr::LOCALHOST,
+            )));
+        sp.distinguished_name
+            .push(DnType::CommonName, "sim-apiserver");
+        let server = sp.signed_by(&server_key, &ca, &ca_key)?;
+
+        let client_key = KeyPair::generate()?;
+        let mut cp = CertificateParams::new(Vec::<String>::new())?;
+        cp.distinguished_name.push(DnType::CommonName, "sim-client");
+        let client = cp.signed_by(&client_key, &ca, &ca_key)?;
+
+        Ok(Self {
+            ca_pem: ca.pem(),
+            server_cert_pem: server.pem(),
+            client_cert_pem: client.pem(),
+            client_key_pem: client_key.serialize_pem(),
+            ca_der: ca.der().to_vec(),
+            server_der: server.der().to_vec(),
+            server_key_der: server_key.serialize_der(),
+        })
+    }
+
+    /// A rustls server configuration (ALPN `h2` only when `http2`), optionally verifying (but
+    /// not requiring) client certificates signed by the CA.
+    pub fn server_config(&self, http2: bool, client_auth: bool) -> Result<ServerConfig, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?;
+        let builder = if client_auth {
+            let mut roots = RootCertStore::empty();
+            roots.add(CertificateDer::from(self.ca_der.clone()))?;
+            let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| TlsError::Verifier(e.to_string()))?;
+            builder.with_client_cert_verifier(v)
+        } else {
+            builder.with_no_client_auth()
+        };
+        let mut cfg = builder.with_single_cert(
+            vec![CertificateDer::from(self.server_der.clone())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.server_key_der.clone())),
+        )?;
+        cfg.alpn_protocols = if http2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
+        Ok(cfg)
+    }
+}
