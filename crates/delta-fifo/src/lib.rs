@@ -1,22 +1,74 @@
 //! # delta-fifo
 //!
-//! The queue between a reflector and an informer's store (client-go's `DeltaFIFO`).
+//! The queue between a reflector and an informer's store (client-go's `DeltaFIFO`, `FIFO` and
+//! `RealFIFO`). A reflector writes into a queue through the [`Store`] trait; an informer drains it
+//! through [`Queue::pop`], applying each popped item to its indexer **under the queue's lock**, so
+//! the cache and the queue never disagree about what has been processed.
+//!
+//! ```text
+//!  reflector ──add/update/delete/replace/resync──▶ DeltaFifo ──pop(process)──▶ indexer + handlers
+//!                                                     ▲                           │
+//!                                                     └──── known_objects ────────┘
+//! ```
+//!
+//! - [`DeltaFifo`]: per-key [`Deltas`] in first-enqueue order, consecutive deletions deduplicated,
+//!   tombstones for keys a relist no longer contains, resync, HasSynced (the seeds' design).
+//! - [`RealFifo`]: every change kept in arrival order, one delta per pop (client-go's current
+//!   default for informers); same [`Queue`] trait, so an informer can run on either.
+//! - [`Fifo`]: the latest object per key, no deltas.
+//!
+//! Invariants, written next to the state they govern in `delta_fifo.rs` and checked by the
+//! property tests in `tests/properties.rs`: a key is queued iff it has deltas, never twice; keys pop
+//! in first-enqueue order; popped deltas are non-empty, oldest first, exactly what happened since
+//! the last pop after the dedup rule; HasSynced turns true exactly after the initial population.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! use std::sync::Arc;
+//! use delta_fifo::{DeltaFifo, DeltaFifoOptions, DeltaType, ProcessError};
+//! use delta_fifo::store_index::{DynamicObject, Indexer, Object};
+//!
+//! let cache: Indexer<DynamicObject> = Indexer::default();
+//! let fifo = DeltaFifo::new(DeltaFifoOptions::new().known_objects(cache.clone()).emit_replaced(true));
+//! let pod = |name: &str| Arc::new(DynamicObject::new("v1", "Pod").within("ns").named(name));
+//!
+//! fifo.replace(vec![pod("a"), pod("b")], "10").unwrap();
+//! while !fifo.is_empty() {
+//!     fifo.pop(|deltas, _is_in_initial_list| {
+//!         for delta in deltas {
+//!             match (delta.kind, delta.object()) {
+//!                 (DeltaType::Deleted, _) => { cache.delete_by_key(delta.object.key().unwrap().as_str()).unwrap(); }
+//!                 (_, Some(obj)) => cache.update(Arc::clone(obj)).unwrap(),
+//!                 (_, None) => {}
+//!             }
+//!         }
+//!         Ok::<_, ProcessError>(())
+//!     }).await.unwrap();
+//! }
+//! assert!(fifo.has_synced());
+//! assert_eq!(cache.len(), 2);
+//! # });
+//! ```
 #![deny(missing_docs)]
 
 mod delta;
 mod delta_fifo;
 mod error;
+mod fifo;
 mod options;
 mod process;
 mod queue;
+mod real_fifo;
 mod store;
 
 pub use delta::{Delta, DeltaType, Deltas};
 pub use delta_fifo::DeltaFifo;
 pub use error::FifoError;
+pub use fifo::Fifo;
 pub use options::{DeltaFifoOptions, KnownObjects, Transformer};
 pub use process::ProcessError;
 pub use queue::Queue;
+pub use real_fifo::RealFifo;
 pub use store::Store;
 
 /// The layer below, re-exported so that depending on this crate is enough.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use delta_fifo::store_index::{Object, ObjectOrTombstone};
+use delta_fifo::store_index::Object;
 use delta_fifo::{DeltaFifo, DeltaFifoOptions, DeltaType::*, Deltas, FifoError, ProcessError};
 
 fn fifo() -> DeltaFifo<Obj> {
@@ -653,5 +653,4 @@ async fn objects_without_keys_are_rejected_with_a_key_error() {
     assert!(f.is_empty());
     let err = f.replace(vec![obj("ok", 1), obj("", 2)], "").unwrap_err();
     assert!(err.key_error().is_some());
-    let _ = ObjectOrTombstone::Object(obj("x", 1));
 }

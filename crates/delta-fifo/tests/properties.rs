@@ -13,7 +13,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::*;
-use delta_fifo::store_index::{Indexer, Object};
+use delta_fifo::store_index::Indexer;
 use delta_fifo::{DeltaFifo, DeltaFifoOptions, DeltaType};
 use proptest::prelude::*;
 
@@ -320,6 +320,5 @@ proptest! {
                 assert_eq!(describe(&fifo.get_by_key(&name(*k)).unwrap()), vec![d(DeltaType::Sync, &name(*k), *v)]);
             }
         }
-        let _ = known.list().iter().map(|o| o.name().len()).sum::<usize>();
     }
 }

@@ -1,0 +1,323 @@
+//! [`Fifo`]: the plain FIFO, latest object per key, no deltas (client-go's `FIFO`).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use store_index::{describe, KeyFn, Object, ObjectKey};
+use tokio::sync::{watch, Notify};
+
+use crate::error::FifoError;
+use crate::options::DeltaFifoOptions;
+use crate::process::ProcessError;
+use crate::store::Store;
+
+/// A producer/consumer queue holding only the latest object per key (contract B14).
+///
+/// Adds and updates of a queued key replace its object without moving it. A delete removes the
+/// object but leaves the key queued; the pop that reaches it skips it. Pop, close and HasSynced
+/// behave as in [`DeltaFifo`](crate::DeltaFifo).
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use std::sync::Arc;
+/// use delta_fifo::{Fifo, ProcessError};
+/// use delta_fifo::store_index::{DynamicObject, Object};
+///
+/// let fifo = Fifo::new();
+/// let pod = |rv: &str| Arc::new(DynamicObject::new("v1", "Pod").named("p").with_resource_version(rv));
+/// fifo.add(pod("10")).unwrap();
+/// fifo.update(pod("15")).unwrap();
+/// let rv = fifo.pop(|obj, _| Ok::<_, ProcessError>(obj.resource_version().map(str::to_string))).await.unwrap();
+/// assert_eq!(rv, Some(Some("15".to_string())));
+/// assert!(fifo.is_empty());
+/// # });
+/// ```
+pub struct Fifo<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for Fifo<K> {
+    fn clone(&self) -> Self {
+        Fifo {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+struct Shared<K> {
+    key_fn: KeyFn<K>,
+    state: Mutex<State<K>>,
+    notify: Notify,
+    synced: watch::Sender<bool>,
+}
+
+/// Invariant: every key of `items` is in `queue` (a deleted key may linger in `queue` without an
+/// item, and is skipped by pop).
+struct State<K> {
+    items: HashMap<ObjectKey, Arc<K>>,
+    queue: VecDeque<ObjectKey>,
+    populated: bool,
+    initial_population_count: usize,
+    closed: bool,
+}
+
+impl<K> State<K> {
+    fn has_synced(&self) -> bool {
+        self.populated && self.initial_population_count == 0
+    }
+}
+
+impl<K: Object> Default for Fifo<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Object> Fifo<K> {
+    /// An empty FIFO keyed by `namespace/name`.
+    pub fn new() -> Self {
+        Self::with_key_fn(DeltaFifoOptions::<K>::new().key_fn)
+    }
+
+    /// An empty FIFO with a custom key function.
+    pub fn with_key_fn(key_fn: KeyFn<K>) -> Self {
+        let (synced, _) = watch::channel(false);
+        Fifo {
+            shared: Arc::new(Shared {
+                key_fn,
+                state: Mutex::new(State {
+                    items: HashMap::new(),
+                    queue: VecDeque::new(),
+                    populated: false,
+                    initial_population_count: 0,
+                    closed: false,
+                }),
+                notify: Notify::new(),
+                synced,
+            }),
+        }
+    }
+
+    fn key_of(&self, obj: &K) -> Result<ObjectKey, FifoError> {
+        (self.shared.key_fn)(obj).map_err(|source| FifoError::Key {
+            object: describe(obj),
+            source,
+        })
+    }
+
+    /// Queues `obj` (or replaces the queued object of its key, keeping its place).
+    pub fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        let key = self.key_of(&obj)?;
+        let mut state = self.shared.state.lock();
+        state.populated = true;
+        if !state.items.contains_key(&key) {
+            state.queue.push_back(key.clone());
+        }
+        state.items.insert(key, obj);
+        self.shared.notify.notify_waiters();
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    /// Same as [`add`](Self::add).
+    pub fn update(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        self.add(obj)
+    }
+
+    /// Removes the queued object of `obj`'s key (its queue entry stays and is skipped by pop).
+    pub fn delete(&self, obj: &K) -> Result<(), FifoError> {
+        let key = self.key_of(obj)?;
+        let mut state = self.shared.state.lock();
+        state.populated = true;
+        state.items.remove(&key);
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    /// Replaces everything queued with `list` (keys computed first: a key error changes nothing).
+    pub fn replace(&self, list: Vec<Arc<K>>, _resource_version: &str) -> Result<(), FifoError> {
+        let mut items = HashMap::with_capacity(list.len());
+        let mut queue = VecDeque::with_capacity(list.len());
+        for obj in list {
+            let key = self.key_of(&obj)?;
+            if items.insert(key.clone(), obj).is_none() {
+                queue.push_back(key);
+            }
+        }
+        let mut state = self.shared.state.lock();
+        if !state.populated {
+            state.populated = true;
+            state.initial_population_count = items.len();
+        }
+        state.items = items;
+        state.queue = queue;
+        self.shared.notify.notify_waiters();
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    /// Re-queues any item whose key is missing from the queue (normally none).
+    pub fn resync(&self) -> Result<(), FifoError> {
+        let mut state = self.shared.state.lock();
+        let queued: HashSet<ObjectKey> = state.queue.iter().cloned().collect();
+        let missing: Vec<ObjectKey> = state
+            .items
+            .keys()
+            .filter(|k| !queued.contains(*k))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            state.queue.extend(missing);
+            self.shared.notify.notify_waiters();
+        }
+        Ok(())
+    }
+
+    /// Queues `obj` only if its key has no queued object (legacy API, contract B14.6).
+    pub fn add_if_not_present(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        let key = self.key_of(&obj)?;
+        let mut state = self.shared.state.lock();
+        state.populated = true;
+        if !state.items.contains_key(&key) {
+            state.queue.push_back(key.clone());
+            state.items.insert(key, obj);
+            self.shared.notify.notify_waiters();
+        }
+        self.signal_if_synced(&state);
+        Ok(())
+    }
+
+    fn signal_if_synced(&self, state: &State<K>) {
+        if state.has_synced() && !*self.shared.synced.borrow() {
+            self.shared.synced.send_replace(true);
+        }
+    }
+
+    /// Waits for the next object and runs `process` on it under the lock; outcomes as in
+    /// [`DeltaFifo::pop`](crate::DeltaFifo::pop).
+    pub async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
+    where
+        F: FnOnce(&Arc<K>, bool) -> Result<R, ProcessError>,
+    {
+        let mut process = Some(process);
+        loop {
+            let notified = self.shared.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.shared.state.lock();
+                while let Some(key) = state.queue.pop_front() {
+                    let is_in_initial_list = !state.has_synced();
+                    if state.initial_population_count > 0 {
+                        state.initial_population_count -= 1;
+                    }
+                    let Some(obj) = state.items.remove(&key) else {
+                        // Deleted while queued (B14.2); the entry still counted above.
+                        self.signal_if_synced(&state);
+                        continue;
+                    };
+                    let Some(process) = process.take() else {
+                        unreachable!("process is taken once, right before returning");
+                    };
+                    let outcome = match process(&obj, is_in_initial_list) {
+                        Ok(r) => Ok(Some(r)),
+                        Err(ProcessError::Requeue(inner)) => {
+                            if !state.items.contains_key(&key) {
+                                state.queue.push_back(key.clone());
+                                state.items.insert(key, obj);
+                            }
+                            inner.map_or(Ok(None), |e| Err(FifoError::Process(e)))
+                        }
+                        Err(ProcessError::Failed(e)) => Err(FifoError::Process(e)),
+                    };
+                    self.signal_if_synced(&state);
+                    return outcome;
+                }
+                if state.closed {
+                    return Err(FifoError::Closed);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Whether the initial population has been popped (contract B11 without duplicate keys).
+    pub fn has_synced(&self) -> bool {
+        self.shared.state.lock().has_synced()
+    }
+
+    /// Waits until synced.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.shared.synced.subscribe();
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// Closes the FIFO; poppers get [`FifoError::Closed`] once it is empty.
+    pub fn close(&self) {
+        self.shared.state.lock().closed = true;
+        self.shared.notify.notify_waiters();
+    }
+
+    /// Whether the FIFO is closed.
+    pub fn is_closed(&self) -> bool {
+        self.shared.state.lock().closed
+    }
+
+    /// Number of queued objects.
+    pub fn len(&self) -> usize {
+        self.shared.state.lock().items.len()
+    }
+
+    /// True when no object is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The queued objects, in queue order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        let state = self.shared.state.lock();
+        let mut seen = HashSet::new();
+        state
+            .queue
+            .iter()
+            .filter(|k| seen.insert(*k))
+            .filter_map(|k| state.items.get(k).cloned())
+            .collect()
+    }
+
+    /// The keys of the queued objects, in queue order.
+    pub fn list_keys(&self) -> Vec<ObjectKey> {
+        let state = self.shared.state.lock();
+        let mut seen = HashSet::new();
+        state
+            .queue
+            .iter()
+            .filter(|k| state.items.contains_key(*k) && seen.insert(*k))
+            .cloned()
+            .collect()
+    }
+
+    /// The queued object under `key`.
+    pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
+        self.shared.state.lock().items.get(key).cloned()
+    }
+}
+
+impl<K: Object> Store<K> for Fifo<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        Fifo::add(self, obj)
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        Fifo::update(self, obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        Fifo::delete(self, &obj)
+    }
+    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+        Fifo::replace(self, list, resource_version)
+    }
+    fn resync(&self) -> Result<(), FifoError> {
+        Fifo::resync(self)
+    }
+}
