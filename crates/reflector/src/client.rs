@@ -1,0 +1,283 @@
+//! [`Client`]: the HTTP client on hyper 1.x — TLS by rustls (ring), HTTP/1.1 or HTTP/2 chosen by
+//! ALPN, pooled connections, HTTP/2 keep-alive pings, connect and request timeouts (none on
+//! watches).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH};
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt as _, Empty};
+use hyper::body::{Body as _, Incoming};
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+use crate::auth::Authenticator;
+use crate::config::{ClusterConfig, ConfigError};
+use crate::error::ReflectorError;
+
+type HyperClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
+/// A client for one API server. Cheap to clone (connections are pooled and shared).
+#[derive(Clone)]
+pub struct Client {
+    inner: HyperClient,
+    base: String,
+    auth: Arc<Authenticator>,
+    request_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.base)
+            .finish()
+    }
+}
+
+fn tls_err(what: &str, e: impl std::fmt::Display) -> ConfigError {
+    ConfigError::Tls(format!("{what}: {e}"))
+}
+
+fn tls_config(config: &ClusterConfig) -> Result<rustls::ClientConfig, ConfigError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err("protocol versions", e))?;
+    let builder = if config.insecure_skip_tls_verify {
+        tracing::warn!(
+            server = %config.server,
+            "insecure-skip-tls-verify is set: the server's certificate is NOT verified"
+        );
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(ca) = &config.certificate_authority {
+            for cert in rustls_pemfile::certs(&mut ca.as_slice()) {
+                let cert = cert.map_err(|e| tls_err("certificate-authority", e))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| tls_err("certificate-authority", e))?;
+            }
+            if roots.is_empty() {
+                return Err(ConfigError::Tls(
+                    "certificate-authority: no certificate in the PEM data".into(),
+                ));
+            }
+        }
+        builder.with_root_certificates(roots)
+    };
+    match (&config.client_certificate, &config.client_key) {
+        (Some(cert), Some(key)) => {
+            let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert.as_slice())
+                .collect::<Result<_, _>>()
+                .map_err(|e| tls_err("client-certificate", e))?;
+            if certs.is_empty() {
+                return Err(ConfigError::Tls(
+                    "client-certificate: no certificate in the PEM data".into(),
+                ));
+            }
+            let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key.as_slice())
+                .map_err(|e| tls_err("client-key", e))?
+                .ok_or_else(|| {
+                    ConfigError::Tls("client-key: no private key in the PEM data".into())
+                })?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| tls_err("client certificate and key", e))
+        }
+        (None, None) => Ok(builder.with_no_client_auth()),
+        _ => Err(ConfigError::Tls(
+            "client-certificate and client-key must be given together".into(),
+        )),
+    }
+}
+
+/// Accepts any server certificate (`insecure-skip-tls-verify`), still checking handshake
+/// signatures.
+#[derive(Debug)]
+struct NoVerify(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+impl Client {
+    /// A client for `config`'s server.
+    pub fn new(config: &ClusterConfig) -> Result<Self, ConfigError> {
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(config.connect_timeout);
+        let tls = tls_config(config)?;
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http();
+        let builder = match &config.tls_server_name {
+            Some(name) => {
+                let name = ServerName::try_from(name.clone())
+                    .map_err(|e| tls_err("tls-server-name", e))?;
+                builder.with_server_name_resolver(FixedServerNameResolver::new(name))
+            }
+            None => builder,
+        };
+        let connector = builder.enable_http1().enable_http2().wrap_connector(http);
+        let mut b = hyper_util::client::legacy::Client::builder(TokioExecutor::new());
+        b.timer(TokioTimer::new()).pool_timer(TokioTimer::new());
+        if let Some(ka) = config.keep_alive_interval {
+            b.http2_keep_alive_interval(ka)
+                .http2_keep_alive_timeout(ka)
+                .http2_keep_alive_while_idle(true);
+        }
+        if config.http2_prior_knowledge {
+            b.http2_only(true);
+        }
+        let mut base = config.server.as_str().trim_end_matches('/').to_string();
+        if config.server.query().is_some() {
+            return Err(ConfigError::Url {
+                url: base,
+                reason: "the server URL must not have a query".into(),
+            });
+        }
+        base.shrink_to_fit();
+        Ok(Client {
+            inner: b.build(connector),
+            base,
+            auth: Arc::new(Authenticator::new(config.credentials.clone())),
+            request_timeout: config.request_timeout,
+        })
+    }
+
+    /// Sends `GET path_and_query` and returns the response head once it arrives (any status).
+    pub async fn send(&self, path_and_query: &str) -> Result<Response<Incoming>, ReflectorError> {
+        let uri = format!("{}{}", self.base, path_and_query);
+        let mut req = Request::get(uri.as_str()).header(ACCEPT, "application/json");
+        if let Some(h) = self.auth.header().await? {
+            req = req.header(AUTHORIZATION, h);
+        }
+        let req = req.body(Empty::new()).map_err(|e| {
+            ReflectorError::transport(format!("building request for {uri}"), Box::new(e))
+        })?;
+        self.inner
+            .request(req)
+            .await
+            .map_err(|e| ReflectorError::transport(format!("GET {uri}"), Box::new(e)))
+    }
+
+    /// Sends `GET path_and_query` and returns a successful response's head; an error status is
+    /// read (bounded by the request timeout) and returned as [`ReflectorError::Api`].
+    pub async fn get_stream(
+        &self,
+        path_and_query: &str,
+    ) -> Result<Response<Incoming>, ReflectorError> {
+        let resp = self.send(path_and_query).await?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let code = resp.status();
+        let body = self
+            .with_timeout(read_body(resp.into_body(), None))
+            .await??;
+        Err(ReflectorError::api(crate::status::Status::from_response(
+            code.as_u16(),
+            &body,
+        )))
+    }
+
+    /// `GET path_and_query` and the whole body, within the request timeout.
+    pub async fn get_bytes(&self, path_and_query: &str) -> Result<Bytes, ReflectorError> {
+        self.with_timeout(async {
+            let resp = self.get_stream(path_and_query).await?;
+            let len = resp
+                .headers()
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<usize>().ok());
+            if resp.status() == StatusCode::NO_CONTENT {
+                return Ok(Bytes::new());
+            }
+            read_body(resp.into_body(), len).await
+        })
+        .await?
+    }
+
+    async fn with_timeout<T>(
+        &self,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Result<T, ReflectorError> {
+        match self.request_timeout {
+            Some(t) => tokio::time::timeout(t, fut)
+                .await
+                .map_err(|_| ReflectorError::Timeout(t)),
+            None => Ok(fut.await),
+        }
+    }
+}
+
+/// Reads a body into one buffer, dropping each frame once copied (the body is held once).
+async fn read_body(mut body: Incoming, len: Option<usize>) -> Result<Bytes, ReflectorError> {
+    let first = match body.frame().await {
+        None => return Ok(Bytes::new()),
+        Some(f) => f.map_err(|e| ReflectorError::transport("reading body", Box::new(e)))?,
+    };
+    let first = first.into_data().unwrap_or_default();
+    if body.is_end_stream() {
+        return Ok(first);
+    }
+    let mut buf = BytesMut::with_capacity(len.unwrap_or(first.len() * 2).max(first.len()));
+    buf.extend_from_slice(&first);
+    drop(first);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ReflectorError::transport("reading body", Box::new(e)))?;
+        if let Ok(data) = frame.into_data() {
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}

@@ -1,0 +1,151 @@
+//! [`ClusterConfig`]: where the API server is and how to talk to it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::auth::ExecConfig;
+
+/// How to reach and authenticate to one API server. Build it by hand, from a kubeconfig
+/// ([`ClusterConfig::from_kubeconfig`](crate::ClusterConfig::from_kubeconfig)) or from inside a
+/// pod ([`ClusterConfig::incluster`](crate::ClusterConfig::incluster)).
+///
+/// ```
+/// use reflector::{ClusterConfig, Credentials};
+/// let mut config = ClusterConfig::new("https://10.0.0.1:6443").unwrap();
+/// config.credentials = Credentials::Token("secret".into());
+/// config.default_namespace = "kube-system".into();
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// Base URL of the API server (`https://host:port`, optionally with a path prefix).
+    pub server: url::Url,
+    /// PEM bundle of the certificate authorities that sign the server's certificate. `None`: the
+    /// server is trusted only with [`insecure_skip_tls_verify`](Self::insecure_skip_tls_verify).
+    pub certificate_authority: Option<Vec<u8>>,
+    /// PEM client certificate (chain) for mutual TLS.
+    pub client_certificate: Option<Vec<u8>>,
+    /// PEM private key of the client certificate.
+    pub client_key: Option<Vec<u8>>,
+    /// Name to verify the server's certificate against instead of the URL's host.
+    pub tls_server_name: Option<String>,
+    /// Accept any server certificate. Opt-in, logged loudly at connection set-up.
+    pub insecure_skip_tls_verify: bool,
+    /// How requests are authenticated.
+    pub credentials: Credentials,
+    /// Namespace of the current context (`default` if unset).
+    pub default_namespace: String,
+    /// Connect timeout (default 30 s).
+    pub connect_timeout: Option<Duration>,
+    /// Timeout of non-watch requests, body included (default 60 s). Watches have none.
+    pub request_timeout: Option<Duration>,
+    /// HTTP/2 keep-alive ping interval (default 30 s); a connection whose ping goes unanswered for
+    /// as long is closed, which ends the watches on it.
+    pub keep_alive_interval: Option<Duration>,
+    /// Speak HTTP/2 without TLS (prior knowledge). Over TLS, HTTP/2 is negotiated by ALPN.
+    pub http2_prior_knowledge: bool,
+}
+
+/// Request authentication.
+#[derive(Debug, Clone, Default)]
+pub enum Credentials {
+    /// None (or client certificates only).
+    #[default]
+    None,
+    /// A static bearer token.
+    Token(String),
+    /// A bearer token read from a file, re-read when the file changes (projected service-account
+    /// tokens rotate).
+    TokenFile(PathBuf),
+    /// HTTP basic authentication.
+    Basic {
+        /// User name.
+        username: String,
+        /// Password.
+        password: String,
+    },
+    /// An exec credential plugin (`client.authentication.k8s.io/v1`).
+    Exec(ExecConfig),
+}
+
+/// Configuration that cannot be loaded or used.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A kubeconfig file is not valid YAML of a kubeconfig.
+    #[error("parsing kubeconfig {path}: {source}")]
+    Yaml {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// A kubeconfig field is missing or wrong; `field` names it (`users[admin].user.token`).
+    #[error("kubeconfig field {field}: {reason}")]
+    Field {
+        /// Path of the field.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Not running in a pod, or the pod's environment is incomplete.
+    #[error("in-cluster configuration: {0}")]
+    InCluster(String),
+    /// Certificates or keys are unusable.
+    #[error("TLS configuration: {0}")]
+    Tls(String),
+    /// The server URL is invalid.
+    #[error("invalid server URL {url:?}: {reason}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ClusterConfig {
+    /// A configuration for `server` with defaults: no credentials, namespace `default`.
+    pub fn new(server: &str) -> Result<Self, ConfigError> {
+        let url = url::Url::parse(server).map_err(|e| ConfigError::Url {
+            url: server.to_string(),
+            reason: e.to_string(),
+        })?;
+        if url.scheme() != "https" && url.scheme() != "http" {
+            return Err(ConfigError::Url {
+                url: server.to_string(),
+                reason: "scheme must be http or https".into(),
+            });
+        }
+        if url.host_str().is_none() {
+            return Err(ConfigError::Url {
+                url: server.to_string(),
+                reason: "no host".into(),
+            });
+        }
+        Ok(ClusterConfig {
+            server: url,
+            certificate_authority: None,
+            client_certificate: None,
+            client_key: None,
+            tls_server_name: None,
+            insecure_skip_tls_verify: false,
+            credentials: Credentials::None,
+            default_namespace: "default".into(),
+            connect_timeout: Some(Duration::from_secs(30)),
+            request_timeout: Some(Duration::from_secs(60)),
+            keep_alive_interval: Some(Duration::from_secs(30)),
+            http2_prior_knowledge: false,
+        })
+    }
+}

@@ -1,0 +1,702 @@
+//! The streaming watch-event decoder.
+//!
+//! A watch body is a stream of JSON objects `{"type":"ADDED","object":{…}}`, normally one per line
+//! (kube-apiserver writes one HTTP chunk per event, ending in `\n`). The decoder takes the body's
+//! `Bytes` chunks as they arrive:
+//!
+//! - frames end at `\n` (a `\r` before it is JSON whitespace); objects written back to back on one
+//!   line, or with nothing between them, are also accepted;
+//! - when a chunk holds whole lines, each frame is a zero-copy slice of the chunk; only a frame split
+//!   across chunks is copied, once, into the pending buffer;
+//! - per chunk the decoder looks only at the new bytes, never at what is already buffered;
+//! - the pending buffer never exceeds the configured maximum event size (plus one chunk): a larger
+//!   event is a [`DecodeError::TooLarge`];
+//! - each frame is checked as UTF-8 once and decoded with `serde_json::from_str` in one pass, the
+//!   object going straight into the target type through [`Decode`];
+//! - an `ERROR` event becomes [`WatchEvent::Error`] carrying the parsed [`Status`]; anything
+//!   malformed is a [`DecodeError`]. Nothing panics on any input.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::marker::PhantomData;
+
+use bytes::{Buf, Bytes, BytesMut};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
+use thiserror::Error;
+
+use crate::object::{Decode, Frame};
+use crate::status::Status;
+
+/// Default maximum size of one watch event: 16 MiB.
+pub const DEFAULT_MAX_EVENT_SIZE: usize = 16 << 20;
+
+/// The annotation a watch-list stream sets on its initial-events-end bookmark.
+pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
+
+/// One watch event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEvent<K> {
+    /// `ADDED`.
+    Added(K),
+    /// `MODIFIED`.
+    Modified(K),
+    /// `DELETED` (the object's last state).
+    Deleted(K),
+    /// `BOOKMARK`: only a resource version (and the watch-list end marker).
+    Bookmark(Bookmark),
+    /// `ERROR`: the server ended the watch with this status.
+    Error(Status),
+}
+
+impl<K> WatchEvent<K> {
+    /// The event type as written on the wire.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) => "BOOKMARK",
+            WatchEvent::Error(_) => "ERROR",
+        }
+    }
+}
+
+/// A `BOOKMARK` event's content.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bookmark {
+    /// The resource version the watch has reached.
+    pub resource_version: String,
+    /// Whether the bookmark carries `k8s.io/initial-events-end: "true"` (watch-list mode).
+    pub initial_events_end: bool,
+}
+
+/// A watch body that cannot be decoded.
+#[derive(Debug, Error)]
+pub enum DecodeError {
+    /// A frame is not valid JSON of a watch event.
+    #[error("malformed watch event: {source} (in {snippet:?})")]
+    Json {
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+        /// The start of the offending frame.
+        snippet: String,
+    },
+    /// A frame is not UTF-8.
+    #[error("watch event is not valid UTF-8")]
+    Utf8,
+    /// An event exceeds the maximum event size.
+    #[error("watch event larger than the maximum of {max} bytes")]
+    TooLarge {
+        /// The configured maximum.
+        max: usize,
+    },
+    /// The stream ended in the middle of an event.
+    #[error("watch stream ended inside an event ({0} bytes pending)")]
+    Truncated(usize),
+}
+
+/// Decodes a watch body, chunk by chunk, into [`WatchEvent`]s of `K`.
+pub struct WatchDecoder<K> {
+    pending: BytesMut,
+    max_event_size: usize,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K> fmt::Debug for WatchDecoder<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WatchDecoder")
+            .field("pending", &self.pending.len())
+            .field("max_event_size", &self.max_event_size)
+            .finish()
+    }
+}
+
+impl<K: Decode> Default for WatchDecoder<K> {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_EVENT_SIZE)
+    }
+}
+
+impl<K: Decode> WatchDecoder<K> {
+    /// A decoder refusing events larger than `max_event_size` bytes.
+    pub fn new(max_event_size: usize) -> Self {
+        WatchDecoder {
+            pending: BytesMut::new(),
+            max_event_size: max_event_size.max(1),
+            _k: PhantomData,
+        }
+    }
+
+    /// Decodes the complete events of `chunk` (and of what was pending before it) into `out`.
+    /// Events decoded before an error are in `out` when the error is returned.
+    pub fn decode(
+        &mut self,
+        chunk: Bytes,
+        out: &mut Vec<WatchEvent<K>>,
+    ) -> Result<(), DecodeError> {
+        let mut rest = chunk;
+        if !self.pending.is_empty() {
+            match memchr::memchr(b'\n', &rest) {
+                None => return self.buffer(&rest, out),
+                Some(nl) => {
+                    if self.pending.len() + nl > self.max_event_size {
+                        return Err(self.too_large());
+                    }
+                    self.pending.extend_from_slice(&rest[..nl]);
+                    let frame = self.pending.split().freeze();
+                    decode_frame(frame, out)?;
+                    rest.advance(nl + 1);
+                }
+            }
+        }
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', &rest) {
+            if nl - start > self.max_event_size {
+                return Err(self.too_large());
+            }
+            if nl > start {
+                decode_frame(rest.slice(start..nl), out)?;
+            }
+            start = nl + 1;
+        }
+        if start < rest.len() {
+            return self.buffer(&rest[start..], out);
+        }
+        Ok(())
+    }
+
+    /// The body ended: decodes what is pending. A partial event is an error.
+    pub fn finish(&mut self, out: &mut Vec<WatchEvent<K>>) -> Result<(), DecodeError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let frame = self.pending.split().freeze();
+        let len = frame.len();
+        decode_frame(frame, out).map_err(|e| match e {
+            DecodeError::Json { source, .. } if source.is_eof() => DecodeError::Truncated(len),
+            other => other,
+        })
+    }
+
+    /// Bytes held for an event not yet complete.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn too_large(&mut self) -> DecodeError {
+        self.pending = BytesMut::new();
+        DecodeError::TooLarge {
+            max: self.max_event_size,
+        }
+    }
+
+    /// Keeps `tail` (no newline in it) for later. Past the maximum, the pending bytes may still be
+    /// several whole objects written without newlines: those are decoded, and only a single object
+    /// larger than the maximum is an error.
+    fn buffer(&mut self, tail: &[u8], out: &mut Vec<WatchEvent<K>>) -> Result<(), DecodeError> {
+        self.pending.extend_from_slice(tail);
+        if self.pending.len() <= self.max_event_size {
+            return Ok(());
+        }
+        let (consumed, largest) = complete_objects_len(&self.pending)?;
+        if largest > self.max_event_size {
+            return Err(self.too_large());
+        }
+        if consumed > 0 {
+            let frame = self.pending.split_to(consumed).freeze();
+            decode_frame(frame, out)?;
+        }
+        if self.pending.len() > self.max_event_size {
+            return Err(self.too_large());
+        }
+        Ok(())
+    }
+}
+
+/// The length of the prefix of `buf` made of complete JSON values, and the largest of them.
+fn complete_objects_len(buf: &[u8]) -> Result<(usize, usize), DecodeError> {
+    let text = match std::str::from_utf8(buf) {
+        Ok(t) => t,
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&buf[..e.valid_up_to()]).map_err(|_| DecodeError::Utf8)?
+        }
+        Err(_) => return Err(DecodeError::Utf8),
+    };
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<IgnoredAny>();
+    let (mut consumed, mut largest) = (0, 0);
+    loop {
+        match stream.next() {
+            None => return Ok((consumed, largest)),
+            Some(Ok(_)) => {
+                largest = largest.max(stream.byte_offset() - consumed);
+                consumed = stream.byte_offset();
+            }
+            Some(Err(e)) if e.is_eof() => return Ok((consumed, largest)),
+            Some(Err(e)) => return Err(json_error(e, text)),
+        }
+    }
+}
+
+fn json_error(source: serde_json::Error, text: &str) -> DecodeError {
+    let mut end = text.len().min(120);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    DecodeError::Json {
+        source,
+        snippet: text[..end].to_string(),
+    }
+}
+
+/// Decodes one frame: normally one event, possibly several written back to back.
+fn decode_frame<K: Decode>(frame: Bytes, out: &mut Vec<WatchEvent<K>>) -> Result<(), DecodeError> {
+    let text = std::str::from_utf8(&frame).map_err(|_| DecodeError::Utf8)?;
+    if text.trim_ascii().is_empty() {
+        return Ok(());
+    }
+    let ctx = Frame::new(text, &frame, true);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let first = EventSeed::<K>::new(&ctx)
+        .deserialize(&mut de)
+        .map_err(|e| json_error(e, text))?;
+    if de.end().is_ok() {
+        out.extend(first);
+        return Ok(());
+    }
+    // Rare: several objects on one line. Split them (borrowing) and decode each.
+    for raw in serde_json::Deserializer::from_str(text).into_iter::<&RawValue>() {
+        let raw = raw.map_err(|e| json_error(e, text))?;
+        let mut de = serde_json::Deserializer::from_str(raw.get());
+        let ev = EventSeed::<K>::new(&ctx)
+            .deserialize(&mut de)
+            .map_err(|e| json_error(e, text))?;
+        out.extend(ev);
+    }
+    Ok(())
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
+enum EventType {
+    Added,
+    Modified,
+    Deleted,
+    Bookmark,
+    Error,
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum Field {
+    Type,
+    Object,
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default)]
+struct BookmarkObject {
+    #[serde(default)]
+    metadata: BookmarkMeta,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct BookmarkMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default)]
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+impl From<BookmarkObject> for Bookmark {
+    fn from(b: BookmarkObject) -> Self {
+        let end = b
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(INITIAL_EVENTS_END_ANNOTATION))
+            .is_some_and(|v| v == "true");
+        Bookmark {
+            resource_version: b.metadata.resource_version,
+            initial_events_end: end,
+        }
+    }
+}
+
+/// An `ERROR` event's object: a Status, or (rarely) something else, which still ends the watch.
+fn error_status(raw: &RawValue) -> Status {
+    match serde_json::from_str::<Status>(raw.get()) {
+        Ok(s) => s,
+        Err(_) => Status::failure(
+            500,
+            "",
+            format!("unexpected watch error object: {}", raw.get()),
+        ),
+    }
+}
+
+/// Deserializes one event; `None` for an unknown event type (logged and skipped).
+struct EventSeed<'a, 'de, K> {
+    frame: &'a Frame<'de>,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<'a, 'de, K> EventSeed<'a, 'de, K> {
+    fn new(frame: &'a Frame<'de>) -> Self {
+        EventSeed {
+            frame,
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<'de, K: Decode> DeserializeSeed<'de> for EventSeed<'_, 'de, K> {
+    type Value = Option<WatchEvent<K>>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+struct ObjectSeed<'a, 'de, K>(&'a Frame<'de>, PhantomData<fn() -> K>);
+
+impl<'de, K: Decode> DeserializeSeed<'de> for ObjectSeed<'_, 'de, K> {
+    type Value = K;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<K, D::Error> {
+        K::decode(deserializer, self.0)
+    }
+}
+
+impl<'de, K: Decode> Visitor<'de> for EventSeed<'_, 'de, K> {
+    type Value = Option<WatchEvent<K>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a watch event object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut ty: Option<EventType> = None;
+        let mut event: Option<Option<WatchEvent<K>>> = None;
+        // Only when "object" comes before "type" (kube-apiserver writes "type" first).
+        let mut deferred: Option<&'de RawValue> = None;
+        while let Some(field) = map.next_key::<Field>()? {
+            match field {
+                Field::Type => {
+                    if ty.is_some() {
+                        return Err(de::Error::duplicate_field("type"));
+                    }
+                    ty = Some(map.next_value()?);
+                }
+                Field::Object => {
+                    if event.is_some() || deferred.is_some() {
+                        return Err(de::Error::duplicate_field("object"));
+                    }
+                    match ty {
+                        Some(t) => event = Some(self.object(t, &mut map)?),
+                        None => deferred = Some(map.next_value()?),
+                    }
+                }
+                Field::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let ty = ty.ok_or_else(|| de::Error::missing_field("type"))?;
+        if let Some(ev) = event {
+            return Ok(ev);
+        }
+        let raw = deferred.ok_or_else(|| de::Error::missing_field("object"))?;
+        let mut de = serde_json::Deserializer::from_str(raw.get());
+        self.object_from(ty, raw, &mut de)
+            .map_err(de::Error::custom)
+    }
+}
+
+impl<'de, K: Decode> EventSeed<'_, 'de, K> {
+    fn object<A: MapAccess<'de>>(
+        &self,
+        ty: EventType,
+        map: &mut A,
+    ) -> Result<Option<WatchEvent<K>>, A::Error> {
+        let seed = || ObjectSeed::<K>(self.frame, PhantomData);
+        Ok(Some(match ty {
+            EventType::Added => WatchEvent::Added(map.next_value_seed(seed())?),
+            EventType::Modified => WatchEvent::Modified(map.next_value_seed(seed())?),
+            EventType::Deleted => WatchEvent::Deleted(map.next_value_seed(seed())?),
+            EventType::Bookmark => WatchEvent::Bookmark(map.next_value::<BookmarkObject>()?.into()),
+            EventType::Error => WatchEvent::Error(error_status(map.next_value::<&RawValue>()?)),
+            EventType::Unknown => {
+                map.next_value::<IgnoredAny>()?;
+                tracing::warn!("skipping watch event of unknown type");
+                return Ok(None);
+            }
+        }))
+    }
+
+    fn object_from(
+        &self,
+        ty: EventType,
+        raw: &'de RawValue,
+        de: &mut serde_json::Deserializer<serde_json::de::StrRead<'de>>,
+    ) -> Result<Option<WatchEvent<K>>, serde_json::Error> {
+        let seed = || ObjectSeed::<K>(self.frame, PhantomData);
+        Ok(Some(match ty {
+            EventType::Added => WatchEvent::Added(seed().deserialize(de)?),
+            EventType::Modified => WatchEvent::Modified(seed().deserialize(de)?),
+            EventType::Deleted => WatchEvent::Deleted(seed().deserialize(de)?),
+            EventType::Bookmark => WatchEvent::Bookmark(BookmarkObject::deserialize(de)?.into()),
+            EventType::Error => WatchEvent::Error(error_status(raw)),
+            EventType::Unknown => {
+                tracing::warn!("skipping watch event of unknown type");
+                return Ok(None);
+            }
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use delta_fifo::store_index::{CompactObject, DynamicObject, Object};
+
+    use super::*;
+
+    fn ev(ty: &str, name: &str, rv: u32) -> String {
+        format!(
+            r#"{{"type":"{ty}","object":{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}},"spec":{{"x":"é"}}}}}}"#
+        )
+    }
+
+    fn decode_all(chunks: &[&[u8]]) -> Result<Vec<WatchEvent<DynamicObject>>, DecodeError> {
+        let mut d = WatchDecoder::<DynamicObject>::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            d.decode(Bytes::copy_from_slice(c), &mut out)?;
+        }
+        d.finish(&mut out)?;
+        Ok(out)
+    }
+
+    fn names(evs: &[WatchEvent<DynamicObject>]) -> Vec<String> {
+        evs.iter()
+            .map(|e| match e {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                    format!("{} {}", e.type_name(), o.name())
+                }
+                WatchEvent::Bookmark(b) => format!("BOOKMARK {}", b.resource_version),
+                WatchEvent::Error(s) => format!("ERROR {}", s.code),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn events_split_across_chunks_and_several_per_chunk_decode_in_order() {
+        let stream = format!(
+            "{}\n{}\n{}\n",
+            ev("ADDED", "a", 1),
+            ev("MODIFIED", "b", 2),
+            ev("DELETED", "c", 3)
+        );
+        let b = stream.as_bytes();
+        let out = decode_all(&[&b[..7], &b[7..200], &b[200..]]).unwrap();
+        assert_eq!(names(&out), ["ADDED a", "MODIFIED b", "DELETED c"]);
+    }
+
+    #[test]
+    fn crlf_lf_and_no_separator_are_all_accepted() {
+        let stream = format!(
+            "{}\r\n{}{}\n\n{}",
+            ev("ADDED", "a", 1),
+            ev("ADDED", "b", 2),
+            ev("ADDED", "c", 3),
+            ev("ADDED", "d", 4)
+        );
+        let out = decode_all(&[stream.as_bytes()]).unwrap();
+        assert_eq!(names(&out), ["ADDED a", "ADDED b", "ADDED c", "ADDED d"]);
+    }
+
+    #[test]
+    fn bookmark_carries_resource_version_and_initial_events_end() {
+        let line = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+        let out = decode_all(&[line]).unwrap();
+        assert_eq!(
+            out,
+            [WatchEvent::Bookmark(Bookmark {
+                resource_version: "12".into(),
+                initial_events_end: true
+            })]
+        );
+    }
+
+    #[test]
+    fn error_event_becomes_a_typed_status() {
+        let line = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#;
+        let out = decode_all(&[line]).unwrap();
+        match &out[0] {
+            WatchEvent::Error(s) => assert!(s.is_expired()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn object_before_type_is_accepted() {
+        let line =
+            br#"{"object":{"metadata":{"name":"x","resourceVersion":"4"}},"type":"MODIFIED"}"#;
+        let out = decode_all(&[line]).unwrap();
+        assert_eq!(names(&out), ["MODIFIED x"]);
+    }
+
+    #[test]
+    fn malformed_event_is_a_decode_error_after_the_good_ones() {
+        let stream = format!(
+            "{}\n{{\"type\":\"ADDED\",\"object\":[}}\n",
+            ev("ADDED", "a", 1)
+        );
+        let mut d = WatchDecoder::<DynamicObject>::default();
+        let mut out = Vec::new();
+        let err = d.decode(Bytes::from(stream), &mut out).unwrap_err();
+        assert!(matches!(err, DecodeError::Json { .. }), "{err}");
+        assert_eq!(names(&out), ["ADDED a"]);
+    }
+
+    #[test]
+    fn truncated_stream_is_reported_at_finish() {
+        let e = ev("ADDED", "a", 1);
+        let err = decode_all(&[&e.as_bytes()[..30]]).unwrap_err();
+        assert!(matches!(err, DecodeError::Truncated(30)), "{err}");
+    }
+
+    #[test]
+    fn event_larger_than_the_maximum_is_refused_without_buffering_it() {
+        let e = ev("ADDED", "a", 1);
+        let mut d = WatchDecoder::<DynamicObject>::new(64);
+        let mut out = Vec::new();
+        let b = e.as_bytes();
+        d.decode(Bytes::copy_from_slice(&b[..40]), &mut out)
+            .unwrap();
+        let err = d
+            .decode(Bytes::copy_from_slice(&b[40..]), &mut out)
+            .unwrap_err();
+        assert!(matches!(err, DecodeError::TooLarge { max: 64 }));
+        let err = WatchDecoder::<DynamicObject>::new(64)
+            .decode(Bytes::from(format!("{e}\n")), &mut out)
+            .unwrap_err();
+        assert!(matches!(err, DecodeError::TooLarge { .. }));
+        assert!(d.pending_len() <= 64);
+    }
+
+    #[test]
+    fn many_small_events_without_newlines_are_not_too_large() {
+        let stream: String = (0..10).map(|i| ev("ADDED", &format!("p{i}"), i)).collect();
+        let mut d = WatchDecoder::<DynamicObject>::new(400);
+        let mut out = Vec::new();
+        for c in stream.as_bytes().chunks(100) {
+            d.decode(Bytes::copy_from_slice(c), &mut out).unwrap();
+        }
+        d.finish(&mut out).unwrap();
+        assert_eq!(out.len(), 10);
+    }
+
+    #[test]
+    fn compact_object_raw_bytes_are_a_slice_of_the_chunk() {
+        let line = ev("ADDED", "a", 1) + "\n";
+        let chunk = Bytes::from(line.clone());
+        let mut d = WatchDecoder::<CompactObject>::default();
+        let mut out = Vec::new();
+        d.decode(chunk.clone(), &mut out).unwrap();
+        let WatchEvent::Added(obj) = &out[0] else {
+            panic!()
+        };
+        let start = line.find(r#"{"apiVersion"#).unwrap();
+        assert_eq!(obj.raw().as_ptr(), chunk[start..].as_ptr());
+        assert_eq!(obj.raw().len(), line.trim_end().len() - start - 1);
+        assert_eq!(obj.resource_version(), Some("1"));
+    }
+
+    #[test]
+    fn unknown_event_types_are_skipped() {
+        let out = decode_all(&[br#"{"type":"WEIRD","object":{}}"#]).unwrap();
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for g in [
+            &b"\xff\xfe\n"[..],
+            b"{}\n",
+            b"[]\n",
+            b"null\n",
+            b"{\"type\":1}\n",
+            b"}}}\n",
+            b"{\"type\":\"ADDED\"}\n",
+        ] {
+            assert!(
+                decode_all(&[g]).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(g)
+            );
+        }
+    }
+
+    mod props {
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn event_strategy() -> impl Strategy<Value = String> {
+            (0..4usize, "[a-z0-9]{1,12}", 0u32..100000, "[ -~]{0,40}").prop_map(|(t, name, rv, note)| {
+                let note = serde_json::to_string(&note).unwrap();
+                match t {
+                    0 => format!(r#"{{"type":"ADDED","object":{{"metadata":{{"name":"{name}","resourceVersion":"{rv}"}},"note":{note}}}}}"#),
+                    1 => format!(r#"{{"type":"MODIFIED","object":{{"metadata":{{"name":"{name}","resourceVersion":"{rv}"}},"note":{note}}}}}"#),
+                    2 => format!(r#"{{"type":"DELETED","object":{{"metadata":{{"name":"{name}","resourceVersion":"{rv}"}}}}}}"#),
+                    _ => format!(r#"{{"type":"BOOKMARK","object":{{"metadata":{{"resourceVersion":"{rv}"}}}}}}"#),
+                }
+            })
+        }
+
+        fn separator() -> impl Strategy<Value = &'static str> {
+            prop_oneof![Just("\n"), Just("\r\n"), Just(""), Just("\n\n")]
+        }
+
+        proptest! {
+            #[test]
+            fn rechunked_stream_decodes_to_the_same_events(
+                events in prop::collection::vec((event_strategy(), separator()), 0..20),
+                cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..12),
+            ) {
+                let stream: String = events.iter().map(|(e, s)| format!("{e}{s}")).collect();
+                let whole = decode_all(&[stream.as_bytes()]).unwrap();
+                prop_assert_eq!(whole.len(), events.len());
+                let b = stream.as_bytes();
+                let mut points: Vec<usize> = cuts.iter().map(|i| i.index(b.len() + 1)).collect();
+                points.sort_unstable();
+                let mut chunks = Vec::new();
+                let mut last = 0;
+                for p in points { chunks.push(&b[last..p]); last = p; }
+                chunks.push(&b[last..]);
+                let rechunked = decode_all(&chunks).unwrap();
+                prop_assert_eq!(rechunked, whole);
+            }
+
+            #[test]
+            fn corrupted_stream_gives_errors_never_panics(
+                events in prop::collection::vec(event_strategy(), 1..8),
+                flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+                cut in any::<prop::sample::Index>(),
+            ) {
+                let mut bytes = events.join("\n").into_bytes();
+                for (i, v) in flips { let n = bytes.len(); bytes[i.index(n)] = v; }
+                let at = cut.index(bytes.len() + 1);
+                let _ = decode_all(&[&bytes[..at], &bytes[at..]]);
+                let mut small = WatchDecoder::<CompactObject>::new(50);
+                let mut out = Vec::new();
+                let _ = small.decode(Bytes::from(bytes), &mut out).and_then(|_| small.finish(&mut out));
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! [`ListerWatcher`]: the two calls a reflector makes to the API server.
+
+use std::future::Future;
+
+use futures::stream::BoxStream;
+
+use crate::decoder::WatchEvent;
+use crate::error::ReflectorError;
+use crate::list::ObjectList;
+use crate::params::{ListOptions, WatchOptions};
+
+/// A watch in progress: events in order, `None` when the server closed it normally. Dropping it
+/// closes the connection.
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, ReflectorError>>;
+
+/// Lists (one page per call) and watches one resource. [`HttpListerWatcher`](crate::HttpListerWatcher)
+/// talks to an API server; tests implement it with scripted answers.
+pub trait ListerWatcher<K>: Send + Sync + 'static {
+    /// One list request (one page when `options.limit` is set).
+    fn list(
+        &self,
+        options: ListOptions,
+    ) -> impl Future<Output = Result<ObjectList<K>, ReflectorError>> + Send;
+
+    /// Opens a watch.
+    fn watch(
+        &self,
+        options: WatchOptions,
+    ) -> impl Future<Output = Result<WatchStream<K>, ReflectorError>> + Send;
+
+    /// Whether watch-list streaming may be tried (contract C1.3). Default: yes.
+    fn supports_watch_list(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,93 @@
+//! Counters of one reflector: what it asked the server and what it received.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Live counters (shared; read with [`Metrics::snapshot`]).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    lists: AtomicU64,
+    pages: AtomicU64,
+    listed_items: AtomicU64,
+    watches: AtomicU64,
+    added: AtomicU64,
+    modified: AtomicU64,
+    deleted: AtomicU64,
+    bookmarks: AtomicU64,
+    errors: AtomicU64,
+    relists: AtomicU64,
+    expired: AtomicU64,
+    backoff_waits: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    /// Complete lists started.
+    pub lists: u64,
+    /// List pages received.
+    pub pages: u64,
+    /// Objects received in list pages.
+    pub listed_items: u64,
+    /// Watches opened.
+    pub watches: u64,
+    /// `ADDED` events.
+    pub added: u64,
+    /// `MODIFIED` events.
+    pub modified: u64,
+    /// `DELETED` events.
+    pub deleted: u64,
+    /// `BOOKMARK` events.
+    pub bookmarks: u64,
+    /// `ERROR` events.
+    pub errors: u64,
+    /// Lists after the first one.
+    pub relists: u64,
+    /// 410 Expired answers (lists and watches).
+    pub expired: u64,
+    /// Backoff delays waited.
+    pub backoff_waits: u64,
+    /// Body bytes received (where the lister-watcher reports them).
+    pub bytes: u64,
+}
+
+macro_rules! incr {
+    ($($name:ident => $field:ident),* $(,)?) => {$(
+        pub(crate) fn $name(&self, n: u64) {
+            self.$field.fetch_add(n, Relaxed);
+        }
+    )*};
+}
+
+impl Metrics {
+    incr!(
+        add_lists => lists, add_pages => pages, add_listed_items => listed_items,
+        add_watches => watches, add_added => added, add_modified => modified,
+        add_deleted => deleted, add_bookmarks => bookmarks, add_errors => errors,
+        add_relists => relists, add_expired => expired, add_backoff_waits => backoff_waits,
+    );
+
+    /// Counts body bytes received (called by lister-watchers).
+    pub fn add_bytes(&self, n: u64) {
+        self.bytes.fetch_add(n, Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            lists: self.lists.load(Relaxed),
+            pages: self.pages.load(Relaxed),
+            listed_items: self.listed_items.load(Relaxed),
+            watches: self.watches.load(Relaxed),
+            added: self.added.load(Relaxed),
+            modified: self.modified.load(Relaxed),
+            deleted: self.deleted.load(Relaxed),
+            bookmarks: self.bookmarks.load(Relaxed),
+            errors: self.errors.load(Relaxed),
+            relists: self.relists.load(Relaxed),
+            expired: self.expired.load(Relaxed),
+            backoff_waits: self.backoff_waits.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+        }
+    }
+}

@@ -1,0 +1,812 @@
+//! [`Reflector`]: client-go's ListAndWatch loop (contract section C).
+//!
+//! ```text
+//! run ─┬─► list_and_watch ─┬─ watch-list stream (C13) ──────────────┐
+//!      │                   └─ list (C4–C7) → store.replace(items, rv) │
+//!      │                                                         watch loop (C8–C11)
+//!      │                        events → store.add/update/delete, last-synced RV advances
+//!      │                        normal close → re-watch at the last-synced RV
+//!      │                        410 / other error / very short watch → return → relist
+//!      └─◄ error handler (C14), one backoff delay (C2), again ◄──────────┘
+//! ```
+//!
+//! The last-synced resource version is the only state carried between watches and lists; it is
+//! readable at any time through [`Reflector::last_sync_resource_version`].
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use delta_fifo::store_index::Object;
+use delta_fifo::Store;
+use futures::StreamExt as _;
+use parking_lot::Mutex;
+use rand::Rng as _;
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use crate::backoff::{Backoff, BackoffConfig};
+use crate::decoder::WatchEvent;
+use crate::error::ReflectorError;
+use crate::list::{list_all, DEFAULT_PAGE_SIZE};
+use crate::lister_watcher::{ListerWatcher, WatchStream};
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::params::{ListOptions, ResourceVersionMatch, WatchOptions};
+
+/// Decides, at each resync tick, whether to resync now (contract C12.1).
+pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
+/// Receives every error `list_and_watch` returns (contract C14).
+pub type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
+
+/// Reflector options (contract C1.1); `Default` gives client-go's defaults.
+#[derive(Debug, Clone)]
+pub struct ReflectorOptions {
+    /// Name used in logs and errors.
+    pub name: String,
+    /// Description of the listed type (default: the Rust type name).
+    pub type_description: Option<String>,
+    /// Resync period (0: never).
+    pub resync_period: Duration,
+    /// Minimum watch timeout; values under 5 minutes are ignored (contract C8.2).
+    pub min_watch_timeout: Duration,
+    /// List page size (0: contract C5.2's choice).
+    pub page_size: u32,
+    /// Backoff between attempts.
+    pub backoff: BackoffConfig,
+    /// How long watch errors with 500 Internal Error are retried without relisting (0: never).
+    pub max_internal_error_retry_duration: Duration,
+    /// Try watch-list streaming (`sendInitialEvents`) before listing (contract C13).
+    pub watch_list: bool,
+    /// Skip watch events whose `(apiVersion, kind)` differ from this.
+    pub expected_gvk: Option<(String, String)>,
+}
+
+impl Default for ReflectorOptions {
+    fn default() -> Self {
+        ReflectorOptions {
+            name: "reflector".into(),
+            type_description: None,
+            resync_period: Duration::ZERO,
+            min_watch_timeout: Duration::from_secs(300),
+            page_size: 0,
+            backoff: BackoffConfig::default(),
+            max_internal_error_retry_duration: Duration::ZERO,
+            watch_list: false,
+            expected_gvk: None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct SyncState {
+    last_sync_rv: String,
+    rv_unavailable: bool,
+    paginated_result: bool,
+    listed_once: bool,
+}
+
+/// Contract C11.4: retrying 500s on a watch without relisting, within a time window.
+#[derive(Debug)]
+struct RetryWindow {
+    max: Duration,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+impl RetryWindow {
+    const RESET_PERIOD: Duration = Duration::from_secs(60);
+
+    fn should_retry(&mut self) -> bool {
+        if self.max.is_zero() {
+            return false;
+        }
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l) >= Self::RESET_PERIOD)
+        {
+            self.first = None;
+        }
+        let first = *self.first.get_or_insert(now);
+        self.last = Some(now);
+        if now.duration_since(first) <= self.max {
+            true
+        } else {
+            self.first = None;
+            self.last = None;
+            false
+        }
+    }
+}
+
+/// How one watch stream ended.
+enum WatchEnd {
+    Cancelled,
+    Closed { events: u64 },
+    Error(ReflectorError),
+    Resync(delta_fifo::FifoError),
+}
+
+/// Lists and watches one resource into a [`Store`] (normally the informer's queue).
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use reflector::{ClusterConfig, HttpListerWatcher, Reflector, ReflectorOptions, Resource};
+/// use reflector::store_index::DynamicObject;
+/// # struct Queue;
+/// # impl reflector::delta_fifo::Store<DynamicObject> for Queue {
+/// #   fn add(&self, _: Arc<DynamicObject>) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
+/// #   fn update(&self, _: Arc<DynamicObject>) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
+/// #   fn delete(&self, _: Arc<DynamicObject>) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
+/// #   fn replace(&self, _: Vec<Arc<DynamicObject>>, _: &str) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
+/// #   fn resync(&self) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
+/// # }
+/// let config = ClusterConfig::from_kubeconfig(None)?;
+/// let lw = HttpListerWatcher::new(&config, Resource::namespaced("", "v1", "pods"))?;
+/// let reflector = Reflector::new(lw, Queue, ReflectorOptions::default());
+/// let cancel = tokio_util::sync::CancellationToken::new();
+/// reflector.run(cancel.clone()).await;
+/// # Ok(()) }
+/// ```
+pub struct Reflector<K, L, S> {
+    lw: L,
+    store: S,
+    options: ReflectorOptions,
+    type_description: String,
+    should_resync: Option<ShouldResync>,
+    error_handler: Mutex<Option<WatchErrorHandler>>,
+    state: Mutex<SyncState>,
+    backoff: Mutex<Backoff>,
+    retry: Mutex<RetryWindow>,
+    metrics: Arc<Metrics>,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K, L, S> std::fmt::Debug for Reflector<K, L, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reflector")
+            .field("name", &self.options.name)
+            .field("type", &self.type_description)
+            .finish()
+    }
+}
+
+fn key_of<K: Object>(obj: &K) -> String {
+    match obj.namespace() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.name()),
+        _ => obj.name().to_string(),
+    }
+}
+
+fn default_error_handler(name: &str, err: &ReflectorError) {
+    if err.is_expired() {
+        tracing::debug!(reflector = name, error = %err, "watch of resource expired");
+    } else {
+        tracing::error!(reflector = name, error = %err, "list and watch failed");
+    }
+}
+
+impl<K, L, S> Reflector<K, L, S>
+where
+    K: Object,
+    L: ListerWatcher<K>,
+    S: Store<K>,
+{
+    /// A reflector feeding `store` from `lw`.
+    pub fn new(lw: L, store: S, options: ReflectorOptions) -> Self {
+        let type_description = options
+            .type_description
+            .clone()
+            .or_else(|| {
+                options
+                    .expected_gvk
+                    .as_ref()
+                    .map(|(av, kind)| format!("{av}, Kind={kind}"))
+            })
+            .unwrap_or_else(|| std::any::type_name::<K>().to_string());
+        Reflector {
+            backoff: Mutex::new(Backoff::new(options.backoff.clone())),
+            retry: Mutex::new(RetryWindow {
+                max: options.max_internal_error_retry_duration,
+                first: None,
+                last: None,
+            }),
+            lw,
+            store,
+            type_description,
+            should_resync: None,
+            error_handler: Mutex::new(None),
+            state: Mutex::new(SyncState::default()),
+            metrics: Arc::new(Metrics::default()),
+            options,
+            _k: PhantomData,
+        }
+    }
+
+    /// Sets the should-resync hook (contract C12.1).
+    pub fn with_should_resync(mut self, hook: ShouldResync) -> Self {
+        self.should_resync = Some(hook);
+        self
+    }
+
+    /// Replaces the watch error handler (last set wins).
+    pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) {
+        *self.error_handler.lock() = Some(handler);
+    }
+
+    /// The resource version of the last list or watch event applied to the store.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.state.lock().last_sync_rv.clone()
+    }
+
+    /// The store this reflector writes into.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+
+    /// The shared counters (lister-watchers may add the bytes they receive).
+    pub fn metrics_handle(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Runs list-and-watch until `cancel` fires (contract C2.1): after every return, the error
+    /// (if any) goes to the error handler, then one backoff delay is waited.
+    pub async fn run(&self, cancel: CancellationToken) {
+        let span = tracing::info_span!("reflector", name = %self.options.name, r#type = %self.type_description);
+        async {
+            tracing::debug!("starting reflector");
+            while !cancel.is_cancelled() {
+                if let Err(e) = self.list_and_watch(&cancel).await {
+                    let handler = self.error_handler.lock().clone();
+                    match handler {
+                        Some(h) => h(&e),
+                        None => default_error_handler(&self.options.name, &e),
+                    }
+                }
+                if !self.backoff_wait(&cancel).await {
+                    break;
+                }
+            }
+            tracing::debug!("reflector stopped");
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Waits one backoff delay; `false` when cancelled meanwhile.
+    async fn backoff_wait(&self, cancel: &CancellationToken) -> bool {
+        let delay = self.backoff.lock().next_delay();
+        self.metrics.add_backoff_waits(1);
+        tokio::select! {
+            _ = cancel.cancelled() => false,
+            _ = tokio::time::sleep(delay) => true,
+        }
+    }
+
+    /// One list (or watch-list) and the watches that follow it (contract C3). Cancellation
+    /// returns `Ok`.
+    pub async fn list_and_watch(&self, cancel: &CancellationToken) -> Result<(), ReflectorError> {
+        let mut initial = None;
+        if self.options.watch_list && self.lw.supports_watch_list() {
+            match self.watch_list(cancel).await {
+                Ok(Some(stream)) => initial = Some(stream),
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "watch-list failed, falling back to a list");
+                }
+            }
+        }
+        if initial.is_none() && !self.list(cancel).await? {
+            return Ok(());
+        }
+        self.watch_loop(initial, cancel).await
+    }
+
+    fn page_size(&self, rv: &str) -> u32 {
+        let state = self.state.lock();
+        if self.options.page_size != 0 {
+            self.options.page_size
+        } else if state.paginated_result {
+            DEFAULT_PAGE_SIZE
+        } else if !rv.is_empty() && rv != "0" {
+            0
+        } else {
+            DEFAULT_PAGE_SIZE
+        }
+    }
+
+    fn relist_resource_version(&self) -> String {
+        let state = self.state.lock();
+        if state.rv_unavailable {
+            String::new()
+        } else if state.last_sync_rv.is_empty() {
+            "0".into()
+        } else {
+            state.last_sync_rv.clone()
+        }
+    }
+
+    async fn list_at(
+        &self,
+        rv: &str,
+        limit: u32,
+        cancel: &CancellationToken,
+    ) -> Option<Result<crate::list::FullList<K>, ReflectorError>> {
+        let options = ListOptions {
+            resource_version: Some(rv.to_string()),
+            limit,
+            ..Default::default()
+        };
+        let metrics = &self.metrics;
+        let listing = list_all(&self.lw, options, |n| {
+            metrics.add_pages(1);
+            metrics.add_listed_items(n as u64);
+        });
+        tokio::select! {
+            _ = cancel.cancelled() => None,
+            r = listing => Some(r),
+        }
+    }
+
+    /// Lists and replaces the store's content (contract C4–C7). `Ok(false)`: cancelled.
+    async fn list(&self, cancel: &CancellationToken) -> Result<bool, ReflectorError> {
+        let rv = self.relist_resource_version();
+        let limit = self.page_size(&rv);
+        {
+            let mut state = self.state.lock();
+            if state.listed_once {
+                self.metrics.add_relists(1);
+            }
+            state.listed_once = true;
+        }
+        self.metrics.add_lists(1);
+        let span = tracing::debug_span!("list", resource_version = %rv, limit);
+        let Some(mut result) = self.list_at(&rv, limit, cancel).instrument(span).await else {
+            return Ok(false);
+        };
+        if let Err(e) = &result {
+            if e.is_expired() || e.is_too_large_resource_version() {
+                if e.is_expired() {
+                    self.metrics.add_expired(1);
+                }
+                tracing::debug!(error = %e, "list at resource version {rv:?} refused; listing at the latest");
+                self.state.lock().rv_unavailable = true;
+                match self.list_at("", limit, cancel).await {
+                    None => return Ok(false),
+                    Some(r) => result = r,
+                }
+            }
+        }
+        let full = result.map_err(|e| ReflectorError::ListFailed {
+            type_description: self.type_description.clone(),
+            source: Box::new(e),
+        })?;
+        {
+            let mut state = self.state.lock();
+            if rv == "0" && full.paginated {
+                state.paginated_result = true;
+            }
+            state.rv_unavailable = false;
+        }
+        let items = full.items.into_iter().map(Arc::new).collect();
+        self.store
+            .replace(items, &full.resource_version)
+            .map_err(ReflectorError::SyncList)?;
+        self.state.lock().last_sync_rv = full.resource_version;
+        Ok(true)
+    }
+
+    fn watch_timeout(&self) -> u32 {
+        let min = self.options.min_watch_timeout.max(Duration::from_secs(300));
+        let u: f64 = rand::rng().random();
+        (min.as_secs_f64() * (1.0 + u)) as u32
+    }
+
+    /// Opens a watch; `Ok(None)` when cancelled.
+    async fn open_watch(
+        &self,
+        options: WatchOptions,
+        cancel: &CancellationToken,
+    ) -> Result<Option<WatchStream<K>>, ReflectorError> {
+        self.metrics.add_watches(1);
+        tokio::select! {
+            _ = cancel.cancelled() => Ok(None),
+            r = self.lw.watch(options) => r.map(Some),
+        }
+    }
+
+    /// Contract C8–C11: watch, re-watch, until cancelled or a relist is needed.
+    async fn watch_loop(
+        &self,
+        mut initial: Option<WatchStream<K>>,
+        cancel: &CancellationToken,
+    ) -> Result<(), ReflectorError> {
+        let period = self.options.resync_period;
+        let mut resync: Option<Pin<Box<Sleep>>> =
+            (!period.is_zero()).then(|| Box::pin(tokio::time::sleep(period)));
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            let started = Instant::now();
+            let (stream, suppress_added_rv) = match initial.take() {
+                Some(s) => (s, false),
+                None => {
+                    let rv = self.last_sync_resource_version();
+                    let options = WatchOptions {
+                        resource_version: Some(rv.clone()),
+                        allow_watch_bookmarks: true,
+                        timeout_seconds: Some(self.watch_timeout()),
+                        ..Default::default()
+                    };
+                    match self.open_watch(options, cancel).await {
+                        Ok(Some(s)) => (s, rv.is_empty() || rv == "0"),
+                        Ok(None) => return Ok(()),
+                        Err(e) if e.is_connection_refused() || e.is_too_many_requests() => {
+                            tracing::debug!(error = %e, "watch refused; retrying after backoff");
+                            if !self.backoff_wait(cancel).await {
+                                return Ok(());
+                            }
+                            continue;
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            };
+            match self
+                .handle_watch(stream, suppress_added_rv, &mut resync, cancel)
+                .await
+            {
+                WatchEnd::Cancelled => return Ok(()),
+                WatchEnd::Closed { events } => {
+                    if events == 0 && started.elapsed() < Duration::from_secs(1) {
+                        let e = ReflectorError::VeryShortWatch {
+                            name: self.options.name.clone(),
+                        };
+                        tracing::warn!(error = %e, "relisting");
+                        return Ok(());
+                    }
+                    tracing::debug!(events, "watch closed; re-watching");
+                }
+                WatchEnd::Error(e) => {
+                    if e.is_expired() {
+                        self.metrics.add_expired(1);
+                        tracing::debug!(error = %e, "watch expired; relisting");
+                        return Ok(());
+                    }
+                    if e.is_too_many_requests() {
+                        if !self.backoff_wait(cancel).await {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    if e.is_internal_error() && self.retry.lock().should_retry() {
+                        tracing::debug!(error = %e, "internal error on watch; re-watching");
+                        continue;
+                    }
+                    tracing::warn!(error = %e, "watch ended with an error; relisting");
+                    return Ok(());
+                }
+                WatchEnd::Resync(e) => {
+                    tracing::warn!(error = %e, "resync failed; relisting");
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    async fn handle_watch(
+        &self,
+        mut stream: WatchStream<K>,
+        suppress_added_rv: bool,
+        resync: &mut Option<Pin<Box<Sleep>>>,
+        cancel: &CancellationToken,
+    ) -> WatchEnd {
+        let mut events = 0u64;
+        let mut propagate = !suppress_added_rv;
+        loop {
+            let tick = async {
+                match resync.as_mut() {
+                    Some(s) => s.as_mut().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return WatchEnd::Cancelled,
+                _ = tick => {
+                    if self.should_resync.as_ref().is_none_or(|f| f()) {
+                        tracing::trace!("resync");
+                        if let Err(e) = self.store.resync() {
+                            return WatchEnd::Resync(e);
+                        }
+                    }
+                    if let Some(s) = resync.as_mut() {
+                        s.as_mut().reset(Instant::now() + self.options.resync_period);
+                    }
+                }
+                item = stream.next() => match item {
+                    None => return WatchEnd::Closed { events },
+                    Some(Err(e)) => return WatchEnd::Error(e),
+                    Some(Ok(event)) => {
+                        if let Err(e) = self.apply(event, &mut propagate) {
+                            return WatchEnd::Error(e);
+                        }
+                        events += 1;
+                    }
+                },
+            }
+        }
+    }
+
+    /// Whether the object is to be skipped (contract C10.1 steps 3–5).
+    fn skip(&self, obj: &K) -> bool {
+        if let Some((av, kind)) = &self.options.expected_gvk {
+            if obj.api_version() != Some(av.as_str()) || obj.kind() != Some(kind.as_str()) {
+                tracing::debug!(kind = ?obj.kind(), "skipping object of unexpected kind");
+                return true;
+            }
+        }
+        let table = obj.kind() == Some("Table")
+            && matches!(
+                obj.api_version(),
+                Some("meta.k8s.io/v1" | "meta.k8s.io/v1beta1")
+            );
+        table || !obj.has_meta()
+    }
+
+    /// Applies one event to the store (contract C10).
+    fn apply(&self, event: WatchEvent<K>, propagate: &mut bool) -> Result<(), ReflectorError> {
+        let name = &self.options.name;
+        let rv = match event {
+            WatchEvent::Error(status) => {
+                self.metrics.add_errors(1);
+                return Err(ReflectorError::api(status));
+            }
+            WatchEvent::Bookmark(b) => {
+                self.metrics.add_bookmarks(1);
+                self.store.bookmark(&b.resource_version);
+                *propagate = true;
+                b.resource_version
+            }
+            WatchEvent::Added(obj) | WatchEvent::Modified(obj) | WatchEvent::Deleted(obj)
+                if self.skip(&obj) =>
+            {
+                return Ok(());
+            }
+            WatchEvent::Added(obj) => {
+                self.metrics.add_added(1);
+                let rv = obj.resource_version().unwrap_or("").to_string();
+                if let Err(e) = self.store.add(Arc::new(obj)) {
+                    tracing::error!(reflector = %name, error = %e, "unable to add watch event object to store");
+                }
+                rv
+            }
+            WatchEvent::Modified(obj) => {
+                self.metrics.add_modified(1);
+                *propagate = true;
+                let rv = obj.resource_version().unwrap_or("").to_string();
+                if let Err(e) = self.store.update(Arc::new(obj)) {
+                    tracing::error!(reflector = %name, error = %e, "unable to update watch event object in store");
+                }
+                rv
+            }
+            WatchEvent::Deleted(obj) => {
+                self.metrics.add_deleted(1);
+                *propagate = true;
+                let rv = obj.resource_version().unwrap_or("").to_string();
+                if let Err(e) = self.store.delete(Arc::new(obj)) {
+                    tracing::error!(reflector = %name, error = %e, "unable to delete watch event object from store");
+                }
+                rv
+            }
+        };
+        if *propagate {
+            self.store.update_resource_version(&rv);
+            self.state.lock().last_sync_rv = rv;
+        }
+        Ok(())
+    }
+
+    /// Watch-list streaming (contract C13): `Ok(Some(stream))` once the initial state is in the
+    /// store, the stream staying open; `Ok(None)` when cancelled; an error means fall back to list.
+    async fn watch_list(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<WatchStream<K>>, ReflectorError> {
+        loop {
+            if cancel.is_cancelled() {
+                return Ok(None);
+            }
+            let rv = {
+                let state = self.state.lock();
+                if state.rv_unavailable {
+                    String::new()
+                } else {
+                    state.last_sync_rv.clone()
+                }
+            };
+            let options = WatchOptions {
+                resource_version: Some(rv),
+                resource_version_match: Some(ResourceVersionMatch::NotOlderThan),
+                allow_watch_bookmarks: true,
+                send_initial_events: Some(true),
+                timeout_seconds: Some(self.watch_timeout()),
+                ..Default::default()
+            };
+            let started = Instant::now();
+            let retry = |e: &ReflectorError| -> Option<bool> {
+                if e.is_connection_refused() || e.is_too_many_requests() {
+                    Some(true)
+                } else if e.is_expired() || e.is_too_large_resource_version() {
+                    self.state.lock().rv_unavailable = true;
+                    Some(false)
+                } else {
+                    None
+                }
+            };
+            let mut stream = match self.open_watch(options, cancel).await {
+                Ok(Some(s)) => s,
+                Ok(None) => return Ok(None),
+                Err(e) => match retry(&e) {
+                    Some(true) => {
+                        if !self.backoff_wait(cancel).await {
+                            return Ok(None);
+                        }
+                        continue;
+                    }
+                    Some(false) => continue,
+                    None => return Err(e),
+                },
+            };
+            let mut temp: BTreeMap<String, Arc<K>> = BTreeMap::new();
+            let mut seen_non_added = false;
+            let mut snapshot_rv = String::new();
+            let mut events = 0u64;
+            let outcome: Result<(), ReflectorError> = loop {
+                let item = tokio::select! {
+                    _ = cancel.cancelled() => return Ok(None),
+                    item = stream.next() => item,
+                };
+                let event = match item {
+                    None if events == 0 && started.elapsed() < Duration::from_secs(1) => {
+                        return Err(ReflectorError::VeryShortWatch {
+                            name: self.options.name.clone(),
+                        });
+                    }
+                    None => break Ok(()),
+                    Some(Err(e)) => break Err(e),
+                    Some(Ok(WatchEvent::Error(s))) => break Err(ReflectorError::api(s)),
+                    Some(Ok(ev)) => ev,
+                };
+                events += 1;
+                let (rv, end) = match event {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)
+                        if self.skip(&o) =>
+                    {
+                        continue;
+                    }
+                    WatchEvent::Added(o) => {
+                        let rv = o.resource_version().unwrap_or("").to_string();
+                        temp.insert(key_of(&o), Arc::new(o));
+                        (rv, false)
+                    }
+                    WatchEvent::Modified(o) => {
+                        seen_non_added = true;
+                        let rv = o.resource_version().unwrap_or("").to_string();
+                        temp.insert(key_of(&o), Arc::new(o));
+                        (rv, false)
+                    }
+                    WatchEvent::Deleted(o) => {
+                        seen_non_added = true;
+                        let rv = o.resource_version().unwrap_or("").to_string();
+                        temp.remove(&key_of(&o));
+                        (rv, false)
+                    }
+                    WatchEvent::Bookmark(b) => {
+                        seen_non_added = true;
+                        (b.resource_version, b.initial_events_end)
+                    }
+                    WatchEvent::Error(_) => continue,
+                };
+                if seen_non_added {
+                    snapshot_rv = rv;
+                }
+                if end {
+                    self.state.lock().rv_unavailable = false;
+                    let items = temp.into_values().collect();
+                    self.store
+                        .replace(items, &snapshot_rv)
+                        .map_err(ReflectorError::SyncList)?;
+                    self.store.update_resource_version(&snapshot_rv);
+                    self.state.lock().last_sync_rv = snapshot_rv;
+                    return Ok(Some(stream));
+                }
+            };
+            drop(stream);
+            match outcome {
+                Ok(()) => {
+                    tracing::debug!(
+                        "watch-list stream closed before the initial-events-end bookmark; retrying"
+                    );
+                }
+                Err(e) => match retry(&e) {
+                    Some(true) => {
+                        if !self.backoff_wait(cancel).await {
+                            return Ok(None);
+                        }
+                    }
+                    Some(false) => {}
+                    None => return Err(e),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn internal_error_retry_window_allows_31_retries_in_30_seconds() {
+        let mut w = RetryWindow {
+            max: Duration::from_secs(30),
+            first: None,
+            last: None,
+        };
+        let mut n = 0;
+        while w.should_retry() {
+            n += 1;
+            tokio::time::advance(Duration::from_secs(1)).await;
+        }
+        assert_eq!(n, 31);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn internal_error_retry_window_restarts_after_a_one_minute_gap() {
+        let mut w = RetryWindow {
+            max: Duration::from_secs(30),
+            first: None,
+            last: None,
+        };
+        let mut n = 0;
+        while w.should_retry() {
+            n += 1;
+            // The 10th attempt comes a minute after the 9th.
+            let step = if n == 9 { 60 } else { 1 };
+            tokio::time::advance(Duration::from_secs(step)).await;
+        }
+        assert_eq!(n, 40);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn internal_error_retry_window_of_zero_never_retries_and_one_second_allows_two() {
+        let mut w = RetryWindow {
+            max: Duration::ZERO,
+            first: None,
+            last: None,
+        };
+        assert!(!w.should_retry());
+        let mut w = RetryWindow {
+            max: Duration::from_secs(1),
+            first: None,
+            last: None,
+        };
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(w.should_retry());
+            tokio::time::advance(Duration::from_secs(1)).await;
+        }
+        assert_eq!(got, [true, true, false]);
+    }
+}

@@ -1,0 +1,72 @@
+//! [`Resource`]: where a kind of object lives in the API (group, version, plural, scope).
+
+/// The address of a resource type: `/api/v1/...` for the core group, `/apis/<group>/<version>/...`
+/// otherwise; namespaced or cluster-scoped.
+///
+/// ```
+/// use reflector::Resource;
+/// let pods = Resource::namespaced("", "v1", "pods");
+/// assert_eq!(pods.path(Some("default")), "/api/v1/namespaces/default/pods");
+/// assert_eq!(pods.path(None), "/api/v1/pods");
+/// let deploys = Resource::namespaced("apps", "v1", "deployments");
+/// assert_eq!(deploys.path(Some("ns")), "/apis/apps/v1/namespaces/ns/deployments");
+/// let nodes = Resource::cluster("", "v1", "nodes");
+/// assert_eq!(nodes.path(Some("ignored")), "/api/v1/nodes");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Resource {
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Plural resource name (`pods`).
+    pub plural: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+impl Resource {
+    /// A namespaced resource.
+    pub fn namespaced(group: &str, version: &str, plural: &str) -> Self {
+        Resource {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            namespaced: true,
+        }
+    }
+
+    /// A cluster-scoped resource.
+    pub fn cluster(group: &str, version: &str, plural: &str) -> Self {
+        Resource {
+            namespaced: false,
+            ..Resource::namespaced(group, version, plural)
+        }
+    }
+
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The collection path, in `namespace` when the resource is namespaced and one is given (else
+    /// across all namespaces).
+    pub fn path(&self, namespace: Option<&str>) -> String {
+        let mut p = if self.group.is_empty() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        };
+        if let Some(ns) = namespace.filter(|ns| self.namespaced && !ns.is_empty()) {
+            p.push_str("/namespaces/");
+            p.push_str(ns);
+        }
+        p.push('/');
+        p.push_str(&self.plural);
+        p
+    }
+}

@@ -1,0 +1,168 @@
+//! Kubeconfig and in-cluster loading from fixture files, including the error cases.
+
+use std::path::PathBuf;
+
+use reflector::{ClusterConfig, ConfigError, Credentials};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn load(files: &[&str], context: Option<&str>) -> Result<ClusterConfig, ConfigError> {
+    let paths: Vec<PathBuf> = files
+        .iter()
+        .map(|f| fixture(&format!("kubeconfig/{f}")))
+        .collect();
+    ClusterConfig::from_kubeconfig_files(&paths, context)
+}
+
+fn field_of(err: ConfigError) -> String {
+    match err {
+        ConfigError::Field { field, .. } => field,
+        other => panic!("expected a field error, got {other}"),
+    }
+}
+
+#[test]
+fn current_context_gives_server_ca_namespace_server_name_and_token() {
+    let c = load(&["main.yaml"], None).unwrap();
+    assert_eq!(c.server.as_str(), "https://main.example:6443/");
+    assert_eq!(c.default_namespace, "dev-ns");
+    assert_eq!(c.tls_server_name.as_deref(), Some("kubernetes.default"));
+    assert!(c
+        .certificate_authority
+        .unwrap()
+        .starts_with(b"-----BEGIN CERTIFICATE-----"));
+    assert!(matches!(c.credentials, Credentials::Token(ref t) if t == "alice-token"));
+}
+
+#[test]
+fn a_named_context_is_used_and_token_file_paths_resolve_against_the_kubeconfig() {
+    let c = load(&["main.yaml"], Some("files")).unwrap();
+    assert_eq!(c.default_namespace, "default");
+    match c.credentials {
+        Credentials::TokenFile(p) => assert_eq!(p, fixture("kubeconfig/token.txt")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn merged_files_first_definition_and_first_current_context_win() {
+    let c = load(&["main.yaml", "second.yaml"], None).unwrap();
+    assert_eq!(c.server.host_str(), Some("main.example"));
+    assert!(matches!(c.credentials, Credentials::Token(ref t) if t == "alice-token"));
+    let c = load(&["second.yaml", "main.yaml"], None).unwrap();
+    assert_eq!(c.server.host_str(), Some("ops.example"));
+    assert!(c.insecure_skip_tls_verify);
+    assert!(matches!(c.credentials, Credentials::Basic { ref username, .. } if username == "bob"));
+    let c = load(&["missing.yaml", "main.yaml", "second.yaml"], Some("certs")).unwrap();
+    assert!(c
+        .client_certificate
+        .unwrap()
+        .starts_with(b"-----BEGIN CERTIFICATE"));
+    assert!(c.client_key.unwrap().starts_with(b"-----BEGIN PRIVATE KEY"));
+}
+
+#[test]
+fn exec_plugin_users_are_read_with_args_env_and_a_resolved_command() {
+    let c = load(&["second.yaml"], Some("exec")).unwrap();
+    match c.credentials {
+        Credentials::Exec(e) => {
+            assert_eq!(e.command, fixture("kubeconfig/./bin/get-token"));
+            assert_eq!(e.args, ["--cluster", "ops"]);
+            assert_eq!(e.env, [("MODE".to_string(), "fast".to_string())]);
+            assert_eq!(e.api_version, "client.authentication.k8s.io/v1");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn broken_kubeconfigs_name_the_broken_field() {
+    let cases = [
+        (None, "clusters[empty].cluster.server"),
+        (
+            Some("bad-ca"),
+            "clusters[bad-ca].cluster.certificate-authority-data",
+        ),
+        (Some("bad-url"), "clusters[bad-url].cluster.server"),
+        (
+            Some("dangling-cluster"),
+            "contexts[dangling-cluster].context.cluster",
+        ),
+        (
+            Some("dangling-user"),
+            "contexts[dangling-user].context.user",
+        ),
+        (Some("half-cert"), "users[half].user.client-key"),
+        (
+            Some("exec-no-command"),
+            "users[exec-no-command].user.exec.command",
+        ),
+        (Some("absent"), "contexts[absent]"),
+    ];
+    for (context, expected) in cases {
+        let err = load(&["broken.yaml"], context).unwrap_err();
+        assert!(err.to_string().contains(expected), "{err}");
+        assert_eq!(field_of(err), expected);
+    }
+}
+
+#[test]
+fn unreadable_and_invalid_files_are_errors() {
+    assert!(matches!(
+        load(&["syntax-error.yaml"], None),
+        Err(ConfigError::Yaml { .. })
+    ));
+    assert!(matches!(
+        load(&["missing.yaml"], None),
+        Err(ConfigError::Io { .. })
+    ));
+    assert!(matches!(
+        load(&["missing.yaml", "also-missing.yaml"], None),
+        Err(ConfigError::Field { .. })
+    ));
+}
+
+#[test]
+fn in_cluster_config_reads_token_ca_namespace_and_service_address() {
+    let c = ClusterConfig::incluster_from(
+        &fixture("incluster"),
+        Some("10.96.0.1".into()),
+        Some("443".into()),
+    )
+    .unwrap();
+    assert_eq!(c.server.as_str(), "https://10.96.0.1/");
+    assert_eq!(c.default_namespace, "team-a");
+    assert!(c.certificate_authority.is_some());
+    assert!(matches!(c.credentials, Credentials::TokenFile(ref p) if p.ends_with("token")));
+    let c = ClusterConfig::incluster_from(
+        &fixture("incluster"),
+        Some("fd00::1".into()),
+        Some("6443".into()),
+    )
+    .unwrap();
+    assert_eq!(c.server.as_str(), "https://[fd00::1]:6443/");
+}
+
+#[test]
+fn in_cluster_config_errors_outside_a_pod() {
+    let err = |dir: &str, host: Option<&str>, port: Option<&str>| {
+        ClusterConfig::incluster_from(&fixture(dir), host.map(Into::into), port.map(Into::into))
+            .unwrap_err()
+    };
+    assert!(err("incluster", None, Some("443"))
+        .to_string()
+        .contains("KUBERNETES_SERVICE_HOST"));
+    assert!(err("incluster", Some("h"), None)
+        .to_string()
+        .contains("KUBERNETES_SERVICE_PORT"));
+    assert!(err("incluster", Some("h"), Some("http"))
+        .to_string()
+        .contains("not a port"));
+    assert!(err("incluster-no-token", Some("h"), Some("443"))
+        .to_string()
+        .contains("token"));
+}
