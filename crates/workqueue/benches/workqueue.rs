@@ -2,6 +2,8 @@
 //!
 //! - `add_get_done/{1,4,8}_workers`: one producer adds 10k distinct string keys while N tokio
 //!   workers (on a multi-thread runtime with 2 worker threads) get and done them; then shutdown.
+//! - `add_get_done/baseline_tokio_mpsc_1_consumer`: the same 10k keys through a tokio unbounded
+//!   channel to one consumer, as a baseline measured in the same run.
 //! - `delaying/add_after_100k`: 100k `add_after` calls with distinct keys and spread-out delays
 //!   into one delaying queue (all pending in the heap at the end).
 //! - `delaying/fire_100k_pending`: 100k pending items become due at once and are moved into the
@@ -64,7 +66,33 @@ fn bench_queue(c: &mut Criterion) {
             );
         });
     }
+    group.bench_function("baseline_tokio_mpsc_1_consumer", |b| {
+        b.iter_batched(
+            || keys(KEYS),
+            |keys| rt.block_on(mpsc_baseline(keys)),
+            BatchSize::LargeInput,
+        );
+    });
     group.finish();
+}
+
+/// The same traffic through a plain unbounded channel (no dedup, no one-worker-per-item rule):
+/// what the queue's bookkeeping costs on top of moving the keys between tasks.
+async fn mpsc_baseline(keys: Vec<String>) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let consumer = tokio::spawn(async move {
+        let mut n = 0usize;
+        while let Some(key) = rx.recv().await {
+            std::hint::black_box(&key);
+            n += 1;
+        }
+        n
+    });
+    for key in keys {
+        tx.send(key).expect("consumer alive");
+    }
+    drop(tx);
+    assert_eq!(consumer.await.expect("consumer"), KEYS);
 }
 
 fn bench_delaying(c: &mut Criterion) {

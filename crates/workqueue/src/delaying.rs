@@ -38,6 +38,9 @@ use crate::queue::{QueueConfig, WorkQueue};
 /// How long the timer task sleeps at most, even with nothing waiting (E7.2).
 pub const HEARTBEAT: Duration = Duration::from_secs(10);
 
+/// The longest delay honoured; longer ones are treated as this.
+const NEVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
 /// The items waiting for their ready time.
 ///
 /// Invariants:
@@ -228,7 +231,8 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> DelayingQueue<T> {
             self.queue.add(item);
             return;
         }
-        let at = Instant::now() + delay;
+        // Capped so that `now + delay` cannot overflow; thirty years is "never" for a retry.
+        let at = Instant::now() + delay.min(NEVER);
         let earliest = {
             let mut waiting = self.shared.waiting.lock();
             !waiting.stopped && waiting.insert(item, at)
@@ -282,14 +286,16 @@ async fn timer_loop<T: Hash + Eq + Clone + Send + Sync + 'static>(
             let now = Instant::now();
             let (due, next) = {
                 let mut waiting = shared.waiting.lock();
-                if waiting.stopped {
+                // Also stop when the work queue was shut down directly through `Deref`.
+                if waiting.stopped || queue.is_shutting_down() {
+                    waiting.stopped = true;
+                    waiting.heap.clear();
+                    waiting.ready.clear();
                     return;
                 }
                 waiting.pop_due(now)
             };
-            for item in due {
-                queue.add(item);
-            }
+            queue.add_all(due);
             next
         };
         let heartbeat = Instant::now() + HEARTBEAT;
@@ -385,6 +391,14 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_huge_delay_neither_panics_nor_fires() {
+        let q = DelayingQueue::new();
+        q.add_after("foo", Duration::MAX);
+        sleep(Duration::from_secs(3600)).await;
+        assert_eq!((q.len(), q.waiting_len()), (0, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn zero_delay_adds_at_once() {
         let q = DelayingQueue::new();
         q.add_after("foo", Duration::ZERO);
@@ -421,6 +435,16 @@ mod tests {
         q.add_after("bar", ms(10));
         q.add_after("baz", Duration::ZERO);
         sleep(ms(100)).await;
+        assert_eq!(q.get().await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutting_down_the_inner_work_queue_also_stops_the_timer() {
+        let q = DelayingQueue::new();
+        q.add_after("foo", ms(50));
+        WorkQueue::shutdown(&q);
+        sleep(ms(60)).await;
+        assert_eq!(q.waiting_len(), 0);
         assert_eq!(q.get().await, None);
     }
 

@@ -59,7 +59,8 @@ pub trait HistogramMetric: Send + Sync {
 
 /// Creates the metric handles of a named queue (client-go's `MetricsProvider`).
 ///
-/// Each method is called once per queue, with the queue's name.
+/// Each method is called once per queue, with the queue's name. The queue updates the returned
+/// handles under its lock, so they should be cheap (atomics, a short mutex).
 ///
 /// ```
 /// use std::sync::Arc;

@@ -110,6 +110,8 @@ impl<T> QueueConfig<T> {
 
     /// Calls `hook` when an item is added while already waiting in the queue (not while it is
     /// being processed): client-go's `Touch`, a hook for priority queues (E2.2).
+    ///
+    /// The hook runs under the queue's lock: keep it cheap and do not call the queue from it.
     pub fn on_touch(mut self, hook: impl Fn(&T) + Send + Sync + 'static) -> Self {
         self.touch = Some(Arc::new(hook));
         self
@@ -264,31 +266,57 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// processed is queued again when its worker calls [`done`](Self::done).
     pub fn add(&self, item: T) {
         let mut state = self.shared.state.lock();
+        let pushed = Self::add_locked(&mut state, item, self.shared.touch.as_ref());
+        let notify = pushed && state.waiting_getters > 0;
+        drop(state);
+        if notify {
+            self.shared.item_ready.notify_one();
+        }
+    }
+
+    /// Adds several items under one lock, in order, as if by [`add`](Self::add) each (used by
+    /// the delaying queue's timer task to release a batch of due items).
+    pub(crate) fn add_all(&self, items: impl IntoIterator<Item = T>) {
+        let mut wake = 0;
+        {
+            let mut state = self.shared.state.lock();
+            for item in items {
+                wake += usize::from(Self::add_locked(
+                    &mut state,
+                    item,
+                    self.shared.touch.as_ref(),
+                ));
+            }
+            wake = wake.min(state.waiting_getters);
+        }
+        for _ in 0..wake {
+            self.shared.item_ready.notify_one();
+        }
+    }
+
+    /// The body of `add`; true if an item was pushed onto the queue.
+    fn add_locked(state: &mut State<T>, item: T, touch: Option<&TouchHook<T>>) -> bool {
         if state.shutting_down {
-            return;
+            return false;
         }
         if state.dirty.contains(&item) {
             if !state.processing.contains(&item) {
-                if let Some(touch) = &self.shared.touch {
+                if let Some(touch) = touch {
                     touch(&item);
                 }
             }
-            return;
+            return false;
         }
         if let Some(metrics) = &mut state.metrics {
             metrics.add(&item);
         }
         if state.processing.contains(&item) {
             state.dirty.insert(item);
-            return;
+            return false;
         }
         state.dirty.insert(item.clone());
         state.queue.push_back(item);
-        let notify = state.waiting_getters > 0;
-        drop(state);
-        if notify {
-            self.shared.item_ready.notify_one();
-        }
+        true
     }
 
     /// Waits for the next item and marks it as processing; `None` once the queue is shut down
