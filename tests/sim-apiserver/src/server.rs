@@ -550,7 +550,10 @@ async fn serve<IO>(
         async move { Ok::<_, Infallible>(handle(shared, req, client_cert).await) }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    if !http2 {
+    if http2 {
+        // kube-apiserver's --http2-max-streams-per-connection default.
+        builder.http2().max_concurrent_streams(1000);
+    } else {
         builder = builder.http1_only();
     }
     let conn = builder.serve_connection(TokioIo::new(io), svc);

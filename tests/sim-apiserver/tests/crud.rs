@@ -1,0 +1,288 @@
+//! Object API rules: create/get/update/patch/delete, Status errors, discovery.
+
+mod common;
+
+use common::{pod, rv, Client};
+use http::{Method, StatusCode};
+use serde_json::json;
+use sim_apiserver::{ResourceDef, SimServer};
+
+const PODS: &str = "/api/v1/namespaces/default/pods";
+
+fn assert_status(body: &serde_json::Value, code: u16, reason: &str) {
+    assert_eq!(body["kind"], "Status", "{body}");
+    assert_eq!(body["apiVersion"], "v1");
+    assert_eq!(body["status"], "Failure");
+    assert_eq!(body["code"], code, "{body}");
+    assert_eq!(body["reason"], reason, "{body}");
+    assert!(body["message"].is_string());
+}
+
+#[tokio::test]
+async fn create_sets_uid_timestamp_generation_and_a_strictly_increasing_resource_version() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let a = c.post(PODS, pod("a", json!({}))).await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    let b = c.post(PODS, pod("b", json!({}))).await;
+    for o in [&a.body, &b.body] {
+        assert_eq!(o["kind"], "Pod");
+        assert_eq!(o["metadata"]["namespace"], "default");
+        assert_eq!(o["metadata"]["uid"].as_str().unwrap().len(), 36);
+        assert!(o["metadata"]["creationTimestamp"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z'));
+        assert_eq!(o["metadata"]["generation"], 1);
+    }
+    assert!(rv(&b.body) > rv(&a.body));
+    assert_eq!(rv(&b.body), sim.revision());
+    let g = c.get(&format!("{PODS}/a")).await;
+    assert_eq!(g.status, StatusCode::OK);
+    assert_eq!(g.body, a.body);
+}
+
+#[tokio::test]
+async fn get_of_a_missing_object_is_a_404_not_found_status() {
+    let sim = SimServer::start().await.unwrap();
+    let r = Client::new(&sim).get(&format!("{PODS}/nope")).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_status(&r.body, 404, "NotFound");
+    assert_eq!(r.body["message"], "pods \"nope\" not found");
+    assert_eq!(r.body["details"], json!({"name": "nope", "kind": "pods"}));
+}
+
+#[tokio::test]
+async fn create_of_an_existing_name_is_409_already_exists() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    c.post(PODS, pod("a", json!({}))).await;
+    let r = c.post(PODS, pod("a", json!({}))).await;
+    assert_status(&r.body, 409, "AlreadyExists");
+}
+
+#[tokio::test]
+async fn create_without_a_name_is_422_invalid_and_generate_name_works() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let r = c.post(PODS, json!({"metadata": {}})).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_status(&r.body, 422, "Invalid");
+    assert_eq!(r.body["details"]["causes"][0]["field"], "metadata.name");
+    let g = c
+        .post(PODS, json!({"metadata": {"generateName": "web-"}}))
+        .await;
+    assert_eq!(g.status, StatusCode::CREATED);
+    assert!(common::name(&g.body).starts_with("web-"));
+}
+
+#[tokio::test]
+async fn create_in_a_missing_namespace_is_404() {
+    let sim = SimServer::start().await.unwrap();
+    let r = Client::new(&sim)
+        .post("/api/v1/namespaces/nowhere/pods", pod("a", json!({})))
+        .await;
+    assert_status(&r.body, 404, "NotFound");
+    assert_eq!(r.body["message"], "namespaces \"nowhere\" not found");
+}
+
+#[tokio::test]
+async fn update_with_a_stale_resource_version_is_409_conflict() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let a = c.post(PODS, pod("a", json!({}))).await.body;
+    let mut v1 = a.clone();
+    v1["metadata"]["labels"] = json!({"x": "1"});
+    let u = c
+        .send(
+            Method::PUT,
+            &format!("{PODS}/a"),
+            Some(("application/json", v1)),
+        )
+        .await;
+    assert_eq!(u.status, StatusCode::OK);
+    assert!(rv(&u.body) > rv(&a));
+    assert_eq!(u.body["metadata"]["uid"], a["metadata"]["uid"]);
+    let mut stale = a.clone();
+    stale["metadata"]["labels"] = json!({"x": "2"});
+    let r = c
+        .send(
+            Method::PUT,
+            &format!("{PODS}/a"),
+            Some(("application/json", stale.clone())),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert_status(&r.body, 409, "Conflict");
+    assert!(r.body["message"]
+        .as_str()
+        .unwrap()
+        .contains("the object has been modified"));
+    // Without a resourceVersion the update is unconditional.
+    stale["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("resourceVersion");
+    let ok = c
+        .send(
+            Method::PUT,
+            &format!("{PODS}/a"),
+            Some(("application/json", stale)),
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn update_bumps_generation_only_when_the_spec_changes() {
+    let sim = SimServer::start().await.unwrap();
+    let a = sim.create("pods", None, pod("a", json!({}))).unwrap();
+    let mut l = a.clone();
+    l["metadata"]["labels"] = json!({"k": "v"});
+    let l = sim.update("pods", None, l).unwrap();
+    assert_eq!(l["metadata"]["generation"], 1);
+    let mut s = l.clone();
+    s["spec"]["containers"][0]["image"] = json!("nginx");
+    assert_eq!(
+        sim.update("pods", None, s).unwrap()["metadata"]["generation"],
+        2
+    );
+}
+
+#[tokio::test]
+async fn merge_patch_applies_and_rejects_other_patch_types() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    c.post(PODS, pod("a", json!({"keep": "1", "drop": "1"})))
+        .await;
+    let r = c
+        .send(
+            Method::PATCH,
+            &format!("{PODS}/a"),
+            Some((
+                "application/merge-patch+json",
+                json!({"metadata": {"labels": {"drop": null, "new": "2"}}}),
+            )),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        r.body["metadata"]["labels"],
+        json!({"keep": "1", "new": "2"})
+    );
+    let j = c
+        .send(
+            Method::PATCH,
+            &format!("{PODS}/a"),
+            Some(("application/json-patch+json", json!([]))),
+        )
+        .await;
+    assert_status(&j.body, 415, "UnsupportedMediaType");
+}
+
+#[tokio::test]
+async fn delete_returns_the_object_and_a_later_get_is_404() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let a = c.post(PODS, pod("a", json!({}))).await.body;
+    let d = c.send(Method::DELETE, &format!("{PODS}/a"), None).await;
+    assert_eq!(d.status, StatusCode::OK);
+    assert_eq!(d.body["metadata"]["uid"], a["metadata"]["uid"]);
+    assert!(rv(&d.body) > rv(&a));
+    assert_eq!(
+        c.get(&format!("{PODS}/a")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let again = c.send(Method::DELETE, &format!("{PODS}/a"), None).await;
+    assert_status(&again.body, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn discovery_documents_list_builtin_and_registered_resources() {
+    let sim = SimServer::builder()
+        .resource(ResourceDef::new(
+            "example.com",
+            "v1",
+            "Widget",
+            "widgets",
+            true,
+        ))
+        .start()
+        .await
+        .unwrap();
+    let c = Client::new(&sim);
+    let v = c.get("/version").await.body;
+    assert_eq!(v["major"], "1");
+    let api = c.get("/api").await.body;
+    assert_eq!(api["kind"], "APIVersions");
+    assert_eq!(api["versions"], json!(["v1"]));
+    let core = c.get("/api/v1").await.body;
+    assert_eq!(core["kind"], "APIResourceList");
+    let names: Vec<&str> = core["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["pods", "configmaps", "namespaces"]);
+    assert_eq!(core["resources"][2]["namespaced"], false);
+    let apis = c.get("/apis").await.body;
+    assert_eq!(apis["kind"], "APIGroupList");
+    assert_eq!(apis["groups"][0]["name"], "example.com");
+    assert_eq!(
+        apis["groups"][0]["preferredVersion"]["groupVersion"],
+        "example.com/v1"
+    );
+    let g = c.get("/apis/example.com/v1").await.body;
+    assert_eq!(g["groupVersion"], "example.com/v1");
+    assert_eq!(g["resources"][0]["kind"], "Widget");
+    let missing = c.get("/apis/nope/v1").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_status(&missing.body, 404, "NotFound");
+}
+
+#[tokio::test]
+async fn a_registered_custom_resource_supports_crud_and_cluster_scope_is_enforced() {
+    let sim = SimServer::start().await.unwrap();
+    sim.register(ResourceDef::new(
+        "example.com",
+        "v1",
+        "Gadget",
+        "gadgets",
+        false,
+    ));
+    let c = Client::new(&sim);
+    let r = c
+        .post(
+            "/apis/example.com/v1/gadgets",
+            json!({"metadata": {"name": "g1"}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    assert_eq!(r.body["apiVersion"], "example.com/v1");
+    assert!(r.body["metadata"].get("namespace").is_none());
+    let l = c.get("/apis/example.com/v1/gadgets").await.body;
+    assert_eq!(l["kind"], "GadgetList");
+    assert_eq!(l["items"].as_array().unwrap().len(), 1);
+    let ns = c
+        .get("/apis/example.com/v1/namespaces/default/gadgets")
+        .await;
+    assert_eq!(ns.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        sim.get("gadgets.example.com", None, "g1").unwrap()["metadata"]["name"],
+        "g1"
+    );
+}
+
+#[tokio::test]
+async fn namespaces_are_cluster_scoped_and_builtin_ones_exist() {
+    let sim = SimServer::start().await.unwrap();
+    let l = Client::new(&sim).get("/api/v1/namespaces").await.body;
+    let names: Vec<&str> = l["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(common::name)
+        .collect();
+    assert_eq!(names, ["default", "kube-public", "kube-system"]);
+}
