@@ -311,6 +311,7 @@ async fn timer_loop<T: Hash + Eq + Clone + Send + Sync + 'static>(
 #[cfg(test)]
 mod tests {
     use futures::FutureExt;
+    use proptest::prelude::*;
 
     use super::*;
 
@@ -466,5 +467,41 @@ mod tests {
         sleep(ms(5)).await;
         tokio::task::yield_now().await;
         assert_eq!(q.len(), 1);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Checks the `Waiting` invariants (one live entry per item, earliest wins) from the
+        /// outside: every item is released exactly once, at the earliest ready time asked for it.
+        #[test]
+        fn invariants_one_live_entry_per_item_and_earliest_wins(
+            entries in proptest::collection::vec((0u8..10, 1u64..60), 1..40)
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let mut expected = HashMap::new();
+                let q = DelayingQueue::new();
+                for (item, delay) in entries {
+                    q.add_after(item, ms(delay));
+                    let at = expected.entry(item).or_insert(delay);
+                    *at = (*at).min(delay);
+                }
+                for now in 1..=60u64 {
+                    sleep(ms(1)).await;
+                    tokio::task::yield_now().await;
+                    while let Some(Some(item)) = q.get().now_or_never() {
+                        assert_eq!(expected.remove(&item), Some(now), "item {item} released at {now} ms");
+                        q.done(&item);
+                    }
+                }
+                assert!(expected.is_empty(), "never released: {expected:?}");
+                assert_eq!(q.waiting_len(), 0);
+            });
+        }
     }
 }
