@@ -611,8 +611,8 @@ where
             }
         };
         if *propagate {
+            self.state.lock().last_sync_rv.clone_from(&rv);
             self.store.update_resource_version(&rv);
-            self.state.lock().last_sync_rv = rv;
         }
         Ok(())
     }

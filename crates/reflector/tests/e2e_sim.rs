@@ -1,0 +1,589 @@
+//! End to end against the simulated API server: real sockets, real TLS, real chunked and
+//! HTTP/2 streams. Each test starts its own server.
+//!
+//! Waiting is event-driven: the store publishes every change on a `watch` channel and tests wait
+//! for a predicate (with a generous deadline), never sleeping as synchronisation.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use reflector::delta_fifo::{FifoError, Store};
+use reflector::store_index::{CompactObject, DynamicObject, Object};
+use reflector::{
+    BackoffConfig, Client, ClusterConfig, Credentials, Decode, HttpListerWatcher, Reflector,
+    ReflectorOptions, Resource,
+};
+use serde_json::json;
+use sim_apiserver::{RequestKind, SimServer};
+use tokio_util::sync::CancellationToken;
+
+struct MapStore<K> {
+    items: Mutex<BTreeMap<String, Arc<K>>>,
+    replaces: AtomicUsize,
+    deletes: AtomicUsize,
+    rv: Mutex<String>,
+    changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl<K> Default for MapStore<K> {
+    fn default() -> Self {
+        MapStore {
+            items: Mutex::default(),
+            replaces: AtomicUsize::new(0),
+            deletes: AtomicUsize::new(0),
+            rv: Mutex::default(),
+            changed: tokio::sync::watch::channel(0).0,
+        }
+    }
+}
+
+fn key<K: Object>(o: &K) -> String {
+    format!("{}/{}", o.namespace().unwrap_or(""), o.name())
+}
+
+impl<K: Object> MapStore<K> {
+    fn bump(&self) {
+        self.changed.send_modify(|n| *n += 1);
+    }
+    fn len(&self) -> usize {
+        self.items.lock().len()
+    }
+    fn has(&self, k: &str) -> bool {
+        self.items.lock().contains_key(k)
+    }
+    /// Waits until `pred` holds (re-checked after every store change).
+    async fn until(&self, what: &str, pred: impl Fn(&Self) -> bool) {
+        let mut rx = self.changed.subscribe();
+        let wait = async {
+            while !pred(self) {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .is_err()
+        {
+            panic!("timed out waiting for {what}");
+        }
+    }
+}
+
+impl<K: Object> Store<K> for MapStore<K> {
+    fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        self.items.lock().insert(key(obj.as_ref()), obj);
+        self.bump();
+        Ok(())
+    }
+    fn update(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        self.add(obj)
+    }
+    fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
+        self.items.lock().remove(&key(obj.as_ref()));
+        self.deletes.fetch_add(1, Ordering::SeqCst);
+        self.bump();
+        Ok(())
+    }
+    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), FifoError> {
+        *self.items.lock() = list.into_iter().map(|o| (key(o.as_ref()), o)).collect();
+        *self.rv.lock() = rv.to_string();
+        self.replaces.fetch_add(1, Ordering::SeqCst);
+        self.bump();
+        Ok(())
+    }
+    fn resync(&self) -> Result<(), FifoError> {
+        Ok(())
+    }
+    fn update_resource_version(&self, rv: &str) {
+        *self.rv.lock() = rv.to_string();
+        self.bump();
+    }
+}
+
+type Running<K> = (
+    Arc<Reflector<K, HttpListerWatcher<K>, Arc<MapStore<K>>>>,
+    Arc<MapStore<K>>,
+    CancellationToken,
+    tokio::task::JoinHandle<()>,
+);
+
+fn config_for(sim: &SimServer) -> ClusterConfig {
+    let mut c = ClusterConfig::new(&sim.url()).unwrap();
+    if let Some(ca) = sim.ca_pem() {
+        c.certificate_authority = Some(ca.as_bytes().to_vec());
+    }
+    if let Some(t) = sim.token() {
+        c.credentials = Credentials::Token(t.to_string());
+    }
+    c
+}
+
+fn fast_backoff() -> BackoffConfig {
+    BackoffConfig {
+        initial: Duration::from_millis(10),
+        cap: Duration::from_millis(50),
+        jitter: 0.0,
+        ..Default::default()
+    }
+}
+
+fn start<K: Decode>(config: &ClusterConfig, options: ReflectorOptions) -> Running<K> {
+    let lw = HttpListerWatcher::new(config, Resource::namespaced("", "v1", "pods")).unwrap();
+    let store = Arc::new(MapStore::default());
+    let r = Arc::new(Reflector::new(lw, store.clone(), options));
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let (r, c) = (r.clone(), cancel.clone());
+        async move { r.run(c).await }
+    });
+    (r, store, cancel, task)
+}
+
+fn create_pods(sim: &SimServer, ns: &str, n: usize) {
+    for i in 0..n {
+        sim.create("pods", Some(ns), json!({"metadata": {"name": format!("p{i}"), "labels": {"app": "web"}}, "spec": {"nodeName": "n1"}}))
+            .unwrap();
+    }
+}
+
+async fn stop(cancel: CancellationToken, task: tokio::task::JoinHandle<()>) {
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(1), task)
+        .await
+        .expect("stops within a second")
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paginated_list_of_10k_objects_fills_the_store() {
+    let sim = SimServer::builder()
+        .watch_cache(false)
+        .start()
+        .await
+        .unwrap();
+    create_pods(&sim, "default", 10_000);
+    let (r, store, cancel, task) =
+        start::<CompactObject>(&config_for(&sim), ReflectorOptions::default());
+    store.until("10k objects", |s| s.len() == 10_000).await;
+    let m = r.metrics();
+    assert_eq!(m.lists, 1);
+    assert_eq!(m.pages, 20, "10k objects in pages of 500");
+    assert_eq!(store.replaces.load(Ordering::SeqCst), 1);
+    assert!(store
+        .items
+        .lock()
+        .get("default/p9999")
+        .unwrap()
+        .raw()
+        .starts_with(b"{"));
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_watch_connection_resumes_without_relisting() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 3);
+    let (r, store, cancel, task) = start::<DynamicObject>(
+        &config_for(&sim),
+        ReflectorOptions {
+            backoff: fast_backoff(),
+            ..Default::default()
+        },
+    );
+    store.until("initial list", |s| s.len() == 3).await;
+    // An event first: a watch dropped with no event within a second is a "very short watch",
+    // which does relist (C11.2).
+    create_pods_named(&sim, "pre", 1);
+    store.until("first watch event", |s| s.len() == 4).await;
+    // Later watches close cleanly after each event; the current one is reset mid-event.
+    sim.faults().end_watches_after(1).reset_mid_chunk();
+    create_pods_named(&sim, "x", 5);
+    store
+        .until("all events after the reset", |s| s.len() == 9)
+        .await;
+    assert_eq!(sim.counters().lists, 1, "no relist");
+    assert!(r.metrics().watches >= 6, "{:?}", r.metrics());
+    stop(cancel, task).await;
+}
+
+fn create_pods_named(sim: &SimServer, prefix: &str, n: usize) {
+    for i in 0..n {
+        sim.create(
+            "pods",
+            Some("default"),
+            json!({"metadata": {"name": format!("{prefix}{i}")}}),
+        )
+        .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_watch_after_compaction_relists_and_drops_objects_deleted_while_away() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 5);
+    let (r, store, cancel, task) = start::<DynamicObject>(
+        &config_for(&sim),
+        ReflectorOptions {
+            backoff: fast_backoff(),
+            ..Default::default()
+        },
+    );
+    store.until("initial list", |s| s.len() == 5).await;
+    // The next event becomes a 410 ERROR that ends the watch; the deletions happen "while away".
+    sim.faults().error_event(410);
+    sim.delete("pods", Some("default"), "p0").unwrap();
+    sim.delete("pods", Some("default"), "p1").unwrap();
+    sim.faults().compact();
+    store
+        .until("relist without p0 and p1", |s| {
+            !s.has("default/p0") && !s.has("default/p1") && s.len() == 3
+        })
+        .await;
+    assert_eq!(
+        store.deletes.load(Ordering::SeqCst),
+        0,
+        "removed by the relist, not by watch events"
+    );
+    assert_eq!(store.replaces.load(Ordering::SeqCst), 2);
+    assert!(r.metrics().expired >= 1);
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_advance_the_resource_version() {
+    let sim = SimServer::builder()
+        .bookmark_interval(Duration::from_millis(50))
+        .start()
+        .await
+        .unwrap();
+    create_pods(&sim, "default", 2);
+    let (r, store, cancel, task) =
+        start::<DynamicObject>(&config_for(&sim), ReflectorOptions::default());
+    store.until("initial list", |s| s.len() == 2).await;
+    for i in 0..3 {
+        sim.create(
+            "configmaps",
+            Some("default"),
+            json!({"metadata": {"name": format!("c{i}")}}),
+        )
+        .unwrap();
+    }
+    let target = sim.revision().to_string();
+    store
+        .until("a bookmark at the latest revision", |s| {
+            *s.rv.lock() == target
+        })
+        .await;
+    assert_eq!(r.last_sync_resource_version(), target);
+    assert!(r.metrics().bookmarks >= 1);
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_and_failing_requests_back_off_and_recover() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 2);
+    sim.faults()
+        .fail_next(RequestKind::List, 500, 2)
+        .fail_next(RequestKind::Watch, 429, 3);
+    let errors = Arc::new(AtomicUsize::new(0));
+    let (r, store, cancel, task) = {
+        let lw = HttpListerWatcher::new(&config_for(&sim), Resource::namespaced("", "v1", "pods"))
+            .unwrap();
+        let store = Arc::new(MapStore::<DynamicObject>::default());
+        let r = Arc::new(Reflector::new(
+            lw,
+            store.clone(),
+            ReflectorOptions {
+                backoff: fast_backoff(),
+                ..Default::default()
+            },
+        ));
+        let e = errors.clone();
+        r.set_watch_error_handler(Arc::new(move |_| {
+            e.fetch_add(1, Ordering::SeqCst);
+        }));
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn({
+            let (r, c) = (r.clone(), cancel.clone());
+            async move { r.run(c).await }
+        });
+        (r, store, cancel, task)
+    };
+    store.until("list after two 500s", |s| s.len() == 2).await;
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "late"}}),
+    )
+    .unwrap();
+    store
+        .until("watch after three 429s", |s| s.has("default/late"))
+        .await;
+    assert_eq!(
+        errors.load(Ordering::SeqCst),
+        2,
+        "each failed list reaches the error handler"
+    );
+    assert_eq!(sim.counters().lists, 3);
+    assert!(sim.counters().watches >= 4);
+    assert_eq!(
+        r.metrics().backoff_waits,
+        2 + 3,
+        "two after failed lists, three for the 429s"
+    );
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_line_ends_the_watch_and_the_reflector_relists() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 2);
+    let (_r, store, cancel, task) = start::<DynamicObject>(
+        &config_for(&sim),
+        ReflectorOptions {
+            backoff: fast_backoff(),
+            ..Default::default()
+        },
+    );
+    store.until("initial list", |s| s.len() == 2).await;
+    sim.faults().malformed_line();
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "after"}}),
+    )
+    .unwrap();
+    store
+        .until("the object, via the relist", |s| s.has("default/after"))
+        .await;
+    store
+        .until("second list", |s| s.replaces.load(Ordering::SeqCst) == 2)
+        .await;
+    assert_eq!(sim.counters().lists, 2);
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_bearer_token() {
+    let sim = SimServer::builder()
+        .tls(true)
+        .token("s3cret")
+        .start()
+        .await
+        .unwrap();
+    create_pods(&sim, "default", 3);
+    let (_r, store, cancel, task) =
+        start::<DynamicObject>(&config_for(&sim), ReflectorOptions::default());
+    store.until("list over TLS", |s| s.len() == 3).await;
+    stop(cancel, task).await;
+
+    let mut wrong = config_for(&sim);
+    wrong.credentials = Credentials::Token("nope".into());
+    let err = Client::new(&wrong)
+        .unwrap()
+        .get_bytes("/api/v1/pods")
+        .await
+        .unwrap_err();
+    assert_eq!(err.status().map(|s| s.code), Some(401), "{err}");
+
+    let mut untrusted = config_for(&sim);
+    untrusted.certificate_authority = None;
+    assert!(Client::new(&untrusted)
+        .unwrap()
+        .get_bytes("/api/v1/pods")
+        .await
+        .is_err());
+    untrusted.insecure_skip_tls_verify = true;
+    assert!(Client::new(&untrusted)
+        .unwrap()
+        .get_bytes("/api/v1/pods")
+        .await
+        .is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_with_a_client_certificate() {
+    let sim = SimServer::builder()
+        .tls(true)
+        .client_cert_auth(true)
+        .start()
+        .await
+        .unwrap();
+    create_pods(&sim, "default", 2);
+    let tls = sim.tls_material().unwrap();
+    let mut config = config_for(&sim);
+    config.client_certificate = Some(tls.client_cert_pem.as_bytes().to_vec());
+    config.client_key = Some(tls.client_key_pem.as_bytes().to_vec());
+    let (_r, store, cancel, task) = start::<DynamicObject>(&config, ReflectorOptions::default());
+    store
+        .until("list with a client certificate", |s| s.len() == 2)
+        .await;
+    stop(cancel, task).await;
+    let mut key_only = config_for(&sim);
+    key_only.client_key = Some(tls.client_key_pem.as_bytes().to_vec());
+    assert!(
+        Client::new(&key_only).is_err(),
+        "a key without a certificate is a configuration error"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_is_negotiated_by_alpn_and_usable_as_prior_knowledge() {
+    let sim = SimServer::builder()
+        .tls(true)
+        .token("t")
+        .start()
+        .await
+        .unwrap();
+    let resp = Client::new(&config_for(&sim))
+        .unwrap()
+        .send("/api/v1/pods")
+        .await
+        .unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    let h1 = SimServer::builder()
+        .tls(true)
+        .http2(false)
+        .token("t")
+        .start()
+        .await
+        .unwrap();
+    let resp = Client::new(&config_for(&h1))
+        .unwrap()
+        .send("/api/v1/pods")
+        .await
+        .unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_11);
+
+    let plain = SimServer::start().await.unwrap();
+    create_pods(&plain, "default", 4);
+    let mut config = config_for(&plain);
+    config.http2_prior_knowledge = true;
+    let resp = Client::new(&config)
+        .unwrap()
+        .send("/api/v1/pods")
+        .await
+        .unwrap();
+    assert_eq!(resp.version(), http::Version::HTTP_2);
+    let (_r, store, cancel, task) = start::<DynamicObject>(&config, ReflectorOptions::default());
+    store.until("list over h2c", |s| s.len() == 4).await;
+    plain
+        .create("pods", Some("default"), json!({"metadata": {"name": "w"}}))
+        .unwrap();
+    store.until("watch over h2c", |s| s.has("default/w")).await;
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_list_mode_streams_the_initial_state_without_a_list() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 50);
+    let (r, store, cancel, task) = start::<CompactObject>(
+        &config_for(&sim),
+        ReflectorOptions {
+            watch_list: true,
+            ..Default::default()
+        },
+    );
+    store
+        .until("streamed initial state", |s| {
+            s.len() == 50 && s.replaces.load(Ordering::SeqCst) == 1
+        })
+        .await;
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "later"}}),
+    )
+    .unwrap();
+    store
+        .until("event on the same stream", |s| s.has("default/later"))
+        .await;
+    assert_eq!(sim.counters().lists, 0);
+    assert_eq!(r.metrics().lists, 0);
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_stops_within_a_second_and_closes_the_watch() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 1);
+    let (_r, store, cancel, task) =
+        start::<DynamicObject>(&config_for(&sim), ReflectorOptions::default());
+    store.until("initial list", |s| s.len() == 1).await;
+    let opened = async {
+        while sim.watcher_count() == 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), opened)
+        .await
+        .unwrap();
+    stop(cancel, task).await;
+    let closed = async {
+        while sim.watcher_count() != 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(1), closed)
+        .await
+        .expect("the server sees the watch closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selectors_and_namespace_narrow_list_and_watch() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 2);
+    create_pods(&sim, "other", 2);
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "db", "labels": {"app": "db"}}}),
+    )
+    .unwrap();
+    let lw = HttpListerWatcher::<DynamicObject>::new(
+        &config_for(&sim),
+        Resource::namespaced("", "v1", "pods"),
+    )
+    .unwrap()
+    .namespace("default")
+    .labels("app=web");
+    let store = Arc::new(MapStore::<DynamicObject>::default());
+    let r = Arc::new(Reflector::new(
+        lw,
+        store.clone(),
+        ReflectorOptions::default(),
+    ));
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let (r, c) = (r.clone(), cancel.clone());
+        async move { r.run(c).await }
+    });
+    store
+        .until("filtered list", |s| s.replaces.load(Ordering::SeqCst) == 1)
+        .await;
+    assert_eq!(
+        store.items.lock().keys().cloned().collect::<Vec<_>>(),
+        ["default/p0", "default/p1"]
+    );
+    sim.create(
+        "pods",
+        Some("other"),
+        json!({"metadata": {"name": "o", "labels": {"app": "web"}}}),
+    )
+    .unwrap();
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "n", "labels": {"app": "web"}}}),
+    )
+    .unwrap();
+    store.until("matching event", |s| s.has("default/n")).await;
+    assert!(!store.has("other/o"));
+    stop(cancel, task).await;
+}
