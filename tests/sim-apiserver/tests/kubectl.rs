@@ -1,0 +1,200 @@
+//! A real client accepts the simulator: kubectl lists, watches, creates and deletes through it,
+//! over plain HTTP and over HTTPS with a bearer token. Skipped (with a message) without kubectl.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sim_apiserver::SimServer;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+fn kubectl() -> Option<PathBuf> {
+    let candidates = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"];
+    candidates.iter().map(PathBuf::from).find(|p| p.exists())
+}
+
+struct Kube {
+    bin: PathBuf,
+    dir: PathBuf,
+}
+
+impl Kube {
+    fn new(bin: PathBuf, sim: &SimServer, tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "sim-kubectl-{}-{}-{tag}",
+            std::process::id(),
+            sim.addr().port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cluster = format!("    server: {}\n", sim.url());
+        if let Some(ca) = sim.ca_path() {
+            cluster.push_str(&format!("    certificate-authority: {}\n", ca.display()));
+        }
+        let user = match sim.token() {
+            Some(t) => format!("    token: {t}\n"),
+            None => "    {}\n".to_string(),
+        };
+        let cfg = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n{cluster}users:\n- name: u\n  user:\n{user}contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: u\n    namespace: default\ncurrent-context: sim\n"
+        );
+        std::fs::write(dir.join("config"), cfg).unwrap();
+        Self { bin, dir }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.env("KUBECONFIG", self.dir.join("config"))
+            .env("HOME", &self.dir)
+            .arg("--cache-dir")
+            .arg(self.dir.join("cache"))
+            .args(args)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        c
+    }
+
+    async fn run(&self, args: &[&str]) -> String {
+        let out = tokio::time::timeout(Duration::from_secs(60), self.cmd(args).output())
+            .await
+            .expect("kubectl timed out")
+            .expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+impl Drop for Kube {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("kubectl watch output timed out")
+        .unwrap()
+        .expect("kubectl watch ended early")
+}
+
+async fn exercise(bin: PathBuf, sim: SimServer, tag: &str) {
+    let k = Kube::new(bin, &sim, tag);
+    sim.create("namespaces", None, json!({"metadata": {"name": "team"}}))
+        .unwrap();
+    for (ns, n) in [("default", "web-1"), ("team", "db-1")] {
+        sim.create(
+            "pods",
+            Some(ns),
+            json!({"metadata": {"name": n}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+        )
+        .unwrap();
+    }
+
+    // List across namespaces.
+    let out: Value =
+        serde_json::from_str(&k.run(&["get", "pods", "-A", "-o", "json"]).await).unwrap();
+    let mut names: Vec<(String, String)> = out["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["metadata"]["namespace"].as_str().unwrap().to_string(),
+                p["metadata"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("default".into(), "web-1".into()),
+            ("team".into(), "db-1".into())
+        ]
+    );
+
+    // Watch in the default namespace while creating and deleting through kubectl.
+    let mut child = k
+        .cmd(&["get", "pods", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let header = next_line(&mut lines).await;
+    assert!(header.starts_with("EVENT"), "{header}");
+    let first = next_line(&mut lines).await;
+    assert_eq!(
+        first.split_whitespace().take(2).collect::<Vec<_>>(),
+        ["ADDED", "web-1"]
+    );
+
+    let manifest = k.dir.join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: from-kubectl\nspec:\n  containers:\n  - name: c\n    image: busybox\n",
+    )
+    .unwrap();
+    let created = k.run(&["create", "-f", manifest.to_str().unwrap()]).await;
+    assert_eq!(created.trim(), "pod/from-kubectl created");
+    assert!(sim.get("pods", Some("default"), "from-kubectl").is_ok());
+    let added = next_line(&mut lines).await;
+    assert_eq!(
+        added.split_whitespace().take(2).collect::<Vec<_>>(),
+        ["ADDED", "from-kubectl"]
+    );
+
+    let deleted = k.run(&["delete", "pod", "from-kubectl"]).await;
+    assert_eq!(deleted.trim(), "pod \"from-kubectl\" deleted");
+    let ev = next_line(&mut lines).await;
+    assert_eq!(
+        ev.split_whitespace().take(2).collect::<Vec<_>>(),
+        ["DELETED", "from-kubectl"]
+    );
+    child.kill().await.unwrap();
+    assert!(sim.get("pods", Some("default"), "from-kubectl").is_err());
+    assert!(sim.counters().watches >= 1);
+}
+
+fn skip_message() {
+    println!("SKIPPED: kubectl not found (install Debian's kubernetes-client to run this test)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lists_watches_creates_and_deletes_over_http() {
+    let Some(bin) = kubectl() else {
+        return skip_message();
+    };
+    let sim = SimServer::start().await.unwrap();
+    exercise(bin, sim, "http").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_lists_watches_creates_and_deletes_over_https_with_a_token() {
+    let Some(bin) = kubectl() else {
+        return skip_message();
+    };
+    let sim = SimServer::builder()
+        .tls(true)
+        .token("kubectl-token")
+        .start()
+        .await
+        .unwrap();
+    exercise(bin, sim.clone(), "https").await;
+    // A wrong token is refused.
+    let k = Kube::new(kubectl().unwrap(), &sim, "bad");
+    let cfg = std::fs::read_to_string(k.dir.join("config"))
+        .unwrap()
+        .replace("kubectl-token", "wrong");
+    std::fs::write(k.dir.join("config"), cfg).unwrap();
+    let out = k.cmd(&["get", "pods"]).output().await.unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("must be logged in"), "{err}");
+}
