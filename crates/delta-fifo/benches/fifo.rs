@@ -1,5 +1,6 @@
-//! DeltaFIFO throughput: 1M add/update operations over 10k keys with one popping consumer that
-//! applies every popped item to an indexer, as an informer does. Run with
+//! DeltaFIFO throughput: 1M add/update operations over 10k keys with one popping consumer, either
+//! applying every popped item to an indexer as an informer does, or only counting deltas (the
+//! queue's own cost). Run with
 //! `cargo bench -p delta-fifo --bench fifo`.
 
 use std::sync::Arc;
@@ -78,6 +79,32 @@ fn bench(c: &mut Criterion) {
                 }
                 fifo.close();
                 consumer.await.expect("consumer");
+            })
+        })
+    });
+
+    group.bench_function("delta_fifo_1M_ops_10k_keys_counting_consumer", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let fifo = DeltaFifo::new(DeltaFifoOptions::new());
+                let consumer = {
+                    let fifo = fifo.clone();
+                    tokio::spawn(async move {
+                        let mut deltas = 0usize;
+                        loop {
+                            match fifo.pop(|d, _| Ok::<_, ProcessError>(d.len())).await {
+                                Ok(n) => deltas += n.unwrap_or(0),
+                                Err(FifoError::Closed) => return deltas,
+                                Err(e) => panic!("{e}"),
+                            }
+                        }
+                    })
+                };
+                for i in 0..OPS {
+                    fifo.update(Arc::clone(&objs[i % KEYS])).expect("update");
+                }
+                fifo.close();
+                assert_eq!(consumer.await.expect("consumer"), OPS);
             })
         })
     });

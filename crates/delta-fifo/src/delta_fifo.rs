@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use store_index::{
     describe, DeletedFinalStateUnknown, KeyError, KeyFn, Object, ObjectKey, ObjectOrTombstone,
 };
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::FifoError;
@@ -16,6 +16,7 @@ use crate::options::{DeltaFifoOptions, KnownObjects, Transformer};
 use crate::process::ProcessError;
 use crate::queue::Queue;
 use crate::store::Store;
+use crate::wakeup::Wakeup;
 
 /// A process call slower than this, with more than [`SLOW_DEPTH`] items still queued, is logged.
 const SLOW_PROCESS: Duration = Duration::from_millis(100);
@@ -70,7 +71,7 @@ struct Shared<K> {
     name: String,
     state: Mutex<State<K>>,
     /// Woken on every enqueue and on close.
-    notify: Notify,
+    wakeup: Wakeup,
     /// Flips to true exactly once, after the process call of the last initial item returned.
     synced: watch::Sender<bool>,
 }
@@ -114,7 +115,7 @@ impl<K: Object> DeltaFifo<K> {
                     initial_population_count: 0,
                     closed: false,
                 }),
-                notify: Notify::new(),
+                wakeup: Wakeup::new(),
                 synced,
             }),
         }
@@ -286,7 +287,7 @@ impl<K: Object> DeltaFifo<K> {
         let mut state = self.shared.state.lock();
         state.populated = true;
         Self::insert_if_absent(&mut state, key, deltas);
-        self.shared.notify.notify_waiters();
+        self.shared.wakeup.wake_all();
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -333,7 +334,7 @@ impl<K: Object> DeltaFifo<K> {
                 state.items.insert(key, Deltas(vec![delta]));
             }
         }
-        self.shared.notify.notify_waiters();
+        self.shared.wakeup.wake_all();
         Ok(())
     }
 
@@ -356,11 +357,9 @@ impl<K: Object> DeltaFifo<K> {
         F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError>,
     {
         let mut process = Some(process);
-        loop {
-            let notified = self.shared.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
+        self.shared
+            .wakeup
+            .wait_until(|| {
                 let mut state = self.shared.state.lock();
                 while let Some(key) = state.queue.pop_front() {
                     let Some(deltas) = state.items.remove(&key) else {
@@ -393,14 +392,11 @@ impl<K: Object> DeltaFifo<K> {
                         Err(ProcessError::Failed(e)) => Err(FifoError::Process(e)),
                     };
                     self.signal_if_synced(&state);
-                    return outcome;
+                    return Some(outcome);
                 }
-                if state.closed {
-                    return Err(FifoError::Closed);
-                }
-            }
-            notified.await;
-        }
+                state.closed.then_some(Err(FifoError::Closed))
+            })
+            .await
     }
 
     /// True once the first `replace` and all of its items have been popped, or once anything was
@@ -421,7 +417,7 @@ impl<K: Object> DeltaFifo<K> {
     /// [`FifoError::Closed`]. Producers can still add.
     pub fn close(&self) {
         self.shared.state.lock().closed = true;
-        self.shared.notify.notify_waiters();
+        self.shared.wakeup.wake_all();
     }
 
     /// Whether [`close`](Self::close) was called.

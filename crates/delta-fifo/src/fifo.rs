@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use store_index::{describe, KeyFn, Object, ObjectKey};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::error::FifoError;
 use crate::options::DeltaFifoOptions;
 use crate::process::ProcessError;
 use crate::store::Store;
+use crate::wakeup::Wakeup;
 
 /// A producer/consumer queue holding only the latest object per key (contract B14).
 ///
@@ -48,7 +49,7 @@ impl<K> Clone for Fifo<K> {
 struct Shared<K> {
     key_fn: KeyFn<K>,
     state: Mutex<State<K>>,
-    notify: Notify,
+    wakeup: Wakeup,
     synced: watch::Sender<bool>,
 }
 
@@ -93,7 +94,7 @@ impl<K: Object> Fifo<K> {
                     initial_population_count: 0,
                     closed: false,
                 }),
-                notify: Notify::new(),
+                wakeup: Wakeup::new(),
                 synced,
             }),
         }
@@ -115,7 +116,7 @@ impl<K: Object> Fifo<K> {
             state.queue.push_back(key.clone());
         }
         state.items.insert(key, obj);
-        self.shared.notify.notify_waiters();
+        self.shared.wakeup.wake_all();
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -152,7 +153,7 @@ impl<K: Object> Fifo<K> {
         }
         state.items = items;
         state.queue = queue;
-        self.shared.notify.notify_waiters();
+        self.shared.wakeup.wake_all();
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -169,7 +170,7 @@ impl<K: Object> Fifo<K> {
             .collect();
         if !missing.is_empty() {
             state.queue.extend(missing);
-            self.shared.notify.notify_waiters();
+            self.shared.wakeup.wake_all();
         }
         Ok(())
     }
@@ -182,7 +183,7 @@ impl<K: Object> Fifo<K> {
         if !state.items.contains_key(&key) {
             state.queue.push_back(key.clone());
             state.items.insert(key, obj);
-            self.shared.notify.notify_waiters();
+            self.shared.wakeup.wake_all();
         }
         self.signal_if_synced(&state);
         Ok(())
@@ -201,11 +202,9 @@ impl<K: Object> Fifo<K> {
         F: FnOnce(&Arc<K>, bool) -> Result<R, ProcessError>,
     {
         let mut process = Some(process);
-        loop {
-            let notified = self.shared.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
+        self.shared
+            .wakeup
+            .wait_until(|| {
                 let mut state = self.shared.state.lock();
                 while let Some(key) = state.queue.pop_front() {
                     let is_in_initial_list = !state.has_synced();
@@ -232,14 +231,11 @@ impl<K: Object> Fifo<K> {
                         Err(ProcessError::Failed(e)) => Err(FifoError::Process(e)),
                     };
                     self.signal_if_synced(&state);
-                    return outcome;
+                    return Some(outcome);
                 }
-                if state.closed {
-                    return Err(FifoError::Closed);
-                }
-            }
-            notified.await;
-        }
+                state.closed.then_some(Err(FifoError::Closed))
+            })
+            .await
     }
 
     /// Whether the initial population has been popped (contract B11 without duplicate keys).
@@ -256,7 +252,7 @@ impl<K: Object> Fifo<K> {
     /// Closes the FIFO; poppers get [`FifoError::Closed`] once it is empty.
     pub fn close(&self) {
         self.shared.state.lock().closed = true;
-        self.shared.notify.notify_waiters();
+        self.shared.wakeup.wake_all();
     }
 
     /// Whether the FIFO is closed.

@@ -60,6 +60,7 @@ mod process;
 mod queue;
 mod real_fifo;
 mod store;
+mod wakeup;
 
 pub use delta::{Delta, DeltaType, Deltas};
 pub use delta_fifo::DeltaFifo;

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use store_index::{
     describe, DeletedFinalStateUnknown, KeyFn, Object, ObjectKey, ObjectOrTombstone,
 };
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::FifoError;
@@ -16,6 +16,7 @@ use crate::options::{DeltaFifoOptions, KnownObjects, Transformer};
 use crate::process::ProcessError;
 use crate::queue::Queue;
 use crate::store::Store;
+use crate::wakeup::Wakeup;
 
 /// A queue that keeps every change as its own delta, in arrival order: no per-key merging, and a
 /// delete is always enqueued. Each pop hands out a one-element [`Deltas`].
@@ -62,7 +63,7 @@ struct Shared<K> {
     transformer: Option<Transformer<K>>,
     name: String,
     state: Mutex<State<K>>,
-    notify: Notify,
+    wakeup: Wakeup,
     synced: watch::Sender<bool>,
 }
 
@@ -119,7 +120,7 @@ impl<K: Object> RealFifo<K> {
                     initial_population_count: 0,
                     closed: false,
                 }),
-                notify: Notify::new(),
+                wakeup: Wakeup::new(),
                 synced,
             }),
         }
@@ -152,7 +153,7 @@ impl<K: Object> RealFifo<K> {
             (object, _) => object,
         };
         state.push(key, Delta { kind, object });
-        self.shared.notify.notify_waiters();
+        self.shared.wakeup.wake_all();
         Ok(())
     }
 
@@ -266,11 +267,9 @@ impl<K: Object> RealFifo<K> {
         F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError>,
     {
         let mut process = Some(process);
-        loop {
-            let notified = self.shared.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
+        self.shared
+            .wakeup
+            .wait_until(|| {
                 let mut state = self.shared.state.lock();
                 if let Some((key, delta)) = state.pop_front() {
                     let is_in_initial_list = !state.has_synced();
@@ -295,14 +294,11 @@ impl<K: Object> RealFifo<K> {
                         Err(ProcessError::Failed(e)) => Err(FifoError::Process(e)),
                     };
                     self.signal_if_synced(&state);
-                    return outcome;
+                    return Some(outcome);
                 }
-                if state.closed {
-                    return Err(FifoError::Closed);
-                }
-            }
-            notified.await;
-        }
+                state.closed.then_some(Err(FifoError::Closed))
+            })
+            .await
     }
 
     /// Whether the initial population has been processed.
@@ -319,7 +315,7 @@ impl<K: Object> RealFifo<K> {
     /// Closes the queue; poppers get [`FifoError::Closed`] once it is empty.
     pub fn close(&self) {
         self.shared.state.lock().closed = true;
-        self.shared.notify.notify_waiters();
+        self.shared.wakeup.wake_all();
     }
 
     /// Whether the queue is closed.
