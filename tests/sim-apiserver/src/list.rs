@@ -130,11 +130,30 @@ fn render(
         )
         .as_bytes(),
     );
+    // kube-apiserver omits kind and apiVersion on the items of built-in lists (they are set
+    // on the list only); custom resources keep them.
+    let prefix = format!(
+        "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",",
+        def.api_version(),
+        def.kind
+    );
     for (i, (_, o)) in items.iter().enumerate() {
         if i > 0 {
             b.put_u8(b',');
         }
-        b.put_slice(&o.json);
+        if !def.is_core() {
+            b.put_slice(&o.json);
+        } else if o.json.starts_with(prefix.as_bytes()) {
+            b.put_u8(b'{');
+            b.put_slice(&o.json[prefix.len()..]);
+        } else {
+            let mut v = o.value.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("kind");
+                m.remove("apiVersion");
+            }
+            b.put_slice(v.to_string().as_bytes());
+        }
     }
     b.put_slice(b"]}\n");
     b.freeze()

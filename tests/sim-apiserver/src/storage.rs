@@ -650,6 +650,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn thousands_of_watchers_never_block_a_writer_and_slow_ones_are_dropped() {
+        let s = Storage::new(100, 2);
+        let def = ResourceDef::new("", "v1", "Pod", "pods", true);
+        let regs: Vec<Registration> = (0..5000)
+            .map(|_| s.watch(0, WatchFrom::Now).unwrap())
+            .collect();
+        for i in 0..3 {
+            s.create(
+                0,
+                &def,
+                "default",
+                serde_json::json!({"metadata": {"name": format!("p{i}")}}),
+            )
+            .unwrap();
+        }
+        // Nobody read: every watcher overflowed its buffer of 2 on the third write.
+        assert_eq!(s.slow_terminations(), 5000);
+        assert!(regs.iter().all(|r| r.terminated.load(Ordering::SeqCst)));
+        assert_eq!(s.watcher_count(), 0);
+    }
+
+    #[test]
+    fn snapshot_rolls_back_to_a_past_revision() {
+        let s = Storage::new(100, 2);
+        let def = ResourceDef::new("", "v1", "Pod", "pods", true);
+        let a = s
+            .create(0, &def, "d", serde_json::json!({"metadata": {"name": "a"}}))
+            .unwrap();
+        let mut m = a.value.clone();
+        m["spec"] = serde_json::json!({"x": 1});
+        s.update(0, &def, "d", "a", m).unwrap();
+        s.create(0, &def, "d", serde_json::json!({"metadata": {"name": "b"}}))
+            .unwrap();
+        s.delete(0, &def, "d", "a", None).unwrap();
+        let (rev, map) = s.snapshot(0, Some(1)).unwrap();
+        assert_eq!(rev, 1);
+        assert_eq!(map.len(), 1);
+        assert_eq!(map["d/a"].rv(), 1);
+        assert_eq!(s.snapshot(0, Some(3)).unwrap().1.len(), 2);
+        assert_eq!(s.snapshot(0, Some(9)).unwrap_err().code, 504);
+        s.compact_to(2);
+        assert_eq!(s.snapshot(0, Some(1)).unwrap_err().code, 410);
+    }
+
+    #[test]
     fn timestamps_are_rfc3339() {
         let t = rfc3339_now();
         assert_eq!(t.len(), 20);

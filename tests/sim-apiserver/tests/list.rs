@@ -56,6 +56,40 @@ async fn list_without_resource_version_returns_the_latest_revision_and_list_kind
 }
 
 #[tokio::test]
+async fn items_of_builtin_lists_have_no_kind_or_api_version_but_custom_ones_do() {
+    let sim = sim_with(1).await;
+    sim.register(sim_apiserver::ResourceDef::new(
+        "example.com",
+        "v1",
+        "Widget",
+        "widgets",
+        true,
+    ));
+    sim.create(
+        "widgets.example.com",
+        None,
+        json!({"metadata": {"name": "w"}}),
+    )
+    .unwrap();
+    let c = Client::new(&sim);
+    let l = c.get(PODS).await.body;
+    let item = &l["items"][0];
+    assert!(
+        item.get("kind").is_none() && item.get("apiVersion").is_none(),
+        "{item}"
+    );
+    assert_eq!(item["metadata"]["name"], "p0");
+    assert_eq!(item["spec"]["containers"][0]["name"], "c");
+    let w = c
+        .get("/apis/example.com/v1/namespaces/default/widgets")
+        .await
+        .body;
+    assert_eq!(w["kind"], "WidgetList");
+    assert_eq!(w["items"][0]["kind"], "Widget");
+    assert_eq!(w["items"][0]["apiVersion"], "example.com/v1");
+}
+
+#[tokio::test]
 async fn list_with_exact_resource_version_returns_the_state_at_that_revision() {
     let sim = sim_with(2).await;
     let at = sim.revision();

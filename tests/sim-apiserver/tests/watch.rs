@@ -262,12 +262,16 @@ async fn a_slow_watcher_is_ended_without_blocking_writers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_concurrent_watchers_each_receive_every_event() {
     let sim = SimServer::start().await.unwrap();
-    let c = Client::with(&sim, true, None, false);
+    // Two HTTP/2 connections (kube-apiserver allows 1000 streams per connection).
+    let clients = [
+        Client::with(&sim, true, None, false),
+        Client::with(&sim, true, None, false),
+    ];
     let from = sim.revision();
     let mut tasks = Vec::new();
-    let n = 500;
-    for _ in 0..n {
-        let mut w = c
+    let n = 2000;
+    for i in 0..n {
+        let mut w = clients[i as usize % 2]
             .watch(&format!("{PODS}?watch=true&resourceVersion={from}"))
             .await;
         tasks.push(tokio::spawn(async move {
