@@ -55,6 +55,7 @@ pub struct SimServerBuilder {
     default_watch_timeout: Duration,
     watch_cache: bool,
     resources: Vec<ResourceDef>,
+    readonly_tokens: Vec<String>,
 }
 
 impl Default for SimServerBuilder {
@@ -70,6 +71,7 @@ impl Default for SimServerBuilder {
             default_watch_timeout: Duration::from_secs(1800),
             watch_cache: true,
             resources: Vec::new(),
+            readonly_tokens: Vec::new(),
         }
     }
 }
@@ -127,6 +129,13 @@ impl SimServerBuilder {
     /// Default on; off makes every list paginate.
     pub fn watch_cache(mut self, on: bool) -> Self {
         self.watch_cache = on;
+        self
+    }
+
+    /// Also accept this bearer token, for a user (named after the token) who may only read:
+    /// its writes get 403 Forbidden.
+    pub fn readonly_token(mut self, token: impl Into<String>) -> Self {
+        self.readonly_tokens.push(token.into());
         self
     }
 
@@ -661,18 +670,33 @@ fn route(shared: &Shared, path: &str) -> Route {
     })
 }
 
-fn authenticated(shared: &Shared, req: &Request<Incoming>, client_cert: bool) -> bool {
-    let Some(token) = &shared.cfg.token else {
-        return true;
-    };
-    if client_cert && shared.cfg.client_cert_auth {
-        return true;
-    }
-    req.headers()
+/// Who is asking.
+enum Auth {
+    /// Full access.
+    Admin,
+    /// A read-only user (named after its token).
+    ReadOnly(String),
+}
+
+fn authenticate(shared: &Shared, req: &Request<Incoming>, client_cert: bool) -> Option<Auth> {
+    let presented = req
+        .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim() == token)
+        .map(str::trim);
+    if let Some(t) = presented {
+        if shared.cfg.readonly_tokens.iter().any(|r| r == t) {
+            return Some(Auth::ReadOnly(t.to_string()));
+        }
+    }
+    let Some(token) = &shared.cfg.token else {
+        return Some(Auth::Admin);
+    };
+    if client_cert && shared.cfg.client_cert_auth {
+        return Some(Auth::Admin);
+    }
+    (presented == Some(token.as_str())).then_some(Auth::Admin)
 }
 
 async fn handle(
@@ -681,9 +705,9 @@ async fn handle(
     client_cert: bool,
 ) -> Response<SimBody> {
     Counters::inc(&shared.counters.requests);
-    if !authenticated(&shared, &req, client_cert) {
+    let Some(auth) = authenticate(&shared, &req, client_cert) else {
         return error_response(&shared, &ApiError::unauthorized());
-    }
+    };
     let path = req.uri().path().to_string();
     match route(&shared, &path) {
         Route::Text(t) => {
@@ -703,10 +727,32 @@ async fn handle(
             value_response(&shared, StatusCode::OK, &v)
         }
         Route::NotFound => error_response(&shared, &ApiError::path_not_found()),
-        Route::Resource(rp) => match resource_request(&shared, req, rp).await {
-            Ok(r) => r,
-            Err(e) => error_response(&shared, &e),
-        },
+        Route::Resource(rp) => {
+            if let Auth::ReadOnly(user) = &auth {
+                let verb = match *req.method() {
+                    Method::GET | Method::HEAD => None,
+                    Method::POST => Some("create"),
+                    Method::PUT => Some("update"),
+                    Method::PATCH => Some("patch"),
+                    Method::DELETE => Some("delete"),
+                    _ => Some("access"),
+                };
+                if let Some(verb) = verb {
+                    let e = ApiError::forbidden(
+                        user,
+                        verb,
+                        &rp.def.plural,
+                        &rp.def.group,
+                        rp.ns.as_deref(),
+                    );
+                    return error_response(&shared, &e);
+                }
+            }
+            match resource_request(&shared, req, rp).await {
+                Ok(r) => r,
+                Err(e) => error_response(&shared, &e),
+            }
+        }
     }
 }
 

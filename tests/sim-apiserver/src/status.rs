@@ -47,7 +47,13 @@ impl ApiError {
     }
 
     /// 403 Forbidden, as the authorizer phrases it.
-    pub fn forbidden(verb: &str, resource: &str, group: &str, namespace: Option<&str>) -> Self {
+    pub fn forbidden(
+        user: &str,
+        verb: &str,
+        resource: &str,
+        group: &str,
+        namespace: Option<&str>,
+    ) -> Self {
         let scope = match namespace {
             Some(ns) => format!(" in the namespace \"{ns}\""),
             None => " at the cluster scope".to_string(),
@@ -56,7 +62,7 @@ impl ApiError {
             403,
             "Forbidden",
             format!(
-                "{resource} is forbidden: User \"system:anonymous\" cannot {verb} resource \"{resource}\" in API group \"{group}\"{scope}"
+                "{resource} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{group}\"{scope}"
             ),
         )
         .with_details(json!({"kind": resource}))
@@ -198,7 +204,7 @@ impl ApiError {
         match code {
             400 => Self::bad_request("injected fault"),
             401 => Self::unauthorized(),
-            403 => Self::forbidden("list", "pods", "", None),
+            403 => Self::forbidden("system:anonymous", "list", "pods", "", None),
             404 => Self::path_not_found(),
             409 => Self::conflict("pods", "", "injected"),
             410 => Self::expired("The resourceVersion for the provided list is too old."),

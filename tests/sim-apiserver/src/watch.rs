@@ -168,7 +168,16 @@ impl Stream {
             self.bookmark(reg.rev, true).await?;
         }
         let mut shutdown = self.ctx.shutdown.clone();
-        let mut next_bookmark = Instant::now() + self.ctx.bookmark_interval;
+        // Like the watch cache: a bookmark every interval, and one 2 s before the deadline.
+        let interval = self.ctx.bookmark_interval;
+        let next_after = move |now: Instant| {
+            let periodic = now + interval;
+            match deadline.checked_sub(Duration::from_secs(2)) {
+                Some(pre) if pre > now && pre < periodic => pre,
+                _ => periodic,
+            }
+        };
+        let mut next_bookmark = next_after(Instant::now());
         loop {
             if reg.terminated.load(Ordering::SeqCst) {
                 return self.flush().await;
@@ -191,7 +200,7 @@ impl Stream {
                     self.deliver(&ev, min_rv, flush).await?;
                 }
                 _ = tokio::time::sleep_until(next_bookmark), if self.bookmarks => {
-                    next_bookmark = Instant::now() + self.ctx.bookmark_interval;
+                    next_bookmark = next_after(Instant::now());
                     self.stall_wait().await?;
                     let rev = self.ctx.storage.revision();
                     if reg.rx.is_empty() && rev >= min_rv && rev >= self.last_rv {

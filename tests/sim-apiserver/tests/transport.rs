@@ -90,3 +90,27 @@ async fn unknown_paths_and_methods_answer_with_status_objects() {
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn a_read_only_token_may_read_but_writes_are_403_forbidden() {
+    let sim = SimServer::builder()
+        .token("admin")
+        .readonly_token("viewer")
+        .start()
+        .await
+        .unwrap();
+    let c = Client::with(&sim, false, Some("viewer".into()), false);
+    assert_eq!(c.get("/api/v1/pods").await.status, StatusCode::OK);
+    let r = c
+        .post(
+            "/api/v1/namespaces/default/pods",
+            common::pod("a", serde_json::json!({})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(r.body["reason"], "Forbidden");
+    assert_eq!(
+        r.body["message"],
+        "pods is forbidden: User \"viewer\" cannot create resource \"pods\" in API group \"\" in the namespace \"default\""
+    );
+}

@@ -138,7 +138,11 @@ async fn bookmarks_are_sent_only_when_allowed_at_the_configured_interval() {
     assert_eq!(b["apiVersion"], "v1");
     assert_eq!(rv(&b), sim.revision());
     assert!(b["metadata"].get("annotations").is_none());
+    let start = tokio::time::Instant::now();
     with.expect("BOOKMARK").await;
+    // The next one comes 2 s before the 25 s deadline rather than at 30 s.
+    with.expect("BOOKMARK").await;
+    assert_eq!(start.elapsed(), Duration::from_secs(13));
     assert!(with.next().await.is_none(), "timeout ends the stream");
     assert!(without.rest().await.is_empty());
 }
