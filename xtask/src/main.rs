@@ -3,6 +3,7 @@
 //! Commands:
 //! - `ci`: everything CI checks, in order of increasing cost: tools, layering, fmt, clippy, tests.
 //! - `layering`: only the crate layering check.
+//! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
 //!
 //! Each step prints one line when it starts and one when it ends, with its duration, so a long CI run
 //! shows where its time goes.
@@ -18,7 +19,24 @@ fn usage() -> &'static str {
      \n\
      commands:\n  \
        ci         install missing tools, then layering, fmt, clippy and all tests\n  \
-       layering   check that each workspace crate depends only on the crate below it\n"
+       layering   check that each workspace crate depends only on the crate below it\n  \
+       demo       run the demo against the embedded simulated API server\n             \
+       (--seconds N, --rate N, --pods N, or --kubeconfig PATH [--context NAME] for a real cluster)\n"
+}
+
+/// Builds and runs the demo in release mode, passing `args` through.
+fn demo(args: &[String]) -> Result<(), String> {
+    println!("building the demo in release mode (the first build takes a few minutes)");
+    let mut command = vec![
+        "run",
+        "--quiet",
+        "--release",
+        "--package",
+        "informer-demo",
+        "--",
+    ];
+    command.extend(args.iter().map(String::as_str));
+    tools::run(&tools::cargo(), &command)
 }
 
 fn main() -> ExitCode {
@@ -26,6 +44,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci::run(&args[1..]),
         Some("layering") => layering::run(),
+        Some("demo") => demo(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;

@@ -1,0 +1,421 @@
+//! `cargo xtask demo`: pod and configmap caches plus a workqueue controller that keeps one summary
+//! configmap per namespace in step with the pods there, against the embedded simulated API server
+//! under churn; live progress every second, then a consistency verdict (cache = server state,
+//! summaries = pod counts). With `--kubeconfig PATH` (or `KUBECONFIG`) the same caches run
+//! read-only against a real cluster instead.
+
+mod cache;
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cache::Cache;
+use reflector::store_index::{CompactObject, DynamicObject, Object};
+use reflector::{ClusterConfig, Credentials, Resource};
+use serde_json::json;
+use sim_apiserver::{ChurnConfig, SimServer};
+use tokio_util::sync::CancellationToken;
+use workqueue::{default_controller_rate_limiter, Action, Controller, RateLimitingQueue};
+
+const NAMESPACES: usize = 4;
+const SUMMARY: &str = "pod-summary";
+
+struct Args {
+    seconds: u64,
+    rate: f64,
+    pods: usize,
+    kubeconfig: Option<String>,
+    context: Option<String>,
+}
+
+fn usage() -> &'static str {
+    "usage: cargo xtask demo [--seconds N] [--rate EVENTS_PER_SEC] [--pods N] [--kubeconfig PATH [--context NAME]]\n\
+     Without --kubeconfig (or KUBECONFIG) the demo runs against the embedded simulated API server."
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        seconds: 15,
+        rate: 600.0,
+        pods: 2_000,
+        kubeconfig: std::env::var("KUBECONFIG").ok().filter(|v| !v.is_empty()),
+        context: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .ok_or(format!("{name} needs a value\n{}", usage()))
+        };
+        match flag.as_str() {
+            "--seconds" => {
+                args.seconds = value("--seconds")?
+                    .parse()
+                    .map_err(|e| format!("--seconds: {e}"))?
+            }
+            "--rate" => {
+                args.rate = value("--rate")?
+                    .parse()
+                    .map_err(|e| format!("--rate: {e}"))?
+            }
+            "--pods" => {
+                args.pods = value("--pods")?
+                    .parse()
+                    .map_err(|e| format!("--pods: {e}"))?
+            }
+            "--kubeconfig" => args.kubeconfig = Some(value("--kubeconfig")?),
+            "--context" => args.context = Some(value("--context")?),
+            "-h" | "--help" => return Err(usage().to_string()),
+            other => return Err(format!("unknown argument {other:?}\n{}", usage())),
+        }
+    }
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match &args.kubeconfig {
+        Some(path) => real_cluster(path, args.context.as_deref(), args.seconds).await,
+        None => simulated(&args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("demo: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn pods() -> Resource {
+    Resource::namespaced("", "v1", "pods")
+}
+
+fn configmaps() -> Resource {
+    Resource::namespaced("", "v1", "configmaps")
+}
+
+async fn simulated(args: &Args) -> Result<(), String> {
+    let sim = SimServer::builder()
+        .tls(true)
+        .token("demo-token")
+        .start()
+        .await
+        .map_err(|e| format!("starting the simulated API server: {e}"))?;
+    println!("simulated API server at {} (TLS, bearer token)", sim.url());
+    for i in 0..args.pods {
+        let ns = format!("demo-{}", i % NAMESPACES);
+        let pod = json!({"metadata": {"name": format!("seed-{i}"), "labels": {"app": "seed"}}, "spec": {"nodeName": format!("node-{}", i % 7)}});
+        sim.create("pods", Some(&ns), pod)
+            .map_err(|e| format!("seeding pods: {e}"))?;
+    }
+    println!("seeded {} pods in {NAMESPACES} namespaces", args.pods);
+
+    let mut config = ClusterConfig::new(&sim.url()).map_err(|e| e.to_string())?;
+    config.certificate_authority = sim.ca_pem().map(|pem| pem.as_bytes().to_vec());
+    config.credentials = Credentials::Token("demo-token".into());
+
+    let cancel = CancellationToken::new();
+    let queue: RateLimitingQueue<String> =
+        RateLimitingQueue::new(default_controller_rate_limiter());
+    let enqueue_namespace: cache::OnChange = {
+        let queue = queue.clone();
+        Arc::new(move |key| {
+            if let Ok((ns, _)) = key.split() {
+                queue.add(ns.to_string());
+            }
+        })
+    };
+    let pod_cache: Cache<CompactObject> =
+        Cache::start(&config, pods(), "pods", Some(enqueue_namespace), &cancel)
+            .map_err(|e| e.to_string())?;
+    let cm_cache: Cache<DynamicObject> =
+        Cache::start(&config, configmaps(), "configmaps", None, &cancel)
+            .map_err(|e| e.to_string())?;
+
+    // The controller: one summary configmap per namespace, data.pods = the cached pod count.
+    let reconciles = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let controller = {
+        let indexer = pod_cache.indexer.clone();
+        let sim = sim.clone();
+        let reconciles = Arc::clone(&reconciles);
+        let cancel = cancel.clone();
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            Controller::new(queue)
+                .workers(2)
+                .run(cancel, move |ns: String| {
+                    let count = indexer.by_index("namespace", &ns).map(|p| p.len());
+                    let sim = sim.clone();
+                    let reconciles = Arc::clone(&reconciles);
+                    async move {
+                        reconciles.fetch_add(1, Ordering::Relaxed);
+                        let count = count.map_err(|e| e.to_string())?;
+                        write_summary(&sim, &ns, count)?;
+                        Ok::<_, String>(Action::Done)
+                    }
+                })
+                .await
+        })
+    };
+
+    let started = Instant::now();
+    while !(pod_cache.has_synced() && cm_cache.has_synced()) {
+        if started.elapsed() > Duration::from_secs(30) {
+            return Err("caches did not sync within 30 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!(
+        "caches synced in {:.2?}: {} pods, {} configmaps",
+        started.elapsed(),
+        pod_cache.indexer.len(),
+        cm_cache.indexer.len()
+    );
+
+    let mut churns = Vec::new();
+    for n in 0..NAMESPACES {
+        churns.push(sim.churn(ChurnConfig {
+            resource: "pods".into(),
+            namespace: format!("demo-{n}"),
+            keys: 250,
+            rate_per_sec: args.rate / NAMESPACES as f64,
+            max_ops: None,
+            duration: Some(Duration::from_secs(args.seconds)),
+            pad_bytes: 3_000,
+        }));
+    }
+    println!(
+        "churn: {:.0} pod events/s for {} s",
+        args.rate, args.seconds
+    );
+    let mut last_events = 0;
+    let churn_started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    while churn_started.elapsed() < Duration::from_secs(args.seconds) {
+        tick.tick().await;
+        let events =
+            pod_cache.events.load(Ordering::Relaxed) + cm_cache.events.load(Ordering::Relaxed);
+        println!(
+            "t={:>3}s  events/s={:>6}  pods={:>5}  configmaps={:>3}  queue={:>3}  reconciles={:>6}",
+            churn_started.elapsed().as_secs(),
+            events - last_events,
+            pod_cache.indexer.len(),
+            cm_cache.indexer.len(),
+            queue.len(),
+            reconciles.load(Ordering::Relaxed),
+        );
+        last_events = events;
+    }
+    let mut ops = 0;
+    for churn in churns {
+        ops += churn.finished().await;
+    }
+
+    // Quiescence: wait until the caches equal the server and every summary is right.
+    let verdict_started = Instant::now();
+    let verdict = loop {
+        let v = check(&sim, &pod_cache, &cm_cache);
+        if v.is_ok() || verdict_started.elapsed() > Duration::from_secs(30) {
+            break v;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let counters = sim.counters();
+    println!(
+        "summary: {ops} churn operations, {} deltas applied, {} reconciles; server saw {} lists, {} watches, {} MB sent",
+        pod_cache.events.load(Ordering::Relaxed) + cm_cache.events.load(Ordering::Relaxed),
+        reconciles.load(Ordering::Relaxed),
+        counters.lists,
+        counters.watches,
+        counters.bytes / 1_000_000,
+    );
+    cancel.cancel();
+    queue.shutdown();
+    let _ = controller.await;
+    pod_cache.stopped().await;
+    cm_cache.stopped().await;
+    sim.shutdown();
+    match verdict {
+        Ok(summary) => {
+            println!("verdict: CONSISTENT ({summary})");
+            Ok(())
+        }
+        Err(problem) => Err(format!("verdict: INCONSISTENT: {problem}")),
+    }
+}
+
+fn write_summary(sim: &SimServer, ns: &str, count: usize) -> Result<(), String> {
+    let data = json!({"pods": count.to_string()});
+    match sim.get("configmaps", Some(ns), SUMMARY) {
+        Ok(mut existing) => {
+            if existing["data"] == data {
+                return Ok(());
+            }
+            existing["data"] = data;
+            sim.update("configmaps", Some(ns), existing)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+        Err(_) => {
+            let cm = json!({"metadata": {"name": SUMMARY}, "data": data});
+            sim.create("configmaps", Some(ns), cm)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// Compares the caches with the server: same keys, same resource versions, and every namespace's
+/// summary equal to its pod count.
+fn check(
+    sim: &SimServer,
+    pods: &Cache<CompactObject>,
+    cms: &Cache<DynamicObject>,
+) -> Result<String, String> {
+    let key = |o: &serde_json::Value| {
+        let m = &o["metadata"];
+        (
+            format!(
+                "{}/{}",
+                m["namespace"].as_str().unwrap_or(""),
+                m["name"].as_str().unwrap_or("")
+            ),
+            m["resourceVersion"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let server_pods: BTreeMap<String, String> = sim
+        .list("pods", None)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(key)
+        .collect();
+    let cached_pods: BTreeMap<String, String> = pods
+        .indexer
+        .list()
+        .iter()
+        .map(|p| {
+            (
+                format!("{}/{}", p.namespace().unwrap_or(""), p.name()),
+                p.resource_version().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    if server_pods != cached_pods {
+        let missing = server_pods
+            .iter()
+            .filter(|(k, v)| cached_pods.get(*k) != Some(v))
+            .count();
+        let extra = cached_pods
+            .keys()
+            .filter(|k| !server_pods.contains_key(*k))
+            .count();
+        return Err(format!(
+            "pod cache differs from the server: {missing} missing or stale, {extra} extra"
+        ));
+    }
+    let server_cms: BTreeMap<String, String> = sim
+        .list("configmaps", None)
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(key)
+        .collect();
+    let cached_cms: BTreeMap<String, String> = cms
+        .indexer
+        .list()
+        .iter()
+        .map(|c| {
+            (
+                format!("{}/{}", c.namespace().unwrap_or(""), c.name()),
+                c.resource_version().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    if server_cms != cached_cms {
+        return Err("configmap cache differs from the server".into());
+    }
+    for n in 0..NAMESPACES {
+        let ns = format!("demo-{n}");
+        let want = pods
+            .indexer
+            .by_index("namespace", &ns)
+            .map_err(|e| e.to_string())?
+            .len()
+            .to_string();
+        let got = cms
+            .indexer
+            .get_by_key(&format!("{ns}/{SUMMARY}"))
+            .and_then(|c| {
+                c.data
+                    .get("data")
+                    .and_then(|d| d["pods"].as_str())
+                    .map(str::to_string)
+            });
+        if got.as_deref() != Some(want.as_str()) {
+            return Err(format!(
+                "summary of {ns} says {got:?}, the cache has {want} pods"
+            ));
+        }
+    }
+    Ok(format!(
+        "{} pods and {} configmaps match the server; {NAMESPACES} summaries match",
+        cached_pods.len(),
+        cached_cms.len()
+    ))
+}
+
+async fn real_cluster(path: &str, context: Option<&str>, seconds: u64) -> Result<(), String> {
+    if !std::path::Path::new(path).exists() {
+        return Err(format!("kubeconfig {path:?} does not exist"));
+    }
+    let config = ClusterConfig::from_kubeconfig_files(&[std::path::PathBuf::from(path)], context)
+        .map_err(|e| format!("loading kubeconfig {path:?}: {e}"))?;
+    println!("cluster {} (read-only: pods and configmaps)", config.server);
+    let cancel = CancellationToken::new();
+    let pod_cache: Cache<CompactObject> =
+        Cache::start(&config, pods(), "pods", None, &cancel).map_err(|e| e.to_string())?;
+    let cm_cache: Cache<DynamicObject> =
+        Cache::start(&config, configmaps(), "configmaps", None, &cancel)
+            .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut last = 0;
+    while started.elapsed() < Duration::from_secs(seconds) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let events =
+            pod_cache.events.load(Ordering::Relaxed) + cm_cache.events.load(Ordering::Relaxed);
+        println!(
+            "t={:>3}s  synced={}  events/s={:>6}  pods={:>6}  configmaps={:>6}",
+            started.elapsed().as_secs(),
+            pod_cache.has_synced() && cm_cache.has_synced(),
+            events - last,
+            pod_cache.indexer.len(),
+            cm_cache.indexer.len()
+        );
+        last = events;
+    }
+    let synced = pod_cache.has_synced() && cm_cache.has_synced();
+    cancel.cancel();
+    pod_cache.stopped().await;
+    cm_cache.stopped().await;
+    if synced {
+        Ok(())
+    } else {
+        Err(format!("the caches did not sync within {seconds} s: is the server reachable and are the credentials right? (RUST_LOG=reflector=debug shows the errors)"))
+    }
+}
