@@ -26,7 +26,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             ],
         )
     })?;
-    tools::step("tests", || tools::run(&cargo, &["test", "--workspace"]))?;
+    // --all-features: the k8s-openapi and prometheus code paths are tested too.
+    tools::step("tests", || {
+        tools::run(&cargo, &["test", "--workspace", "--all-features"])
+    })?;
     println!("ci: all steps passed");
     Ok(())
 }
