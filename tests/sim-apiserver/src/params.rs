@@ -48,8 +48,13 @@ fn parse_int(name: &str, v: &str) -> Result<u64, ApiError> {
 }
 
 impl ListParams {
-    /// Parses a query string.
+    /// Parses a query string (field selectors limited to the generic metadata fields).
     pub fn parse(query: Option<&str>) -> Result<Self, ApiError> {
+        Self::parse_for("", query)
+    }
+
+    /// Parses a query string for a resource of `kind` (which decides the field selectors).
+    pub fn parse_for(kind: &str, query: Option<&str>) -> Result<Self, ApiError> {
         let mut p = Self::default();
         let Some(q) = query else { return Ok(p) };
         for (k, v) in url::form_urlencoded::parse(q.as_bytes()) {
@@ -66,7 +71,8 @@ impl ListParams {
                     p.selectors.labels = LabelSelector::parse(&v).map_err(ApiError::bad_request)?
                 }
                 "fieldSelector" => {
-                    p.selectors.fields = FieldSelector::parse(&v).map_err(ApiError::bad_request)?
+                    p.selectors.fields =
+                        FieldSelector::parse_for(kind, &v).map_err(ApiError::bad_request)?
                 }
                 "watch" => p.watch = parse_bool("watch", &v)?,
                 "allowWatchBookmarks" => p.allow_bookmarks = parse_bool("allowWatchBookmarks", &v)?,

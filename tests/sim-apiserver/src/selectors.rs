@@ -126,7 +126,7 @@ impl LabelSelector {
 
 #[derive(Debug, Clone, PartialEq)]
 struct FieldReq {
-    path: &'static str,
+    path: String,
     value: String,
     negate: bool,
 }
@@ -138,8 +138,15 @@ pub struct FieldSelector {
 }
 
 impl FieldSelector {
-    /// Parses the `fieldSelector` query parameter.
+    /// Parses the `fieldSelector` query parameter for any kind (`metadata.name`,
+    /// `metadata.namespace`).
     pub fn parse(s: &str) -> Result<Self, String> {
+        Self::parse_for("", s)
+    }
+
+    /// Parses the `fieldSelector` query parameter, also accepting the fields kube-apiserver
+    /// supports for `kind` (for pods: `spec.nodeName`, `status.phase`, ...).
+    pub fn parse_for(kind: &str, s: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
             return Ok(Self { reqs });
@@ -155,11 +162,24 @@ impl FieldSelector {
             } else {
                 return Err(format!("invalid selector: '{s}'; can't understand '{p}'"));
             };
-            let path = match k.trim() {
-                "metadata.name" => "/metadata/name",
-                "metadata.namespace" => "/metadata/namespace",
-                other => return Err(format!("field label not supported: {other}")),
+            let field = k.trim();
+            let extra: &[&str] = match kind {
+                "Pod" => &[
+                    "spec.nodeName",
+                    "spec.restartPolicy",
+                    "spec.schedulerName",
+                    "spec.serviceAccountName",
+                    "status.phase",
+                    "status.podIP",
+                    "status.nominatedNodeName",
+                ],
+                "Namespace" => &["status.phase"],
+                _ => &[],
             };
+            if !matches!(field, "metadata.name" | "metadata.namespace") && !extra.contains(&field) {
+                return Err(format!("field label not supported: {field}"));
+            }
+            let path = format!("/{}", field.replace('.', "/"));
             reqs.push(FieldReq {
                 path,
                 value: v.trim().into(),
@@ -177,7 +197,7 @@ impl FieldSelector {
     /// Whether the object matches.
     pub fn matches(&self, obj: &Value) -> bool {
         self.reqs.iter().all(|r| {
-            let v = obj.pointer(r.path).and_then(Value::as_str).unwrap_or("");
+            let v = obj.pointer(&r.path).and_then(Value::as_str).unwrap_or("");
             (v == r.value) != r.negate
         })
     }
@@ -220,5 +240,15 @@ mod tests {
         assert!(!m("app!=web"));
         assert!(LabelSelector::parse("a in (b").is_err());
         assert!(FieldSelector::parse("spec.nodeName=x").is_err());
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}});
+        assert!(FieldSelector::parse_for("Pod", "spec.nodeName=n1")
+            .unwrap()
+            .matches(&pod));
+        assert!(!FieldSelector::parse_for("Pod", "status.phase=Running")
+            .unwrap()
+            .matches(&pod));
+        assert!(FieldSelector::parse_for("Pod", "status.phase=")
+            .unwrap()
+            .matches(&pod));
     }
 }

@@ -788,7 +788,7 @@ async fn resource_request(
     let def = &rp.def;
     match (&method, rp.name.as_deref()) {
         (&Method::GET, None) => {
-            let p = ListParams::parse(query.as_deref())?;
+            let p = ListParams::parse_for(&def.kind, query.as_deref())?;
             if p.watch {
                 Counters::inc(&shared.counters.watches);
                 if let Some(e) = shared.faults.take_failure(RequestKind::Watch) {

@@ -293,7 +293,7 @@ async fn malformed_query_parameters_are_400_and_bad_options_are_422() {
         "watch=maybe",
         "resourceVersion=abc",
         "labelSelector=a%20in%20(b",
-        "fieldSelector=spec.nodeName%3Dx",
+        "fieldSelector=spec.foo%3Dx",
         "timeoutSeconds=x",
     ] {
         let r = c.get(&format!("{PODS}?{q}")).await;
@@ -343,4 +343,32 @@ async fn label_and_field_selectors_filter_lists_across_namespaces() {
     assert_eq!(names(&l), ["b"]);
     let l = c.get("/api/v1/namespaces/other/pods").await.body;
     assert_eq!(names(&l), ["a"]);
+}
+
+#[tokio::test]
+async fn pods_support_kube_apiservers_extra_field_selectors() {
+    let sim = SimServer::start().await.unwrap();
+    let mut a = pod("a", json!({}));
+    a["spec"]["nodeName"] = json!("node-1");
+    sim.create("pods", None, a).unwrap();
+    sim.create("pods", None, pod("b", json!({}))).unwrap();
+    let c = Client::new(&sim);
+    let l = c
+        .get(&format!("{PODS}?fieldSelector=spec.nodeName%3Dnode-1"))
+        .await
+        .body;
+    assert_eq!(names(&l), ["a"]);
+    let l = c
+        .get(&format!("{PODS}?fieldSelector=spec.nodeName%3D"))
+        .await
+        .body;
+    assert_eq!(names(&l), ["b"]);
+    let r = c
+        .get("/api/v1/namespaces/default/configmaps?fieldSelector=spec.nodeName%3Dx")
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        r.body["message"],
+        "field label not supported: spec.nodeName"
+    );
 }
