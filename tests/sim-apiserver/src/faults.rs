@@ -27,10 +27,10 @@ pub enum RequestKind {
 struct State {
     end_watches_after: Option<u64>,
     rechunk: Option<usize>,
-    fail_next: Vec<(RequestKind, u16, u32)>,
+    fail_next: Vec<(RequestKind, ApiError, u32)>,
     reset_mid_chunk: u32,
     malformed: u32,
-    error_events: Vec<u16>,
+    error_events: Vec<ApiError>,
 }
 
 /// Per-stream fault settings captured when a watch opens.
@@ -41,11 +41,11 @@ pub(crate) struct StreamFaults {
 }
 
 /// A one-shot fault picked up by the next watch event written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum OneShot {
     Reset,
     Malformed,
-    ErrorEvent(u16),
+    ErrorEvent(ApiError),
 }
 
 /// The fault-injection handle (cheap to clone; shared with the server).
@@ -65,7 +65,8 @@ impl Faults {
         }
     }
 
-    /// Every watch opened from now on ends (cleanly closes) after `n` events.
+    /// Every watch opened from now on ends (cleanly closes) after `n` events (bookmarks
+    /// count; `0` closes each stream at once, with no event: a "very short watch").
     pub fn end_watches_after(&self, n: u64) -> &Self {
         self.state.lock().end_watches_after = Some(n);
         self
@@ -80,7 +81,13 @@ impl Faults {
 
     /// The next `k` requests of `kind` fail with `status` (429 carries `Retry-After: 1`).
     pub fn fail_next(&self, kind: RequestKind, status: u16, k: u32) -> &Self {
-        self.state.lock().fail_next.push((kind, status, k));
+        self.fail_next_with(kind, ApiError::for_code(status), k)
+    }
+
+    /// The next `k` requests of `kind` fail with this exact Status, e.g.
+    /// `ApiError::too_large_resource_version(20, 10)` or `ApiError::expired(..)`.
+    pub fn fail_next_with(&self, kind: RequestKind, error: ApiError, k: u32) -> &Self {
+        self.state.lock().fail_next.push((kind, error, k));
         self
     }
 
@@ -99,7 +106,12 @@ impl Faults {
     /// The next watch event written is replaced by an `ERROR` event carrying the Status for
     /// `code` (e.g. 410 Expired, 429, 500), after which the stream ends.
     pub fn error_event(&self, code: u16) -> &Self {
-        self.state.lock().error_events.push(code);
+        self.error_event_with(ApiError::for_code(code))
+    }
+
+    /// Like [`Faults::error_event`] with an exact Status.
+    pub fn error_event_with(&self, error: ApiError) -> &Self {
+        self.state.lock().error_events.push(error);
         self
     }
 
@@ -163,10 +175,10 @@ impl Faults {
             .position(|(k, _, n)| *n > 0 && (*k == kind || *k == RequestKind::Any))?;
         let entry = &mut s.fail_next[pos];
         entry.2 -= 1;
-        let code = entry.1;
+        let error = entry.1.clone();
         if entry.2 == 0 {
             s.fail_next.remove(pos);
         }
-        Some(ApiError::for_code(code))
+        Some(error)
     }
 }

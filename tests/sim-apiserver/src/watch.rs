@@ -155,6 +155,9 @@ impl Stream {
                 initial_end_bookmark,
             } => (reg, min_rv, initial_end_bookmark),
         };
+        if self.sf.end_after == Some(0) {
+            return Ok(());
+        }
         let deadline = Instant::now() + self.timeout;
         let initial = std::mem::take(&mut reg.initial);
         let n_initial = initial.len();
@@ -270,8 +273,7 @@ impl Stream {
     /// Writes one event, applying one-shot faults and the end-after limit.
     async fn write_event(&mut self, line: Bytes, flush: bool) -> Result<(), Stop> {
         match self.ctx.faults.take_one_shot() {
-            Some(OneShot::ErrorEvent(code)) => {
-                let e = ApiError::for_code(code);
+            Some(OneShot::ErrorEvent(e)) => {
                 let line = event_line("ERROR", e.to_value().to_string().as_bytes());
                 self.write_raw(line, true).await?;
                 return Err(Stop::End);

@@ -182,3 +182,37 @@ async fn counters_count_lists_watches_and_bytes() {
     assert!(after.watch_events >= 1);
     assert_eq!(after.active_watches, 1);
 }
+
+#[tokio::test]
+async fn end_watches_after_zero_closes_at_once_and_exact_statuses_can_be_injected() {
+    let sim = sim_with(2).await;
+    let c = Client::new(&sim);
+    sim.faults().end_watches_after(0);
+    let mut w = c.watch(&format!("{PODS}?watch=true")).await;
+    assert!(w.rest().await.is_empty());
+    sim.faults().reset();
+    sim.faults().fail_next_with(
+        RequestKind::List,
+        sim_apiserver::ApiError::too_large_resource_version(20, 10),
+        1,
+    );
+    let r = c.get(PODS).await;
+    assert_eq!(r.status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(
+        r.body["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+    let mut w = c.watch(&format!("{PODS}?watch=true")).await;
+    sim.faults()
+        .error_event_with(sim_apiserver::ApiError::internal("etcd read failed"));
+    sim.create("pods", None, pod("x", json!({}))).unwrap();
+    // The two initial events may already be written; the injected one replaces the next.
+    let mut last = w.rest().await;
+    let e = last.pop().unwrap();
+    assert_eq!(e["type"], "ERROR");
+    assert_eq!(e["object"]["code"], 500);
+    assert_eq!(
+        e["object"]["message"],
+        "Internal error occurred: etcd read failed"
+    );
+}
