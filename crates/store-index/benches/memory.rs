@@ -73,9 +73,12 @@ fn main() {
     println!("pods: {OBJECTS}, mean JSON size {json:.0} bytes (store with the namespace index)");
     println!("{:<28} {json:>9.0} bytes/object", "raw JSON (reference)");
     let compact = measure("CompactObject", &lines, |l| {
-        CompactObject::from_json(store_index::bytes::Bytes::copy_from_slice(l.as_bytes())).expect("decode")
+        CompactObject::from_json(store_index::bytes::Bytes::copy_from_slice(l.as_bytes()))
+            .expect("decode")
     });
-    let dynamic = measure("DynamicObject", &lines, |l| serde_json::from_str::<DynamicObject>(l).expect("decode"));
+    let dynamic = measure("DynamicObject", &lines, |l| {
+        serde_json::from_str::<DynamicObject>(l).expect("decode")
+    });
     println!("{:<28} {:>9.2}", "CompactObject / JSON", compact / json);
     println!("{:<28} {:>9.2}", "DynamicObject / JSON", dynamic / json);
     #[cfg(feature = "k8s-openapi")]
