@@ -16,15 +16,19 @@
 //! - an `ERROR` event becomes [`WatchEvent::Error`] carrying the parsed [`Status`]; anything
 //!   malformed is a [`DecodeError`]. Nothing panics on any input.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::marker::PhantomData;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures::{Stream, StreamExt as _};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use thiserror::Error;
+
+use crate::error::{BoxError, ReflectorError};
+use crate::lister_watcher::WatchStream;
 
 use crate::object::{Decode, Frame};
 use crate::status::Status;
@@ -457,6 +461,71 @@ impl<'de, K: Decode> EventSeed<'_, 'de, K> {
             }
         }))
     }
+}
+
+struct BodyState<K, S> {
+    chunks: S,
+    decoder: WatchDecoder<K>,
+    ready: VecDeque<Result<WatchEvent<K>, ReflectorError>>,
+    scratch: Vec<WatchEvent<K>>,
+    done: bool,
+}
+
+impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, S> {
+    /// Reads until at least one event (or the end) is ready.
+    async fn fill(&mut self) {
+        while self.ready.is_empty() && !self.done {
+            match self.chunks.next().await {
+                Some(Ok(data)) => {
+                    let r = self.decoder.decode(data, &mut self.scratch);
+                    self.ready.extend(self.scratch.drain(..).map(Ok));
+                    if let Err(e) = r {
+                        self.ready.push_back(Err(e.into()));
+                        self.done = true;
+                    }
+                }
+                Some(Err(e)) => {
+                    // Like client-go, a broken connection ends the watch as a close would: the
+                    // reflector re-watches from the last resource version.
+                    tracing::debug!(error = %e, "watch connection ended");
+                    self.done = true;
+                }
+                None => {
+                    let r = self.decoder.finish(&mut self.scratch);
+                    self.ready.extend(self.scratch.drain(..).map(Ok));
+                    match r {
+                        Ok(()) => {}
+                        Err(DecodeError::Truncated(n)) => {
+                            tracing::debug!(pending = n, "watch stream ended inside an event");
+                        }
+                        Err(e) => self.ready.push_back(Err(e.into())),
+                    }
+                    self.done = true;
+                }
+            }
+        }
+    }
+}
+
+/// Turns a watch body (its data chunks) into a [`WatchStream`]: events in order, a decode error
+/// ending the stream, a transport error or a body cut inside an event ending it like a close.
+pub fn decode_watch_body<K, S>(chunks: S, max_event_size: usize) -> WatchStream<K>
+where
+    K: Decode,
+    S: Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
+{
+    let state = BodyState {
+        chunks: Box::pin(chunks),
+        decoder: WatchDecoder::<K>::new(max_event_size),
+        ready: VecDeque::new(),
+        scratch: Vec::new(),
+        done: false,
+    };
+    Box::pin(futures::stream::unfold(state, |mut st| async move {
+        st.fill().await;
+        let next = st.ready.pop_front()?;
+        Some((next, st))
+    }))
 }
 
 #[cfg(test)]

@@ -1,17 +1,18 @@
 //! [`HttpListerWatcher`]: list and watch one resource over HTTP.
 
-use std::collections::VecDeque;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
+use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
-use hyper::body::Incoming;
 
 use crate::client::Client;
 use crate::config::{ClusterConfig, ConfigError};
-use crate::decoder::{DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE};
-use crate::error::ReflectorError;
+use crate::decoder::{decode_watch_body, DEFAULT_MAX_EVENT_SIZE};
+use crate::error::{BoxError, ReflectorError};
 use crate::list::ObjectList;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
+use crate::metrics::Metrics;
 use crate::object::Decode;
 use crate::params::{ListOptions, WatchOptions};
 use crate::resource::Resource;
@@ -37,6 +38,7 @@ pub struct HttpListerWatcher<K> {
     field_selector: Option<String>,
     max_event_size: usize,
     watch_list: bool,
+    metrics: Option<Arc<Metrics>>,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -65,6 +67,7 @@ impl<K> HttpListerWatcher<K> {
             field_selector: None,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,
             watch_list: true,
+            metrics: None,
             _k: PhantomData,
         }
     }
@@ -93,6 +96,13 @@ impl<K> HttpListerWatcher<K> {
         self
     }
 
+    /// Counts the body bytes received into `metrics` (share a reflector's
+    /// [`metrics_handle`](crate::Reflector::metrics_handle)).
+    pub fn count_bytes_into(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     /// Declares whether the server can do watch-list streaming (default: assume it can).
     pub fn watch_list_supported(mut self, supported: bool) -> Self {
         self.watch_list = supported;
@@ -109,53 +119,6 @@ impl<K> HttpListerWatcher<K> {
     }
 }
 
-struct WatchState<K> {
-    body: Incoming,
-    decoder: WatchDecoder<K>,
-    ready: VecDeque<Result<WatchEvent<K>, ReflectorError>>,
-    scratch: Vec<WatchEvent<K>>,
-    done: bool,
-}
-
-impl<K: Decode> WatchState<K> {
-    /// Reads until at least one event (or the end) is ready.
-    async fn fill(&mut self) {
-        while self.ready.is_empty() && !self.done {
-            match self.body.frame().await {
-                Some(Ok(frame)) => {
-                    let Ok(data) = frame.into_data() else {
-                        continue;
-                    };
-                    let r = self.decoder.decode(data, &mut self.scratch);
-                    self.ready.extend(self.scratch.drain(..).map(Ok));
-                    if let Err(e) = r {
-                        self.ready.push_back(Err(e.into()));
-                        self.done = true;
-                    }
-                }
-                Some(Err(e)) => {
-                    // Like client-go, a broken connection ends the watch as a close: the
-                    // reflector re-watches from the last resource version.
-                    tracing::debug!(error = %e, "watch connection ended");
-                    self.done = true;
-                }
-                None => {
-                    let r = self.decoder.finish(&mut self.scratch);
-                    self.ready.extend(self.scratch.drain(..).map(Ok));
-                    match r {
-                        Ok(()) => {}
-                        Err(DecodeError::Truncated(n)) => {
-                            tracing::debug!(pending = n, "watch stream ended inside an event");
-                        }
-                        Err(e) => self.ready.push_back(Err(e.into())),
-                    }
-                    self.done = true;
-                }
-            }
-        }
-    }
-}
-
 impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
     async fn list(&self, mut options: ListOptions) -> Result<ObjectList<K>, ReflectorError> {
         options.label_selector = options
@@ -168,6 +131,9 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             .client
             .get_bytes(&self.path(&options.to_query()))
             .await?;
+        if let Some(m) = &self.metrics {
+            m.add_bytes(body.len() as u64);
+        }
         Ok(ObjectList::from_json(&body)?)
     }
 
@@ -182,21 +148,16 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             .client
             .get_stream(&self.path(&options.to_query()))
             .await?;
-        let state = WatchState {
-            body: resp.into_body(),
-            decoder: WatchDecoder::<K>::new(self.max_event_size),
-            ready: VecDeque::new(),
-            scratch: Vec::new(),
-            done: false,
-        };
-        Ok(Box::pin(futures::stream::unfold(
-            state,
-            |mut st| async move {
-                st.fill().await;
-                let next = st.ready.pop_front()?;
-                Some((next, st))
-            },
-        )))
+        let chunks = resp.into_body().into_data_stream().map({
+            let metrics = self.metrics.clone();
+            move |r| {
+                if let (Some(m), Ok(b)) = (&metrics, &r) {
+                    m.add_bytes(b.len() as u64);
+                }
+                r.map_err(|e| Box::new(e) as BoxError)
+            }
+        });
+        Ok(decode_watch_body(chunks, self.max_event_size))
     }
 
     fn supports_watch_list(&self) -> bool {

@@ -62,7 +62,7 @@ pub use backoff::{Backoff, BackoffConfig};
 pub use client::Client;
 pub use config::{ClusterConfig, ConfigError, Credentials};
 pub use decoder::{
-    Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
+    decode_watch_body, Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
     INITIAL_EVENTS_END_ANNOTATION,
 };
 pub use error::{BoxError, ReflectorError};

@@ -233,6 +233,12 @@ where
         self
     }
 
+    /// Uses these counters (shared with a lister-watcher that counts bytes).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     /// Replaces the watch error handler (last set wins).
     pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) {
         *self.error_handler.lock() = Some(handler);
@@ -462,8 +468,10 @@ where
                     }
                 }
             };
+            let span = tracing::debug_span!("watch", from = %self.last_sync_resource_version());
             match self
                 .handle_watch(stream, suppress_added_rv, &mut resync, cancel)
+                .instrument(span)
                 .await
             {
                 WatchEnd::Cancelled => return Ok(()),

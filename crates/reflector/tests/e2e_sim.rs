@@ -13,8 +13,8 @@ use parking_lot::Mutex;
 use reflector::delta_fifo::{FifoError, Store};
 use reflector::store_index::{CompactObject, DynamicObject, Object};
 use reflector::{
-    BackoffConfig, Client, ClusterConfig, Credentials, Decode, HttpListerWatcher, Reflector,
-    ReflectorOptions, Resource,
+    BackoffConfig, Client, ClusterConfig, Credentials, Decode, HttpListerWatcher, Metrics,
+    Reflector, ReflectorOptions, Resource,
 };
 use serde_json::json;
 use sim_apiserver::{RequestKind, SimServer};
@@ -132,9 +132,12 @@ fn fast_backoff() -> BackoffConfig {
 }
 
 fn start<K: Decode>(config: &ClusterConfig, options: ReflectorOptions) -> Running<K> {
-    let lw = HttpListerWatcher::new(config, Resource::namespaced("", "v1", "pods")).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let lw = HttpListerWatcher::new(config, Resource::namespaced("", "v1", "pods"))
+        .unwrap()
+        .count_bytes_into(metrics.clone());
     let store = Arc::new(MapStore::default());
-    let r = Arc::new(Reflector::new(lw, store.clone(), options));
+    let r = Arc::new(Reflector::new(lw, store.clone(), options).with_metrics(metrics));
     let cancel = CancellationToken::new();
     let task = tokio::spawn({
         let (r, c) = (r.clone(), cancel.clone());
@@ -172,6 +175,8 @@ async fn paginated_list_of_10k_objects_fills_the_store() {
     let m = r.metrics();
     assert_eq!(m.lists, 1);
     assert_eq!(m.pages, 20, "10k objects in pages of 500");
+    assert_eq!(m.listed_items, 10_000);
+    assert!(m.bytes > 10_000 * 50, "{m:?}");
     assert_eq!(store.replaces.load(Ordering::SeqCst), 1);
     assert!(store
         .items
@@ -586,4 +591,38 @@ async fn selectors_and_namespace_narrow_list_and_watch() {
     store.until("matching event", |s| s.has("default/n")).await;
     assert!(!store.has("other/o"));
     stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_with_an_exec_plugin_reaches_a_tls_server() {
+    let sim = SimServer::builder()
+        .tls(true)
+        .token("from-plugin")
+        .start()
+        .await
+        .unwrap();
+    create_pods(&sim, "default", 1);
+    let dir = std::env::temp_dir().join(format!("reflector-e2e-kubeconfig-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("ca.crt"), sim.ca_pem().unwrap()).unwrap();
+    let credential = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-plugin","expirationTimestamp":"2999-01-01T00:00:00Z"}}"#;
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: sim\nclusters:\n- name: sim\n  cluster:\n    server: {}\n    certificate-authority: ca.crt\ncontexts:\n- name: sim\n  context: {{cluster: sim, user: plugin, namespace: default}}\nusers:\n- name: plugin\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: sh\n      args: [cred.sh]\n",
+        sim.url()
+    );
+    std::fs::write(dir.join("cred.sh"), format!("echo '{credential}'\n")).unwrap();
+    std::fs::write(dir.join("config"), kubeconfig).unwrap();
+    let mut config = ClusterConfig::from_kubeconfig_files(&[dir.join("config")], None).unwrap();
+    // The plugin runs in the test's working directory: give the script's full path.
+    if let Credentials::Exec(exec) = &mut config.credentials {
+        exec.args = vec![dir.join("cred.sh").display().to_string()];
+    }
+    let body = Client::new(&config)
+        .unwrap()
+        .get_bytes("/api/v1/namespaces/default/pods")
+        .await
+        .unwrap();
+    let list = reflector::ObjectList::<DynamicObject>::from_json(&body).unwrap();
+    assert_eq!(list.items.len(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
