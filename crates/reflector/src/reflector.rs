@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use delta_fifo::store_index::Object;
 use delta_fifo::Store;
-use futures::StreamExt as _;
+use futures::{FutureExt as _, StreamExt as _};
 use parking_lot::Mutex;
 use rand::Rng as _;
 use tokio::time::{Instant, Sleep};
@@ -226,6 +226,9 @@ where
             _k: PhantomData,
         }
     }
+
+    /// Most events applied in a row before cancellation and the resync timer are checked again.
+    const EVENT_BATCH: usize = 64;
 
     /// Sets the should-resync hook (contract C12.1).
     pub fn with_should_resync(mut self, hook: ShouldResync) -> Self {
@@ -521,6 +524,8 @@ where
     ) -> WatchEnd {
         let mut events = 0u64;
         let mut propagate = !suppress_added_rv;
+        let cancelled = cancel.cancelled();
+        tokio::pin!(cancelled);
         loop {
             let tick = async {
                 match resync.as_mut() {
@@ -530,7 +535,7 @@ where
             };
             tokio::select! {
                 biased;
-                _ = cancel.cancelled() => return WatchEnd::Cancelled,
+                _ = &mut cancelled => return WatchEnd::Cancelled,
                 _ = tick => {
                     if self.should_resync.as_ref().is_none_or(|f| f()) {
                         tracing::trace!("resync");
@@ -542,16 +547,32 @@ where
                         s.as_mut().reset(Instant::now() + self.options.resync_period);
                     }
                 }
-                item = stream.next() => match item {
-                    None => return WatchEnd::Closed { events },
-                    Some(Err(e)) => return WatchEnd::Error(e),
-                    Some(Ok(event)) => {
-                        if let Err(e) = self.apply(event, &mut propagate) {
-                            return WatchEnd::Error(e);
+                first = stream.next() => {
+                    // Events already decoded are applied without going back through the select
+                    // (a bounded batch, so cancellation and resync stay prompt).
+                    let mut item = first;
+                    let mut budget = Self::EVENT_BATCH;
+                    loop {
+                        match item {
+                            None => return WatchEnd::Closed { events },
+                            Some(Err(e)) => return WatchEnd::Error(e),
+                            Some(Ok(event)) => {
+                                if let Err(e) = self.apply(event, &mut propagate) {
+                                    return WatchEnd::Error(e);
+                                }
+                                events += 1;
+                            }
                         }
-                        events += 1;
+                        budget -= 1;
+                        if budget == 0 {
+                            break;
+                        }
+                        match stream.next().now_or_never() {
+                            Some(next) => item = next,
+                            None => break,
+                        }
                     }
-                },
+                }
             }
         }
     }

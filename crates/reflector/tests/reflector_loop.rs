@@ -871,3 +871,26 @@ async fn cancellation_stops_run_promptly_and_closes_the_watch() {
     assert!(at.elapsed() < Duration::from_secs(1));
     assert_eq!(lw.dropped.load(Ordering::SeqCst), 1);
 }
+
+// C10.1: a long burst of ready events is applied completely and in order (events are applied in
+// bounded batches between cancellation checks).
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_ready_events_is_applied_completely_in_order() {
+    let events: Vec<Event> = (0..200)
+        .map(|i| {
+            Ok(WatchEvent::Added(pod(
+                &format!("b{i}"),
+                &(100 + i).to_string(),
+            )))
+        })
+        .chain(std::iter::once(Err(expired())))
+        .collect();
+    let lw = FakeLw::default()
+        .list(list_ok(vec![], "1"))
+        .watch(WatchScript::Close(events));
+    let (_, r) = reflector(lw, RecordingStore::default(), no_jitter());
+    list_and_watch(&r).await.unwrap();
+    assert_eq!(r.store().items.lock().len(), 200);
+    assert_eq!(r.metrics().added, 200);
+    assert_eq!(r.last_sync_resource_version(), "299");
+}
