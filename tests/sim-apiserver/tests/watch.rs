@@ -296,3 +296,30 @@ async fn many_concurrent_watchers_each_receive_every_event() {
     }
     assert_eq!(sim.counters().watches, n);
 }
+
+#[tokio::test]
+async fn a_namespaced_watch_sees_only_its_namespace_and_cluster_scoped_watches_work() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let from = sim.revision();
+    let mut ns = c
+        .watch(&format!(
+            "/api/v1/namespaces/team/pods?watch=true&resourceVersion={from}"
+        ))
+        .await;
+    let mut namespaces = c
+        .watch(&format!(
+            "/api/v1/namespaces?watch=true&resourceVersion={from}"
+        ))
+        .await;
+    sim.create("namespaces", None, json!({"metadata": {"name": "team"}}))
+        .unwrap();
+    sim.create("pods", None, pod("in-default", json!({})))
+        .unwrap();
+    sim.create("pods", Some("team"), pod("in-team", json!({})))
+        .unwrap();
+    assert_eq!(name(&namespaces.expect("ADDED").await), "team");
+    let o = ns.expect("ADDED").await;
+    assert_eq!(name(&o), "in-team");
+    assert_eq!(o["metadata"]["namespace"], "team");
+}

@@ -25,6 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
+    // Install the SIGINT handler before announcing the URL, so an early Ctrl-C still stops
+    // the server cleanly (and removes the CA file).
+    #[cfg(unix)]
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let sim = b.start().await?;
     for i in 0..pods {
         sim.create(
@@ -48,6 +52,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..ChurnConfig::default()
         })
     });
+    #[cfg(unix)]
+    interrupt.recv().await;
+    #[cfg(not(unix))]
     tokio::signal::ctrl_c().await?;
     Ok(())
 }
