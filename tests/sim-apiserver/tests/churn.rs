@@ -37,16 +37,30 @@ async fn churn_performs_the_requested_operations_and_watchers_see_them() {
 }
 
 #[tokio::test]
-async fn dropping_a_churn_handle_stops_it() {
+async fn stopping_or_dropping_a_churn_handle_stops_it() {
     let sim = SimServer::start().await.unwrap();
-    let h = sim.churn(ChurnConfig {
+    let cfg = ChurnConfig {
         rate_per_sec: 1000.0,
         max_ops: None,
         ..ChurnConfig::default()
-    });
-    let ops = h.stop().await;
+    };
+    let h = sim.churn(cfg.clone());
+    h.stop().await;
     let rev = sim.revision();
-    tokio::task::yield_now().await;
-    assert_eq!(sim.revision(), rev);
-    assert!(ops < 1_000_000);
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(sim.revision(), rev, "no operation after stop");
+
+    let h = sim.churn(cfg);
+    drop(h);
+    // The task sees the stop at its next poll (at most one more operation).
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let rev = sim.revision();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(sim.revision(), rev, "no operation after drop");
 }

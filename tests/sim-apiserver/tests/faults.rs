@@ -216,3 +216,27 @@ async fn end_watches_after_zero_closes_at_once_and_exact_statuses_can_be_injecte
         "Internal error occurred: etcd read failed"
     );
 }
+
+#[tokio::test]
+async fn fail_next_can_target_gets_writes_or_any_request() {
+    let sim = sim_with(1).await;
+    let c = Client::new(&sim);
+    sim.faults().fail_next(RequestKind::Write, 500, 1);
+    assert_eq!(c.get(&format!("{PODS}/p0")).await.status, StatusCode::OK);
+    let r = c.post(PODS, pod("w", json!({}))).await;
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert!(
+        sim.get("pods", None, "w").is_err(),
+        "the failed write did nothing"
+    );
+    sim.faults().fail_next(RequestKind::Any, 503, 1);
+    let r = c.get(&format!("{PODS}/p0")).await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(r.headers["retry-after"], "1");
+    assert_eq!(
+        c.get("/version").await.status,
+        StatusCode::OK,
+        "discovery is never failed"
+    );
+    assert_eq!(c.get(&format!("{PODS}/p0")).await.status, StatusCode::OK);
+}
