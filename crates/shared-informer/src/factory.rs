@@ -1,0 +1,255 @@
+//! [`SharedInformerFactory`]: one informer (one list+watch) per resource, however many consumers
+//! ask (client-go's `SharedInformerFactory`, contract D13).
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use reflector::store_index::{DynamicObject, Indexers, Object};
+use reflector::{
+    ClusterConfig, ConfigError, Decode, HttpListerWatcher, ReflectorOptions, Resource,
+};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::informer::{InformerOptions, SharedIndexInformer};
+
+/// What the factory needs of an informer whose object type it has forgotten.
+trait AnyInformer: Send + Sync {
+    fn start(&self, cancel: CancellationToken) -> JoinHandle<()>;
+    fn has_synced(&self) -> bool;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<K> AnyInformer for SharedIndexInformer<K, HttpListerWatcher<K>>
+where
+    K: Object + Decode,
+{
+    fn start(&self, cancel: CancellationToken) -> JoinHandle<()> {
+        let informer = self.clone();
+        tokio::spawn(async move { informer.run(cancel).await })
+    }
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+struct Entry {
+    informer: Arc<dyn AnyInformer>,
+    task: Option<JoinHandle<()>>,
+}
+
+struct State {
+    /// Keyed by the resource's path and the Rust type, so the same resource as two types (say
+    /// `CompactObject` and `DynamicObject`) gets two informers.
+    informers: BTreeMap<(String, &'static str), Entry>,
+    shutting_down: bool,
+}
+
+/// Creates informers that share one list+watch per resource and object type, with factory-wide
+/// namespace, label and field selectors, and default and per-resource resync periods.
+///
+/// ```no_run
+/// # async fn demo(config: reflector::ClusterConfig) -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+/// use shared_informer::SharedInformerFactory;
+/// use shared_informer::reflector::Resource;
+/// use shared_informer::reflector::store_index::CompactObject;
+/// use tokio_util::sync::CancellationToken;
+///
+/// let factory = SharedInformerFactory::new(config).default_resync(Duration::from_secs(600));
+/// let pods = factory.informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))?;
+/// let same = factory.informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))?;
+/// assert!(std::ptr::eq(pods.indexer(), pods.indexer()));
+/// let cancel = CancellationToken::new();
+/// factory.start(&cancel);
+/// let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+/// assert!(report.values().all(|synced| *synced));
+/// cancel.cancel();
+/// factory.shutdown().await;
+/// # let _ = same; Ok(()) }
+/// ```
+pub struct SharedInformerFactory {
+    config: ClusterConfig,
+    namespace: Option<String>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+    default_resync: Duration,
+    resync_overrides: HashMap<String, Duration>,
+    reflector: ReflectorOptions,
+    state: Mutex<State>,
+}
+
+impl SharedInformerFactory {
+    /// A factory for the cluster `config` points at, watching all namespaces.
+    pub fn new(config: ClusterConfig) -> Self {
+        SharedInformerFactory {
+            config,
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            default_resync: Duration::ZERO,
+            resync_overrides: HashMap::new(),
+            reflector: ReflectorOptions::default(),
+            state: Mutex::new(State {
+                informers: BTreeMap::new(),
+                shutting_down: false,
+            }),
+        }
+    }
+
+    /// Watch one namespace only.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Apply this label selector to every list and watch.
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = Some(selector.into());
+        self
+    }
+
+    /// Apply this field selector to every list and watch.
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
+        self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Default resync period of the informers (zero: never).
+    pub fn default_resync(mut self, period: Duration) -> Self {
+        self.default_resync = period;
+        self
+    }
+
+    /// Resync period for one resource (by its plural, e.g. `pods`), overriding the default.
+    pub fn resync_for(mut self, plural: impl Into<String>, period: Duration) -> Self {
+        self.resync_overrides.insert(plural.into(), period);
+        self
+    }
+
+    /// Options for every informer's reflector (page size, watch-list mode, backoff).
+    pub fn reflector_options(mut self, options: ReflectorOptions) -> Self {
+        self.reflector = options;
+        self
+    }
+
+    /// The informer for `resource` as `K`, created on first request; the same instance afterwards.
+    /// It has the namespace index (D13.3).
+    pub fn informer<K>(&self, resource: Resource) -> Result<SharedIndexInformer<K>, ConfigError>
+    where
+        K: Object + Decode,
+    {
+        let key = (resource.path(None), std::any::type_name::<K>());
+        let mut state = self.state.lock();
+        if let Some(entry) = state.informers.get(&key) {
+            if let Some(informer) = entry
+                .informer
+                .as_any()
+                .downcast_ref::<SharedIndexInformer<K>>()
+            {
+                return Ok(informer.clone());
+            }
+        }
+        let mut lw = HttpListerWatcher::<K>::new(&self.config, resource.clone())?;
+        if let Some(ns) = &self.namespace {
+            lw = lw.namespace(ns.clone());
+        }
+        if let Some(l) = &self.label_selector {
+            lw = lw.labels(l.clone());
+        }
+        if let Some(f) = &self.field_selector {
+            lw = lw.fields(f.clone());
+        }
+        let plural = resource.plural.clone();
+        let resync = self
+            .resync_overrides
+            .get(&plural)
+            .copied()
+            .unwrap_or(self.default_resync);
+        let informer = SharedIndexInformer::new(
+            lw,
+            InformerOptions {
+                name: plural,
+                resync_period: resync,
+                indexers: Indexers::new().with_namespace_index(),
+                reflector: self.reflector.clone(),
+            },
+        );
+        state.informers.insert(
+            key,
+            Entry {
+                informer: Arc::new(informer.clone()),
+                task: None,
+            },
+        );
+        Ok(informer)
+    }
+
+    /// The informer of a resource known only at run time, holding `DynamicObject`s.
+    pub fn dynamic(
+        &self,
+        resource: Resource,
+    ) -> Result<SharedIndexInformer<DynamicObject>, ConfigError> {
+        self.informer::<DynamicObject>(resource)
+    }
+
+    /// Starts every informer created and not yet started (safe to call again after creating more).
+    /// Does nothing after [`shutdown`](Self::shutdown).
+    pub fn start(&self, cancel: &CancellationToken) {
+        let mut state = self.state.lock();
+        if state.shutting_down {
+            return;
+        }
+        for entry in state.informers.values_mut() {
+            if entry.task.is_none() {
+                entry.task = Some(entry.informer.start(cancel.clone()));
+            }
+        }
+    }
+
+    /// Waits until every started informer has synced, or `timeout`; reports each resource
+    /// (`path as type`) and whether it synced.
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> BTreeMap<String, bool> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let report = self.sync_report();
+            if report.values().all(|s| *s) || tokio::time::Instant::now() >= deadline {
+                return report;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn sync_report(&self) -> BTreeMap<String, bool> {
+        let state = self.state.lock();
+        state
+            .informers
+            .iter()
+            .filter(|(_, e)| e.task.is_some())
+            .map(|((path, ty), e)| (format!("{path} as {ty}"), e.informer.has_synced()))
+            .collect()
+    }
+
+    /// Marks the factory shutting down and waits for every started informer to stop. Cancel the
+    /// token given to [`start`](Self::start) first.
+    pub async fn shutdown(&self) {
+        let tasks: Vec<JoinHandle<()>> = {
+            let mut state = self.state.lock();
+            state.shutting_down = true;
+            state
+                .informers
+                .values_mut()
+                .filter_map(|e| e.task.take())
+                .collect()
+        };
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! [`SharedIndexInformer`]: reflector → DeltaFifo → indexer + handlers (client-go's
+//! `sharedIndexInformer` and its controller loop).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use reflector::delta_fifo::{
+    DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, FifoError, ProcessError, Transformer,
+};
+use reflector::store_index::{BoxError, Indexer, Indexers, Lister, Object, ObjectOrTombstone};
+use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WatchErrorHandler};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::InformerError;
+use crate::handler::{Notification, ResourceEventHandler};
+use crate::listener::{determine_resync_period, Listener, ResyncSchedule};
+use crate::processor::Processor;
+use crate::registration::HandlerRegistration;
+
+/// The smallest resync period a handler may ask for (D5.3 rule 2).
+pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Options of a [`SharedIndexInformer`].
+pub struct InformerOptions<K> {
+    /// Name used in logs.
+    pub name: String,
+    /// Default resync period of handlers (zero: never resync).
+    pub resync_period: Duration,
+    /// Indexes of the cache (add the namespace index with `Indexers::new().with_namespace_index()`).
+    pub indexers: Indexers<K>,
+    /// Options of the reflector (its `resync_period` is set by the informer).
+    pub reflector: ReflectorOptions,
+}
+
+impl<K: Object> Default for InformerOptions<K> {
+    fn default() -> Self {
+        InformerOptions {
+            name: "informer".into(),
+            resync_period: Duration::ZERO,
+            indexers: Indexers::new().with_namespace_index(),
+            reflector: ReflectorOptions::default(),
+        }
+    }
+}
+
+struct Lifecycle<L> {
+    lw: Option<L>,
+    started: bool,
+    stopped: bool,
+    /// How often the reflector asks whether a listener is due for a resync (D5).
+    check_period: Duration,
+    default_resync: Duration,
+    error_handler: Option<WatchErrorHandler>,
+}
+
+struct Inner<K, L> {
+    name: String,
+    indexer: Indexer<K>,
+    processor: Processor<K>,
+    lifecycle: Mutex<Lifecycle<L>>,
+    transform: Mutex<Option<Transformer<K>>>,
+    reflector_options: ReflectorOptions,
+    /// Serialises delta processing with handler registration, so a late handler's replay of the
+    /// cache is never interleaved with a notification (D6.1).
+    block_deltas: Mutex<()>,
+    synced: Arc<AtomicBool>,
+    synced_tx: watch::Sender<bool>,
+    stopped_tx: watch::Sender<bool>,
+    last_sync_rv: OnceLock<Arc<dyn Fn() -> String + Send + Sync>>,
+    next_listener_id: AtomicU64,
+}
+
+/// A cache of one resource kept in sync by list and watch, shared by any number of event handlers
+/// (client-go's `SharedIndexInformer`).
+///
+/// ```no_run
+/// # async fn demo(config: reflector::ClusterConfig) -> Result<(), Box<dyn std::error::Error>> {
+/// use shared_informer::{EventHandlerFns, InformerOptions, SharedIndexInformer};
+/// use shared_informer::reflector::{HttpListerWatcher, Resource};
+/// use shared_informer::reflector::store_index::{DynamicObject, Object};
+/// use tokio_util::sync::CancellationToken;
+///
+/// let lw = HttpListerWatcher::<DynamicObject>::new(&config, Resource::namespaced("", "v1", "pods"))?;
+/// let informer = SharedIndexInformer::new(lw, InformerOptions::default());
+/// let registration = informer.add_event_handler(
+///     EventHandlerFns::new().on_add(|pod: &std::sync::Arc<DynamicObject>, _| println!("{}", pod.name())),
+/// )?;
+/// let cancel = CancellationToken::new();
+/// tokio::spawn({ let informer = informer.clone(); let cancel = cancel.clone(); async move { informer.run(cancel).await } });
+/// informer.wait_for_sync().await;
+/// println!("{} pods cached; handler synced: {}", informer.indexer().len(), registration.has_synced());
+/// # Ok(()) }
+/// ```
+pub struct SharedIndexInformer<K, L = HttpListerWatcher<K>> {
+    inner: Arc<Inner<K, L>>,
+}
+
+impl<K, L> Clone for SharedIndexInformer<K, L> {
+    fn clone(&self) -> Self {
+        SharedIndexInformer {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K, L> SharedIndexInformer<K, L>
+where
+    K: Object,
+    L: ListerWatcher<K>,
+{
+    /// An informer that will list and watch through `lw` once [`run`](Self::run).
+    pub fn new(lw: L, options: InformerOptions<K>) -> Self {
+        let (synced_tx, _) = watch::channel(false);
+        let (stopped_tx, _) = watch::channel(false);
+        SharedIndexInformer {
+            inner: Arc::new(Inner {
+                name: options.name,
+                indexer: Indexer::new(options.indexers),
+                processor: Processor::new(),
+                lifecycle: Mutex::new(Lifecycle {
+                    lw: Some(lw),
+                    started: false,
+                    stopped: false,
+                    check_period: options.resync_period,
+                    default_resync: options.resync_period,
+                    error_handler: None,
+                }),
+                transform: Mutex::new(None),
+                reflector_options: options.reflector,
+                block_deltas: Mutex::new(()),
+                synced: Arc::new(AtomicBool::new(false)),
+                synced_tx,
+                stopped_tx,
+                last_sync_rv: OnceLock::new(),
+                next_listener_id: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The informer's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The cache. The same indexer before, during and after `run`.
+    pub fn indexer(&self) -> &Indexer<K> {
+        &self.inner.indexer
+    }
+
+    /// A lister over the cache.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(self.inner.indexer.clone())
+    }
+
+    /// Whether the initial list has been fully applied to the cache (says nothing about handlers;
+    /// see [`HandlerRegistration::has_synced`]).
+    pub fn has_synced(&self) -> bool {
+        self.inner.synced.load(Ordering::SeqCst)
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced); returns false if the informer stopped first.
+    pub async fn wait_for_sync(&self) -> bool {
+        let mut synced = self.inner.synced_tx.subscribe();
+        let mut stopped = self.inner.stopped_tx.subscribe();
+        tokio::select! {
+            r = synced.wait_for(|s| *s) => r.is_ok(),
+            _ = stopped.wait_for(|s| *s) => self.has_synced(),
+        }
+    }
+
+    /// The resource version of the last list or event applied; `""` before `run`.
+    pub fn last_sync_resource_version(&self) -> String {
+        self.inner
+            .last_sync_rv
+            .get()
+            .map(|f| f())
+            .unwrap_or_default()
+    }
+
+    /// Whether `run` has been called.
+    pub fn is_started(&self) -> bool {
+        self.inner.lifecycle.lock().started
+    }
+
+    /// Whether the informer has stopped (terminal).
+    pub fn is_stopped(&self) -> bool {
+        self.inner.lifecycle.lock().stopped
+    }
+
+    /// Sets a transform applied to every object before it is cached (for example dropping
+    /// `managedFields`). Only before start.
+    pub fn set_transform(
+        &self,
+        f: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
+    ) -> Result<(), InformerError> {
+        let lifecycle = self.inner.lifecycle.lock();
+        if lifecycle.started {
+            return Err(InformerError::AlreadyStarted);
+        }
+        *self.inner.transform.lock() = Some(Arc::new(f));
+        Ok(())
+    }
+
+    /// Replaces the reflector's watch error handler (last call wins). Only before start.
+    pub fn set_watch_error_handler(&self, handler: WatchErrorHandler) -> Result<(), InformerError> {
+        let mut lifecycle = self.inner.lifecycle.lock();
+        if lifecycle.started {
+            return Err(InformerError::AlreadyStarted);
+        }
+        lifecycle.error_handler = Some(handler);
+        Ok(())
+    }
+
+    /// Adds indexes; existing objects are indexed at once. Allowed before and after start, not after
+    /// stop.
+    pub fn add_indexers(&self, indexers: Indexers<K>) -> Result<(), InformerError> {
+        if self.is_stopped() {
+            return Err(InformerError::IndexerAfterStop);
+        }
+        Ok(self.inner.indexer.add_indexers(indexers)?)
+    }
+
+    /// Registers a handler with the informer's default resync period.
+    pub fn add_event_handler(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        let period = self.inner.lifecycle.lock().default_resync;
+        self.add_event_handler_with_resync(handler, period)
+    }
+
+    /// Registers a handler with its own resync period (contract D5.3). A handler added after start
+    /// first receives the whole cache as adds marked `is_in_initial_list` (D6).
+    pub fn add_event_handler_with_resync(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        resync: Duration,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        let id = self.inner.next_listener_id.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{}#{id}", self.inner.name);
+        let mut lifecycle = self.inner.lifecycle.lock();
+        if lifecycle.stopped {
+            return Err(InformerError::HandlerAfterStop(name));
+        }
+        let mut requested = resync;
+        if !requested.is_zero() {
+            requested = requested.max(MINIMUM_RESYNC_PERIOD);
+            if requested < lifecycle.check_period {
+                if lifecycle.started {
+                    tracing::warn!(informer = %self.inner.name, ?requested, check = ?lifecycle.check_period, "resync period raised to the informer's check period");
+                    requested = lifecycle.check_period;
+                } else {
+                    lifecycle.check_period = requested;
+                    self.inner.processor.resync_check_period_changed(requested);
+                }
+            }
+        }
+        let period = determine_resync_period(requested, lifecycle.check_period);
+        let listener = Arc::new(Listener::new(
+            id,
+            name,
+            Arc::new(handler),
+            ResyncSchedule {
+                requested,
+                period,
+                next_resync: Instant::now() + period,
+                syncing: true,
+            },
+            Arc::clone(&self.inner.synced),
+        ));
+        let started = lifecycle.started;
+        drop(lifecycle);
+
+        if started {
+            let _block = self.inner.block_deltas.lock();
+            self.inner.processor.add(Arc::clone(&listener));
+            for obj in self.inner.indexer.list() {
+                listener.send(Notification::Add {
+                    obj,
+                    is_in_initial_list: true,
+                });
+            }
+        } else {
+            self.inner.processor.add(Arc::clone(&listener));
+        }
+        Ok(HandlerRegistration::new(
+            listener,
+            Arc::as_ptr(&self.inner) as *const () as usize,
+        ))
+    }
+
+    /// Removes a registration: no new notifications, buffered ones dropped; a call in progress may
+    /// still finish. Removing an unknown or foreign registration is a no-op (D8.1).
+    pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) {
+        if registration.informer_id() != Arc::as_ptr(&self.inner) as *const () as usize {
+            return;
+        }
+        self.inner.processor.remove(registration.id());
+    }
+
+    /// Removes a registration and waits until its handler's current call (if any) has finished
+    /// (D8.3). Must not be called from inside that handler.
+    pub async fn shutdown_event_handler(&self, registration: &HandlerRegistration<K>) {
+        self.remove_event_handler(registration);
+        registration.listener().shutdown().await;
+    }
+
+    /// Lists and watches until `cancel` fires, keeping the cache and handlers up to date; then
+    /// stops for good. Calling it again (or concurrently) returns at once.
+    pub async fn run(&self, cancel: CancellationToken) {
+        let (lw, check_period, error_handler) = {
+            let mut lifecycle = self.inner.lifecycle.lock();
+            if lifecycle.started {
+                tracing::warn!(informer = %self.inner.name, "informer already started");
+                return;
+            }
+            let Some(lw) = lifecycle.lw.take() else {
+                return;
+            };
+            lifecycle.started = true;
+            (lw, lifecycle.check_period, lifecycle.error_handler.clone())
+        };
+
+        let mut fifo_options = DeltaFifoOptions::new()
+            .known_objects(self.inner.indexer.clone())
+            .emit_replaced(true)
+            .name(self.inner.name.clone());
+        if let Some(t) = self.inner.transform.lock().clone() {
+            fifo_options = fifo_options.transformer_arc(t);
+        }
+        let fifo = DeltaFifo::new(fifo_options);
+        let reflector_options = ReflectorOptions {
+            resync_period: check_period,
+            name: self.inner.name.clone(),
+            ..self.inner.reflector_options.clone()
+        };
+        let should_resync = {
+            let inner = Arc::clone(&self.inner);
+            Arc::new(move || inner.processor.should_resync())
+        };
+        let reflector = Arc::new(
+            Reflector::new(lw, fifo.clone(), reflector_options).with_should_resync(should_resync),
+        );
+        if let Some(h) = error_handler {
+            reflector.set_watch_error_handler(h);
+        }
+        let _ = self.inner.last_sync_rv.set({
+            let r = Arc::clone(&reflector);
+            Arc::new(move || r.last_sync_resource_version())
+        });
+        self.inner.processor.run(tokio::runtime::Handle::current());
+
+        let synced_watch = {
+            let fifo = fifo.clone();
+            let inner = Arc::clone(&self.inner);
+            tokio::spawn(async move {
+                fifo.wait_synced().await;
+                inner.synced.store(true, Ordering::SeqCst);
+                inner.synced_tx.send_replace(true);
+            })
+        };
+        let reflector_task = {
+            let reflector = Arc::clone(&reflector);
+            let cancel = cancel.clone();
+            tokio::spawn(async move { reflector.run(cancel).await })
+        };
+
+        loop {
+            let popped = tokio::select! {
+                _ = cancel.cancelled() => break,
+                r = fifo.pop(|deltas, initial| self.handle_deltas(deltas, initial)) => r,
+            };
+            match popped {
+                Ok(_) => {}
+                Err(FifoError::Closed) => break,
+                Err(e) => {
+                    tracing::warn!(informer = %self.inner.name, error = %e, "processing deltas failed")
+                }
+            }
+        }
+        fifo.close();
+        let _ = reflector_task.await;
+        synced_watch.abort();
+        self.inner.lifecycle.lock().stopped = true;
+        self.inner.processor.stop().await;
+        self.inner.stopped_tx.send_replace(true);
+    }
+
+    /// Applies one key's deltas to the cache, then notifies (D2, D3): the store is written before
+    /// any handler hears of the change; store presence, not the delta type, chooses add or update.
+    fn handle_deltas(
+        &self,
+        deltas: &Deltas<K>,
+        is_in_initial_list: bool,
+    ) -> Result<(), ProcessError> {
+        let _block = self.inner.block_deltas.lock();
+        let indexer = &self.inner.indexer;
+        for delta in deltas {
+            match delta.kind {
+                DeltaType::Deleted => {
+                    match &delta.object {
+                        ObjectOrTombstone::Object(obj) => indexer.delete(obj),
+                        ObjectOrTombstone::Tombstone(t) => {
+                            indexer.delete_by_key(t.key.as_str()).map(|_| ())
+                        }
+                    }
+                    .map_err(ProcessError::failed)?;
+                    self.inner
+                        .processor
+                        .distribute(Notification::Delete(delta.object.clone()), false);
+                }
+                DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
+                    let Some(obj) = delta.object() else {
+                        continue;
+                    };
+                    let key = indexer.key_of(obj).map_err(ProcessError::failed)?;
+                    match indexer.get_by_key(key.as_str()) {
+                        Some(old) => {
+                            indexer
+                                .update(Arc::clone(obj))
+                                .map_err(ProcessError::failed)?;
+                            let resync_class =
+                                match (old.resource_version(), obj.resource_version()) {
+                                    (Some(a), Some(b)) => {
+                                        old.has_meta() && obj.has_meta() && a == b
+                                    }
+                                    _ => false,
+                                };
+                            self.inner.processor.distribute(
+                                Notification::Update {
+                                    old,
+                                    new: Arc::clone(obj),
+                                },
+                                resync_class,
+                            );
+                        }
+                        None => {
+                            indexer.add(Arc::clone(obj)).map_err(ProcessError::failed)?;
+                            self.inner.processor.distribute(
+                                Notification::Add {
+                                    obj: Arc::clone(obj),
+                                    is_in_initial_list,
+                                },
+                                false,
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The registered handlers' counters, for observability: `(name, pending, processed, panics)`.
+    pub fn handler_stats(&self) -> Vec<(String, i64, u64, u64)> {
+        self.inner
+            .processor
+            .listeners()
+            .iter()
+            .map(|l| (l.name.clone(), l.pending(), l.processed(), l.panics()))
+            .collect()
+    }
+}

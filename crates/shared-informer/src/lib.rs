@@ -1,0 +1,37 @@
+//! # shared-informer
+//!
+//! client-go's informers on top of the reflector: a [`SharedIndexInformer`] lists and watches one
+//! resource, keeps an indexed cache of it, and tells any number of handlers about every change; a
+//! [`SharedInformerFactory`] makes sure each resource is listed and watched once, however many
+//! consumers ask.
+//!
+//! ```text
+//!  Reflector ──▶ DeltaFifo ──pop──▶ handle_deltas ──▶ Indexer (written first)
+//!                                        │
+//!                                        └──▶ Processor ──▶ Listener 1: unbounded buffer ─▶ task ─▶ handler
+//!                                                       └─▶ Listener 2: unbounded buffer ─▶ task ─▶ handler
+//! ```
+//!
+//! Rules kept (contract section d): the cache is updated before any handler hears of a change;
+//! presence in the cache, not the delta type, makes a notification an add or an update; an update
+//! whose resource version did not change is a resync and goes only to handlers due for one; each
+//! handler runs on its own task, in order, and a slow or panicking handler delays nothing else; a
+//! handler added late first receives the whole cache, atomically with respect to new changes.
+#![deny(missing_docs)]
+
+mod error;
+mod factory;
+mod handler;
+mod informer;
+mod listener;
+mod processor;
+mod registration;
+
+pub use error::InformerError;
+pub use factory::SharedInformerFactory;
+pub use handler::{EventHandlerFns, ResourceEventHandler};
+pub use informer::{InformerOptions, SharedIndexInformer, MINIMUM_RESYNC_PERIOD};
+pub use registration::HandlerRegistration;
+
+/// The layers below, re-exported so that depending on this crate is enough.
+pub use reflector;

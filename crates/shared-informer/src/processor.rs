@@ -1,0 +1,103 @@
+//! The set of listeners of one informer: distribution and the resync schedule (client-go's
+//! `sharedProcessor`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use tokio::time::Instant;
+
+use crate::handler::Notification;
+use crate::listener::{determine_resync_period, Listener};
+
+pub(crate) struct Processor<K> {
+    listeners: RwLock<Vec<Arc<Listener<K>>>>,
+    /// Set while running: where delivery tasks of late listeners are spawned.
+    runtime: RwLock<Option<tokio::runtime::Handle>>,
+}
+
+impl<K: Send + Sync + 'static> Processor<K> {
+    pub(crate) fn new() -> Self {
+        Processor {
+            listeners: RwLock::new(Vec::new()),
+            runtime: RwLock::new(None),
+        }
+    }
+
+    pub(crate) fn add(&self, listener: Arc<Listener<K>>) {
+        if let Some(rt) = self.runtime.read().as_ref() {
+            listener.start(rt);
+        }
+        self.listeners.write().push(listener);
+    }
+
+    /// Removes the listener with `id`; returns it if it was registered here.
+    pub(crate) fn remove(&self, id: u64) -> Option<Arc<Listener<K>>> {
+        let mut listeners = self.listeners.write();
+        let pos = listeners.iter().position(|l| l.id == id)?;
+        let listener = listeners.remove(pos);
+        listener.stop.cancel();
+        Some(listener)
+    }
+
+    /// Starts every listener's delivery task.
+    pub(crate) fn run(&self, runtime: tokio::runtime::Handle) {
+        for listener in self.listeners.read().iter() {
+            listener.start(&runtime);
+        }
+        *self.runtime.write() = Some(runtime);
+    }
+
+    /// Stops every listener, clears the set and waits for the delivery tasks (D9.4).
+    pub(crate) async fn stop(&self) {
+        *self.runtime.write() = None;
+        let listeners = std::mem::take(&mut *self.listeners.write());
+        for listener in &listeners {
+            listener.stop.cancel();
+        }
+        for listener in listeners {
+            listener.shutdown().await;
+        }
+    }
+
+    /// Queues `notification` to every listener, or, for a resync-class update, to the listeners
+    /// that are syncing now (D3.2).
+    pub(crate) fn distribute(&self, notification: Notification<K>, resync_class: bool) {
+        for listener in self.listeners.read().iter() {
+            if resync_class && !listener.resync.lock().syncing {
+                continue;
+            }
+            listener.send(notification.clone());
+        }
+    }
+
+    /// The check tick (D5.4): marks due listeners syncing and schedules their next resync; the
+    /// others stop syncing. True when any listener is syncing, so the queue should resync.
+    pub(crate) fn should_resync(&self) -> bool {
+        let now = Instant::now();
+        let mut any = false;
+        for listener in self.listeners.read().iter() {
+            let mut schedule = listener.resync.lock();
+            if !schedule.period.is_zero() && now >= schedule.next_resync {
+                schedule.syncing = true;
+                schedule.next_resync = now + schedule.period;
+                any = true;
+            } else {
+                schedule.syncing = false;
+            }
+        }
+        any
+    }
+
+    /// The check period changed before start: recompute every listener's period (D5.3 rule 3).
+    pub(crate) fn resync_check_period_changed(&self, check: Duration) {
+        for listener in self.listeners.read().iter() {
+            let mut schedule = listener.resync.lock();
+            schedule.period = determine_resync_period(schedule.requested, check);
+        }
+    }
+
+    pub(crate) fn listeners(&self) -> Vec<Arc<Listener<K>>> {
+        self.listeners.read().clone()
+    }
+}

@@ -1,0 +1,204 @@
+//! The informer and the factory against the simulated API server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::json;
+use shared_informer::reflector::store_index::{DynamicObject, Object};
+use shared_informer::reflector::{ClusterConfig, Resource};
+use shared_informer::{EventHandlerFns, SharedInformerFactory};
+use sim_apiserver::{ChurnConfig, SimServer};
+use tokio_util::sync::CancellationToken;
+
+fn pods() -> Resource {
+    Resource::namespaced("", "v1", "pods")
+}
+
+async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumers_of_one_factory_share_a_single_list_and_watch() {
+    let sim = SimServer::start().await.unwrap();
+    for i in 0..20 {
+        sim.create(
+            "pods",
+            Some("ns"),
+            json!({"metadata": {"name": format!("p{i}")}}),
+        )
+        .unwrap();
+    }
+    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap());
+    let seen: Vec<Arc<Mutex<usize>>> = (0..5).map(|_| Arc::default()).collect();
+    for count in &seen {
+        let informer = factory.informer::<DynamicObject>(pods()).unwrap();
+        let count = Arc::clone(count);
+        informer
+            .add_event_handler(
+                EventHandlerFns::new().on_add(move |_: &Arc<DynamicObject>, _| *count.lock() += 1),
+            )
+            .unwrap();
+    }
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+    assert_eq!(
+        report.len(),
+        1,
+        "one informer for five consumers: {report:?}"
+    );
+    assert!(report.values().all(|s| *s));
+    sim.create("pods", Some("ns"), json!({"metadata": {"name": "late"}}))
+        .unwrap();
+    eventually("every consumer saw 21 adds", || {
+        seen.iter().all(|c| *c.lock() == 21)
+    })
+    .await;
+    let counters = sim.counters();
+    assert_eq!(
+        (counters.lists, counters.watches),
+        (1, 1),
+        "one list and one watch: {counters:?}"
+    );
+    cancel.cancel();
+    factory.shutdown().await;
+}
+
+/// Per key: absent → add → (update with a larger resource version)* → delete → absent …
+#[derive(Default)]
+struct Sequences {
+    state: HashMap<String, Option<u64>>,
+    violations: Vec<String>,
+    events: usize,
+}
+
+impl Sequences {
+    fn rv(o: &DynamicObject) -> u64 {
+        o.resource_version()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(0)
+    }
+    fn add(&mut self, o: &DynamicObject) {
+        self.events += 1;
+        let key = format!("{}/{}", o.namespace().unwrap_or(""), o.name());
+        if let Some(Some(_)) = self.state.get(&key) {
+            self.violations.push(format!("add of present {key}"));
+        }
+        self.state.insert(key, Some(Self::rv(o)));
+    }
+    fn update(&mut self, o: &DynamicObject) {
+        self.events += 1;
+        let key = format!("{}/{}", o.namespace().unwrap_or(""), o.name());
+        match self.state.get(&key) {
+            Some(Some(prev)) if *prev < Self::rv(o) => {}
+            other => self
+                .violations
+                .push(format!("update of {key} from {other:?} to {}", Self::rv(o))),
+        }
+        self.state.insert(key, Some(Self::rv(o)));
+    }
+    fn delete(&mut self, key: String) {
+        self.events += 1;
+        if !matches!(self.state.get(&key), Some(Some(_))) {
+            self.violations.push(format!("delete of absent {key}"));
+        }
+        self.state.insert(key, None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_sequences_stay_consistent_under_churn_and_the_cache_equals_the_server() {
+    let sim = SimServer::start().await.unwrap();
+    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap());
+    let informer = factory.informer::<DynamicObject>(pods()).unwrap();
+    let seq = Arc::new(Mutex::new(Sequences::default()));
+    let (a, u, d) = (Arc::clone(&seq), Arc::clone(&seq), Arc::clone(&seq));
+    informer
+        .add_event_handler(
+            EventHandlerFns::new()
+                .on_add(move |o: &Arc<DynamicObject>, _| a.lock().add(o))
+                .on_update(move |_, new| u.lock().update(new))
+                .on_delete(move |o| {
+                    d.lock()
+                        .delete(o.key().map(|k| k.to_string()).unwrap_or_default())
+                }),
+        )
+        .unwrap();
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    assert!(informer.wait_for_sync().await);
+    // Watches end every 150 events and streams arrive in 7-byte chunks meanwhile.
+    sim.faults().end_watches_after(150).rechunk(7);
+    let churn = sim.churn(ChurnConfig {
+        resource: "pods".into(),
+        namespace: "ns".into(),
+        keys: 60,
+        rate_per_sec: 2_000.0,
+        max_ops: Some(1_500),
+        duration: None,
+        pad_bytes: 200,
+    });
+    let ops = churn.finished().await;
+    assert_eq!(ops, 1_500);
+    let server = || -> BTreeMap<String, String> {
+        sim.list("pods", None)
+            .unwrap()
+            .iter()
+            .map(|o| {
+                let m = &o["metadata"];
+                (
+                    format!(
+                        "{}/{}",
+                        m["namespace"].as_str().unwrap(),
+                        m["name"].as_str().unwrap()
+                    ),
+                    m["resourceVersion"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let cached = || -> BTreeMap<String, String> {
+        informer
+            .indexer()
+            .list()
+            .iter()
+            .map(|o| {
+                (
+                    format!("{}/{}", o.namespace().unwrap_or(""), o.name()),
+                    o.resource_version().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    eventually("the cache equals the server", || cached() == server()).await;
+    let present: BTreeMap<String, u64> = {
+        let seq = seq.lock();
+        assert!(
+            seq.violations.is_empty(),
+            "sequence violations: {:?}",
+            &seq.violations[..seq.violations.len().min(5)]
+        );
+        assert!(seq.events > 0);
+        seq.state
+            .iter()
+            .filter_map(|(k, v)| v.map(|rv| (k.clone(), rv)))
+            .collect()
+    };
+    assert_eq!(
+        present.len(),
+        server().len(),
+        "the handler's view equals the server's"
+    );
+    cancel.cancel();
+    factory.shutdown().await;
+}
