@@ -322,11 +322,7 @@ impl Storage {
         ns: &str,
         mut obj: Value,
     ) -> Result<Arc<Obj>, ApiError> {
-        if !obj.is_object() {
-            return Err(ApiError::bad_request(
-                "the object provided is not a JSON object",
-            ));
-        }
+        check_type(&obj, def)?;
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
         let m = meta_mut(&mut obj);
@@ -408,11 +404,7 @@ impl Storage {
         name: &str,
         mut obj: Value,
     ) -> Result<Arc<Obj>, ApiError> {
-        if !obj.is_object() {
-            return Err(ApiError::bad_request(
-                "the object provided is not a JSON object",
-            ));
-        }
+        check_type(&obj, def)?;
         let body_name = obj
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -615,6 +607,26 @@ impl Storage {
             rev: i.rev,
         })
     }
+}
+
+/// Rejects non-objects and objects whose `kind` / `apiVersion` (when set) are not the
+/// resource's, as the apiserver's decoder does.
+fn check_type(obj: &Value, def: &ResourceDef) -> Result<(), ApiError> {
+    if !obj.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {})",
+            def.kind
+        )));
+    }
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    if (!kind.is_empty() && kind != def.kind) || (!av.is_empty() && av != def.api_version()) {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): {kind} in version {av:?}",
+            def.kind
+        )));
+    }
+    Ok(())
 }
 
 fn valid_name(n: &str) -> bool {

@@ -86,9 +86,10 @@ pub(crate) fn open(
         ns: ns.map(str::to_string),
         selectors: p.selectors.clone(),
         bookmarks: p.allow_bookmarks,
+        // Capped at a year so absurd values cannot overflow the clock.
         timeout: p
             .timeout_seconds
-            .map(Duration::from_secs)
+            .map(|s| Duration::from_secs(s.min(365 * 24 * 3600)))
             .unwrap_or(ctx.default_timeout),
         sf: ctx.faults.stream_faults(),
         pending: BytesMut::new(),

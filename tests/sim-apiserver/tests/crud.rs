@@ -286,3 +286,35 @@ async fn namespaces_are_cluster_scoped_and_builtin_ones_exist() {
         .collect();
     assert_eq!(names, ["default", "kube-public", "kube-system"]);
 }
+
+#[tokio::test]
+async fn an_object_of_the_wrong_kind_or_version_is_400() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let r = c
+        .post(
+            PODS,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}),
+        )
+        .await;
+    assert_status(&r.body, 400, "BadRequest");
+    let r = c
+        .post(
+            PODS,
+            json!({"apiVersion": "apps/v1", "kind": "Pod", "metadata": {"name": "x"}}),
+        )
+        .await;
+    assert_status(&r.body, 400, "BadRequest");
+    assert!(sim.list("pods", None).unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_absurd_timeout_is_capped_rather_than_crashing_the_stream() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let mut w = c
+        .watch("/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=9223372036854775807")
+        .await;
+    sim.create("pods", None, pod("a", json!({}))).unwrap();
+    assert_eq!(common::name(&w.expect("ADDED").await), "a");
+}
