@@ -227,6 +227,9 @@ where
         }
     }
 
+    /// Silence after which a watch-list stream still waiting for its end bookmark is logged.
+    const WATCH_LIST_SILENCE_WARNING: Duration = Duration::from_secs(10);
+
     /// Most events applied in a row before cancellation and the resync timer are checked again.
     const EVENT_BATCH: usize = 64;
 
@@ -705,6 +708,11 @@ where
                 let item = tokio::select! {
                     _ = cancel.cancelled() => return Ok(None),
                     item = stream.next() => item,
+                    // Diagnostic only (contract C13.7): the stream keeps going.
+                    _ = tokio::time::sleep(Self::WATCH_LIST_SILENCE_WARNING) => {
+                        tracing::warn!(events, "still waiting for the initial-events-end bookmark of a watch-list stream");
+                        continue;
+                    }
                 };
                 let event = match item {
                     None if events == 0 && started.elapsed() < Duration::from_secs(1) => {
