@@ -44,6 +44,10 @@
 //! The `prometheus` feature exports metrics through the `prometheus-client` crate.
 #![deny(missing_docs)]
 
+/// The layers below, re-exported so that depending on this crate is enough.
+pub use shared_informer;
+
+pub mod bridge;
 pub mod controller;
 pub mod delaying;
 pub mod metrics;
@@ -54,6 +58,7 @@ pub mod queue;
 pub mod rate_limiter;
 pub mod rate_limiting;
 
+pub use bridge::{Enqueue, KeyEnqueuer};
 pub use controller::{Action, Controller};
 pub use delaying::DelayingQueue;
 pub use metrics::{
