@@ -26,59 +26,57 @@ pub fn list(
 ) -> Result<Bytes, ApiError> {
     p.validate()?;
     let mut limit = p.limit;
-    let (rev, map, start) = if let Some(tok) = &p.continue_token {
+    if let Some(tok) = &p.continue_token {
         let t = ContinueToken::decode(tok).map_err(ApiError::bad_request)?;
-        if t.rv == -1 {
-            let (rev, map) = storage.snapshot(res, None)?;
-            (rev, map, Some(t.start))
-        } else {
-            match storage.snapshot(res, Some(t.rv as u64)) {
-                Ok((rev, map)) => (rev, map, Some(t.start)),
-                Err(e) if e.code == 410 => {
-                    let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
-                    e.continue_token = Some(
-                        ContinueToken {
-                            rv: -1,
-                            start: t.start,
-                        }
-                        .encode(),
-                    );
-                    return Err(e);
-                }
-                Err(_) => return Err(ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")),
+        let at = (t.rv != -1).then_some(t.rv as u64);
+        let start = t.start.clone();
+        let out = storage.read(res, at, |rev, map| {
+            render(def, rev, map, ns, p, limit, Some(&start))
+        });
+        return match out {
+            Ok(b) => Ok(b),
+            Err(e) if e.code == 410 => {
+                let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
+                e.continue_token = Some(
+                    ContinueToken {
+                        rv: -1,
+                        start: t.start,
+                    }
+                    .encode(),
+                );
+                Err(e)
             }
-        }
-    } else {
-        let rv = p.rv_number()?;
-        let exact = match p.rv_match.as_deref() {
-            Some("Exact") => true,
-            Some(_) => false,
-            // Legacy: a non-zero resourceVersion with a limit is an exact read.
-            None => limit.is_some(),
+            Err(_) => Err(ApiError::bad_request(
+                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            )),
         };
-        match rv {
-            None => {
-                if p.resource_version.is_some() && watch_cache {
-                    limit = None;
-                }
-                let (rev, map) = storage.snapshot(res, None)?;
-                (rev, map, None)
+    }
+    let rv = p.rv_number()?;
+    let exact = match p.rv_match.as_deref() {
+        Some("Exact") => true,
+        Some(_) => false,
+        // Legacy: a non-zero resourceVersion with a limit is an exact read.
+        None => limit.is_some(),
+    };
+    let at = match rv {
+        None => {
+            if p.resource_version.is_some() && watch_cache {
+                limit = None;
             }
-            Some(x) if exact => {
-                let (rev, map) = storage.snapshot(res, Some(x))?;
-                (rev, map, None)
+            None
+        }
+        Some(x) if exact => Some(x),
+        Some(x) => {
+            let current = storage.revision();
+            if x > current {
+                return Err(ApiError::too_large_resource_version(x, current));
             }
-            Some(x) => {
-                let current = storage.revision();
-                if x > current {
-                    return Err(ApiError::too_large_resource_version(x, current));
-                }
-                let (rev, map) = storage.snapshot(res, None)?;
-                (rev, map, None)
-            }
+            None
         }
     };
-    Ok(render(def, rev, &map, ns, p, limit, start.as_deref()))
+    storage.read(res, at, |rev, map| {
+        render(def, rev, map, ns, p, limit, None)
+    })
 }
 
 fn render(

@@ -520,10 +520,23 @@ impl Storage {
         res: usize,
         at: Option<u64>,
     ) -> Result<(u64, BTreeMap<String, Arc<Obj>>), ApiError> {
+        self.read(res, at, |rev, map| (rev, map.clone()))
+    }
+
+    /// Runs `f` on the state of a resource at revision `at` (`None` = now) without copying it
+    /// when that is the current state (then `f` runs under the store lock, so keep it short);
+    /// a past state is rebuilt from the event log first. Errors as [`Storage::snapshot`].
+    pub fn read<R>(
+        &self,
+        res: usize,
+        at: Option<u64>,
+        f: impl FnOnce(u64, &BTreeMap<String, Arc<Obj>>) -> R,
+    ) -> Result<R, ApiError> {
+        static EMPTY: BTreeMap<String, Arc<Obj>> = BTreeMap::new();
         let i = self.inner.lock();
-        let mut map = i.objects.get(&res).cloned().unwrap_or_default();
+        let live = i.objects.get(&res).unwrap_or(&EMPTY);
         let Some(at) = at else {
-            return Ok((i.rev, map));
+            return Ok(f(i.rev, live));
         };
         if at > i.rev {
             return Err(ApiError::too_large_resource_version(at, i.rev));
@@ -533,10 +546,18 @@ impl Storage {
                 "The resourceVersion for the provided list is too old.",
             ));
         }
-        for ev in i.log.iter().rev().take_while(|e| e.rv > at) {
-            if ev.res != res {
-                continue;
-            }
+        let later: Vec<&Arc<Event>> = i
+            .log
+            .iter()
+            .rev()
+            .take_while(|e| e.rv > at)
+            .filter(|e| e.res == res)
+            .collect();
+        if later.is_empty() {
+            return Ok(f(at, live));
+        }
+        let mut map = live.clone();
+        for ev in later {
             match (&ev.etype, &ev.prev) {
                 (EventType::Added, _) => {
                     map.remove(&ev.key);
@@ -547,7 +568,8 @@ impl Storage {
                 (_, None) => {}
             }
         }
-        Ok((at, map))
+        drop(i);
+        Ok(f(at, &map))
     }
 
     /// Registers a watcher atomically with its starting point, so no event is lost or doubled.
