@@ -1,24 +1,29 @@
-//! `cargo xtask demo`: pod and configmap caches plus a workqueue controller that keeps one summary
-//! configmap per namespace in step with the pods there, against the embedded simulated API server
-//! under churn; live progress every second, then a consistency verdict (cache = server state,
-//! summaries = pod counts). With `--kubeconfig PATH` (or `KUBECONFIG`) the same caches run
-//! read-only against a real cluster instead.
-
-mod cache;
+//! `cargo xtask demo`: a `SharedInformerFactory` with pod and configmap informers, and a workqueue
+//! controller that keeps one summary configmap per namespace in step with the pods there, against
+//! the embedded simulated API server under churn; live progress every second, then a consistency
+//! verdict (caches = server state, summaries = pod counts). With `--kubeconfig PATH` (or
+//! `KUBECONFIG`) the same informers run read-only against a real cluster instead.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cache::Cache;
-use reflector::store_index::{CompactObject, DynamicObject, Object};
-use reflector::{ClusterConfig, Credentials, Resource};
 use serde_json::json;
 use sim_apiserver::{ChurnConfig, SimServer};
 use tokio_util::sync::CancellationToken;
+use workqueue::shared_informer::reflector::store_index::{
+    CompactObject, DynamicObject, Object, ObjectOrTombstone,
+};
+use workqueue::shared_informer::reflector::{ClusterConfig, Credentials, Decode, Resource};
+use workqueue::shared_informer::{
+    EventHandlerFns, HandlerRegistration, SharedIndexInformer, SharedInformerFactory,
+};
 use workqueue::{default_controller_rate_limiter, Action, Controller, RateLimitingQueue};
+
+type Pods = SharedIndexInformer<CompactObject>;
+type ConfigMaps = SharedIndexInformer<DynamicObject>;
 
 const NAMESPACES: usize = 4;
 const SUMMARY: &str = "pod-summary";
@@ -133,25 +138,17 @@ async fn simulated(args: &Args) -> Result<(), String> {
     let cancel = CancellationToken::new();
     let queue: RateLimitingQueue<String> =
         RateLimitingQueue::new(default_controller_rate_limiter());
-    let enqueue_namespace: cache::OnChange = {
-        let queue = queue.clone();
-        Arc::new(move |key| {
-            if let Ok((ns, _)) = key.split() {
-                queue.add(ns.to_string());
-            }
-        })
-    };
-    let pod_cache: Cache<CompactObject> =
-        Cache::start(&config, pods(), "pods", Some(enqueue_namespace), &cancel)
-            .map_err(|e| e.to_string())?;
-    let cm_cache: Cache<DynamicObject> =
-        Cache::start(&config, configmaps(), "configmaps", None, &cancel)
-            .map_err(|e| e.to_string())?;
+    let factory = SharedInformerFactory::new(config);
+    let pod_informer: Pods = factory.informer(pods()).map_err(|e| e.to_string())?;
+    let cm_informer: ConfigMaps = factory.informer(configmaps()).map_err(|e| e.to_string())?;
+    let pod_events = watch(&pod_informer, Some(queue.clone()))?;
+    let cm_events = watch(&cm_informer, None)?;
+    factory.start(&cancel);
 
     // The controller: one summary configmap per namespace, data.pods = the cached pod count.
-    let reconciles = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reconciles = Arc::new(AtomicU64::new(0));
     let controller = {
-        let indexer = pod_cache.indexer.clone();
+        let indexer = pod_informer.indexer().clone();
         let sim = sim.clone();
         let reconciles = Arc::clone(&reconciles);
         let cancel = cancel.clone();
@@ -175,17 +172,15 @@ async fn simulated(args: &Args) -> Result<(), String> {
     };
 
     let started = Instant::now();
-    while !(pod_cache.has_synced() && cm_cache.has_synced()) {
-        if started.elapsed() > Duration::from_secs(30) {
-            return Err("caches did not sync within 30 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+    if !report.values().all(|synced| *synced) {
+        return Err(format!("caches did not sync within 30 s: {report:?}"));
     }
     println!(
         "caches synced in {:.2?}: {} pods, {} configmaps",
         started.elapsed(),
-        pod_cache.indexer.len(),
-        cm_cache.indexer.len()
+        pod_informer.indexer().len(),
+        cm_informer.indexer().len()
     );
 
     let mut churns = Vec::new();
@@ -210,14 +205,13 @@ async fn simulated(args: &Args) -> Result<(), String> {
     tick.tick().await;
     while churn_started.elapsed() < Duration::from_secs(args.seconds) {
         tick.tick().await;
-        let events =
-            pod_cache.events.load(Ordering::Relaxed) + cm_cache.events.load(Ordering::Relaxed);
+        let events = pod_events.processed() + cm_events.processed();
         println!(
             "t={:>3}s  events/s={:>6}  pods={:>5}  configmaps={:>3}  queue={:>3}  reconciles={:>6}",
             churn_started.elapsed().as_secs(),
             events - last_events,
-            pod_cache.indexer.len(),
-            cm_cache.indexer.len(),
+            pod_informer.indexer().len(),
+            cm_informer.indexer().len(),
             queue.len(),
             reconciles.load(Ordering::Relaxed),
         );
@@ -231,7 +225,7 @@ async fn simulated(args: &Args) -> Result<(), String> {
     // Quiescence: wait until the caches equal the server and every summary is right.
     let verdict_started = Instant::now();
     let verdict = loop {
-        let v = check(&sim, &pod_cache, &cm_cache);
+        let v = check(&sim, &pod_informer, &cm_informer);
         if v.is_ok() || verdict_started.elapsed() > Duration::from_secs(30) {
             break v;
         }
@@ -239,8 +233,8 @@ async fn simulated(args: &Args) -> Result<(), String> {
     };
     let counters = sim.counters();
     println!(
-        "summary: {ops} churn operations, {} deltas applied, {} reconciles; server saw {} lists, {} watches, {} MB sent",
-        pod_cache.events.load(Ordering::Relaxed) + cm_cache.events.load(Ordering::Relaxed),
+        "summary: {ops} churn operations, {} notifications handled, {} reconciles; server saw {} lists, {} watches, {} MB sent",
+        pod_events.processed() + cm_events.processed(),
         reconciles.load(Ordering::Relaxed),
         counters.lists,
         counters.watches,
@@ -249,8 +243,7 @@ async fn simulated(args: &Args) -> Result<(), String> {
     cancel.cancel();
     queue.shutdown();
     let _ = controller.await;
-    pod_cache.stopped().await;
-    cm_cache.stopped().await;
+    factory.shutdown().await;
     sim.shutdown();
     match verdict {
         Ok(summary) => {
@@ -259,6 +252,31 @@ async fn simulated(args: &Args) -> Result<(), String> {
         }
         Err(problem) => Err(format!("verdict: INCONSISTENT: {problem}")),
     }
+}
+
+/// Registers a handler that counts what it sees and, with a queue, enqueues the namespace of every
+/// change for the summary controller.
+fn watch<K: Object + Decode>(
+    informer: &SharedIndexInformer<K>,
+    queue: Option<RateLimitingQueue<String>>,
+) -> Result<HandlerRegistration<K>, String> {
+    let enqueue = Arc::new(move |ns: Option<&str>| {
+        if let (Some(q), Some(ns)) = (&queue, ns) {
+            q.add(ns.to_string());
+        }
+    });
+    let (on_add, on_update, on_delete) = (Arc::clone(&enqueue), Arc::clone(&enqueue), enqueue);
+    informer
+        .add_event_handler(
+            EventHandlerFns::new()
+                .on_add(move |o: &Arc<K>, _| on_add(o.namespace()))
+                .on_update(move |_, new: &Arc<K>| on_update(new.namespace()))
+                .on_delete(move |o: &ObjectOrTombstone<K>| {
+                    let key = o.key().ok();
+                    on_delete(key.as_ref().and_then(|k| k.split().ok()).map(|(ns, _)| ns))
+                }),
+        )
+        .map_err(|e| e.to_string())
 }
 
 fn write_summary(sim: &SimServer, ns: &str, count: usize) -> Result<(), String> {
@@ -284,11 +302,7 @@ fn write_summary(sim: &SimServer, ns: &str, count: usize) -> Result<(), String> 
 
 /// Compares the caches with the server: same keys, same resource versions, and every namespace's
 /// summary equal to its pod count.
-fn check(
-    sim: &SimServer,
-    pods: &Cache<CompactObject>,
-    cms: &Cache<DynamicObject>,
-) -> Result<String, String> {
+fn check(sim: &SimServer, pods: &Pods, cms: &ConfigMaps) -> Result<String, String> {
     let key = |o: &serde_json::Value| {
         let m = &o["metadata"];
         (
@@ -307,7 +321,7 @@ fn check(
         .map(key)
         .collect();
     let cached_pods: BTreeMap<String, String> = pods
-        .indexer
+        .indexer()
         .list()
         .iter()
         .map(|p| {
@@ -337,7 +351,7 @@ fn check(
         .map(key)
         .collect();
     let cached_cms: BTreeMap<String, String> = cms
-        .indexer
+        .indexer()
         .list()
         .iter()
         .map(|c| {
@@ -353,13 +367,13 @@ fn check(
     for n in 0..NAMESPACES {
         let ns = format!("demo-{n}");
         let want = pods
-            .indexer
+            .indexer()
             .by_index("namespace", &ns)
             .map_err(|e| e.to_string())?
             .len()
             .to_string();
         let got = cms
-            .indexer
+            .indexer()
             .get_by_key(&format!("{ns}/{SUMMARY}"))
             .and_then(|c| {
                 c.data
@@ -388,31 +402,30 @@ async fn real_cluster(path: &str, context: Option<&str>, seconds: u64) -> Result
         .map_err(|e| format!("loading kubeconfig {path:?}: {e}"))?;
     println!("cluster {} (read-only: pods and configmaps)", config.server);
     let cancel = CancellationToken::new();
-    let pod_cache: Cache<CompactObject> =
-        Cache::start(&config, pods(), "pods", None, &cancel).map_err(|e| e.to_string())?;
-    let cm_cache: Cache<DynamicObject> =
-        Cache::start(&config, configmaps(), "configmaps", None, &cancel)
-            .map_err(|e| e.to_string())?;
+    let factory = SharedInformerFactory::new(config);
+    let pod_informer: Pods = factory.informer(pods()).map_err(|e| e.to_string())?;
+    let cm_informer: ConfigMaps = factory.informer(configmaps()).map_err(|e| e.to_string())?;
+    let pod_events = watch(&pod_informer, None)?;
+    let cm_events = watch(&cm_informer, None)?;
+    factory.start(&cancel);
     let started = Instant::now();
     let mut last = 0;
     while started.elapsed() < Duration::from_secs(seconds) {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let events =
-            pod_cache.events.load(Ordering::Relaxed) + cm_cache.events.load(Ordering::Relaxed);
+        let events = pod_events.processed() + cm_events.processed();
         println!(
             "t={:>3}s  synced={}  events/s={:>6}  pods={:>6}  configmaps={:>6}",
             started.elapsed().as_secs(),
-            pod_cache.has_synced() && cm_cache.has_synced(),
+            pod_informer.has_synced() && cm_informer.has_synced(),
             events - last,
-            pod_cache.indexer.len(),
-            cm_cache.indexer.len()
+            pod_informer.indexer().len(),
+            cm_informer.indexer().len()
         );
         last = events;
     }
-    let synced = pod_cache.has_synced() && cm_cache.has_synced();
+    let synced = pod_informer.has_synced() && cm_informer.has_synced();
     cancel.cancel();
-    pod_cache.stopped().await;
-    cm_cache.stopped().await;
+    factory.shutdown().await;
     if synced {
         Ok(())
     } else {
