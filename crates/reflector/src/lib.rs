@@ -74,7 +74,7 @@ pub use metrics::{Metrics, MetricsSnapshot};
 pub use object::{Decode, Frame};
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use reflector::{Reflector, ReflectorOptions, ShouldResync, WatchErrorHandler};
-pub use resource::Resource;
+pub use resource::{ApiResource, Resource};
 pub use status::{Status, StatusCause, StatusDetails};
 
 /// The layers below, re-exported so that depending on this crate is enough.

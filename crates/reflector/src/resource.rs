@@ -70,3 +70,45 @@ impl Resource {
         p
     }
 }
+
+/// A Rust type that knows where its objects live in the API: the typed counterpart of
+/// [`Resource`] (k8s-openapi's `Resource` trait carries the same facts; a `k8s-openapi` feature
+/// can implement this for its types once the layers below forward that feature).
+///
+/// ```
+/// use reflector::{ApiResource, Resource};
+/// struct Widget;
+/// impl ApiResource for Widget {
+///     const GROUP: &'static str = "example.com";
+///     const VERSION: &'static str = "v1";
+///     const KIND: &'static str = "Widget";
+///     const PLURAL: &'static str = "widgets";
+///     const NAMESPACED: bool = true;
+/// }
+/// assert_eq!(Resource::of::<Widget>().path(Some("ns")), "/apis/example.com/v1/namespaces/ns/widgets");
+/// assert_eq!(Resource::of::<Widget>().api_version(), "example.com/v1");
+/// ```
+pub trait ApiResource {
+    /// API group (`""` for the core group).
+    const GROUP: &'static str;
+    /// Version.
+    const VERSION: &'static str;
+    /// Kind.
+    const KIND: &'static str;
+    /// Plural resource name.
+    const PLURAL: &'static str;
+    /// Whether objects live in namespaces.
+    const NAMESPACED: bool;
+}
+
+impl Resource {
+    /// The address of `T`'s objects.
+    pub fn of<T: ApiResource>() -> Self {
+        Resource {
+            group: T::GROUP.into(),
+            version: T::VERSION.into(),
+            plural: T::PLURAL.into(),
+            namespaced: T::NAMESPACED,
+        }
+    }
+}
