@@ -626,3 +626,41 @@ async fn a_kubeconfig_with_an_exec_plugin_reaches_a_tls_server() {
     assert_eq!(list.items.len(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The default backoff (0.8 s doubling, with jitter) measured on tokio's paused clock: the run
+/// takes virtual time, not wall time.
+#[tokio::test(start_paused = true)]
+async fn throttled_watches_wait_the_default_backoff_on_a_paused_clock() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 2);
+    sim.faults()
+        .fail_next(RequestKind::List, 500, 1)
+        .fail_next(RequestKind::Watch, 429, 2);
+    let mut config = config_for(&sim);
+    // Only the backoff timers matter here: no request or keep-alive timers to auto-advance to.
+    config.request_timeout = None;
+    config.keep_alive_interval = None;
+    let started = tokio::time::Instant::now();
+    let wall = std::time::Instant::now();
+    let (r, store, cancel, task) = start::<DynamicObject>(&config, ReflectorOptions::default());
+    store.until("list after a 500", |s| s.len() == 2).await;
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "late"}}),
+    )
+    .unwrap();
+    store
+        .until("watch after two 429s", |s| s.has("default/late"))
+        .await;
+    let waited = started.elapsed();
+    // At least one delay after the failed list, then two for the 429s: 0.8 + 0.8 + 1.6 s. (The
+    // paused clock may also jump to other timers while sockets are busy, so no upper bound.)
+    assert!(waited >= Duration::from_millis(3200), "{waited:?}");
+    assert!(r.metrics().backoff_waits >= 3, "{:?}", r.metrics());
+    assert!(
+        wall.elapsed() < Duration::from_secs(3),
+        "paused time, not wall time"
+    );
+    stop(cancel, task).await;
+}
