@@ -664,3 +664,18 @@ async fn throttled_watches_wait_the_default_backoff_on_a_paused_clock() {
     );
     stop(cancel, task).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_is_recognised_as_such() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = ClusterConfig::new(&format!("http://127.0.0.1:{port}")).unwrap();
+    let err = Client::new(&config)
+        .unwrap()
+        .get_bytes("/api/v1/pods")
+        .await
+        .unwrap_err();
+    assert!(err.is_connection_refused(), "{err}");
+}
