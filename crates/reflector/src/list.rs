@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -179,7 +180,9 @@ impl<'de, K: Decode> DeserializeSeed<'de> for ItemSeed<'_, 'de, K> {
 /// The result of a complete (possibly paginated) list.
 #[derive(Debug)]
 pub(crate) struct FullList<K> {
-    pub(crate) items: Vec<K>,
+    /// Each object moved into its `Arc` as its page arrives, so no second vector of objects
+    /// ever exists.
+    pub(crate) items: Vec<Arc<K>>,
     pub(crate) resource_version: String,
     /// Whether the server split the answer into pages.
     pub(crate) paginated: bool,
@@ -202,7 +205,7 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
         )));
     }
     let resource_version = first.resource_version;
-    let mut items = first.items;
+    let mut items: Vec<Arc<K>> = first.items.into_iter().map(Arc::new).collect();
     let mut token = first.continue_token;
     let paginated = token.is_some();
     while let Some(cont) = token.take() {
@@ -215,7 +218,7 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
         match lw.list(page_options).await {
             Ok(page) => {
                 on_page(page.items.len());
-                items.extend(page.items);
+                items.extend(page.items.into_iter().map(Arc::new));
                 token = page.continue_token;
             }
             Err(e) if e.is_expired() => {
@@ -229,7 +232,7 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
                     .await?;
                 on_page(full.items.len());
                 return Ok(FullList {
-                    items: full.items,
+                    items: full.items.into_iter().map(Arc::new).collect(),
                     resource_version: full.resource_version,
                     paginated,
                 });

@@ -409,9 +409,8 @@ where
             }
             state.rv_unavailable = false;
         }
-        let items = full.items.into_iter().map(Arc::new).collect();
         self.store
-            .replace(items, &full.resource_version)
+            .replace(full.items, &full.resource_version)
             .map_err(ReflectorError::SyncList)?;
         self.state.lock().last_sync_rv = full.resource_version;
         Ok(true)
