@@ -9,6 +9,9 @@
 //! - when a chunk holds whole lines, each frame is a zero-copy slice of the chunk; only a frame split
 //!   across chunks is copied, once, into the pending buffer;
 //! - per chunk the decoder looks only at the new bytes, never at what is already buffered;
+//! - objects that keep raw bytes ([`CompactObject`](delta_fifo::store_index::CompactObject)) slice
+//!   them out of the frame's buffer when that buffer is mostly this event (the one-chunk-per-event
+//!   case), and copy them otherwise, so a cached object never pins a buffer of other events;
 //! - the pending buffer never exceeds the configured maximum event size (plus one chunk): a larger
 //!   event is a [`DecodeError::TooLarge`];
 //! - each frame is checked as UTF-8 once and decoded with `serde_json::from_str` in one pass, the
@@ -151,7 +154,7 @@ impl<K: Decode> WatchDecoder<K> {
                     }
                     self.pending.extend_from_slice(&rest[..nl]);
                     let frame = self.pending.split().freeze();
-                    decode_frame(frame, out)?;
+                    decode_frame(frame, true, out)?;
                     rest.advance(nl + 1);
                 }
             }
@@ -162,7 +165,10 @@ impl<K: Decode> WatchDecoder<K> {
                 return Err(self.too_large());
             }
             if nl > start {
-                decode_frame(rest.slice(start..nl), out)?;
+                // Objects keep a slice of the chunk only when their frame is most of it, so a
+                // long-lived object never pins a chunk full of other events.
+                let share = 2 * (nl - start) >= rest.len();
+                decode_frame(rest.slice(start..nl), share, out)?;
             }
             start = nl + 1;
         }
@@ -179,7 +185,7 @@ impl<K: Decode> WatchDecoder<K> {
         }
         let frame = self.pending.split().freeze();
         let len = frame.len();
-        decode_frame(frame, out).map_err(|e| match e {
+        decode_frame(frame, true, out).map_err(|e| match e {
             DecodeError::Json { source, .. } if source.is_eof() => DecodeError::Truncated(len),
             other => other,
         })
@@ -211,7 +217,7 @@ impl<K: Decode> WatchDecoder<K> {
         }
         if consumed > 0 {
             let frame = self.pending.split_to(consumed).freeze();
-            decode_frame(frame, out)?;
+            decode_frame(frame, false, out)?;
         }
         if self.pending.len() > self.max_event_size {
             return Err(self.too_large());
@@ -256,12 +262,16 @@ fn json_error(source: serde_json::Error, text: &str) -> DecodeError {
 }
 
 /// Decodes one frame: normally one event, possibly several written back to back.
-fn decode_frame<K: Decode>(frame: Bytes, out: &mut Vec<WatchEvent<K>>) -> Result<(), DecodeError> {
+fn decode_frame<K: Decode>(
+    frame: Bytes,
+    share: bool,
+    out: &mut Vec<WatchEvent<K>>,
+) -> Result<(), DecodeError> {
     let text = std::str::from_utf8(&frame).map_err(|_| DecodeError::Utf8)?;
     if text.trim_ascii().is_empty() {
         return Ok(());
     }
-    let ctx = Frame::new(text, &frame, true);
+    let ctx = Frame::new(text, &frame, share);
     let mut de = serde_json::Deserializer::from_str(text);
     let first = EventSeed::<K>::new(&ctx)
         .deserialize(&mut de)
@@ -684,6 +694,25 @@ mod tests {
         assert_eq!(obj.raw().as_ptr(), chunk[start..].as_ptr());
         assert_eq!(obj.raw().len(), line.trim_end().len() - start - 1);
         assert_eq!(obj.resource_version(), Some("1"));
+    }
+
+    #[test]
+    fn compact_objects_from_a_chunk_of_several_events_copy_their_bytes() {
+        let chunk = Bytes::from(format!(
+            "{}\n{}\n{}\n",
+            ev("ADDED", "a", 1),
+            ev("ADDED", "b", 2),
+            ev("ADDED", "c", 3)
+        ));
+        let mut d = WatchDecoder::<CompactObject>::default();
+        let mut out = Vec::new();
+        d.decode(chunk.clone(), &mut out).unwrap();
+        assert_eq!(out.len(), 3);
+        for e in &out {
+            let WatchEvent::Added(obj) = e else { panic!() };
+            assert!(!chunk.as_ptr_range().contains(&obj.raw().as_ptr()));
+            assert!(obj.raw().starts_with(br#"{"apiVersion""#));
+        }
     }
 
     #[test]
