@@ -98,16 +98,12 @@ fn pod(i: usize) -> serde_json::Value {
     })
 }
 
-/// One chunk per event, as kube-apiserver writes them.
+/// One chunk per event, as kube-apiserver writes them: `type` first, then `object` (written by
+/// hand: `json!` would sort the keys and put `object` first).
 fn chunks() -> Arc<Vec<Bytes>> {
     Arc::new(
         (0..EVENTS)
-            .map(|i| {
-                Bytes::from(format!(
-                    "{}\n",
-                    json!({"type": "MODIFIED", "object": pod(i)})
-                ))
-            })
+            .map(|i| Bytes::from(format!("{{\"type\":\"MODIFIED\",\"object\":{}}}\n", pod(i))))
             .collect(),
     )
 }
