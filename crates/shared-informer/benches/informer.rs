@@ -200,9 +200,13 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    // `-- watch` runs only the watch figure (for profiling).
+    let only_watch = std::env::args().any(|a| a == "watch");
     rt.block_on(async {
-        initial_sync(10_000).await;
-        initial_sync(100_000).await;
+        if !only_watch {
+            initial_sync(10_000).await;
+            initial_sync(100_000).await;
+        }
         watch_throughput(10_000, 50_000).await;
     });
 }

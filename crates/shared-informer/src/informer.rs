@@ -14,6 +14,7 @@ use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, W
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::error::InformerError;
 use crate::handler::{Notification, ResourceEventHandler};
@@ -312,6 +313,11 @@ where
     /// Lists and watches until `cancel` fires, keeping the cache and handlers up to date; then
     /// stops for good. Calling it again (or concurrently) returns at once.
     pub async fn run(&self, cancel: CancellationToken) {
+        let span = tracing::info_span!("informer", name = %self.inner.name);
+        self.run_inner(cancel).instrument(span).await
+    }
+
+    async fn run_inner(&self, cancel: CancellationToken) {
         let (lw, check_period, error_handler) = {
             let mut lifecycle = self.inner.lifecycle.lock();
             if lifecycle.started {
@@ -353,6 +359,11 @@ where
             Arc::new(move || r.last_sync_resource_version())
         });
         self.inner.processor.run(tokio::runtime::Handle::current());
+        tracing::debug!(
+            handlers = self.inner.processor.listeners().len(),
+            ?check_period,
+            "informer started"
+        );
 
         let synced_watch = {
             let fifo = fifo.clone();
@@ -388,6 +399,7 @@ where
         self.inner.lifecycle.lock().stopped = true;
         self.inner.processor.stop().await;
         self.inner.stopped_tx.send_replace(true);
+        tracing::debug!("informer stopped");
     }
 
     /// Applies one key's deltas to the cache, then notifies (D2, D3): the store is written before
