@@ -8,15 +8,14 @@ use parking_lot::Mutex;
 use store_index::{
     describe, DeletedFinalStateUnknown, KeyError, KeyFn, Object, ObjectKey, ObjectOrTombstone,
 };
-use tokio::sync::watch;
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::FifoError;
 use crate::options::{DeltaFifoOptions, KnownObjects, Transformer};
-use crate::process::ProcessError;
+use crate::process::{finish, ProcessError};
 use crate::queue::Queue;
+use crate::signals::Signals;
 use crate::store::Store;
-use crate::wakeup::Wakeup;
 
 /// A process call slower than this, with more than [`SLOW_DEPTH`] items still queued, is logged.
 const SLOW_PROCESS: Duration = Duration::from_millis(100);
@@ -71,9 +70,7 @@ struct Shared<K> {
     name: String,
     state: Mutex<State<K>>,
     /// Woken on every enqueue and on close.
-    wakeup: Wakeup,
-    /// Flips to true exactly once, after the process call of the last initial item returned.
-    synced: watch::Sender<bool>,
+    signals: Signals,
 }
 
 /// The queue's state.
@@ -100,7 +97,6 @@ impl<K> State<K> {
 impl<K: Object> DeltaFifo<K> {
     /// An empty queue.
     pub fn new(options: DeltaFifoOptions<K>) -> Self {
-        let (synced, _) = watch::channel(false);
         DeltaFifo {
             shared: Arc::new(Shared {
                 key_fn: options.key_fn,
@@ -115,8 +111,7 @@ impl<K: Object> DeltaFifo<K> {
                     initial_population_count: 0,
                     closed: false,
                 }),
-                wakeup: Wakeup::new(),
-                synced,
+                signals: Signals::new(),
             }),
         }
     }
@@ -287,7 +282,7 @@ impl<K: Object> DeltaFifo<K> {
         let mut state = self.shared.state.lock();
         state.populated = true;
         Self::insert_if_absent(&mut state, key, deltas);
-        self.shared.wakeup.wake_all();
+        self.shared.signals.wake_all();
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -334,14 +329,12 @@ impl<K: Object> DeltaFifo<K> {
                 state.items.insert(key, Deltas(vec![delta]));
             }
         }
-        self.shared.wakeup.wake_all();
+        self.shared.signals.wake_all();
         Ok(())
     }
 
     fn signal_if_synced(&self, state: &State<K>) {
-        if state.has_synced() && !*self.shared.synced.borrow() {
-            self.shared.synced.send_replace(true);
-        }
+        self.shared.signals.synced_if(state.has_synced());
     }
 
     /// Waits for the next key and hands its deltas to `process`, which runs **synchronously under
@@ -358,7 +351,7 @@ impl<K: Object> DeltaFifo<K> {
     {
         let mut process = Some(process);
         self.shared
-            .wakeup
+            .signals
             .wait_until(|| {
                 let mut state = self.shared.state.lock();
                 while let Some(key) = state.queue.pop_front() {
@@ -380,17 +373,7 @@ impl<K: Object> DeltaFifo<K> {
                     if took > SLOW_PROCESS && depth > SLOW_DEPTH {
                         tracing::warn!(fifo = %self.shared.name, %key, ?took, depth, "slow process function while the queue is deep");
                     }
-                    let outcome = match result {
-                        Ok(r) => Ok(Some(r)),
-                        Err(ProcessError::Requeue(inner)) => {
-                            Self::insert_if_absent(&mut state, key, deltas);
-                            match inner {
-                                None => Ok(None),
-                                Some(e) => Err(FifoError::Process(e)),
-                            }
-                        }
-                        Err(ProcessError::Failed(e)) => Err(FifoError::Process(e)),
-                    };
+                    let outcome = finish(result, || Self::insert_if_absent(&mut state, key, deltas));
                     self.signal_if_synced(&state);
                     return Some(outcome);
                 }
@@ -408,16 +391,14 @@ impl<K: Object> DeltaFifo<K> {
     /// Waits until [`has_synced`](Self::has_synced) is true and the process call of the last
     /// initial item has returned. Returns at once if that already happened.
     pub async fn wait_synced(&self) {
-        let mut rx = self.shared.synced.subscribe();
-        // The sender lives as long as `self`, so this only ends when the value is true.
-        let _ = rx.wait_for(|synced| *synced).await;
+        self.shared.signals.wait_synced().await;
     }
 
     /// Closes the queue: every waiting popper wakes and, once the queue is empty, gets
     /// [`FifoError::Closed`]. Producers can still add.
     pub fn close(&self) {
         self.shared.state.lock().closed = true;
-        self.shared.wakeup.wake_all();
+        self.shared.signals.wake_all();
     }
 
     /// Whether [`close`](Self::close) was called.

@@ -5,13 +5,12 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use store_index::{describe, KeyFn, Object, ObjectKey};
-use tokio::sync::watch;
 
 use crate::error::FifoError;
 use crate::options::DeltaFifoOptions;
-use crate::process::ProcessError;
+use crate::process::{finish, ProcessError};
+use crate::signals::Signals;
 use crate::store::Store;
-use crate::wakeup::Wakeup;
 
 /// A producer/consumer queue holding only the latest object per key (contract B14).
 ///
@@ -49,8 +48,7 @@ impl<K> Clone for Fifo<K> {
 struct Shared<K> {
     key_fn: KeyFn<K>,
     state: Mutex<State<K>>,
-    wakeup: Wakeup,
-    synced: watch::Sender<bool>,
+    signals: Signals,
 }
 
 /// Invariant: every key of `items` is in `queue` (a deleted key may linger in `queue` without an
@@ -83,7 +81,6 @@ impl<K: Object> Fifo<K> {
 
     /// An empty FIFO with a custom key function.
     pub fn with_key_fn(key_fn: KeyFn<K>) -> Self {
-        let (synced, _) = watch::channel(false);
         Fifo {
             shared: Arc::new(Shared {
                 key_fn,
@@ -94,8 +91,7 @@ impl<K: Object> Fifo<K> {
                     initial_population_count: 0,
                     closed: false,
                 }),
-                wakeup: Wakeup::new(),
-                synced,
+                signals: Signals::new(),
             }),
         }
     }
@@ -116,7 +112,7 @@ impl<K: Object> Fifo<K> {
             state.queue.push_back(key.clone());
         }
         state.items.insert(key, obj);
-        self.shared.wakeup.wake_all();
+        self.shared.signals.wake_all();
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -153,7 +149,7 @@ impl<K: Object> Fifo<K> {
         }
         state.items = items;
         state.queue = queue;
-        self.shared.wakeup.wake_all();
+        self.shared.signals.wake_all();
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -170,7 +166,7 @@ impl<K: Object> Fifo<K> {
             .collect();
         if !missing.is_empty() {
             state.queue.extend(missing);
-            self.shared.wakeup.wake_all();
+            self.shared.signals.wake_all();
         }
         Ok(())
     }
@@ -183,16 +179,14 @@ impl<K: Object> Fifo<K> {
         if !state.items.contains_key(&key) {
             state.queue.push_back(key.clone());
             state.items.insert(key, obj);
-            self.shared.wakeup.wake_all();
+            self.shared.signals.wake_all();
         }
         self.signal_if_synced(&state);
         Ok(())
     }
 
     fn signal_if_synced(&self, state: &State<K>) {
-        if state.has_synced() && !*self.shared.synced.borrow() {
-            self.shared.synced.send_replace(true);
-        }
+        self.shared.signals.synced_if(state.has_synced());
     }
 
     /// Waits for the next object and runs `process` on it under the lock; outcomes as in
@@ -203,7 +197,7 @@ impl<K: Object> Fifo<K> {
     {
         let mut process = Some(process);
         self.shared
-            .wakeup
+            .signals
             .wait_until(|| {
                 let mut state = self.shared.state.lock();
                 while let Some(key) = state.queue.pop_front() {
@@ -219,17 +213,13 @@ impl<K: Object> Fifo<K> {
                     let Some(process) = process.take() else {
                         unreachable!("process is taken once, right before returning");
                     };
-                    let outcome = match process(&obj, is_in_initial_list) {
-                        Ok(r) => Ok(Some(r)),
-                        Err(ProcessError::Requeue(inner)) => {
-                            if !state.items.contains_key(&key) {
-                                state.queue.push_back(key.clone());
-                                state.items.insert(key, obj);
-                            }
-                            inner.map_or(Ok(None), |e| Err(FifoError::Process(e)))
+                    let result = process(&obj, is_in_initial_list);
+                    let outcome = finish(result, || {
+                        if !state.items.contains_key(&key) {
+                            state.queue.push_back(key.clone());
+                            state.items.insert(key, obj);
                         }
-                        Err(ProcessError::Failed(e)) => Err(FifoError::Process(e)),
-                    };
+                    });
                     self.signal_if_synced(&state);
                     return Some(outcome);
                 }
@@ -245,14 +235,13 @@ impl<K: Object> Fifo<K> {
 
     /// Waits until synced.
     pub async fn wait_synced(&self) {
-        let mut rx = self.shared.synced.subscribe();
-        let _ = rx.wait_for(|synced| *synced).await;
+        self.shared.signals.wait_synced().await;
     }
 
     /// Closes the FIFO; poppers get [`FifoError::Closed`] once it is empty.
     pub fn close(&self) {
         self.shared.state.lock().closed = true;
-        self.shared.wakeup.wake_all();
+        self.shared.signals.wake_all();
     }
 
     /// Whether the FIFO is closed.

@@ -59,8 +59,8 @@ mod options;
 mod process;
 mod queue;
 mod real_fifo;
+mod signals;
 mod store;
-mod wakeup;
 
 pub use delta::{Delta, DeltaType, Deltas};
 pub use delta_fifo::DeltaFifo;

@@ -18,3 +18,19 @@ impl ProcessError {
         ProcessError::Failed(e.into())
     }
 }
+
+/// Maps a process function's result to what `pop` returns, calling `requeue` for
+/// [`ProcessError::Requeue`] (contract B10.4).
+pub(crate) fn finish<R>(
+    result: Result<R, ProcessError>,
+    requeue: impl FnOnce(),
+) -> Result<Option<R>, crate::FifoError> {
+    match result {
+        Ok(r) => Ok(Some(r)),
+        Err(ProcessError::Requeue(inner)) => {
+            requeue();
+            inner.map_or(Ok(None), |e| Err(crate::FifoError::Process(e)))
+        }
+        Err(ProcessError::Failed(e)) => Err(crate::FifoError::Process(e)),
+    }
+}

@@ -8,15 +8,14 @@ use parking_lot::Mutex;
 use store_index::{
     describe, DeletedFinalStateUnknown, KeyFn, Object, ObjectKey, ObjectOrTombstone,
 };
-use tokio::sync::watch;
 
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::FifoError;
 use crate::options::{DeltaFifoOptions, KnownObjects, Transformer};
-use crate::process::ProcessError;
+use crate::process::{finish, ProcessError};
 use crate::queue::Queue;
+use crate::signals::Signals;
 use crate::store::Store;
-use crate::wakeup::Wakeup;
 
 /// A queue that keeps every change as its own delta, in arrival order: no per-key merging, and a
 /// delete is always enqueued. Each pop hands out a one-element [`Deltas`].
@@ -63,8 +62,7 @@ struct Shared<K> {
     transformer: Option<Transformer<K>>,
     name: String,
     state: Mutex<State<K>>,
-    wakeup: Wakeup,
-    synced: watch::Sender<bool>,
+    signals: Signals,
 }
 
 /// Invariant: `queued[k]` is the number of entries of `queue` with key `k` (absent when zero).
@@ -106,7 +104,6 @@ impl<K: Object> RealFifo<K> {
         known_objects: impl store_index::KeyListerGetter<K> + 'static,
         options: DeltaFifoOptions<K>,
     ) -> Self {
-        let (synced, _) = watch::channel(false);
         RealFifo {
             shared: Arc::new(Shared {
                 key_fn: options.key_fn,
@@ -120,8 +117,7 @@ impl<K: Object> RealFifo<K> {
                     initial_population_count: 0,
                     closed: false,
                 }),
-                wakeup: Wakeup::new(),
-                synced,
+                signals: Signals::new(),
             }),
         }
     }
@@ -153,7 +149,7 @@ impl<K: Object> RealFifo<K> {
             (object, _) => object,
         };
         state.push(key, Delta { kind, object });
-        self.shared.wakeup.wake_all();
+        self.shared.signals.wake_all();
         Ok(())
     }
 
@@ -254,9 +250,7 @@ impl<K: Object> RealFifo<K> {
     }
 
     fn signal_if_synced(&self, state: &State<K>) {
-        if state.has_synced() && !*self.shared.synced.borrow() {
-            self.shared.synced.send_replace(true);
-        }
+        self.shared.signals.synced_if(state.has_synced());
     }
 
     /// Waits for the next delta and runs `process` on it (a one-element [`Deltas`]) under the
@@ -268,7 +262,7 @@ impl<K: Object> RealFifo<K> {
     {
         let mut process = Some(process);
         self.shared
-            .wakeup
+            .signals
             .wait_until(|| {
                 let mut state = self.shared.state.lock();
                 if let Some((key, delta)) = state.pop_front() {
@@ -281,18 +275,13 @@ impl<K: Object> RealFifo<K> {
                     if state.initial_population_count > 0 {
                         state.initial_population_count -= 1;
                     }
-                    let outcome = match result {
-                        Ok(r) => Ok(Some(r)),
-                        Err(ProcessError::Requeue(inner)) => {
-                            if !state.queued.contains_key(&key) {
-                                for delta in deltas {
-                                    state.push(key.clone(), delta);
-                                }
+                    let outcome = finish(result, || {
+                        if !state.queued.contains_key(&key) {
+                            for delta in deltas {
+                                state.push(key.clone(), delta);
                             }
-                            inner.map_or(Ok(None), |e| Err(FifoError::Process(e)))
                         }
-                        Err(ProcessError::Failed(e)) => Err(FifoError::Process(e)),
-                    };
+                    });
                     self.signal_if_synced(&state);
                     return Some(outcome);
                 }
@@ -308,14 +297,13 @@ impl<K: Object> RealFifo<K> {
 
     /// Waits until synced.
     pub async fn wait_synced(&self) {
-        let mut rx = self.shared.synced.subscribe();
-        let _ = rx.wait_for(|synced| *synced).await;
+        self.shared.signals.wait_synced().await;
     }
 
     /// Closes the queue; poppers get [`FifoError::Closed`] once it is empty.
     pub fn close(&self) {
         self.shared.state.lock().closed = true;
-        self.shared.wakeup.wake_all();
+        self.shared.signals.wake_all();
     }
 
     /// Whether the queue is closed.
