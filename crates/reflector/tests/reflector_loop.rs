@@ -61,6 +61,7 @@ struct FakeLw {
     watch_calls: Mutex<Vec<WatchOptions>>,
     list_times: Mutex<Vec<Instant>>,
     no_watch_list: bool,
+    hang_lists: bool,
     dropped: Arc<AtomicUsize>,
 }
 
@@ -99,6 +100,9 @@ impl ListerWatcher<Obj> for Lw {
     async fn list(&self, options: ListOptions) -> Result<ObjectList<Obj>, ReflectorError> {
         self.0.list_calls.lock().push(options);
         self.0.list_times.lock().push(Instant::now());
+        if self.0.hang_lists {
+            std::future::pending::<()>().await;
+        }
         let next = self.0.lists.lock().pop_front();
         next.unwrap_or_else(|| Err(api(500, "InternalError", "no more scripted lists")))
     }
@@ -893,4 +897,27 @@ async fn a_burst_of_ready_events_is_applied_completely_in_order() {
     assert_eq!(r.store().items.lock().len(), 200);
     assert_eq!(r.metrics().added, 200);
     assert_eq!(r.last_sync_resource_version(), "299");
+}
+
+// C7.2
+#[tokio::test(start_paused = true)]
+async fn cancellation_while_a_list_is_in_flight_returns_ok_and_drops_the_list() {
+    let lw = FakeLw {
+        hang_lists: true,
+        ..Default::default()
+    };
+    let (lw, r) = reflector(lw, RecordingStore::default(), no_jitter());
+    let cancel = CancellationToken::new();
+    let r = Arc::new(r);
+    let task = tokio::spawn({
+        let (r, c) = (r.clone(), cancel.clone());
+        async move { r.list_and_watch(&c).await }
+    });
+    while lw.list_calls.lock().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+    assert!(r.store().replaced_rvs.lock().is_empty());
+    assert!(lw.watch_calls.lock().is_empty());
 }
