@@ -459,6 +459,12 @@ impl<K: Object> Store<K> for DeltaFifo<K> {
     fn resync(&self) -> Result<(), FifoError> {
         DeltaFifo::resync(self)
     }
+    fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
+        match &self.shared.transformer {
+            Some(t) => t(obj).map_err(FifoError::Transform),
+            None => Ok(obj),
+        }
+    }
 }
 
 impl<K: Object> Queue<K> for DeltaFifo<K> {

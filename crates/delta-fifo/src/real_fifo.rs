@@ -338,6 +338,12 @@ impl<K: Object> Store<K> for RealFifo<K> {
     fn resync(&self) -> Result<(), FifoError> {
         RealFifo::resync(self)
     }
+    fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
+        match &self.shared.transformer {
+            Some(t) => t(obj).map_err(FifoError::Transform),
+            None => Ok(obj),
+        }
+    }
 }
 
 impl<K: Object> Queue<K> for RealFifo<K> {

@@ -19,6 +19,13 @@ pub trait Store<K>: Send + Sync {
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError>;
     /// Periodic resync (see the contract, B9).
     fn resync(&self) -> Result<(), FifoError>;
+    /// Applies the store's transformer, if it has one, to an object that will reach it later
+    /// through `replace` (the reflector's watch-list mode builds its snapshot with this, contract
+    /// C13.6, so the transformer runs twice on initial objects: it must be idempotent). Default:
+    /// the object unchanged.
+    fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
+        Ok(obj)
+    }
     /// A watch `BOOKMARK` arrived with this resource version. Default: nothing.
     fn bookmark(&self, _resource_version: &str) {}
     /// The reflector's last-synced resource version advanced. Default: nothing.
@@ -40,6 +47,9 @@ impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
     }
     fn resync(&self) -> Result<(), FifoError> {
         (**self).resync()
+    }
+    fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
+        (**self).transform(obj)
     }
     fn bookmark(&self, resource_version: &str) {
         (**self).bookmark(resource_version)

@@ -294,6 +294,20 @@ where
         .await
     }
 
+    /// Puts an object of a watch-list stream into the temporary snapshot, through the store's
+    /// transformer as client-go's temporary store does (contract C13.2, C13.6).
+    fn stage(&self, temp: &mut BTreeMap<String, Arc<K>>, obj: K) {
+        let key = key_of(&obj);
+        match self.store.transform(Arc::new(obj)) {
+            Ok(obj) => {
+                temp.insert(key, obj);
+            }
+            Err(error) => {
+                tracing::warn!(%key, %error, "transforming a watch-list object failed; skipped")
+            }
+        }
+    }
+
     /// Waits one backoff delay; `false` when cancelled meanwhile.
     async fn backoff_wait(&self, cancel: &CancellationToken) -> bool {
         let delay = self.backoff.lock().next_delay();
@@ -733,13 +747,13 @@ where
                     }
                     WatchEvent::Added(o) => {
                         let rv = o.resource_version().unwrap_or("").to_string();
-                        temp.insert(key_of(&o), Arc::new(o));
+                        self.stage(&mut temp, o);
                         (rv, false)
                     }
                     WatchEvent::Modified(o) => {
                         seen_non_added = true;
                         let rv = o.resource_version().unwrap_or("").to_string();
-                        temp.insert(key_of(&o), Arc::new(o));
+                        self.stage(&mut temp, o);
                         (rv, false)
                     }
                     WatchEvent::Deleted(o) => {

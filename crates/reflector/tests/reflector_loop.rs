@@ -921,3 +921,39 @@ async fn cancellation_while_a_list_is_in_flight_returns_ok_and_drops_the_list() 
     assert!(r.store().replaced_rvs.lock().is_empty());
     assert!(lw.watch_calls.lock().is_empty());
 }
+
+// C13.6
+#[tokio::test(start_paused = true)]
+async fn watch_list_runs_the_queues_transformer_on_the_snapshot_and_again_on_replace() {
+    use reflector::delta_fifo::{DeltaFifo, DeltaFifoOptions};
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let fifo: DeltaFifo<Obj> = DeltaFifo::new(DeltaFifoOptions::new().transformer(move |o| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Ok(o)
+    }));
+    let lw = FakeLw::default()
+        .watch(WatchScript::Close(vec![
+            Ok(WatchEvent::Added(pod("p1", "1"))),
+            Ok(WatchEvent::Added(pod("p2", "2"))),
+            bookmark("2", true),
+            Ok(WatchEvent::Added(pod("p3", "3"))),
+        ]))
+        .watch(WatchScript::Close(vec![Err(expired())]));
+    let lw = Arc::new(lw);
+    let r = Reflector::new(
+        Lw(lw.clone()),
+        fifo.clone(),
+        ReflectorOptions {
+            watch_list: true,
+            ..no_jitter()
+        },
+    );
+    r.list_and_watch(&CancellationToken::new()).await.unwrap();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        5,
+        "2 initial objects twice (snapshot, then replace) and 1 later add once"
+    );
+    assert_eq!(fifo.len(), 3);
+}
