@@ -47,6 +47,8 @@ mod decoder;
 mod error;
 mod http_lister_watcher;
 mod incluster;
+#[cfg(feature = "k8s-openapi")]
+mod k8s;
 mod kubeconfig;
 mod list;
 mod lister_watcher;

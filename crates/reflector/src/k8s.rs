@@ -1,0 +1,114 @@
+//! Typed `k8s_openapi` objects (feature `k8s-openapi`): addressing from the types' own metadata,
+//! and [`Decode`](crate::Decode) for the commonly used resource types.
+//!
+//! `Decode` cannot be implemented for every `k8s_openapi` type at once (it would overlap with the
+//! implementations for `DynamicObject` and `CompactObject`), so it is implemented for the list
+//! below; another type can be watched as a `DynamicObject` or `CompactObject` and decoded on
+//! demand, or wrapped in a newtype of your own with `decode_with_serde!`.
+
+use std::any::TypeId;
+
+use crate::resource::Resource;
+
+impl Resource {
+    /// The address of a `k8s_openapi` resource type: group, version, plural and scope from the
+    /// type's own metadata.
+    ///
+    /// ```
+    /// use k8s_openapi::api::apps::v1::Deployment;
+    /// use k8s_openapi::api::core::v1::Node;
+    /// use reflector::Resource;
+    ///
+    /// assert_eq!(Resource::of_k8s::<Deployment>().path(Some("ns")), "/apis/apps/v1/namespaces/ns/deployments");
+    /// assert_eq!(Resource::of_k8s::<Node>().path(None), "/api/v1/nodes");
+    /// ```
+    pub fn of_k8s<T: k8s_openapi::Resource>() -> Self
+    where
+        T::Scope: 'static,
+    {
+        let namespaced =
+            TypeId::of::<T::Scope>() == TypeId::of::<k8s_openapi::NamespaceResourceScope>();
+        if namespaced {
+            Resource::namespaced(T::GROUP, T::VERSION, T::URL_PATH_SEGMENT)
+        } else {
+            Resource::cluster(T::GROUP, T::VERSION, T::URL_PATH_SEGMENT)
+        }
+    }
+}
+
+crate::decode_with_serde!(
+    k8s_openapi::api::core::v1::Pod,
+    k8s_openapi::api::core::v1::ConfigMap,
+    k8s_openapi::api::core::v1::Secret,
+    k8s_openapi::api::core::v1::Service,
+    k8s_openapi::api::core::v1::Namespace,
+    k8s_openapi::api::core::v1::Node,
+    k8s_openapi::api::core::v1::Endpoints,
+    k8s_openapi::api::core::v1::Event,
+    k8s_openapi::api::core::v1::PersistentVolume,
+    k8s_openapi::api::core::v1::PersistentVolumeClaim,
+    k8s_openapi::api::core::v1::ServiceAccount,
+    k8s_openapi::api::core::v1::ReplicationController,
+    k8s_openapi::api::core::v1::LimitRange,
+    k8s_openapi::api::core::v1::ResourceQuota,
+    k8s_openapi::api::apps::v1::Deployment,
+    k8s_openapi::api::apps::v1::ReplicaSet,
+    k8s_openapi::api::apps::v1::StatefulSet,
+    k8s_openapi::api::apps::v1::DaemonSet,
+    k8s_openapi::api::apps::v1::ControllerRevision,
+    k8s_openapi::api::batch::v1::Job,
+    k8s_openapi::api::batch::v1::CronJob,
+    k8s_openapi::api::networking::v1::Ingress,
+    k8s_openapi::api::networking::v1::IngressClass,
+    k8s_openapi::api::networking::v1::NetworkPolicy,
+    k8s_openapi::api::discovery::v1::EndpointSlice,
+    k8s_openapi::api::coordination::v1::Lease,
+    k8s_openapi::api::rbac::v1::Role,
+    k8s_openapi::api::rbac::v1::RoleBinding,
+    k8s_openapi::api::rbac::v1::ClusterRole,
+    k8s_openapi::api::rbac::v1::ClusterRoleBinding,
+    k8s_openapi::api::policy::v1::PodDisruptionBudget,
+    k8s_openapi::api::storage::v1::StorageClass,
+    k8s_openapi::api::storage::v1::CSIDriver,
+    k8s_openapi::api::storage::v1::CSINode,
+    k8s_openapi::api::storage::v1::VolumeAttachment,
+    k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
+    k8s_openapi::api::scheduling::v1::PriorityClass,
+    k8s_openapi::api::events::v1::Event,
+    k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+    k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+);
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use k8s_openapi::api::core::v1::Pod;
+
+    use crate::store_index::Object;
+    use crate::{Resource, WatchDecoder, WatchEvent};
+
+    #[test]
+    fn typed_pods_decode_from_a_watch_stream() {
+        let mut decoder = WatchDecoder::<Pod>::default();
+        let mut events = Vec::new();
+        decoder
+            .decode(
+                Bytes::from_static(br#"{"type":"MODIFIED","object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","resourceVersion":"5"},"spec":{"containers":[{"name":"c","image":"i"}]}}}
+"#),
+                &mut events,
+            )
+            .unwrap();
+        match &events[0] {
+            WatchEvent::Modified(pod) => {
+                assert_eq!((pod.name(), pod.resource_version()), ("p", Some("5")));
+                assert_eq!(
+                    pod.spec.as_ref().unwrap().containers[0].image.as_deref(),
+                    Some("i")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(Resource::of_k8s::<Pod>().path(None), "/api/v1/pods");
+    }
+}
