@@ -8,6 +8,10 @@
 //!
 //! Run with `cargo bench -p shared-informer --bench informer`. The simulated server runs in the same
 //! process on the same two cores, so end-to-end figures include its own work of sending.
+//!
+//! Also: a watch against a fast fake server that serves pre-built bytes (`-- fast` runs only that).
+//! Diagnostics for it: `BENCH_WORKERS=1` (one runtime thread: no cross-thread wake-ups) and
+//! `NO_HANDLER=1` (no handler registered; completion seen through the last-synced resource version).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -195,8 +199,13 @@ async fn watch_throughput(cached: usize, events: usize) {
 }
 
 fn main() {
+    // BENCH_WORKERS=1 shows how much of the cost is cross-thread wake-ups.
+    let workers = std::env::var("BENCH_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("runtime");
@@ -310,19 +319,28 @@ async fn fast_server_watch(cached: usize, events: usize) {
     let informer = factory.informer::<CompactObject>(pods()).expect("informer");
     let updates = Arc::new(AtomicU64::new(0));
     let counter = Arc::clone(&updates);
-    informer
-        .add_event_handler(
-            EventHandlerFns::new().on_update(move |_: &Arc<CompactObject>, _| {
-                counter.fetch_add(1, Ordering::Relaxed);
-            }),
-        )
-        .expect("handler");
+    // NO_HANDLER=1: no handler at all; completion is seen through the last-synced resource version.
+    let no_handler = std::env::var("NO_HANDLER").is_ok();
+    if !no_handler {
+        informer
+            .add_event_handler(EventHandlerFns::new().on_update(
+                move |_: &Arc<CompactObject>, _| {
+                    counter.fetch_add(1, Ordering::Relaxed);
+                },
+            ))
+            .expect("handler");
+    }
+    let last_rv = (cached + events).to_string();
     let cancel = CancellationToken::new();
     let start = Instant::now();
     factory.start(&cancel);
     factory.wait_for_cache_sync(Duration::from_secs(120)).await;
     let synced = start.elapsed();
-    while updates.load(Ordering::Relaxed) < events as u64 {
+    while if no_handler {
+        informer.last_sync_resource_version() != last_rv
+    } else {
+        updates.load(Ordering::Relaxed) < events as u64
+    } {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let took = start.elapsed() - synced;
