@@ -44,7 +44,65 @@ struct Head {
     #[serde(default)]
     kind: Option<String>,
     #[serde(default)]
-    metadata: Option<ObjectMeta>,
+    metadata: Option<HeadMeta>,
+}
+
+/// `ObjectMeta` as a compact object decodes it: every field but `managedFields`, which serde then
+/// skips without building it (it stays in the raw bytes). Building it only to drop it showed up in
+/// watch-path profiles.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeadMeta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    generate_name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    self_link: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    creation_timestamp: Option<String>,
+    #[serde(default)]
+    deletion_timestamp: Option<String>,
+    #[serde(default)]
+    deletion_grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    annotations: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    owner_references: Option<Vec<crate::object::OwnerReference>>,
+    #[serde(default)]
+    finalizers: Option<Vec<String>>,
+}
+
+impl From<HeadMeta> for ObjectMeta {
+    fn from(m: HeadMeta) -> Self {
+        ObjectMeta {
+            name: m.name,
+            generate_name: m.generate_name,
+            namespace: m.namespace,
+            self_link: m.self_link,
+            uid: m.uid,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            creation_timestamp: m.creation_timestamp,
+            deletion_timestamp: m.deletion_timestamp,
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            labels: m.labels,
+            annotations: m.annotations,
+            owner_references: m.owner_references,
+            finalizers: m.finalizers,
+            managed_fields: None,
+        }
+    }
 }
 
 impl CompactObject {
@@ -52,8 +110,7 @@ impl CompactObject {
     /// exactly one JSON object (surrounding whitespace allowed).
     pub fn from_json(raw: Bytes) -> Result<Self, serde_json::Error> {
         let head: Head = serde_json::from_slice(&raw)?;
-        let mut metadata = head.metadata.unwrap_or_default();
-        metadata.managed_fields = None;
+        let metadata = head.metadata.map(ObjectMeta::from).unwrap_or_default();
         Ok(CompactObject {
             api_version: head.api_version,
             kind: head.kind,
