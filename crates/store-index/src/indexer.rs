@@ -10,7 +10,7 @@ use crate::error::StoreError;
 use crate::index::Indexers;
 use crate::key::{meta_namespace_key, KeyFn, ObjectKey};
 use crate::object::Object;
-use crate::thread_safe_store::State;
+use crate::thread_safe_store::{LastWrite, State};
 
 /// A thread-safe store of `Arc<K>` objects with named indexes.
 ///
@@ -93,12 +93,10 @@ impl<K: Object> Indexer<K> {
     pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
         let key = self.key_of(&obj)?;
         let mut state = self.shared.state.write();
-        let rv = obj
-            .has_meta()
-            .then(|| obj.resource_version().unwrap_or("").to_string());
+        let tracked = obj.has_meta().then(|| Arc::clone(&obj));
         state.upsert(key, obj)?;
-        if let Some(rv) = rv {
-            state.resource_version = rv;
+        if let Some(obj) = tracked {
+            state.last_write = LastWrite::Object(obj);
         }
         Ok(())
     }
@@ -115,7 +113,7 @@ impl<K: Object> Indexer<K> {
         let mut state = self.shared.state.write();
         state.remove(key.as_str())?;
         if obj.has_meta() {
-            state.resource_version = obj.resource_version().unwrap_or("").to_string();
+            state.last_write = LastWrite::Version(obj.resource_version().unwrap_or("").to_string());
         }
         Ok(())
     }
@@ -177,7 +175,7 @@ impl<K: Object> Indexer<K> {
         }
         let mut state = self.shared.state.write();
         state.replace(items)?;
-        state.resource_version = resource_version.into();
+        state.last_write = LastWrite::Version(resource_version.into());
         Ok(())
     }
 
@@ -188,12 +186,12 @@ impl<K: Object> Indexer<K> {
 
     /// Records a bookmark's resource version as the last one written.
     pub fn bookmark(&self, resource_version: impl Into<String>) {
-        self.shared.state.write().resource_version = resource_version.into();
+        self.shared.state.write().last_write = LastWrite::Version(resource_version.into());
     }
 
     /// The resource version of the last write that carried one (not the maximum seen).
     pub fn resource_version(&self) -> String {
-        self.shared.state.read().resource_version.clone()
+        self.shared.state.read().last_write.resource_version()
     }
 
     /// The stored objects whose key is in the union of the buckets of `obj`'s values under

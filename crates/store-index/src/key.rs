@@ -27,14 +27,26 @@ impl ObjectKey {
     /// No escaping: a `/` inside a name is kept as is.
     pub fn new(namespace: &str, name: &str) -> Self {
         if namespace.is_empty() {
-            ObjectKey(Arc::from(name))
-        } else {
-            let mut s = String::with_capacity(namespace.len() + 1 + name.len());
-            s.push_str(namespace);
-            s.push('/');
-            s.push_str(name);
-            ObjectKey(Arc::from(s))
+            return ObjectKey(Arc::from(name));
         }
+        // Assemble short keys on the stack so the `Arc` is the only allocation (keys are built on
+        // every write).
+        const STACK: usize = 256;
+        let len = namespace.len() + 1 + name.len();
+        if len <= STACK {
+            let mut buf = [0u8; STACK];
+            buf[..namespace.len()].copy_from_slice(namespace.as_bytes());
+            buf[namespace.len()] = b'/';
+            buf[namespace.len() + 1..len].copy_from_slice(name.as_bytes());
+            if let Ok(key) = std::str::from_utf8(&buf[..len]) {
+                return ObjectKey(Arc::from(key));
+            }
+        }
+        let mut s = String::with_capacity(len);
+        s.push_str(namespace);
+        s.push('/');
+        s.push_str(name);
+        ObjectKey(Arc::from(s))
     }
 
     /// Wraps a string that already is a key (an "explicit key"), unchanged.

@@ -33,8 +33,28 @@ pub(crate) struct State<K> {
     pub(crate) items: HashMap<ObjectKey, Arc<K>>,
     /// Sorted by name; few entries, so lookups scan.
     pub(crate) indexes: Vec<NamedIndex<K>>,
-    /// The resource version of the last write that carried one (A6): last written, not the maximum.
-    pub(crate) resource_version: String,
+    /// Where the resource version of the last write that carried one comes from (A6): last
+    /// written, not the maximum.
+    pub(crate) last_write: LastWrite<K>,
+}
+
+/// The last write that carried a resource version. Keeping the object (a shared `Arc`) instead
+/// of copying its version string saves an allocation on every add and update; the price is that
+/// the last added object stays alive until the next write even if it is deleted by key meanwhile.
+pub(crate) enum LastWrite<K> {
+    /// An added or updated object.
+    Object(Arc<K>),
+    /// A delete, a replace or a bookmark.
+    Version(String),
+}
+
+impl<K: Object> LastWrite<K> {
+    pub(crate) fn resource_version(&self) -> String {
+        match self {
+            LastWrite::Object(obj) => obj.resource_version().unwrap_or("").to_string(),
+            LastWrite::Version(rv) => rv.clone(),
+        }
+    }
 }
 
 fn index_values<K>(
@@ -61,7 +81,7 @@ impl<K: Object> State<K> {
                     buckets: HashMap::new(),
                 })
                 .collect(),
-            resource_version: String::new(),
+            last_write: LastWrite::Version(String::new()),
         }
     }
 
