@@ -1,5 +1,5 @@
-//! A shared informer with a handler, against the simulated API server (or a real cluster: set
-//! `KUBECONFIG`). Run with `cargo run -p shared-informer --example informer`.
+//! A shared informer with a handler, against the simulated API server, which the example also
+//! changes to show updates and deletes. Run with `cargo run -p shared-informer --example informer`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,10 +12,7 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sim = sim_apiserver::SimServer::start().await?;
-    let config = match std::env::var("KUBECONFIG") {
-        Ok(_) => ClusterConfig::from_kubeconfig(None)?,
-        Err(_) => ClusterConfig::new(&sim.url())?,
-    };
+    let config = ClusterConfig::new(&sim.url())?;
     sim.create(
         "configmaps",
         Some("default"),
