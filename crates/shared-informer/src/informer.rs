@@ -429,12 +429,11 @@ where
                     let Some(obj) = delta.object() else {
                         continue;
                     };
-                    let key = indexer.key_of(obj).map_err(ProcessError::failed)?;
-                    match indexer.get_by_key(key.as_str()) {
+                    match indexer
+                        .upsert(Arc::clone(obj))
+                        .map_err(ProcessError::failed)?
+                    {
                         Some(old) => {
-                            indexer
-                                .update(Arc::clone(obj))
-                                .map_err(ProcessError::failed)?;
                             let resync_class =
                                 match (old.resource_version(), obj.resource_version()) {
                                     (Some(a), Some(b)) => {
@@ -451,7 +450,6 @@ where
                             );
                         }
                         None => {
-                            indexer.add(Arc::clone(obj)).map_err(ProcessError::failed)?;
                             self.inner.processor.distribute(
                                 Notification::Add {
                                     obj: Arc::clone(obj),

@@ -65,6 +65,12 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
         self.listener.panics()
     }
 
+    /// The resync period in force for this handler (zero: never), after the 1 s minimum and the
+    /// informer's check-period rules (contract D5.3).
+    pub fn resync_period(&self) -> std::time::Duration {
+        self.listener.resync.lock().period
+    }
+
     /// The registration's name (`informer#n`).
     pub fn name(&self) -> &str {
         &self.listener.name

@@ -203,19 +203,28 @@ async fn resync_reaches_only_the_listeners_that_are_due() {
 
 #[tokio::test(start_paused = true)]
 async fn resync_periods_follow_the_check_period_rules() {
+    // Contract D5.3: informer default 12 h; handlers asking 0, 1 min, 55 s, 5 s before start.
     let inf = informer(FakeLw::default(), Duration::from_secs(12 * 3600));
-    let noop = || EventHandlerFns::<DynamicObject>::new();
-    inf.add_event_handler_with_resync(noop(), Duration::ZERO)
+    let noop = EventHandlerFns::<DynamicObject>::new;
+    let regs: Vec<_> = [0u64, 60, 55, 5]
+        .into_iter()
+        .map(|s| {
+            inf.add_event_handler_with_resync(noop(), Duration::from_secs(s))
+                .unwrap()
+        })
+        .collect();
+    let periods: Vec<u64> = regs.iter().map(|r| r.resync_period().as_secs()).collect();
+    assert_eq!(
+        periods,
+        [0, 60, 55, 5],
+        "the check period follows the smallest request; larger ones keep theirs"
+    );
+    // Below the 1 s minimum, a request is raised to it.
+    let tiny = inf
+        .add_event_handler_with_resync(noop(), Duration::from_millis(10))
         .unwrap();
-    inf.add_event_handler_with_resync(noop(), Duration::from_secs(60))
-        .unwrap();
-    inf.add_event_handler_with_resync(noop(), Duration::from_secs(55))
-        .unwrap();
-    inf.add_event_handler_with_resync(noop(), Duration::from_secs(5))
-        .unwrap();
-    // Effective periods 0 / 60 / 55 / 5 are observed through resync deliveries in the test above;
-    // here: a handler asking less than the 1 s minimum is raised to it, and the informer with
-    // period 0 never resyncs whatever handlers ask (D5.3 rule 4).
+    assert_eq!(tiny.resync_period(), Duration::from_secs(1));
+    // An informer created with period 0 never resyncs, whatever handlers ask (D5.3 rule 4).
     let never = informer(FakeLw::new(vec![pod("p", 1)], "1"), Duration::ZERO);
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
@@ -309,7 +318,7 @@ async fn a_panicking_handler_keeps_receiving_and_others_are_unaffected() {
     let started = tokio::time::Instant::now();
     let (cancel, task) = start(&inf);
     until(|| healthy.processed() == 5).await;
-    assert!(healthy.has_synced());
+    until(|| healthy.has_synced()).await;
     until(|| panicky.iter().all(|r| r.panics() == 5)).await;
     assert!(
         started.elapsed() >= Duration::from_secs(4),
@@ -339,7 +348,8 @@ async fn a_blocked_handler_does_not_slow_another() {
     let fast = inf.add_event_handler(EventHandlerFns::new()).unwrap();
     let (cancel, task) = start(&inf);
     until(|| fast.processed() == 200).await;
-    assert!(fast.has_synced());
+    // The informer marks itself synced from its own task, just after the last initial pop.
+    until(|| fast.has_synced()).await;
     assert!(
         slow.processed() <= 1,
         "the slow handler is still on its first notification"

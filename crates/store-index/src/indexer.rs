@@ -91,14 +91,21 @@ impl<K: Object> Indexer<K> {
 
     /// Inserts or replaces `obj` (add and update are the same operation).
     pub fn add(&self, obj: Arc<K>) -> Result<(), StoreError> {
+        self.upsert(obj).map(|_| ())
+    }
+
+    /// Inserts or replaces `obj` and returns the object it replaced, in one atomic step: the key is
+    /// computed once and no other writer can come between the read and the write (what an
+    /// informer needs to tell an add from an update).
+    pub fn upsert(&self, obj: Arc<K>) -> Result<Option<Arc<K>>, StoreError> {
         let key = self.key_of(&obj)?;
         let mut state = self.shared.state.write();
         let tracked = obj.has_meta().then(|| Arc::clone(&obj));
-        state.upsert(key, obj)?;
+        let old = state.upsert(key, obj)?;
         if let Some(obj) = tracked {
             state.last_write = LastWrite::Object(obj);
         }
-        Ok(())
+        Ok(old)
     }
 
     /// Same as [`add`](Self::add).

@@ -92,8 +92,13 @@ impl<K: Object> State<K> {
             .ok_or_else(|| StoreError::IndexNotFound(name.to_string()))
     }
 
-    /// Adds or replaces the object under `key`, keeping every index in step (I1–I3).
-    pub(crate) fn upsert(&mut self, key: ObjectKey, obj: Arc<K>) -> Result<(), StoreError> {
+    /// Adds or replaces the object under `key`, keeping every index in step (I1–I3); returns the
+    /// object it replaced.
+    pub(crate) fn upsert(
+        &mut self,
+        key: ObjectKey,
+        obj: Arc<K>,
+    ) -> Result<Option<Arc<K>>, StoreError> {
         let old = self.items.get(&key);
         // Compute everything first, so that an index function error changes nothing (I3).
         let mut changes = Vec::with_capacity(self.indexes.len());
@@ -117,8 +122,7 @@ impl<K: Object> State<K> {
                 index.buckets.entry(value).or_default().insert(key.clone());
             }
         }
-        self.items.insert(key, obj);
-        Ok(())
+        Ok(self.items.insert(key, obj))
     }
 
     /// Removes `key` from the items and from every index, using the stored object's values.

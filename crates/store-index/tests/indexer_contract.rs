@@ -323,3 +323,13 @@ fn clones_of_an_indexer_share_one_store() {
     assert!(b.get(&pod("ns", "x")).unwrap().is_some());
     assert_eq!(b.len(), 1);
 }
+
+#[test]
+fn upsert_returns_the_object_it_replaced() {
+    let idx = Indexer::new(comma_index());
+    assert!(idx.upsert(item("a", "x")).unwrap().is_none());
+    let old = idx.upsert(item("a", "y")).unwrap().unwrap();
+    assert_eq!(old.value, "x");
+    assert_eq!(keys(&idx, "y"), ["a"]);
+    assert!(keys(&idx, "x").is_empty());
+}
