@@ -1,0 +1,85 @@
+//! The scenarios, in the order they run (see [`all`]).
+
+mod churn;
+mod compaction;
+mod controller;
+mod handlers;
+mod modes;
+mod sharing;
+mod soak;
+mod transports;
+
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use crate::{Opts, Scenario};
+
+fn secs(n: u64) -> fn(&Opts) -> Duration {
+    // A function pointer per limit keeps `Scenario` plain data.
+    match n {
+        120 => |_| Duration::from_secs(120),
+        180 => |_| Duration::from_secs(180),
+        _ => |_| Duration::from_secs(240),
+    }
+}
+
+/// Every scenario.
+pub fn all() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "churn-10k-list",
+            about: "10k-object initial list, then 1k events/s for 30 s",
+            timeout: secs(180),
+            run: |o| churn::big_list_then_churn(o).boxed(),
+        },
+        Scenario {
+            name: "watch-faults",
+            about: "churn with watches cut every 250 events, 1-byte chunks, resets, bad lines, ERROR events, refused requests",
+            timeout: secs(120),
+            run: |o| churn::watch_faults(o).boxed(),
+        },
+        Scenario {
+            name: "compaction-relist",
+            about: "compaction during a disconnect: 410, relist, deletions as tombstones exactly once",
+            timeout: secs(120),
+            run: |o| compaction::compaction_relist(o).boxed(),
+        },
+        Scenario {
+            name: "bookmarks-watch-list",
+            about: "bookmarks on/off × watch-list mode on/off under churn",
+            timeout: secs(180),
+            run: |o| modes::bookmarks_and_watch_list(o).boxed(),
+        },
+        Scenario {
+            name: "transports",
+            about: "HTTPS + bearer token (HTTP/1.1), HTTPS + client certificate (h2), h2c",
+            timeout: secs(180),
+            run: |o| transports::transports(o).boxed(),
+        },
+        Scenario {
+            name: "five-consumers",
+            about: "five consumers of one factory: one list and one watch per resource",
+            timeout: secs(120),
+            run: |o| sharing::five_consumers(o).boxed(),
+        },
+        Scenario {
+            name: "slow-panicking-handlers",
+            about: "a slow and a panicking handler beside healthy ones",
+            timeout: secs(120),
+            run: |o| handlers::slow_and_panicking(o).boxed(),
+        },
+        Scenario {
+            name: "controller-retries",
+            about: "workqueue controller with injected panics, errors and retries under churn",
+            timeout: secs(120),
+            run: |o| controller::controller_retries(o).boxed(),
+        },
+        Scenario {
+            name: "soak",
+            about: "minutes of high churn with RSS sampled and checked for growth",
+            timeout: |o| Duration::from_secs(o.soak_seconds + 180),
+            run: |o| soak::soak(o).boxed(),
+        },
+    ]
+}
