@@ -30,6 +30,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     tools::step("tests", || {
         tools::run(&cargo, &["test", "--workspace", "--all-features"])
     })?;
+    // End to end, in release mode: every scenario of tests/integration (about 5 minutes).
+    tools::step("integration", || crate::integration::run(&[]))?;
     println!("ci: all steps passed");
     Ok(())
 }

@@ -1,14 +1,19 @@
 //! Project automation, run as `cargo xtask <command>` (aliased in `.cargo/config.toml`).
 //!
 //! Commands:
-//! - `ci`: everything CI checks, in order of increasing cost: tools, layering, fmt, clippy, tests.
+//! - `ci`: everything CI checks, in order of increasing cost: tools, layering, fmt, clippy, tests,
+//!   then the integration suite.
 //! - `layering`: only the crate layering check.
 //! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
+//! - `integration`: the end-to-end scenarios (`tests/integration`) against the simulated API
+//!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`) are
+//!   passed through.
 //!
 //! Each step prints one line when it starts and one when it ends, with its duration, so a long CI run
 //! shows where its time goes.
 
 mod ci;
+mod integration;
 mod layering;
 mod tools;
 
@@ -18,10 +23,12 @@ fn usage() -> &'static str {
     "usage: cargo xtask <command>\n\
      \n\
      commands:\n  \
-       ci         install missing tools, then layering, fmt, clippy and all tests\n  \
-       layering   check that each workspace crate depends only on the crate below it\n  \
-       demo       run the demo against the embedded simulated API server\n             \
-       (--seconds N, --rate N, --pods N, or --kubeconfig PATH [--context NAME] for a real cluster)\n"
+       ci           install missing tools, then layering, fmt, clippy, all tests and the integration suite\n  \
+       layering     check that each workspace crate depends only on the crate below it\n  \
+       demo         run the demo against the embedded simulated API server\n               \
+       (--seconds N, --rate N, --pods N, or --kubeconfig PATH [--context NAME] for a real cluster)\n  \
+       integration  run the end-to-end scenarios against the simulated API server (about 5 minutes)\n               \
+       ([FILTER...] to pick scenarios by name, --list, --soak-seconds N)\n"
 }
 
 /// Builds and runs the demo in release mode, passing `args` through.
@@ -45,6 +52,7 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(&args[1..]),
         Some("layering") => layering::run(),
         Some("demo") => demo(&args[1..]),
+        Some("integration") => integration::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;
