@@ -1,7 +1,9 @@
 //! [`Client`]: the HTTP client on hyper 1.x — TLS by rustls (ring), HTTP/1.1 or HTTP/2 chosen by
-//! ALPN, pooled connections, HTTP/2 keep-alive pings, connect and request timeouts (none on
-//! watches).
+//! ALPN, pooled connections, HTTP/2 keep-alive pings, connect and request timeouts (on watches,
+//! only until the response head). HTTP/1.1 watches read on a dedicated connection they drive
+//! themselves ([`WatchBody`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,9 +11,9 @@ use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Empty};
-use hyper::body::{Body as _, Incoming};
+use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
-use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::{Connection as _, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -21,6 +23,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use crate::auth::Authenticator;
 use crate::config::{ClusterConfig, ConfigError};
 use crate::error::ReflectorError;
+use crate::watch_body::{send_on_dedicated_http1, WatchBody};
 
 type HyperClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
@@ -28,6 +31,11 @@ type HyperClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnect
 #[derive(Clone)]
 pub struct Client {
     inner: HyperClient,
+    /// The pool's connector, also used to open dedicated watch connections.
+    connector: HttpsConnector<HttpConnector>,
+    /// Set once the server answered over HTTP/2 (by ALPN or prior knowledge): watches then share
+    /// the pool's multiplexed connection instead of opening their own.
+    http2: Arc<AtomicBool>,
     base: String,
     auth: Arc<Authenticator>,
     request_timeout: Option<Duration>,
@@ -187,7 +195,9 @@ impl Client {
         }
         base.shrink_to_fit();
         Ok(Client {
-            inner: b.build(connector),
+            inner: b.build(connector.clone()),
+            connector,
+            http2: Arc::new(AtomicBool::new(config.http2_prior_knowledge)),
             base,
             auth: Arc::new(Authenticator::new(config.credentials.clone())),
             request_timeout: config.request_timeout,
@@ -197,17 +207,105 @@ impl Client {
     /// Sends `GET path_and_query` and returns the response head once it arrives (any status).
     pub async fn send(&self, path_and_query: &str) -> Result<Response<Incoming>, ReflectorError> {
         let uri = format!("{}{}", self.base, path_and_query);
-        let mut req = Request::get(uri.as_str()).header(ACCEPT, "application/json");
+        let req = self.request(&uri, &uri).await?;
+        let resp = self
+            .inner
+            .request(req)
+            .await
+            .map_err(|e| ReflectorError::transport(format!("GET {uri}"), Box::new(e)))?;
+        if resp.version() == http::Version::HTTP_2 {
+            self.http2.store(true, Ordering::Relaxed);
+        }
+        Ok(resp)
+    }
+
+    /// A `GET` of `target` (absolute for the pool, origin-form on a dedicated connection), with
+    /// the credentials' current `Authorization` header; `uri` names it in errors.
+    async fn request(
+        &self,
+        uri: &str,
+        target: &str,
+    ) -> Result<Request<Empty<Bytes>>, ReflectorError> {
+        let mut req = Request::get(target).header(ACCEPT, "application/json");
         if let Some(h) = self.auth.header().await? {
             req = req.header(AUTHORIZATION, h);
         }
-        let req = req.body(Empty::new()).map_err(|e| {
+        req.body(Empty::new()).map_err(|e| {
             ReflectorError::transport(format!("building request for {uri}"), Box::new(e))
+        })
+    }
+
+    /// Opens a watch (`GET path_and_query` whose body streams): returns the body of a successful
+    /// response once its head arrives, within the request timeout; an error status is read and
+    /// returned as [`ReflectorError::Api`]. The body itself has no timeout (the server ends a
+    /// watch after its `timeoutSeconds`).
+    ///
+    /// Over HTTP/1.1 the watch gets a connection of its own that its body drives as it is read
+    /// (see [`WatchBody`] for why); over HTTP/2 it shares the pool's multiplexed connection. The
+    /// protocol is learned from the server's answers: a dedicated connection whose ALPN
+    /// negotiation picks HTTP/2 is dropped and the watch goes to the pool, as do all later ones.
+    pub async fn watch(&self, path_and_query: &str) -> Result<WatchBody, ReflectorError> {
+        let resp = self
+            .with_timeout(async {
+                if !self.http2.load(Ordering::Relaxed) {
+                    if let Some(resp) = self.watch_on_dedicated_connection(path_and_query).await? {
+                        return Ok(resp);
+                    }
+                }
+                Ok::<_, ReflectorError>(
+                    self.send(path_and_query)
+                        .await?
+                        .map(WatchBody::without_driver),
+                )
+            })
+            .await??;
+        if resp.status().is_success() {
+            return Ok(resp.into_body());
+        }
+        let code = resp.status();
+        let body = self
+            .with_timeout(read_body(resp.into_body(), None))
+            .await??;
+        Err(ReflectorError::api(crate::status::Status::from_response(
+            code.as_u16(),
+            &body,
+        )))
+    }
+
+    /// Sends the watch on a new HTTP/1.1 connection; `None` when the server picked HTTP/2.
+    async fn watch_on_dedicated_connection(
+        &self,
+        path_and_query: &str,
+    ) -> Result<Option<Response<WatchBody>>, ReflectorError> {
+        use tower_service::Service as _;
+        let full = format!("{}{}", self.base, path_and_query);
+        let uri: http::Uri = full.parse().map_err(|e| {
+            ReflectorError::transport(format!("building request for {full}"), Box::new(e))
         })?;
-        self.inner
-            .request(req)
+        let connect_err = |e: Box<dyn std::error::Error + Send + Sync>| {
+            ReflectorError::transport(format!("GET {full}"), e)
+        };
+        let mut connector = self.connector.clone();
+        futures::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
-            .map_err(|e| ReflectorError::transport(format!("GET {uri}"), Box::new(e)))
+            .map_err(connect_err)?;
+        let io = connector.call(uri.clone()).await.map_err(connect_err)?;
+        if io.connected().is_negotiated_h2() {
+            self.http2.store(true, Ordering::Relaxed);
+            return Ok(None);
+        }
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut req = self.request(&full, target).await?;
+        if let Some(authority) = uri.authority() {
+            let host = http::HeaderValue::from_str(authority.as_str()).map_err(|e| {
+                ReflectorError::transport(format!("building request for {full}"), Box::new(e))
+            })?;
+            req.headers_mut().insert(http::header::HOST, host);
+        }
+        let resp = send_on_dedicated_http1(io, req)
+            .await
+            .map_err(|e| ReflectorError::transport(format!("GET {full}"), Box::new(e)))?;
+        Ok(Some(resp))
     }
 
     /// Sends `GET path_and_query` and returns a successful response's head; an error status is
@@ -261,7 +359,10 @@ impl Client {
 }
 
 /// Reads a body into one buffer, dropping each frame once copied (the body is held once).
-async fn read_body(mut body: Incoming, len: Option<usize>) -> Result<Bytes, ReflectorError> {
+async fn read_body<B>(mut body: B, len: Option<usize>) -> Result<Bytes, ReflectorError>
+where
+    B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
+{
     let first = match body.frame().await {
         None => return Ok(Bytes::new()),
         Some(f) => f.map_err(|e| ReflectorError::transport("reading body", Box::new(e)))?,

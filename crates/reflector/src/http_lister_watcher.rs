@@ -144,11 +144,8 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         options.field_selector = options
             .field_selector
             .or_else(|| self.field_selector.clone());
-        let resp = self
-            .client
-            .get_stream(&self.path(&options.to_query()))
-            .await?;
-        let chunks = resp.into_body().into_data_stream().map({
+        let body = self.client.watch(&self.path(&options.to_query())).await?;
+        let chunks = body.into_data_stream().map({
             let metrics = self.metrics.clone();
             move |r| {
                 if let (Some(m), Ok(b)) = (&metrics, &r) {

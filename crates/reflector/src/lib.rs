@@ -58,6 +58,7 @@ mod params;
 mod reflector;
 mod resource;
 mod status;
+mod watch_body;
 
 pub use auth::ExecConfig;
 pub use backoff::{Backoff, BackoffConfig};
@@ -78,6 +79,7 @@ pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use reflector::{Reflector, ReflectorOptions, ShouldResync, WatchErrorHandler};
 pub use resource::{ApiResource, Resource};
 pub use status::{Status, StatusCause, StatusDetails};
+pub use watch_body::WatchBody;
 
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use delta_fifo;

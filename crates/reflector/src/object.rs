@@ -48,6 +48,17 @@ pub trait Decode: Object + Sized {
         deserializer: D,
         frame: &Frame<'de>,
     ) -> Result<Self, D::Error>;
+
+    /// Decodes one object whose JSON is exactly `text` (a sub-slice of `frame`'s text), nothing
+    /// but whitespace after it. The watch decoder calls this when it can see where an event's
+    /// object starts and ends without parsing the envelope, so a type that keeps its raw bytes
+    /// can skip the pass that finds them. The default runs [`decode`](Decode::decode) on `text`.
+    fn decode_exact<'de>(text: &'de str, frame: &Frame<'de>) -> Result<Self, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let object = Self::decode(&mut de, frame)?;
+        de.end()?;
+        Ok(object)
+    }
 }
 
 /// Implements [`Decode`] for types that implement `serde::Deserialize` (one pass, no copy).
@@ -86,6 +97,11 @@ impl Decode for CompactObject {
     ) -> Result<Self, D::Error> {
         let raw = <&'de RawValue>::deserialize(deserializer)?;
         CompactObject::from_json(frame.bytes_of(raw.get())).map_err(D::Error::custom)
+    }
+
+    /// One pass: the object's extent is already known, so no `RawValue` pass is needed to find it.
+    fn decode_exact<'de>(text: &'de str, frame: &Frame<'de>) -> Result<Self, serde_json::Error> {
+        CompactObject::from_json(frame.bytes_of(text))
     }
 }
 

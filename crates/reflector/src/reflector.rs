@@ -233,6 +233,14 @@ where
     /// Most events applied in a row before cancellation and the resync timer are checked again.
     const EVENT_BATCH: usize = 64;
 
+    /// Events applied between two voluntary yields to the runtime. While a watch stream always has
+    /// data ready, this task would otherwise keep its worker thread for a whole coop budget, and
+    /// the tasks it wakes (the queue's consumer, the handlers) would wait in that worker's
+    /// unstealable next-task slot instead of running beside it on another thread; the backlog grows
+    /// and so does memory. Yielding puts this task at the back of the run queue, where an idle
+    /// worker can take it, so producer and consumers run in parallel.
+    const YIELD_EVERY: usize = 64;
+
     /// Sets the should-resync hook (contract C12.1).
     pub fn with_should_resync(mut self, hook: ShouldResync) -> Self {
         self.should_resync = Some(hook);
@@ -540,6 +548,7 @@ where
     ) -> WatchEnd {
         let mut events = 0u64;
         let mut propagate = !suppress_added_rv;
+        let mut since_yield = 0;
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
         loop {
@@ -587,6 +596,11 @@ where
                             Some(next) => item = next,
                             None => break,
                         }
+                    }
+                    since_yield += Self::EVENT_BATCH - budget;
+                    if since_yield >= Self::YIELD_EVERY {
+                        since_yield = 0;
+                        tokio::task::yield_now().await;
                     }
                 }
             }

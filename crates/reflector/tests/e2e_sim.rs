@@ -679,3 +679,81 @@ async fn a_refused_connection_is_recognised_as_such() {
         .unwrap_err();
     assert!(err.is_connection_refused(), "{err}");
 }
+
+/// `Client::watch` over each protocol: HTTP/1.1 (plain and TLS) on a connection of its own that
+/// the body drives, HTTP/2 (learned by ALPN on the watch's own connection attempt, or by prior
+/// knowledge) on the pool's shared connection. Each streams events, reports an error status as a
+/// typed error, and closes the watch on the server when the body is dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_watch_streams_and_closes_over_every_protocol() {
+    use http_body_util::BodyExt as _;
+    let plain = SimServer::start().await.unwrap();
+    let tls_h1 = SimServer::builder()
+        .tls(true)
+        .http2(false)
+        .token("t")
+        .start()
+        .await
+        .unwrap();
+    let tls_h2 = SimServer::builder()
+        .tls(true)
+        .token("t")
+        .start()
+        .await
+        .unwrap();
+    let mut h2c = config_for(&plain);
+    h2c.http2_prior_knowledge = true;
+    // (name, config, server, whether the watch gets a dedicated connection)
+    let cases = [
+        ("HTTP/1.1", config_for(&plain), &plain, true),
+        ("HTTPS HTTP/1.1", config_for(&tls_h1), &tls_h1, true),
+        ("HTTPS HTTP/2 by ALPN", config_for(&tls_h2), &tls_h2, false),
+        ("h2c prior knowledge", h2c, &plain, false),
+    ];
+    for (name, config, sim, dedicated) in cases {
+        let client = Client::new(&config).unwrap();
+        // Twice on one client: for HTTP/2 by ALPN, the first watch learns the protocol.
+        for round in 0..2 {
+            let pod = format!("p-{}-{round}", name.len());
+            sim.create("pods", Some("w"), json!({"metadata": {"name": pod}}))
+                .unwrap();
+            let before = sim.watcher_count();
+            let mut body = client
+                .watch("/api/v1/namespaces/w/pods?watch=true&resourceVersion=0")
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(
+                format!("{body:?}").contains(&format!("dedicated_connection: {dedicated}")),
+                "{name}: {body:?}"
+            );
+            let mut text = Vec::new();
+            while !String::from_utf8_lossy(&text).contains(&pod) {
+                let frame = tokio::time::timeout(Duration::from_secs(10), body.frame())
+                    .await
+                    .unwrap_or_else(|_| panic!("{name}: no event"))
+                    .expect("the watch stays open")
+                    .unwrap();
+                text.extend_from_slice(&frame.into_data().unwrap_or_default());
+            }
+            assert!(String::from_utf8_lossy(&text).contains(r#""type":"ADDED""#));
+            assert_eq!(sim.watcher_count(), before + 1, "{name}");
+            drop(body);
+            let closed = async {
+                while sim.watcher_count() != before {
+                    tokio::task::yield_now().await;
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(5), closed)
+                .await
+                .unwrap_or_else(|_| panic!("{name}: the server sees the watch closed"));
+        }
+        let err = client
+            .watch("/api/v1/namespaces/w/nosuchthings?watch=true")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, reflector::ReflectorError::Api(s) if s.code == 404),
+            "{name}: {err:?}"
+        );
+    }
+}

@@ -198,7 +198,7 @@ async fn watch_throughput(cached: usize, events: usize) {
     sim.shutdown();
 }
 
-fn main() {
+pub fn main() {
     // BENCH_WORKERS=1 shows how much of the cost is cross-thread wake-ups.
     let workers = std::env::var("BENCH_WORKERS")
         .ok()
@@ -212,6 +212,10 @@ fn main() {
     // `-- watch` runs only the watch figure (for profiling).
     let only_watch = std::env::args().any(|a| a == "watch");
     let only_fast = std::env::args().any(|a| a == "fast");
+    if std::env::args().any(|a| a == "handoff") {
+        rt.block_on(handoff(200_000));
+        return;
+    }
     rt.block_on(async {
         if !only_watch && !only_fast {
             initial_sync(10_000).await;
@@ -220,7 +224,16 @@ fn main() {
         if !only_fast {
             watch_throughput(10_000, 50_000).await;
         }
-        fast_server_watch(10_000, 50_000).await;
+        let events = std::env::var("BENCH_EVENTS")
+            .ok()
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(50_000);
+        if std::env::var("BENCH_TYPE").map_or(true, |t| t != "dynamic") {
+            fast_server_watch::<CompactObject>(10_000, events).await;
+        }
+        if std::env::var("BENCH_TYPE").map_or(true, |t| t != "compact") {
+            fast_server_watch::<DynamicObject>(10_000, events).await;
+        }
     });
 }
 
@@ -242,57 +255,71 @@ mod fast_server {
     type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
     pub async fn start(list: Bytes, events: Arc<Vec<Bytes>>) -> String {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
         let streamed = Arc::new(AtomicBool::new(false));
-        tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                let (list, events, streamed) =
-                    (list.clone(), Arc::clone(&events), Arc::clone(&streamed));
-                tokio::spawn(async move {
-                    let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                        let (list, events, streamed) =
-                            (list.clone(), Arc::clone(&events), Arc::clone(&streamed));
-                        async move {
-                            let watch = req
-                                .uri()
-                                .query()
-                                .is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
-                            let body: Body = if !watch {
-                                Full::new(list).boxed()
-                            } else if !streamed.swap(true, Ordering::SeqCst) {
-                                let frames =
-                                    futures::stream::iter((0..events.len()).map(move |i| {
-                                        Ok::<_, Infallible>(Frame::data(events[i].clone()))
-                                    }));
-                                StreamBody::new(frames).boxed()
-                            } else {
-                                StreamBody::new(futures::stream::pending::<
-                                    Result<Frame<Bytes>, Infallible>,
-                                >())
-                                .boxed()
-                            };
-                            Ok::<_, Infallible>(
-                                Response::builder()
-                                    .header("content-type", "application/json")
-                                    .body(body)
-                                    .expect("response"),
-                            )
-                        }
+        // The server runs on a thread and runtime of its own, as a real server runs in a process of
+        // its own: it shares the machine's cores with the client, not the client's runtime.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        std::thread::spawn(move || {
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+                while let Ok((socket, _)) = listener.accept().await {
+                    let (list, events, streamed) =
+                        (list.clone(), Arc::clone(&events), Arc::clone(&streamed));
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                            let (list, events, streamed) =
+                                (list.clone(), Arc::clone(&events), Arc::clone(&streamed));
+                            async move {
+                                let watch = req.uri().query().is_some_and(|q| {
+                                    q.contains("watch=true") || q.contains("watch=1")
+                                });
+                                let body: Body = if !watch {
+                                    Full::new(list).boxed()
+                                } else if !streamed.swap(true, Ordering::SeqCst) {
+                                    let frames =
+                                        futures::stream::iter((0..events.len()).map(move |i| {
+                                            Ok::<_, Infallible>(Frame::data(events[i].clone()))
+                                        }));
+                                    StreamBody::new(frames).boxed()
+                                } else {
+                                    StreamBody::new(futures::stream::pending::<
+                                        Result<Frame<Bytes>, Infallible>,
+                                    >())
+                                    .boxed()
+                                };
+                                Ok::<_, Infallible>(
+                                    Response::builder()
+                                        .header("content-type", "application/json")
+                                        .body(body)
+                                        .expect("response"),
+                                )
+                            }
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(socket), service)
+                            .await;
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(socket), service)
-                        .await;
-                });
-            }
+                }
+            })
         });
         format!("http://{addr}")
     }
 }
 
-async fn fast_server_watch(cached: usize, events: usize) {
+async fn fast_server_watch<K>(cached: usize, events: usize)
+where
+    K: Object + Decode + DeserializeOwned + Send + Sync + 'static,
+{
+    let type_name = std::any::type_name::<K>()
+        .rsplit("::")
+        .next()
+        .unwrap_or("?");
     let pod_lines: Vec<String> = (0..cached).map(realistic_pod_json).collect();
     let list = format!(
         r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{}"}},"items":[{}]}}"#,
@@ -316,18 +343,16 @@ async fn fast_server_watch(cached: usize, events: usize) {
     );
     let url = fast_server::start(bytes::Bytes::from(list), Arc::clone(&lines)).await;
     let factory = SharedInformerFactory::new(ClusterConfig::new(&url).expect("config"));
-    let informer = factory.informer::<CompactObject>(pods()).expect("informer");
+    let informer = factory.informer::<K>(pods()).expect("informer");
     let updates = Arc::new(AtomicU64::new(0));
     let counter = Arc::clone(&updates);
     // NO_HANDLER=1: no handler at all; completion is seen through the last-synced resource version.
     let no_handler = std::env::var("NO_HANDLER").is_ok();
     if !no_handler {
         informer
-            .add_event_handler(EventHandlerFns::new().on_update(
-                move |_: &Arc<CompactObject>, _| {
-                    counter.fetch_add(1, Ordering::Relaxed);
-                },
-            ))
+            .add_event_handler(EventHandlerFns::new().on_update(move |_: &Arc<K>, _| {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }))
             .expect("handler");
     }
     let last_rv = (cached + events).to_string();
@@ -336,6 +361,7 @@ async fn fast_server_watch(cached: usize, events: usize) {
     factory.start(&cancel);
     factory.wait_for_cache_sync(Duration::from_secs(120)).await;
     let synced = start.elapsed();
+    let rss_synced = rss_mb();
     while if no_handler {
         informer.last_sync_resource_version() != last_rv
     } else {
@@ -344,18 +370,24 @@ async fn fast_server_watch(cached: usize, events: usize) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let took = start.elapsed() - synced;
+    eprintln!(
+        "rss after sync {rss_synced:.0} MB, after the watch {:.0} MB, peak {:.0} MB",
+        rss_mb(),
+        peak_rss_mb()
+    );
     cancel.cancel();
     factory.shutdown().await;
 
     #[derive(serde::Deserialize)]
-    struct Event {
+    #[serde(bound = "K: DeserializeOwned")]
+    struct Event<K> {
         #[serde(rename = "type")]
         _kind: String,
-        object: CompactObject,
+        object: K,
     }
     let t = Instant::now();
     for line in lines.iter() {
-        let ev: Event = serde_json::from_slice(line).expect("decode");
+        let ev: Event<K> = serde_json::from_slice(line).expect("decode");
         std::hint::black_box(ev.object);
     }
     let decode = t.elapsed();
@@ -363,8 +395,109 @@ async fn fast_server_watch(cached: usize, events: usize) {
     let rate = events as f64 / took.as_secs_f64();
     let base = events as f64 / decode.as_secs_f64();
     println!(
-        "watch {events} updates over {cached} cached pods (CompactObject), fast server: {rate:>8.0} events/s ({:.1} MB/s) | baseline decode of the same lines {base:>8.0} events/s | ratio {:.2}",
+        "watch {events} updates over {cached} cached pods ({type_name}), fast server: {rate:>8.0} events/s ({:.1} MB/s) | baseline decode of the same lines {base:>8.0} events/s | ratio {:.2}",
         bytes as f64 / 1e6 / took.as_secs_f64(),
         rate / base,
     );
+}
+
+/// Diagnostic: how fast can the bare HTTP client hand body frames to a reader task?
+async fn handoff(events: usize) {
+    use http_body_util::BodyExt;
+    let line = bytes::Bytes::from(format!(
+        "{{\"type\":\"MODIFIED\",\"object\":{}}}\n",
+        realistic_pod_json(1)
+    ));
+    let lines: Arc<Vec<bytes::Bytes>> = Arc::new(vec![line; events]);
+    // A: the pooled client (connection driven by its own spawned task).
+    let url = fast_server::start(bytes::Bytes::new(), Arc::clone(&lines)).await;
+    let client = Client::new(&ClusterConfig::new(&url).expect("config")).expect("client");
+    let start = Instant::now();
+    let resp = client
+        .get_stream("/api/v1/pods?watch=true")
+        .await
+        .expect("watch");
+    let mut body = resp.into_body();
+    let mut n = 0usize;
+    while n < events {
+        let f = body.frame().await.expect("frame").expect("ok");
+        if f.is_data() {
+            n += 1;
+        }
+    }
+    let pooled = start.elapsed();
+    // B: the connection driven inside the reading task.
+    let url = fast_server::start(bytes::Bytes::new(), Arc::clone(&lines)).await;
+    let addr = url.trim_start_matches("http://").to_string();
+    let start = Instant::now();
+    let tcp = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    tcp.set_nodelay(true).expect("nodelay");
+    let (mut send, conn) = hyper::client::conn::http1::handshake::<
+        _,
+        http_body_util::Empty<bytes::Bytes>,
+    >(hyper_util::rt::TokioIo::new(tcp))
+    .await
+    .expect("handshake");
+    let read = async {
+        let req = hyper::Request::get("/api/v1/pods?watch=true")
+            .header("host", addr.as_str())
+            .body(http_body_util::Empty::new())
+            .expect("req");
+        let resp = send.send_request(req).await.expect("send");
+        let mut body = resp.into_body();
+        let mut n = 0usize;
+        while n < events {
+            let f = body.frame().await.expect("frame").expect("ok");
+            if f.is_data() {
+                n += 1;
+            }
+        }
+    };
+    tokio::select! {
+        _ = conn => panic!("connection ended"),
+        _ = read => {}
+    }
+    let inline = start.elapsed();
+    // C: the reflector's watch call.
+    let url = fast_server::start(bytes::Bytes::new(), Arc::clone(&lines)).await;
+    let client = Client::new(&ClusterConfig::new(&url).expect("config")).expect("client");
+    let start = Instant::now();
+    let mut body = client
+        .watch("/api/v1/pods?watch=true")
+        .await
+        .expect("watch");
+    let mut n = 0usize;
+    while n < events {
+        let f = body.frame().await.expect("frame").expect("ok");
+        if f.is_data() {
+            n += 1;
+        }
+    }
+    let watch = start.elapsed();
+    println!(
+        "handoff {events} frames: pooled client {:.0} frames/s, connection in the reading task {:.0} frames/s, Client::watch {:.0} frames/s",
+        events as f64 / pooled.as_secs_f64(),
+        events as f64 / inline.as_secs_f64(),
+        events as f64 / watch.as_secs_f64()
+    );
+}
+
+fn proc_status_mb(field: &str) -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+fn rss_mb() -> f64 {
+    proc_status_mb("VmRSS:")
+}
+fn peak_rss_mb() -> f64 {
+    proc_status_mb("VmHWM:")
 }
