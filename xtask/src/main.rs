@@ -8,10 +8,13 @@
 //! - `integration`: the end-to-end scenarios (`tests/integration`) against the simulated API
 //!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`) are
 //!   passed through.
+//! - `bench`: every benchmark in release mode, one table of figures with their same-run baselines,
+//!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only).
 //!
 //! Each step prints one line when it starts and one when it ends, with its duration, so a long CI run
 //! shows where its time goes.
 
+mod bench;
 mod ci;
 mod integration;
 mod layering;
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Some("layering") => layering::run(),
         Some("demo") => demo(&args[1..]),
         Some("integration") => integration::run(&args[1..]),
+        Some("bench") => bench::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;

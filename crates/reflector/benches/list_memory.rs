@@ -192,4 +192,10 @@ fn main() {
          paginated list through the reflector: peak RSS growth {listing:.1} MB = {:.2}x the decoded objects",
         listing / objects
     );
+    // For `cargo xtask bench`; the ratio is oriented so that higher is better (objects / RSS).
+    println!(
+        "bench-result {{\"name\":\"reflector paginated list of {total} CompactObject pods: peak RSS growth (MB)\",\"value\":{listing:.1},\"unit\":\"MB\",\"baseline\":{objects:.1},\"baseline_name\":\"the same objects built directly\",\"ratio\":{:.3},\"note\":\"{:.2}x the objects (target < 1.5x)\"}}",
+        objects / listing,
+        listing / objects
+    );
 }

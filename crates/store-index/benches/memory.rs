@@ -50,7 +50,14 @@ fn measure<K: Object>(label: &str, lines: &[String], decode: impl Fn(&str) -> K)
         indexer.add(Arc::new(decode(line))).expect("add");
     }
     let per_object = (live() - before) as f64 / lines.len() as f64;
+    let json = lines.iter().map(String::len).sum::<usize>() as f64 / lines.len() as f64;
     println!("{label:<28} {per_object:>9.0} bytes/object");
+    // For `cargo xtask bench`; the ratio is oriented so that higher is better (JSON / held).
+    println!(
+        "bench-result {{\"name\":\"store-index memory per cached pod, {label}\",\"value\":{per_object:.0},\"unit\":\"bytes\",\"baseline\":{json:.0},\"baseline_name\":\"its JSON\",\"ratio\":{:.3},\"note\":\"{:.2}x its JSON\"}}",
+        json / per_object,
+        per_object / json
+    );
     drop(indexer);
     per_object
 }
