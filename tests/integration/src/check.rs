@@ -322,12 +322,15 @@ impl<K> Recorder<K> {
         )
     }
 
-    fn after(&self) {
+    fn before(&self) {
         if !self.misbehave.delay.is_zero() {
             // A deliberately slow handler: it blocks its own delivery task, as a slow consumer
             // would (this is the behaviour under test, not synchronisation).
             std::thread::sleep(self.misbehave.delay);
         }
+    }
+
+    fn after(&self) {
         let n = self.seen.fetch_add(1, Ordering::Relaxed) + 1;
         if self.misbehave.panic_every > 0 && n.is_multiple_of(self.misbehave.panic_every) {
             std::panic::panic_any(INJECTED_PANIC);
@@ -337,6 +340,7 @@ impl<K> Recorder<K> {
 
 impl<K: Object> ResourceEventHandler<K> for Recorder<K> {
     fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+        self.before();
         self.seq.lock().add(
             key_of(obj.namespace(), obj.name()),
             rv_of(obj.resource_version()),
@@ -346,6 +350,7 @@ impl<K: Object> ResourceEventHandler<K> for Recorder<K> {
     }
 
     fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        self.before();
         self.seq.lock().update(
             key_of(new.namespace(), new.name()),
             rv_of(old.resource_version()),
@@ -355,6 +360,7 @@ impl<K: Object> ResourceEventHandler<K> for Recorder<K> {
     }
 
     fn on_delete(&self, obj: &ObjectOrTombstone<K>) {
+        self.before();
         let key = match obj.key() {
             Ok(k) => k.to_string(),
             Err(e) => {

@@ -77,10 +77,13 @@ pub async fn big_list_then_churn(_: Opts) -> Outcome {
         initial == SEEDED as u64,
         "{initial} adds flagged initial, want {SEEDED}"
     );
+    // No fault is injected: one list and one watch, unless the client fell so far behind that
+    // the server dropped its watcher (then it resumes with a new watch, without relisting).
     let c = sim.counters();
+    let dropped = sim.slow_watcher_terminations();
     ensure!(
-        (c.lists, c.watches) == (1, 1),
-        "no fault was injected, yet {} lists and {} watches",
+        c.lists == 1 && c.watches == 1 + dropped,
+        "no fault was injected, yet {} lists and {} watches ({dropped} watchers dropped as slow)",
         c.lists,
         c.watches
     );
@@ -94,9 +97,15 @@ pub async fn big_list_then_churn(_: Opts) -> Outcome {
 
 /// Scenario 2: churn while watch streams end every 250 events, arrive one byte per chunk, and a
 /// fault is injected every 1.5 s (reset mid-event, malformed line, ERROR 500 / 410, refused watch
-/// and list).
+/// and list, a stall that gets the watcher dropped as too slow, a compaction).
 pub async fn watch_faults(_: Opts) -> Outcome {
-    let sim = SimServer::start().await?;
+    // A small per-watcher buffer, so a stalled stream is dropped as too slow, and a short event
+    // log, so resuming after a long enough gap meets a compacted revision.
+    let sim = SimServer::builder()
+        .watch_buffer(128)
+        .max_log_events(2_000)
+        .start()
+        .await?;
     seed(&sim, "pods", "wf", 2, 600, 100)?;
     let factory =
         SharedInformerFactory::new(config_for(&sim)?).reflector_options(fast_backoff(false));
@@ -123,13 +132,24 @@ pub async fn watch_faults(_: Opts) -> Outcome {
             for round in 0u32.. {
                 tick.tick().await;
                 let f = sim.faults();
-                match round % 6 {
+                match round % 8 {
                     0 => f.reset_mid_chunk(),
                     1 => f.malformed_line(),
                     2 => f.error_event(500),
                     3 => f.error_event(410),
                     4 => f.fail_next(RequestKind::Watch, 429, 2),
-                    _ => f.fail_next(RequestKind::List, 503, 1),
+                    5 => f.fail_next(RequestKind::List, 503, 1),
+                    6 => {
+                        // A stalled stream: ~240 events pile up behind a 128-event buffer and
+                        // the server drops the watcher. (The stall's length is the fault.)
+                        f.stall();
+                        tokio::time::sleep(Duration::from_millis(800)).await;
+                        f.unstall()
+                    }
+                    _ => {
+                        f.compact();
+                        f
+                    }
                 };
             }
         })
@@ -157,6 +177,11 @@ pub async fn watch_faults(_: Opts) -> Outcome {
     )
     .await?;
     let c = sim.counters();
+    let dropped = sim.slow_watcher_terminations();
+    ensure!(
+        dropped >= 1,
+        "the stalls should have got a watcher dropped as too slow"
+    );
     ensure!(
         c.watches >= 10 && c.lists >= 2,
         "the faults should have forced re-watches and relists: {} watches, {} lists",
@@ -169,7 +194,8 @@ pub async fn watch_faults(_: Opts) -> Outcome {
     cancel.cancel();
     factory.shutdown().await;
     Ok(format!(
-        "{ops} churn ops; {} watches, {} lists, {} errors; {tombstones} tombstones, {resyncs} same-version updates; {detail}",
+        "{ops} churn ops; {} watches, {} lists, {} errors, {dropped} slow watchers dropped; \
+         {tombstones} tombstones, {resyncs} same-version updates; {detail}",
         c.watches, c.lists, c.errors
     ))
 }

@@ -1,7 +1,8 @@
 //! Scenario 3: the store is compacted while the informer's watch is disconnected, so resuming it
 //! gets 410 Expired and the reflector relists; what was deleted meanwhile must arrive as
 //! `DeletedFinalStateUnknown` tombstones, exactly once each, and nothing else may be lost or
-//! duplicated.
+//! duplicated. Three variants: the relist is a plain list, a watch-list stream, or a list
+//! paginated 50 objects at a time.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use serde_json::json;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
+use workqueue::shared_informer::reflector::ReflectorOptions;
 use workqueue::shared_informer::SharedInformerFactory;
 
 use crate::check::{converge, eventually, Outcome, Recorder};
@@ -19,12 +21,47 @@ use crate::{ensure, fail, Opts};
 const ROUNDS: usize = 3;
 const PER_ROUND: usize = 40;
 
+/// How the informer relists.
+#[derive(Debug, Clone, Copy)]
+enum Relist {
+    /// A plain list (the simulated watch cache answers it in one page).
+    List,
+    /// Watch-list streaming (`sendInitialEvents`).
+    WatchList,
+    /// A list paginated 50 at a time (the simulator without its watch cache).
+    Paginated,
+}
+
+/// Runs the three relist variants.
+pub async fn compaction_relist(_: Opts) -> Outcome {
+    let mut details = Vec::new();
+    for relist in [Relist::List, Relist::WatchList, Relist::Paginated] {
+        let detail = rounds(relist)
+            .await
+            .map_err(|f| crate::check::Failure(format!("{relist:?}: {f}")))?;
+        details.push(format!("[{relist:?}: {detail}]"));
+    }
+    Ok(details.join(" "))
+}
+
 /// Runs [`ROUNDS`] rounds of: stall the watch, delete / update / create [`PER_ROUND`] pods each,
 /// compact, cut the connection, unstall; then checks the relist's notifications.
-pub async fn compaction_relist(_: Opts) -> Outcome {
-    let sim = SimServer::start().await?;
+async fn rounds(relist: Relist) -> Outcome {
+    let sim = SimServer::builder()
+        .watch_cache(!matches!(relist, Relist::Paginated))
+        .start()
+        .await?;
     seed(&sim, "pods", "cp", 3, 300, 50)?;
-    let factory = SharedInformerFactory::new(config_for(&sim)?);
+    let options = ReflectorOptions {
+        watch_list: matches!(relist, Relist::WatchList),
+        page_size: if matches!(relist, Relist::Paginated) {
+            50
+        } else {
+            0
+        },
+        ..ReflectorOptions::default()
+    };
+    let factory = SharedInformerFactory::new(config_for(&sim)?).reflector_options(options);
     let informer = factory.informer::<DynamicObject>(pods())?;
     let (a, seq_a) = Recorder::new();
     let (b, seq_b) = Recorder::new();
@@ -105,11 +142,20 @@ pub async fn compaction_relist(_: Opts) -> Outcome {
         .map_err(|f| crate::check::Failure(format!("round {round}: {f}")))?;
 
         let after = sim.counters();
-        ensure!(
-            after.lists > before.lists,
-            "round {round}: no relist after compaction at {compacted} ({} lists before and after)",
-            after.lists
-        );
+        match relist {
+            Relist::WatchList => ensure!(
+                after.lists == 0 && after.watches > before.watches,
+                "round {round}: watch-list mode should re-stream, not list: {} lists, {} → {} watches",
+                after.lists,
+                before.watches,
+                after.watches
+            ),
+            _ => ensure!(
+                after.lists > before.lists,
+                "round {round}: no relist after compaction at {compacted} ({} lists before and after)",
+                after.lists
+            ),
+        }
         for (name, seq, from) in [("a", &seq_a, tomb_a), ("b", &seq_b, tomb_b)] {
             let s = seq.lock();
             let got: Vec<&String> = s.tombstoned[from..].iter().map(|(k, _)| k).collect();
@@ -146,8 +192,8 @@ pub async fn compaction_relist(_: Opts) -> Outcome {
     cancel.cancel();
     factory.shutdown().await;
     Ok(format!(
-        "{ROUNDS} rounds of {PER_ROUND} deletes/updates/creates behind a compaction: \
-         {total_tombstones} tombstones, exactly once each, {} lists, {} watches, {} pods match",
+        "{ROUNDS}×{PER_ROUND} deletes/updates/creates behind compactions: \
+         {total_tombstones} tombstones, once each; {} lists, {} watches, {} pods match",
         c.lists,
         c.watches,
         informer.indexer().len()

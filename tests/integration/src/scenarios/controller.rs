@@ -188,7 +188,11 @@ pub async fn controller_retries(_: Opts) -> Outcome {
                 .take(5)
                 .collect();
             if wrong.is_empty() && never.is_empty() && queue.is_empty() && queue.waiting_len() == 0 {
-                Ok(format!("{} keys", b.last.len()))
+                Ok(format!(
+                    "{} present and {} deleted keys",
+                    server.len(),
+                    b.last.len() - server.len()
+                ))
             } else {
                 Err(format!(
                     "stale (server, reconciled): {wrong:?}; never reconciled (key, class, attempts): {never:?}; queue {} + {} waiting",
@@ -229,7 +233,7 @@ pub async fn controller_retries(_: Opts) -> Outcome {
     );
     Ok(format!(
         "{ops} ops; {} reconciles + {} injected failures (panic/err/retry) over {keys} keys, \
-         all retried; {tombstones} tombstones; {detail} at their server version",
+         all retried; {tombstones} tombstones; {detail} last reconciled at the server's state",
         b.reconciles, b.failures
     ))
 }

@@ -1,6 +1,7 @@
 //! Scenario 7: a slow handler and a panicking handler beside two healthy ones. The healthy ones
 //! and the cache converge while the slow one is still far behind; the slow one catches up later;
-//! the panicking one keeps receiving (its registration counts the panics) and ends consistent.
+//! the panicking one keeps receiving (its registration counts the panics) and ends consistent, but
+//! never reports synced, since it panicked on an initial add.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
 use workqueue::shared_informer::SharedInformerFactory;
 
-use crate::check::{converge, Failure, Misbehave, Outcome, Recorder};
+use crate::check::{converge, eventually, Failure, Misbehave, Outcome, Recorder};
 use crate::harness::{churn, config_for, finish_all, pods, seed, synced};
 use crate::{ensure, Opts};
 
@@ -33,14 +34,33 @@ pub async fn slow_and_panicking(_: Opts) -> Outcome {
         // that panicked on every few events could never keep up: one in 400.
         panic_every: 400,
     });
-    informer.add_event_handler(h1)?;
+    let h1_reg = informer.add_event_handler(h1)?;
     let slow_reg = informer.add_event_handler(slow)?;
     let panicky_reg = informer.add_event_handler(panicky)?;
-    informer.add_event_handler(h2)?;
+    let h2_reg = informer.add_event_handler(h2)?;
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
     factory.start(&cancel);
     synced(&informer, Duration::from_secs(30)).await?;
+    // Per-registration HasSynced (contract D7): each handler syncs once it has handled its initial
+    // adds — the slow one later — except the panicking one, whose 400th notification (the last
+    // initial add) panics, so it never does (D7.2).
+    eventually(
+        "every handler but the panicking one to sync",
+        Duration::from_secs(30),
+        || {
+            let regs = [&h1_reg, &h2_reg, &slow_reg];
+            if regs.iter().all(|r| r.has_synced()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "synced: {:?}",
+                    regs.iter().map(|r| r.has_synced()).collect::<Vec<_>>()
+                ))
+            }
+        },
+    )
+    .await?;
 
     let max_pending = Arc::new(AtomicI64::new(0));
     let sampler = {
@@ -101,10 +121,19 @@ pub async fn slow_and_panicking(_: Opts) -> Outcome {
          its registration counted {panics}"
     );
     ensure!(
-        slow_reg.pending() == 0,
-        "slow handler still has {} pending",
-        slow_reg.pending()
+        !panicky_reg.has_synced(),
+        "the handler that panicked on an initial add reports synced (contract D7.2)"
     );
+    // Its view is complete; the notification it is returning from is the last one pending.
+    eventually(
+        "the slow handler's buffer to drain",
+        Duration::from_secs(5),
+        || match slow_reg.pending() {
+            0 => Ok(()),
+            n => Err(format!("{n} pending")),
+        },
+    )
+    .await?;
     cancel.cancel();
     factory.shutdown().await;
     Ok(format!(
