@@ -91,12 +91,22 @@ fn rv_of(rv: Option<&str>) -> u64 {
 
 /// key → resourceVersion of everything the server holds for `resource`.
 pub fn server_state(sim: &SimServer, resource: &str) -> Result<BTreeMap<String, u64>, String> {
+    server_state_where(sim, resource, |_| true)
+}
+
+/// key → resourceVersion of the server's objects of `resource` for which `keep` holds.
+pub fn server_state_where(
+    sim: &SimServer,
+    resource: &str,
+    keep: impl Fn(&Value) -> bool,
+) -> Result<BTreeMap<String, u64>, String> {
     let items = sim
         .list(resource, None)
         .map_err(|e| format!("listing {resource} from the simulator: {e}"))?;
     Ok(items
         .iter()
-        .map(|o: &Value| {
+        .filter(|o| keep(o))
+        .map(|o| {
             let m = &o["metadata"];
             (
                 key_of(m["namespace"].as_str(), m["name"].as_str().unwrap_or("")),

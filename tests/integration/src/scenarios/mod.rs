@@ -5,6 +5,8 @@ mod compaction;
 mod controller;
 mod handlers;
 mod modes;
+mod resync;
+mod selectors;
 mod sharing;
 mod soak;
 mod transports;
@@ -74,6 +76,18 @@ pub fn all() -> Vec<Scenario> {
             about: "workqueue controller with injected panics, errors and retries under churn",
             timeout: secs(120),
             run: |o| controller::controller_retries(o).boxed(),
+        },
+        Scenario {
+            name: "selector-transitions",
+            about: "a label selector while objects move in and out of it",
+            timeout: secs(120),
+            run: |o| selectors::selector_transitions(o).boxed(),
+        },
+        Scenario {
+            name: "resync-under-churn",
+            about: "handlers with no, 1 s and 3 s resync under churn and cut watches",
+            timeout: secs(120),
+            run: |o| resync::resync_under_churn(o).boxed(),
         },
         Scenario {
             name: "soak",
