@@ -95,10 +95,24 @@ pub async fn big_list_then_churn(_: Opts) -> Outcome {
     ))
 }
 
-/// Scenario 2: churn while watch streams end every 250 events, arrive one byte per chunk, and a
+/// Scenario 2, in list mode and in watch-list mode: churn while watch streams end every 250
+/// events (2 000 in watch-list mode), arrive one byte per chunk, and a
 /// fault is injected every 1.5 s (reset mid-event, malformed line, ERROR 500 / 410, refused watch
 /// and list, a stall that gets the watcher dropped as too slow, a compaction).
 pub async fn watch_faults(_: Opts) -> Outcome {
+    let mut details = Vec::new();
+    for watch_list in [false, true] {
+        let mode = if watch_list { "watch-list" } else { "list" };
+        let detail = watch_faults_in(watch_list)
+            .await
+            .map_err(|f| Failure(format!("{mode} mode: {f}")))?;
+        details.push(format!("[{mode} mode: {detail}]"));
+    }
+    Ok(details.join(" "))
+}
+
+/// One run of [`watch_faults`], relisting by list or by watch-list stream.
+async fn watch_faults_in(watch_list: bool) -> Outcome {
     // A small per-watcher buffer, so a stalled stream is dropped as too slow, and a short event
     // log, so resuming after a long enough gap meets a compacted revision.
     let sim = SimServer::builder()
@@ -108,21 +122,24 @@ pub async fn watch_faults(_: Opts) -> Outcome {
         .await?;
     seed(&sim, "pods", "wf", 2, 600, 100)?;
     let factory =
-        SharedInformerFactory::new(config_for(&sim)?).reflector_options(fast_backoff(false));
+        SharedInformerFactory::new(config_for(&sim)?).reflector_options(fast_backoff(watch_list));
     let informer = factory.informer::<DynamicObject>(pods())?;
     let (a, seq_a) = Recorder::new();
     let (b, seq_b) = Recorder::new();
     informer.add_event_handler(a)?;
     informer.add_event_handler(b)?;
-    sim.faults().end_watches_after(250).rechunk(1);
+    // A watch-list stream must get through its initial events (about 1 000 with the churn's keys)
+    // before the cut, or it would restart for ever (contract C13.4).
+    let end_after = if watch_list { 2_000 } else { 250 };
+    sim.faults().end_watches_after(end_after).rechunk(1);
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
     factory.start(&cancel);
     synced(&informer, Duration::from_secs(30)).await?;
 
     let churns = vec![
-        churn(&sim, "pods", "wf-0", 300, 150.0, 20.0, 150),
-        churn(&sim, "pods", "wf-1", 300, 150.0, 20.0, 150),
+        churn(&sim, "pods", "wf-0", 300, 150.0, 12.0, 150),
+        churn(&sim, "pods", "wf-1", 300, 150.0, 12.0, 150),
     ];
     let injector = {
         let sim = sim.clone();
@@ -133,19 +150,25 @@ pub async fn watch_faults(_: Opts) -> Outcome {
                 tick.tick().await;
                 let f = sim.faults();
                 match round % 8 {
-                    0 => f.reset_mid_chunk(),
-                    1 => f.malformed_line(),
-                    2 => f.error_event(500),
-                    3 => f.error_event(410),
-                    4 => f.fail_next(RequestKind::Watch, 429, 2),
-                    5 => f.fail_next(RequestKind::List, 503, 1),
-                    6 => {
-                        // A stalled stream: ~240 events pile up behind a 128-event buffer and
-                        // the server drops the watcher. (The stall's length is the fault.)
+                    0 => {
+                        // A stalled stream: events pile up behind the 128-event buffer until the
+                        // server drops the watcher as too slow (within 3 s at this rate).
+                        let dropped = sim.slow_watcher_terminations();
                         f.stall();
-                        tokio::time::sleep(Duration::from_millis(800)).await;
+                        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+                        while sim.slow_watcher_terminations() == dropped
+                            && tokio::time::Instant::now() < deadline
+                        {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
                         f.unstall()
                     }
+                    1 => f.reset_mid_chunk(),
+                    2 => f.malformed_line(),
+                    3 => f.error_event(500),
+                    4 => f.error_event(410),
+                    5 => f.fail_next(RequestKind::Watch, 429, 2),
+                    6 => f.fail_next(RequestKind::List, 503, 1),
                     _ => {
                         f.compact();
                         f
@@ -183,7 +206,7 @@ pub async fn watch_faults(_: Opts) -> Outcome {
         "the stalls should have got a watcher dropped as too slow"
     );
     ensure!(
-        c.watches >= 10 && c.lists >= 2,
+        c.watches >= if watch_list { 5 } else { 10 } && (watch_list || c.lists >= 2),
         "the faults should have forced re-watches and relists: {} watches, {} lists",
         c.watches,
         c.lists

@@ -37,7 +37,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "watch-faults",
-            about: "churn with watches cut every 250 events, 1-byte chunks, resets, bad lines, ERROR events, refused requests",
+            about: "churn with cut watches, 1-byte chunks, resets, bad lines, ERROR events, stalls, compaction, refused requests; list and watch-list mode",
             timeout: secs(120),
             run: |o| churn::watch_faults(o).boxed(),
         },
