@@ -9,29 +9,29 @@
 //! - when a chunk holds whole lines, each frame is a zero-copy slice of the chunk; only a frame split
 //!   across chunks is copied, once, into the pending buffer;
 //! - per chunk the decoder looks only at the new bytes, never at what is already buffered;
-//! - objects that keep raw bytes ([`CompactObject`](delta_fifo::store_index::CompactObject)) slice
-//!   them out of the frame's buffer when that buffer is mostly this event (the one-chunk-per-event
-//!   case), and copy them otherwise, so a cached object never pins a buffer of other events;
+//! - objects that keep raw bytes ([`CompactObject`](delta_fifo::store_index::CompactObject)) copy
+//!   them out of a chunk (a chunk is a slice of the HTTP client's read buffer, which a cached object
+//!   must not pin), and slice them only out of a frame reassembled in a buffer of its own;
+//! - a frame in kube-apiserver's exact layout (`{"type":"MODIFIED","object":{…}}`) is decoded in
+//!   one pass over the object ([`Decode::decode_exact`]); any other layout through the envelope;
 //! - the pending buffer never exceeds the configured maximum event size (plus one chunk): a larger
 //!   event is a [`DecodeError::TooLarge`];
 //! - each frame is checked as UTF-8 once and decoded with `serde_json::from_str` in one pass, the
 //!   object going straight into the target type through [`Decode`];
+//! - framing ([`WatchDecoder::frames`]) is separate from decoding, so that a burst of frames can be
+//!   decoded in parallel batches (see `watch_stream`);
 //! - an `ERROR` event becomes [`WatchEvent::Error`] carrying the parsed [`Status`]; anything
 //!   malformed is a [`DecodeError`]. Nothing panics on any input.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures::{Stream, StreamExt as _};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use thiserror::Error;
-
-use crate::error::{BoxError, ReflectorError};
-use crate::lister_watcher::WatchStream;
 
 use crate::object::{Decode, Frame};
 use crate::status::Status;
@@ -144,6 +144,21 @@ impl<K: Decode> WatchDecoder<K> {
         chunk: Bytes,
         out: &mut Vec<WatchEvent<K>>,
     ) -> Result<(), DecodeError> {
+        let mut frames = Vec::new();
+        let framed = self.frames(chunk, &mut frames);
+        decode_frames(frames, out)?;
+        framed
+    }
+
+    /// Splits the complete frames of `chunk` (and of what was pending before it) off into `out`,
+    /// undecoded, keeping an incomplete tail for later. Frames found before an error are in `out`
+    /// when the error is returned. Decoding them in order with [`decode_frames`] gives what
+    /// [`decode`](Self::decode) gives.
+    pub(crate) fn frames(
+        &mut self,
+        chunk: Bytes,
+        out: &mut Vec<RawFrame>,
+    ) -> Result<(), DecodeError> {
         let mut rest = chunk;
         if !self.pending.is_empty() {
             match memchr::memchr(b'\n', &rest) {
@@ -153,8 +168,10 @@ impl<K: Decode> WatchDecoder<K> {
                         return Err(self.too_large());
                     }
                     self.pending.extend_from_slice(&rest[..nl]);
-                    let frame = self.pending.split().freeze();
-                    decode_frame(frame, true, out)?;
+                    out.push(RawFrame {
+                        bytes: self.pending.split().freeze(),
+                        share: true,
+                    });
                     rest.advance(nl + 1);
                 }
             }
@@ -168,7 +185,10 @@ impl<K: Decode> WatchDecoder<K> {
                 // Objects copy what they keep out of a chunk: the chunk is a slice of the HTTP
                 // client's read buffer, and one long-lived object holding a slice of it would pin
                 // the whole buffer (and every other event read into it) for as long as it lives.
-                decode_frame(rest.slice(start..nl), false, out)?;
+                out.push(RawFrame {
+                    bytes: rest.slice(start..nl),
+                    share: false,
+                });
             }
             start = nl + 1;
         }
@@ -206,7 +226,7 @@ impl<K: Decode> WatchDecoder<K> {
     /// Keeps `tail` (no newline in it) for later. Past the maximum, the pending bytes may still be
     /// several whole objects written without newlines: those are decoded, and only a single object
     /// larger than the maximum is an error.
-    fn buffer(&mut self, tail: &[u8], out: &mut Vec<WatchEvent<K>>) -> Result<(), DecodeError> {
+    fn buffer(&mut self, tail: &[u8], out: &mut Vec<RawFrame>) -> Result<(), DecodeError> {
         self.pending.extend_from_slice(tail);
         if self.pending.len() <= self.max_event_size {
             return Ok(());
@@ -216,8 +236,10 @@ impl<K: Decode> WatchDecoder<K> {
             return Err(self.too_large());
         }
         if consumed > 0 {
-            let frame = self.pending.split_to(consumed).freeze();
-            decode_frame(frame, false, out)?;
+            out.push(RawFrame {
+                bytes: self.pending.split_to(consumed).freeze(),
+                share: false,
+            });
         }
         if self.pending.len() > self.max_event_size {
             return Err(self.too_large());
@@ -259,6 +281,25 @@ fn json_error(source: serde_json::Error, text: &str) -> DecodeError {
         source,
         snippet: text[..end].to_string(),
     }
+}
+
+/// One complete frame of a watch body, not yet decoded.
+pub(crate) struct RawFrame {
+    bytes: Bytes,
+    /// Whether objects may keep slices of `bytes` (it is a buffer of this frame's own).
+    share: bool,
+}
+
+/// Decodes frames in order into `out`, stopping at the first error (events before it are in
+/// `out`).
+pub(crate) fn decode_frames<K: Decode>(
+    frames: Vec<RawFrame>,
+    out: &mut Vec<WatchEvent<K>>,
+) -> Result<(), DecodeError> {
+    for frame in frames {
+        decode_frame(frame.bytes, frame.share, out)?;
+    }
+    Ok(())
 }
 
 /// Decodes one frame: normally one event, possibly several written back to back.
@@ -501,71 +542,6 @@ impl<'de, K: Decode> EventSeed<'_, 'de, K> {
             }
         }))
     }
-}
-
-struct BodyState<K, S> {
-    chunks: S,
-    decoder: WatchDecoder<K>,
-    ready: VecDeque<Result<WatchEvent<K>, ReflectorError>>,
-    scratch: Vec<WatchEvent<K>>,
-    done: bool,
-}
-
-impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, S> {
-    /// Reads until at least one event (or the end) is ready.
-    async fn fill(&mut self) {
-        while self.ready.is_empty() && !self.done {
-            match self.chunks.next().await {
-                Some(Ok(data)) => {
-                    let r = self.decoder.decode(data, &mut self.scratch);
-                    self.ready.extend(self.scratch.drain(..).map(Ok));
-                    if let Err(e) = r {
-                        self.ready.push_back(Err(e.into()));
-                        self.done = true;
-                    }
-                }
-                Some(Err(e)) => {
-                    // Like client-go, a broken connection ends the watch as a close would: the
-                    // reflector re-watches from the last resource version.
-                    tracing::debug!(error = %e, "watch connection ended");
-                    self.done = true;
-                }
-                None => {
-                    let r = self.decoder.finish(&mut self.scratch);
-                    self.ready.extend(self.scratch.drain(..).map(Ok));
-                    match r {
-                        Ok(()) => {}
-                        Err(DecodeError::Truncated(n)) => {
-                            tracing::debug!(pending = n, "watch stream ended inside an event");
-                        }
-                        Err(e) => self.ready.push_back(Err(e.into())),
-                    }
-                    self.done = true;
-                }
-            }
-        }
-    }
-}
-
-/// Turns a watch body (its data chunks) into a [`WatchStream`]: events in order, a decode error
-/// ending the stream, a transport error or a body cut inside an event ending it like a close.
-pub fn decode_watch_body<K, S>(chunks: S, max_event_size: usize) -> WatchStream<K>
-where
-    K: Decode,
-    S: Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
-{
-    let state = BodyState {
-        chunks: Box::pin(chunks),
-        decoder: WatchDecoder::<K>::new(max_event_size),
-        ready: VecDeque::new(),
-        scratch: Vec::new(),
-        done: false,
-    };
-    Box::pin(futures::stream::unfold(state, |mut st| async move {
-        st.fill().await;
-        let next = st.ready.pop_front()?;
-        Some((next, st))
-    }))
 }
 
 #[cfg(test)]

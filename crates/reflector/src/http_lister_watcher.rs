@@ -8,7 +8,7 @@ use http_body_util::BodyExt as _;
 
 use crate::client::Client;
 use crate::config::{ClusterConfig, ConfigError};
-use crate::decoder::{decode_watch_body, DEFAULT_MAX_EVENT_SIZE};
+use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::{BoxError, ReflectorError};
 use crate::list::ObjectList;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
@@ -16,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::object::Decode;
 use crate::params::{ListOptions, WatchOptions};
 use crate::resource::Resource;
+use crate::watch_stream::decode_watch_body;
 
 /// Lists and watches one resource of an API server (client-go's `ListWatch` from a REST client,
 /// contract C15): namespace or all, label and field selectors applied to every request.

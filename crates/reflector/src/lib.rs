@@ -59,13 +59,14 @@ mod reflector;
 mod resource;
 mod status;
 mod watch_body;
+mod watch_stream;
 
 pub use auth::ExecConfig;
 pub use backoff::{Backoff, BackoffConfig};
 pub use client::Client;
 pub use config::{ClusterConfig, ConfigError, Credentials};
 pub use decoder::{
-    decode_watch_body, Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
+    Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
     INITIAL_EVENTS_END_ANNOTATION,
 };
 pub use error::{BoxError, ReflectorError};
@@ -80,6 +81,7 @@ pub use reflector::{Reflector, ReflectorOptions, ShouldResync, WatchErrorHandler
 pub use resource::{ApiResource, Resource};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use watch_body::WatchBody;
+pub use watch_stream::decode_watch_body;
 
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use delta_fifo;
