@@ -344,9 +344,15 @@ where
             name: self.inner.name.clone(),
             ..self.inner.reflector_options.clone()
         };
+        // Weak: `last_sync_rv` below keeps the reflector, so a strong reference back from its
+        // hook would be a cycle keeping a stopped informer and its whole cache alive forever.
         let should_resync = {
-            let inner = Arc::clone(&self.inner);
-            Arc::new(move || inner.processor.should_resync())
+            let inner = Arc::downgrade(&self.inner);
+            Arc::new(move || {
+                inner
+                    .upgrade()
+                    .is_some_and(|inner| inner.processor.should_resync())
+            })
         };
         let reflector = Arc::new(
             Reflector::new(lw, fifo.clone(), reflector_options).with_should_resync(should_resync),

@@ -418,3 +418,28 @@ async fn lifecycle_rules_for_transform_handlers_and_indexers() {
     // Running again after stop returns at once.
     inf.run(CancellationToken::new()).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_and_dropped_informer_frees_its_cache() {
+    let lw = FakeLw::new(vec![pod("a", 1)], "1");
+    let inf = informer(lw.clone(), Duration::from_secs(30));
+    let log: Log = Arc::default();
+    let registration = inf.add_event_handler(recorder(&log, "h")).unwrap();
+    let (cancel, task) = start(&inf);
+    assert!(inf.wait_for_sync().await);
+    let cached = Arc::downgrade(&inf.indexer().get_by_key("ns/a").unwrap());
+    until(|| log.lock().len() == 1).await;
+
+    cancel.cancel();
+    task.await.unwrap();
+    assert!(inf.is_stopped());
+    assert_eq!(inf.last_sync_resource_version(), "1", "kept after stop");
+    drop(registration);
+    drop(inf);
+    // Nothing the informer built may keep it (and so its cache) alive once every handle is gone:
+    // the reflector it ran, the resync hook it gave that reflector, its listeners.
+    assert!(
+        cached.upgrade().is_none(),
+        "the cached object outlived the informer: a reference cycle keeps it"
+    );
+}
