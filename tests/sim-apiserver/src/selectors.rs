@@ -111,7 +111,12 @@ impl LabelSelector {
 
     /// Whether the object's `metadata.labels` match.
     pub fn matches(&self, obj: &Value) -> bool {
-        let labels = obj.pointer("/metadata/labels");
+        // Every watch event of every watcher comes through here: no lookup at all when there is
+        // nothing to match, and plain `get`s (`Value::pointer` allocates per path segment).
+        if self.reqs.is_empty() {
+            return true;
+        }
+        let labels = obj.get("metadata").and_then(|m| m.get("labels"));
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
         self.reqs.iter().all(|r| match r {
             LabelReq::Eq(k, v) => get(k) == Some(v.as_str()),
