@@ -14,5 +14,5 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod informer;
 
 fn main() {
-    informer::main();
+    informer::run("mimalloc");
 }
