@@ -3,6 +3,8 @@
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +22,8 @@ use crate::informer::{InformerOptions, SharedIndexInformer};
 trait AnyInformer: Send + Sync {
     fn start(&self, cancel: CancellationToken) -> JoinHandle<()>;
     fn has_synced(&self) -> bool;
+    /// Resolves once synced (true) or stopped first (false).
+    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -33,6 +37,9 @@ where
     }
     fn has_synced(&self) -> bool {
         SharedIndexInformer::has_synced(self)
+    }
+    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(SharedIndexInformer::wait_for_sync(self))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -213,17 +220,23 @@ impl SharedInformerFactory {
         }
     }
 
-    /// Waits until every started informer has synced, or `timeout`; reports each resource
-    /// (`path as type`) and whether it synced.
+    /// Waits until every informer started so far has synced (or stopped without syncing), or
+    /// `timeout`; reports each started resource (`path as type`) and whether it synced.
+    ///
+    /// Unlike client-go's `WaitForCacheSync`, which polls every 100 ms, this waits on each
+    /// informer's own synced signal, so it returns the moment the last one syncs.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> BTreeMap<String, bool> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let report = self.sync_report();
-            if report.values().all(|s| *s) || tokio::time::Instant::now() >= deadline {
-                return report;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let started: Vec<Arc<dyn AnyInformer>> = self
+            .state
+            .lock()
+            .informers
+            .values()
+            .filter(|e| e.task.is_some())
+            .map(|e| Arc::clone(&e.informer))
+            .collect();
+        let all = futures::future::join_all(started.iter().map(|i| i.wait_for_sync()));
+        let _ = tokio::time::timeout(timeout, all).await;
+        self.sync_report()
     }
 
     fn sync_report(&self) -> BTreeMap<String, bool> {
@@ -251,5 +264,87 @@ impl SharedInformerFactory {
         for task in tasks {
             let _ = task.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::sync::watch;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// An informer whose sync the test decides.
+    struct Scripted {
+        synced: watch::Sender<Option<bool>>,
+    }
+
+    impl AnyInformer for Scripted {
+        fn start(&self, _cancel: CancellationToken) -> JoinHandle<()> {
+            tokio::spawn(async {})
+        }
+        fn has_synced(&self) -> bool {
+            *self.synced.borrow() == Some(true)
+        }
+        fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+            let mut rx = self.synced.subscribe();
+            Box::pin(async move {
+                rx.wait_for(Option::is_some)
+                    .await
+                    .is_ok_and(|s| *s == Some(true))
+            })
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
+    /// A factory holding started scripted informers, and their senders.
+    fn factory_with(n: usize) -> (SharedInformerFactory, Vec<watch::Sender<Option<bool>>>) {
+        let factory =
+            SharedInformerFactory::new(ClusterConfig::new("http://127.0.0.1:9").expect("config"));
+        let mut senders = Vec::new();
+        for i in 0..n {
+            let (synced, _) = watch::channel(None);
+            senders.push(synced.clone());
+            let informer: Arc<dyn AnyInformer> = Arc::new(Scripted { synced });
+            let task = Some(informer.start(CancellationToken::new()));
+            factory.state.lock().informers.insert(
+                (format!("/api/v1/things{i}"), "Scripted"),
+                Entry { informer, task },
+            );
+        }
+        (factory, senders)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_for_cache_sync_returns_when_the_last_informer_syncs_not_at_a_poll_tick() {
+        let (factory, senders) = factory_with(2);
+        let start = Instant::now();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            senders[0].send_replace(Some(true));
+            tokio::time::sleep(Duration::from_millis(220)).await;
+            senders[1].send_replace(Some(true));
+        });
+        let report = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
+        assert_eq!(start.elapsed(), Duration::from_millis(250));
+        assert_eq!(report.len(), 2);
+        assert!(report.values().all(|s| *s), "{report:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_for_cache_sync_reports_a_stopped_or_slow_informer_as_not_synced() {
+        let (factory, senders) = factory_with(3);
+        let start = Instant::now();
+        senders[0].send_replace(Some(true));
+        // Stopped before syncing: no reason to wait for it.
+        senders[1].send_replace(Some(false));
+        // senders[2] never syncs: the timeout ends the wait.
+        let report = factory.wait_for_cache_sync(Duration::from_secs(5)).await;
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        let synced: Vec<bool> = report.values().copied().collect();
+        assert_eq!(synced, [true, false, false]);
+        drop(senders);
     }
 }
