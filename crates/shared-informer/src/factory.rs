@@ -345,6 +345,5 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(5));
         let synced: Vec<bool> = report.values().copied().collect();
         assert_eq!(synced, [true, false, false]);
-        drop(senders);
     }
 }
