@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::de::DeserializeOwned;
-use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object};
+use shared_informer::reflector::store_index::{
+    meta_namespace_key, CompactObject, DynamicObject, Object, ObjectKey,
+};
 use shared_informer::reflector::{Client, ClusterConfig, Decode, Resource};
 use shared_informer::{EventHandlerFns, SharedInformerFactory};
 use sim_apiserver::fixtures::realistic_pod_json;
@@ -98,25 +100,23 @@ impl Drop for ServerThread {
     }
 }
 
-/// The simulated server on a [`ServerThread`].
+/// The simulated server on a [`ServerThread`]. Fields drop in order: the server's handle, then
+/// the thread (joined).
 struct OwnThreadSim {
-    sim: Option<SimServer>,
-    thread: Option<ServerThread>,
+    sim: SimServer,
+    _thread: ServerThread,
 }
 
 impl std::ops::Deref for OwnThreadSim {
     type Target = SimServer;
     fn deref(&self) -> &SimServer {
-        self.sim.as_ref().expect("running")
+        &self.sim
     }
 }
 
 impl Drop for OwnThreadSim {
     fn drop(&mut self) {
-        if let Some(sim) = self.sim.take() {
-            sim.shutdown();
-        }
-        drop(self.thread.take());
+        self.sim.shutdown();
     }
 }
 
@@ -145,8 +145,8 @@ async fn seeded(n: usize) -> OwnThreadSim {
         sim.create("pods", Some(&ns), pod).expect("create");
     }
     OwnThreadSim {
-        sim: Some(sim),
-        thread: Some(thread),
+        sim,
+        _thread: thread,
     }
 }
 
@@ -247,15 +247,11 @@ async fn read_events(client: &Client, path: &str, events: usize) -> bytes::Bytes
             .expect("the watch ended early")
             .expect("frame");
         if let Ok(data) = frame.into_data() {
-            lines += memchr_count(&data);
+            lines += data.iter().filter(|b| **b == b'\n').count();
             all.extend_from_slice(&data);
         }
     }
     all.freeze()
-}
-
-fn memchr_count(data: &[u8]) -> usize {
-    data.iter().filter(|b| **b == b'\n').count()
 }
 
 /// Watch throughput through the simulated server: `rounds` bursts of `events` updates to one synced
@@ -636,28 +632,20 @@ where
     let decode = t.elapsed();
     // A second baseline: the least any cache does per event, decoding the line and replacing the
     // cached object it updates (freeing the old one, allocated long ago and cold), one thread.
-    let mut cache: std::collections::HashMap<String, K> = pod_lines
+    let mut cache: std::collections::HashMap<ObjectKey, K> = pod_lines
         .iter()
         .map(|l| {
             let o: K = serde_json::from_str(l).expect("decode");
-            (
-                format!("{}/{}", o.namespace().unwrap_or_default(), o.name()),
-                o,
-            )
+            (meta_namespace_key(&o).expect("key"), o)
         })
         .collect();
     let t = Instant::now();
     for line in lines.iter() {
         let ev: Event<K> = serde_json::from_slice(line).expect("decode");
-        let key = format!(
-            "{}/{}",
-            ev.object.namespace().unwrap_or_default(),
-            ev.object.name()
-        );
+        let key = meta_namespace_key(&ev.object).expect("key");
         std::hint::black_box(cache.insert(key, ev.object));
     }
     let replace = t.elapsed();
-    drop(cache);
     let bytes: usize = lines.iter().map(|l| l.len()).sum();
     let rate = events as f64 / took.as_secs_f64();
     let base = events as f64 / decode.as_secs_f64();
