@@ -757,3 +757,40 @@ async fn client_watch_streams_and_closes_over_every_protocol() {
         );
     }
 }
+
+/// A dedicated HTTP/1.1 watch connection reads into a fixed-size buffer: events several times
+/// that size (a big ConfigMap-like annotation) arrive whole, between small ones, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_events_larger_than_the_read_buffer_arrive_whole() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 1);
+    let (_r, store, cancel, task) =
+        start::<CompactObject>(&config_for(&sim), ReflectorOptions::default());
+    store.until("initial list", |s| s.len() == 1).await;
+    let sizes = [300_000usize, 10, 1_000_000, 5, 200_000];
+    for (i, size) in sizes.iter().enumerate() {
+        let blob: String = (0..*size)
+            .map(|j| char::from(b'a' + ((i + j) % 26) as u8))
+            .collect();
+        sim.create(
+            "pods",
+            Some("default"),
+            json!({"metadata": {"name": format!("big{i}"), "annotations": {"blob": blob}}}),
+        )
+        .unwrap();
+    }
+    store
+        .until("every big event", |s| s.len() == 1 + sizes.len())
+        .await;
+    for (i, size) in sizes.iter().enumerate() {
+        let items = store.items.lock();
+        let obj = items.get(&format!("default/big{i}")).unwrap();
+        let blob = obj.annotation("blob").unwrap();
+        assert_eq!(blob.len(), *size, "big{i}");
+        assert!(blob
+            .bytes()
+            .enumerate()
+            .all(|(j, b)| b == b'a' + ((i + j) % 26) as u8));
+    }
+    stop(cancel, task).await;
+}
