@@ -21,14 +21,44 @@ use crate::status::ApiError;
 pub struct Obj {
     /// The object.
     pub value: Value,
-    /// `value` serialized once.
+    /// `value` serialized once: a slice of `line`.
     pub json: Bytes,
+    /// The watch event line for the change that made this object, `{"type":…,"object":…}` and a
+    /// newline, built with `json` in one buffer. Each watcher sends it as it is, without a copy,
+    /// as kube-apiserver's watch cache serializes an object once for all its watchers.
+    line: Bytes,
+    /// The event type `line` announces.
+    line_type: EventType,
 }
 
 impl Obj {
-    fn new(value: Value) -> Arc<Self> {
-        let json = Bytes::from(serde_json::to_vec(&value).expect("Value serializes"));
-        Arc::new(Self { value, json })
+    fn new(value: Value, line_type: EventType) -> Arc<Self> {
+        let mut buf = Vec::with_capacity(4096);
+        buf.extend_from_slice(b"{\"type\":\"");
+        buf.extend_from_slice(line_type.as_str().as_bytes());
+        buf.extend_from_slice(b"\",\"object\":");
+        let start = buf.len();
+        serde_json::to_writer(&mut buf, &value).expect("Value serializes");
+        let end = buf.len();
+        buf.extend_from_slice(b"}\n");
+        let line = Bytes::from(buf);
+        let json = line.slice(start..end);
+        Arc::new(Self {
+            value,
+            json,
+            line,
+            line_type,
+        })
+    }
+
+    /// The watch event line announcing this object as `etype`: the stored line when it is of
+    /// that type, a new one otherwise.
+    pub(crate) fn event_line(&self, etype: EventType) -> Bytes {
+        if etype == self.line_type {
+            self.line.clone()
+        } else {
+            crate::watch::event_line(etype.as_str(), &self.json)
+        }
     }
 
     /// `metadata.resourceVersion` as a number (0 if absent).
@@ -374,7 +404,7 @@ impl Storage {
         i.rev += 1;
         let rev = i.rev;
         set_rv(&mut obj, rev);
-        let o = Obj::new(obj);
+        let o = Obj::new(obj, EventType::Added);
         i.objects
             .entry(res)
             .or_default()
@@ -451,7 +481,7 @@ impl Storage {
         i.rev += 1;
         let rev = i.rev;
         set_rv(&mut obj, rev);
-        let o = Obj::new(obj);
+        let o = Obj::new(obj, EventType::Modified);
         i.objects
             .entry(res)
             .or_default()
@@ -494,7 +524,7 @@ impl Storage {
         let rev = i.rev;
         let mut v = old.value.clone();
         set_rv(&mut v, rev);
-        let o = Obj::new(v);
+        let o = Obj::new(v, EventType::Deleted);
         if let Some(m) = i.objects.get_mut(&res) {
             m.remove(&key);
         }
@@ -682,6 +712,21 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_object_carries_its_event_line_and_builds_lines_of_other_types() {
+        let value = serde_json::json!({"metadata": {"name": "p", "resourceVersion": "7"}});
+        let obj = Obj::new(value.clone(), EventType::Modified);
+        assert_eq!(obj.json, serde_json::to_vec(&value).unwrap());
+        for etype in [EventType::Added, EventType::Modified, EventType::Deleted] {
+            let line = obj.event_line(etype);
+            let expected = format!("{{\"type\":\"{}\",\"object\":{}}}\n", etype.as_str(), value);
+            assert_eq!(std::str::from_utf8(&line).unwrap(), expected);
+        }
+        // The stored line is shared, not copied; the object's JSON is a slice of it.
+        let line = obj.event_line(EventType::Modified);
+        assert!(line.as_ptr_range().contains(&obj.json.as_ptr()));
+    }
 
     #[test]
     fn thousands_of_watchers_never_block_a_writer_and_slow_ones_are_dropped() {

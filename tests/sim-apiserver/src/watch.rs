@@ -125,7 +125,7 @@ enum Stop {
     Abort,
 }
 
-fn event_line(etype: &str, obj: &[u8]) -> Bytes {
+pub(crate) fn event_line(etype: &str, obj: &[u8]) -> Bytes {
     let mut b = BytesMut::with_capacity(obj.len() + 32);
     b.put_slice(b"{\"type\":\"");
     b.put_slice(etype.as_bytes());
@@ -254,18 +254,18 @@ impl Stream {
         let cur = self.matches(&ev.obj.value);
         let prev = ev.prev.as_ref().is_some_and(|p| self.matches(&p.value));
         let etype = match ev.etype {
-            EventType::Added => cur.then_some("ADDED"),
+            EventType::Added => cur.then_some(EventType::Added),
             EventType::Modified => match (prev, cur) {
-                (true, true) => Some("MODIFIED"),
-                (true, false) => Some("DELETED"),
-                (false, true) => Some("ADDED"),
+                (true, true) => Some(EventType::Modified),
+                (true, false) => Some(EventType::Deleted),
+                (false, true) => Some(EventType::Added),
                 (false, false) => None,
             },
-            EventType::Deleted => prev.then_some("DELETED"),
+            EventType::Deleted => prev.then_some(EventType::Deleted),
         };
         self.last_rv = self.last_rv.max(ev.rv);
         match etype {
-            Some(t) => self.write_event(event_line(t, &ev.obj.json), flush).await,
+            Some(t) => self.write_event(ev.obj.event_line(t), flush).await,
             None if flush => self.flush().await,
             None => Ok(()),
         }
