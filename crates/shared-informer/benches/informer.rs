@@ -18,8 +18,11 @@
 //!
 //! Besides its human-readable lines, the bench prints one `bench-result {json}` line per figure for
 //! `cargo xtask bench` to collect.
-//! Diagnostics for it: `BENCH_WORKERS=1` (one runtime thread: no cross-thread wake-ups) and
-//! `NO_HANDLER=1` (no handler registered; completion seen through the last-synced resource version).
+//! `BENCH_ROUNDS=N` sets the simulator watch's rounds (default 3).
+//! Diagnostics for it: `BENCH_WORKERS=1` (one runtime thread: no cross-thread wake-ups),
+//! `NO_HANDLER=1` (no handler registered; completion seen through the last-synced resource version)
+//! and `PERF_CTL_FIFO=<fifo>` (profile only the simulator rounds' release windows:
+//! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 <bench> watch`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -316,12 +319,14 @@ async fn watch_throughput(cached: usize, events: usize, rounds: usize) {
         let target = (round as u64 + 1) * events as u64;
         let cpu_before = thread_cpu();
         let switches = context_switches();
+        perf_control("enable");
         let start = Instant::now();
         sim.faults().unstall();
         while updates.load(Ordering::Relaxed) < target {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let took = start.elapsed();
+        perf_control("disable");
         let cpu = cpu_between(&cpu_before, &thread_cpu());
         let switches = context_switches() - switches;
 
@@ -395,7 +400,8 @@ pub fn run(allocator: &'static str) {
         .enable_all()
         .build()
         .expect("runtime");
-    // `-- watch` runs only the watch figure (for profiling).
+    // `-- watch` runs only the simulator's watch figure (for profiling); `-- fast` only the
+    // fast server's.
     let only_watch = std::env::args().any(|a| a == "watch");
     let only_fast = std::env::args().any(|a| a == "fast");
     // `-- sync` runs only the initial-sync figures.
@@ -413,7 +419,15 @@ pub fn run(allocator: &'static str) {
             return;
         }
         if !only_fast {
-            watch_throughput(10_000, 50_000, 3).await;
+            let rounds = std::env::var("BENCH_ROUNDS")
+                .ok()
+                .and_then(|r| r.parse::<usize>().ok())
+                .unwrap_or(3)
+                .max(1);
+            watch_throughput(10_000, 50_000, rounds).await;
+        }
+        if only_watch {
+            return;
         }
         let events = std::env::var("BENCH_EVENTS")
             .ok()
@@ -753,6 +767,21 @@ async fn handoff(events: usize) {
 }
 
 /// Context switches so far of this process's threads, summed (from `/proc/self/task/*/status`).
+/// Writes `command` to the control FIFO named by `PERF_CTL_FIFO`, if set, so that a profile taken
+/// with `perf record --control fifo:<that path> -D -1` covers only the measured windows.
+fn perf_control(command: &str) {
+    use std::io::Write as _;
+    if let Some(path) = std::env::var_os("PERF_CTL_FIFO") {
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut fifo| fifo.write_all(format!("{command}\n").as_bytes()));
+        if let Err(e) = written {
+            eprintln!("PERF_CTL_FIFO: {e}");
+        }
+    }
+}
+
 fn context_switches() -> u64 {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0;
