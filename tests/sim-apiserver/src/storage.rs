@@ -235,14 +235,22 @@ fn set_rv(v: &mut Value, rv: u64) {
     meta_mut(v).insert("resourceVersion".into(), Value::String(rv.to_string()));
 }
 
-/// Strips metadata and status to compare what drives `generation`.
-fn spec_part(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-    }
-    v
+/// Whether `a` and `b` are equal but for `metadata` and `status` (a change there does not bump
+/// `generation`). Compares in place: cloning both objects to compare them was most of an
+/// update's cost.
+fn same_spec(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    let spec = |m: &'_ Map<String, Value>| {
+        m.iter()
+            .filter(|(k, _)| *k != "metadata" && *k != "status")
+            .count()
+    };
+    spec(a) == spec(b)
+        && a.iter()
+            .filter(|(k, _)| *k != "metadata" && *k != "status")
+            .all(|(k, v)| b.get(k) == Some(v))
 }
 
 impl Storage {
@@ -466,7 +474,7 @@ impl Storage {
             .get("generation")
             .and_then(Value::as_i64)
             .unwrap_or(1);
-        let bump = spec_part(&old.value) != spec_part(&obj);
+        let bump = !same_spec(&old.value, &obj);
         let m = meta_mut(&mut obj);
         for k in ["uid", "creationTimestamp", "namespace", "deletionTimestamp"] {
             match old_meta.get(k) {
@@ -726,6 +734,42 @@ mod tests {
         // The stored line is shared, not copied; the object's JSON is a slice of it.
         let line = obj.event_line(EventType::Modified);
         assert!(line.as_ptr_range().contains(&obj.json.as_ptr()));
+    }
+
+    #[test]
+    fn generation_counts_changes_outside_metadata_and_status_only() {
+        let s = Storage::new(100, 2);
+        let def = ResourceDef::new("", "v1", "Pod", "pods", true);
+        let gen = |o: &Obj| o.value["metadata"]["generation"].as_i64();
+        let pod = |labels: &str, image: &str, phase: &str| {
+            serde_json::json!({
+                "metadata": {"name": "p", "labels": {"l": labels}},
+                "spec": {"containers": [{"image": image}]},
+                "status": {"phase": phase},
+            })
+        };
+        let created = s
+            .create(0, &def, "default", pod("a", "i1", "Pending"))
+            .unwrap();
+        assert_eq!(gen(&created), Some(1));
+        let relabelled = s
+            .update(0, &def, "default", "p", pod("b", "i1", "Running"))
+            .unwrap();
+        assert_eq!(
+            gen(&relabelled),
+            Some(1),
+            "metadata and status leave it alone"
+        );
+        let respecced = s
+            .update(0, &def, "default", "p", pod("b", "i2", "Running"))
+            .unwrap();
+        assert_eq!(gen(&respecced), Some(2), "a spec change bumps it");
+        let mut extra = pod("b", "i2", "Running");
+        extra["data"] = serde_json::json!({"k": "v"});
+        let added = s.update(0, &def, "default", "p", extra).unwrap();
+        assert_eq!(gen(&added), Some(3), "a new top-level field bumps it");
+        let removed = s.update(0, &def, "default", "p", serde_json::json!({"metadata": {"name": "p"}, "spec": {"containers": [{"image": "i2"}]}})).unwrap();
+        assert_eq!(gen(&removed), Some(4), "a removed top-level field bumps it");
     }
 
     #[test]
