@@ -123,13 +123,19 @@ impl Drop for OwnThreadSim {
     }
 }
 
+/// Events the simulator's log keeps: more than a watch burst (see [`seeded`]).
+const LOG_EVENTS: usize = 120_000;
+
 async fn seeded(n: usize) -> OwnThreadSim {
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
     let thread = ServerThread::spawn("sim-apiserver", move || async move {
         // A watcher buffer bigger than a burst: a burst produced behind a stalled stream must
-        // not end the watch as a slow watcher's (which the figure would then time instead).
+        // not end the watch as a slow watcher's (which the figure would then time instead). The
+        // log keeps one burst and more (the baseline watches the last burst again), not every
+        // burst: a log holding every object version grew by 1.2 GB a round, and producing a burst
+        // then took ten seconds, most of them faulting in fresh pages.
         let sim = SimServer::builder()
-            .max_log_events(1_000_000)
+            .max_log_events(LOG_EVENTS)
             .watch_buffer(1_000_000)
             .start()
             .await
@@ -260,6 +266,10 @@ async fn read_events(client: &Client, path: &str, events: usize) -> bytes::Bytes
 /// Watch throughput through the simulated server: `rounds` bursts of `events` updates to one synced
 /// informer, each produced behind a stalled stream and released at once; reports the median round.
 async fn watch_throughput(cached: usize, events: usize, rounds: usize) {
+    assert!(
+        events < LOG_EVENTS,
+        "a burst must fit in the log, for the baseline to watch it again"
+    );
     let sim = seeded(cached).await;
     let config = ClusterConfig::new(&sim.url()).expect("config");
     let client = Client::new(&config).expect("client");
