@@ -1,7 +1,7 @@
 //! End-to-end informer figures, each beside a same-run raw `serde_json` baseline of the same bytes:
 //! - initial sync of 10k and 100k realistic Pods (≈3.8 KB each) with two indexes, from start to
 //!   `has_synced`, against fetching the same list once and decoding it (median of three rounds);
-//! - watch throughput: three rounds of 50k updates of a synced 10k-pod informer, delivered to a
+//! - watch throughput: five rounds of 50k updates of a synced 10k-pod informer, delivered to a
 //!   counting handler, against decoding the same objects (median round reported). The events are
 //!   produced first, behind a stalled watch stream, then released at once, so the figure measures
 //!   the client side (HTTP, framing, decode, FIFO, indexer, dispatch) and the server's writing, not
@@ -11,14 +11,15 @@
 //! and runtime of its own (as kube-apiserver runs in a process of its own) but on the same two
 //! cores, so end-to-end figures include its own work of sending.
 //!
-//! Also: a watch against a fast fake server that serves pre-built bytes (`-- fast` runs only that;
+//! Also: a watch against a fast fake server that serves pre-built bytes, held back until the cache
+//! has synced so that none is read before the timed window (`-- fast` runs only that;
 //! `BENCH_REPEAT=N` runs it N times, default 5, and reports the median), beside two same-run
 //! baselines: decoding the same lines, and decoding them into a map of the cached objects (the
 //! least any cache does: each event frees the cold object it replaces).
 //!
 //! Besides its human-readable lines, the bench prints one `bench-result {json}` line per figure for
 //! `cargo xtask bench` to collect.
-//! `BENCH_ROUNDS=N` sets the simulator watch's rounds (default 3).
+//! `BENCH_ROUNDS=N` sets the simulator watch's rounds (default 5).
 //! Diagnostics for it: `BENCH_WORKERS=1` (one runtime thread: no cross-thread wake-ups),
 //! `NO_HANDLER=1` (no handler registered; completion seen through the last-synced resource version)
 //! and `PERF_CTL_FIFO=<fifo>` (profile only the simulator rounds' release windows:
@@ -432,7 +433,7 @@ pub fn run(allocator: &'static str) {
             let rounds = std::env::var("BENCH_ROUNDS")
                 .ok()
                 .and_then(|r| r.parse::<usize>().ok())
-                .unwrap_or(3)
+                .unwrap_or(5)
                 .max(1);
             watch_throughput(10_000, 50_000, rounds).await;
         }
@@ -471,6 +472,16 @@ mod fast_server {
 
     /// Starts the server on a [`ServerThread`](super::ServerThread); it serves until that is dropped.
     pub fn start(list: Bytes, events: Arc<Vec<Bytes>>) -> (String, super::ServerThread) {
+        start_released(list, events, tokio::sync::watch::channel(true).1)
+    }
+
+    /// [`start`], with the first watch's events held back until `release` turns true, so that a
+    /// figure can time exactly their delivery.
+    pub fn start_released(
+        list: Bytes,
+        events: Arc<Vec<Bytes>>,
+        release: tokio::sync::watch::Receiver<bool>,
+    ) -> (String, super::ServerThread) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
@@ -478,12 +489,20 @@ mod fast_server {
         let thread = super::ServerThread::spawn("fast-server", move || async move {
             let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
             while let Ok((socket, _)) = listener.accept().await {
-                let (list, events, streamed) =
-                    (list.clone(), Arc::clone(&events), Arc::clone(&streamed));
+                let (list, events, streamed, release) = (
+                    list.clone(),
+                    Arc::clone(&events),
+                    Arc::clone(&streamed),
+                    release.clone(),
+                );
                 tokio::spawn(async move {
                     let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                        let (list, events, streamed) =
-                            (list.clone(), Arc::clone(&events), Arc::clone(&streamed));
+                        let (list, events, streamed, mut release) = (
+                            list.clone(),
+                            Arc::clone(&events),
+                            Arc::clone(&streamed),
+                            release.clone(),
+                        );
                         async move {
                             let watch = req
                                 .uri()
@@ -492,11 +511,19 @@ mod fast_server {
                             let body: Body = if !watch {
                                 Full::new(list).boxed()
                             } else if !streamed.swap(true, Ordering::SeqCst) {
-                                let frames =
-                                    futures::stream::iter((0..events.len()).map(move |i| {
+                                use futures::StreamExt as _;
+                                let released = async move {
+                                    // Dropped sender: release at once.
+                                    let _ = release.wait_for(|r| *r).await;
+                                };
+                                let count = events.len();
+                                let frames = futures::stream::once(released)
+                                    .map(move |()| futures::stream::iter(0..count))
+                                    .flatten()
+                                    .map(move |i| {
                                         Ok::<_, Infallible>(Frame::data(events[i].clone()))
-                                    }));
-                                StreamBody::new(frames).boxed()
+                                    });
+                                BodyExt::boxed(StreamBody::new(frames))
                             } else {
                                 StreamBody::new(futures::stream::pending::<
                                     Result<Frame<Bytes>, Infallible>,
@@ -607,7 +634,9 @@ where
             })
             .collect(),
     );
-    let (url, _server) = fast_server::start(bytes::Bytes::from(list), Arc::clone(&lines));
+    let (release, released) = tokio::sync::watch::channel(false);
+    let (url, _server) =
+        fast_server::start_released(bytes::Bytes::from(list), Arc::clone(&lines), released);
     let factory = SharedInformerFactory::new(ClusterConfig::new(&url).expect("config"));
     let informer = factory.informer::<K>(pods()).expect("informer");
     let updates = Arc::new(AtomicU64::new(0));
@@ -623,13 +652,14 @@ where
     }
     let last_rv = (cached + events).to_string();
     let cancel = CancellationToken::new();
-    let start = Instant::now();
     factory.start(&cancel);
     factory.wait_for_cache_sync(Duration::from_secs(120)).await;
-    let synced = start.elapsed();
     let rss_synced = rss_mb();
     let cpu_before = thread_cpu();
     let switches = context_switches();
+    // The events were held back until now: none of them was read while the cache synced.
+    let start = Instant::now();
+    release.send_replace(true);
     while if no_handler {
         informer.last_sync_resource_version() != last_rv
     } else {
@@ -637,7 +667,7 @@ where
     } {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let took = start.elapsed() - synced;
+    let took = start.elapsed();
     let cpu = cpu_between(&cpu_before, &thread_cpu());
     let switches = context_switches() - switches;
     eprintln!(
