@@ -66,7 +66,7 @@ const TARGETS: &[Target] = &[
     Target {
         package: "shared-informer",
         bench: "informer_mimalloc",
-        args: &["fast"],
+        args: &["watch", "fast"],
     },
     Target {
         package: "workqueue",

@@ -13,12 +13,13 @@
 //! cores, so end-to-end figures include its own work of sending.
 //!
 //! Also: a watch against a fast fake server that serves pre-built bytes, held back until the cache
-//! has synced so that none is read before the timed window (`-- fast` runs only that;
-//! `BENCH_REPEAT=N` runs it N times, default 5, and reports the median), beside two same-run
+//! has synced so that none is read before the timed window (`BENCH_REPEAT=N` runs it N times,
+//! default 5, and reports the median), beside two same-run
 //! baselines: decoding the same lines, and decoding them into a map of the cached objects (the
 //! least any cache does: each event frees the cold object it replaces).
 //!
-//! Besides its human-readable lines, the bench prints one `bench-result {json}` line per figure for
+//! Arguments `sync`, `watch` (the simulator's) and `fast` pick figures, in any combination; with
+//! none, all run. Besides its human-readable lines, the bench prints one `bench-result {json}` line per figure for
 //! `cargo xtask bench` to collect.
 //! `BENCH_ROUNDS=N` sets the simulator watch's rounds (default 5).
 //! Diagnostics for it: `BENCH_WORKERS=1` (one runtime thread: no cross-thread wake-ups),
@@ -420,25 +421,21 @@ pub fn run(allocator: &'static str) {
         .enable_all()
         .build()
         .expect("runtime");
-    // `-- watch` runs only the simulator's watch figure (for profiling); `-- fast` only the
-    // fast server's.
-    let only_watch = std::env::args().any(|a| a == "watch");
-    let only_fast = std::env::args().any(|a| a == "fast");
-    // `-- sync` runs only the initial-sync figures.
-    let only_sync = std::env::args().any(|a| a == "sync");
-    if std::env::args().any(|a| a == "handoff") {
+    // `-- sync`, `-- watch` (the simulator's watch) and `-- fast` (the fast server's) pick
+    // figures, any combination of them; with none, all run.
+    let picked = |name: &str| std::env::args().skip(1).any(|a| a == name);
+    let (sync, watch, fast) = (picked("sync"), picked("watch"), picked("fast"));
+    let all = !(sync || watch || fast);
+    if picked("handoff") {
         rt.block_on(handoff(200_000));
         return;
     }
     rt.block_on(async {
-        if !only_watch && !only_fast {
+        if all || sync {
             initial_sync(10_000).await;
             initial_sync(100_000).await;
         }
-        if only_sync {
-            return;
-        }
-        if !only_fast {
+        if all || watch {
             let rounds = std::env::var("BENCH_ROUNDS")
                 .ok()
                 .and_then(|r| r.parse::<usize>().ok())
@@ -446,18 +443,17 @@ pub fn run(allocator: &'static str) {
                 .max(1);
             watch_throughput(10_000, 50_000, rounds).await;
         }
-        if only_watch {
-            return;
-        }
-        let events = std::env::var("BENCH_EVENTS")
-            .ok()
-            .and_then(|e| e.parse().ok())
-            .unwrap_or(50_000);
-        if std::env::var("BENCH_TYPE").map_or(true, |t| t != "dynamic") {
-            fast_server_watch::<CompactObject>(10_000, events).await;
-        }
-        if std::env::var("BENCH_TYPE").map_or(true, |t| t != "compact") {
-            fast_server_watch::<DynamicObject>(10_000, events).await;
+        if all || fast {
+            let events = std::env::var("BENCH_EVENTS")
+                .ok()
+                .and_then(|e| e.parse().ok())
+                .unwrap_or(50_000);
+            if std::env::var("BENCH_TYPE").map_or(true, |t| t != "dynamic") {
+                fast_server_watch::<CompactObject>(10_000, events).await;
+            }
+            if std::env::var("BENCH_TYPE").map_or(true, |t| t != "compact") {
+                fast_server_watch::<DynamicObject>(10_000, events).await;
+            }
         }
     });
 }
