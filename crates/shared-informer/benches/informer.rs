@@ -3,10 +3,9 @@
 //!   `has_synced`, against fetching the same list once and decoding it (median of three rounds);
 //! - watch throughput: a warm-up round then five rounds of 50k updates of a synced 10k-pod
 //!   informer, delivered to a counting handler, against decoding the same objects (median round
-//!   reported). The events are
-//!   produced first, behind a stalled watch stream, then released at once, so the figure measures
-//!   the client side (HTTP, framing, decode, FIFO, indexer, dispatch) and the server's writing, not
-//!   the server's production rate.
+//!   reported). The events are produced first, behind a stalled watch stream, then released at
+//!   once, so the figure measures the client side (HTTP, framing, decode, FIFO, indexer, dispatch)
+//!   and the server's writing, not the server's production rate.
 //!
 //! Run with `cargo bench -p shared-informer --bench informer`. The simulated server runs on a thread
 //! and runtime of its own (as kube-apiserver runs in a process of its own) but on the same two
@@ -14,17 +13,18 @@
 //!
 //! Also: a watch against a fast fake server that serves pre-built bytes, held back until the cache
 //! has synced so that none is read before the timed window (`BENCH_REPEAT=N` runs it N times,
-//! default 5, and reports the median), beside two same-run
-//! baselines: decoding the same lines, and decoding them into a map of the cached objects (the
-//! least any cache does: each event frees the cold object it replaces).
+//! default 5, and reports the median), beside two same-run baselines: decoding the same lines, and
+//! decoding them into a map of the cached objects (the least any cache does: each event frees the
+//! cold object it replaces).
 //!
 //! Arguments `sync`, `watch` (the simulator's) and `fast` pick figures, in any combination; with
-//! none, all run. Besides its human-readable lines, the bench prints one `bench-result {json}` line per figure for
+//! none, all run. `BENCH_ROUNDS=N` sets the simulator watch's rounds (default 5). Besides its
+//! human-readable lines, the bench prints one `bench-result {json}` line per figure for
 //! `cargo xtask bench` to collect.
-//! `BENCH_ROUNDS=N` sets the simulator watch's rounds (default 5).
-//! Diagnostics for it: `BENCH_WORKERS=1` (one runtime thread: no cross-thread wake-ups),
-//! `NO_HANDLER=1` (no handler registered; completion seen through the last-synced resource version)
-//! and `PERF_CTL_FIFO=<fifo>` (profile only the simulator rounds' release windows:
+//!
+//! Diagnostics: `BENCH_WORKERS=1` (one runtime thread: no cross-thread wake-ups), `NO_HANDLER=1`
+//! (no handler registered; completion seen through the last-synced resource version) and
+//! `PERF_CTL_FIFO=<fifo>` (profile only the simulator rounds' release windows:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 <bench> watch`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -308,8 +308,9 @@ async fn watch_throughput(cached: usize, events: usize, rounds: usize) {
         })
         .collect();
     let mut runs = Vec::with_capacity(rounds);
-    // Round 0 warms up and is not counted: the first bursts after a sync grow the process's heap,
-    // faulting in fresh pages, which a long-running informer pays once (it is still printed).
+    // Round 0 warms up and is not counted (it is still printed): the first burst after a sync
+    // may grow the process's heap, faulting in fresh pages, which a long-running informer pays
+    // once.
     for round in 0..=rounds {
         let rv_before = informer.last_sync_resource_version();
         sim.faults().stall();

@@ -33,7 +33,8 @@ pub struct Obj {
 
 impl Obj {
     fn new(value: Value, line_type: EventType) -> Arc<Self> {
-        let mut buf = Vec::with_capacity(4096);
+        // Grown as serde_json::to_vec grows its buffer, so small objects stay small.
+        let mut buf = Vec::with_capacity(128);
         buf.extend_from_slice(b"{\"type\":\"");
         buf.extend_from_slice(line_type.as_str().as_bytes());
         buf.extend_from_slice(b"\",\"object\":");
@@ -239,18 +240,13 @@ fn set_rv(v: &mut Value, rv: u64) {
 /// `generation`). Compares in place: cloning both objects to compare them was most of an
 /// update's cost.
 fn same_spec(a: &Value, b: &Value) -> bool {
+    fn spec(m: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
+        m.iter().filter(|(k, _)| *k != "metadata" && *k != "status")
+    }
     let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
         return a == b;
     };
-    let spec = |m: &'_ Map<String, Value>| {
-        m.iter()
-            .filter(|(k, _)| *k != "metadata" && *k != "status")
-            .count()
-    };
-    spec(a) == spec(b)
-        && a.iter()
-            .filter(|(k, _)| *k != "metadata" && *k != "status")
-            .all(|(k, v)| b.get(k) == Some(v))
+    spec(a).count() == spec(b).count() && spec(a).all(|(k, v)| b.get(k) == Some(v))
 }
 
 impl Storage {
