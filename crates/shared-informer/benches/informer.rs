@@ -246,6 +246,43 @@ async fn initial_sync(n: usize) {
     }
 }
 
+/// Counts the updates a handler receives, and wakes the bench each time the count reaches a
+/// multiple of `burst` (the end of a burst), so that nothing polls while a figure is measured.
+struct UpdateCounter {
+    count: AtomicU64,
+    burst: u64,
+    reached: tokio::sync::Notify,
+}
+
+impl UpdateCounter {
+    fn new(burst: usize) -> Arc<Self> {
+        Arc::new(UpdateCounter {
+            count: AtomicU64::new(0),
+            burst: burst as u64,
+            reached: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// A handler counting its updates into `self`.
+    fn handler<K>(self: &Arc<Self>) -> EventHandlerFns<K> {
+        let counter = Arc::clone(self);
+        EventHandlerFns::new().on_update(move |_: &Arc<K>, _| {
+            let n = counter.count.fetch_add(1, Ordering::Relaxed) + 1;
+            if n % counter.burst == 0 {
+                // Stores a permit if the bench is not waiting yet.
+                counter.reached.notify_one();
+            }
+        })
+    }
+
+    /// Waits until `target` updates have been counted.
+    async fn wait_for(&self, target: u64) {
+        while self.count.load(Ordering::Relaxed) < target {
+            self.reached.notified().await;
+        }
+    }
+}
+
 /// Reads a watch body until `events` lines have come, then drops the connection.
 async fn read_events(client: &Client, path: &str, events: usize) -> bytes::Bytes {
     use http_body_util::BodyExt;
@@ -278,14 +315,9 @@ async fn watch_throughput(cached: usize, events: usize, rounds: usize) {
     let client = Client::new(&config).expect("client");
     let factory = SharedInformerFactory::new(config);
     let informer = factory.informer::<CompactObject>(pods()).expect("informer");
-    let updates = Arc::new(AtomicU64::new(0));
-    let counter = Arc::clone(&updates);
+    let updates = UpdateCounter::new(events);
     informer
-        .add_event_handler(
-            EventHandlerFns::new().on_update(move |_: &Arc<CompactObject>, _| {
-                counter.fetch_add(1, Ordering::Relaxed);
-            }),
-        )
+        .add_event_handler(updates.handler())
         .expect("handler");
     let cancel = CancellationToken::new();
     factory.start(&cancel);
@@ -338,9 +370,7 @@ async fn watch_throughput(cached: usize, events: usize, rounds: usize) {
         perf_control("enable");
         let start = Instant::now();
         sim.faults().unstall();
-        while updates.load(Ordering::Relaxed) < target {
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        updates.wait_for(target).await;
         let took = start.elapsed();
         perf_control("disable");
         let cpu = cpu_between(&cpu_before, &thread_cpu());
@@ -413,10 +443,7 @@ pub fn main() {
 pub fn run(allocator: &'static str) {
     let _ = ALLOCATOR.set(allocator);
     // BENCH_WORKERS=1 shows how much of the cost is cross-thread wake-ups.
-    let workers = std::env::var("BENCH_WORKERS")
-        .ok()
-        .and_then(|w| w.parse().ok())
-        .unwrap_or(2);
+    let workers = env_number("BENCH_WORKERS", 2);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
@@ -437,18 +464,11 @@ pub fn run(allocator: &'static str) {
             initial_sync(100_000).await;
         }
         if all || watch {
-            let rounds = std::env::var("BENCH_ROUNDS")
-                .ok()
-                .and_then(|r| r.parse::<usize>().ok())
-                .unwrap_or(5)
-                .max(1);
+            let rounds = env_number("BENCH_ROUNDS", 5).max(1);
             watch_throughput(10_000, 50_000, rounds).await;
         }
         if all || fast {
-            let events = std::env::var("BENCH_EVENTS")
-                .ok()
-                .and_then(|e| e.parse().ok())
-                .unwrap_or(50_000);
+            let events = env_number("BENCH_EVENTS", 50_000);
             if std::env::var("BENCH_TYPE").map_or(true, |t| t != "dynamic") {
                 fast_server_watch::<CompactObject>(10_000, events).await;
             }
@@ -559,11 +579,7 @@ async fn fast_server_watch<K>(cached: usize, events: usize)
 where
     K: Object + Decode + DeserializeOwned + Send + Sync + 'static,
 {
-    let repeat = std::env::var("BENCH_REPEAT")
-        .ok()
-        .and_then(|r| r.parse::<usize>().ok())
-        .unwrap_or(5)
-        .max(1);
+    let repeat = env_number("BENCH_REPEAT", 5).max(1);
     let mut runs = Vec::with_capacity(repeat);
     for _ in 0..repeat {
         runs.push(fast_server_watch_once::<K>(cached, events).await);
@@ -645,15 +661,12 @@ where
         fast_server::start_released(bytes::Bytes::from(list), Arc::clone(&lines), released);
     let factory = SharedInformerFactory::new(ClusterConfig::new(&url).expect("config"));
     let informer = factory.informer::<K>(pods()).expect("informer");
-    let updates = Arc::new(AtomicU64::new(0));
-    let counter = Arc::clone(&updates);
+    let updates = UpdateCounter::new(events);
     // NO_HANDLER=1: no handler at all; completion is seen through the last-synced resource version.
     let no_handler = std::env::var("NO_HANDLER").is_ok();
     if !no_handler {
         informer
-            .add_event_handler(EventHandlerFns::new().on_update(move |_: &Arc<K>, _| {
-                counter.fetch_add(1, Ordering::Relaxed);
-            }))
+            .add_event_handler(updates.handler())
             .expect("handler");
     }
     let last_rv = (cached + events).to_string();
@@ -666,12 +679,13 @@ where
     // The events were held back until now: none of them was read while the cache synced.
     let start = Instant::now();
     release.send_replace(true);
-    while if no_handler {
-        informer.last_sync_resource_version() != last_rv
+    if no_handler {
+        // A diagnostic without a handler to signal the end: polled every millisecond.
+        while informer.last_sync_resource_version() != last_rv {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     } else {
-        updates.load(Ordering::Relaxed) < events as u64
-    } {
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        updates.wait_for(events as u64).await;
     }
     let took = start.elapsed();
     let cpu = cpu_between(&cpu_before, &thread_cpu());
@@ -813,6 +827,14 @@ async fn handoff(events: usize) {
 }
 
 /// Context switches so far of this process's threads, summed (from `/proc/self/task/*/status`).
+/// The number in environment variable `name`, or `default` when it is unset or not a number.
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Writes `command` to the control FIFO named by `PERF_CTL_FIFO`, if set, so that a profile taken
 /// with `perf record --control fifo:<that path> -D -1` covers only the measured windows.
 fn perf_control(command: &str) {
