@@ -50,7 +50,7 @@ impl<K: Object> Lister<K> {
     pub fn list(&self, selector: &Selector) -> Vec<Arc<K>> {
         let mut all = self.indexer.list();
         if !selector.is_empty() {
-            all.retain(|o| selector.matches(o.labels()));
+            all.retain(|o| selector.matches_object(o.as_ref()));
         }
         all
     }
@@ -93,7 +93,7 @@ impl<K: Object> NamespaceLister<K> {
             }
         };
         if !selector.is_empty() {
-            objects.retain(|o| selector.matches(o.labels()));
+            objects.retain(|o| selector.matches_object(o.as_ref()));
         }
         objects
     }

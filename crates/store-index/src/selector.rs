@@ -20,6 +20,8 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
+use crate::object::Object;
+
 /// A malformed label selector.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("invalid label selector {selector:?}: {message} (at byte {position})")]
@@ -79,7 +81,17 @@ impl Requirement {
 
     /// Whether a label set satisfies this requirement.
     pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let value = labels.and_then(|l| l.get(&self.key));
+        self.matches_value(labels.and_then(|l| l.get(&self.key)).map(String::as_str))
+    }
+
+    /// Whether an object's labels satisfy this requirement, read through [`Object::label`] (which
+    /// for a [`CompactObject`](crate::CompactObject) needs no map).
+    pub fn matches_object<O: Object + ?Sized>(&self, object: &O) -> bool {
+        self.matches_value(object.label(&self.key))
+    }
+
+    /// Whether the value of this requirement's key (`None`: the label is absent) satisfies it.
+    fn matches_value(&self, value: Option<&str>) -> bool {
         match self.operator {
             Operator::Equals | Operator::DoubleEquals | Operator::In => {
                 value.is_some_and(|v| self.values.iter().any(|x| x == v))
@@ -174,6 +186,12 @@ impl Selector {
     /// Whether a label set satisfies every requirement.
     pub fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
+    }
+
+    /// Whether an object's labels satisfy every requirement; the same answer as
+    /// `matches(object.labels())`, each label read through [`Object::label`].
+    pub fn matches_object<O: Object + ?Sized>(&self, object: &O) -> bool {
+        self.requirements.iter().all(|r| r.matches_object(object))
     }
 }
 
@@ -486,9 +504,20 @@ mod tests {
             ("", true),
             ("   ", true),
         ];
+        let compact = crate::CompactObject::from_json(bytes::Bytes::from_static(
+            br#"{"metadata":{"name":"o","labels":{"n":"5","a":"b"}}}"#,
+        ))
+        .unwrap();
+        let dynamic = crate::DynamicObject::new("v1", "Pod")
+            .named("o")
+            .with_label("a", "b")
+            .with_label("n", "5");
         for (text, want) in cases {
             let sel = Selector::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
             assert_eq!(sel.matches(Some(&l)), want, "{text}");
+            // The same answers through `Object::label`, with and without a map behind it.
+            assert_eq!(sel.matches_object(&compact), want, "{text} (CompactObject)");
+            assert_eq!(sel.matches_object(&dynamic), want, "{text} (DynamicObject)");
         }
     }
 
