@@ -1,20 +1,36 @@
 //! [`CompactObject`]: metadata decoded, everything else kept as the raw JSON bytes.
 
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::OnceLock;
+
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
+use crate::compact_meta::CompactMeta;
 use crate::dynamic::DynamicObject;
 use crate::object::{Object, ObjectMeta};
 
-/// An object for big caches: `apiVersion`, `kind` and `metadata` decoded eagerly (keys, indexes,
-/// selectors and resource-version checks need nothing else), the whole object kept as its raw JSON
-/// bytes and decoded on demand into any serde type.
+/// An object for big caches: `apiVersion`, `kind` and the metadata the machinery reads decoded
+/// eagerly (keys, indexes, selectors and resource-version checks need nothing else), the whole
+/// object kept as its raw JSON bytes and decoded on demand into any serde type.
 ///
 /// A typed Pod costs several times its JSON size in memory; a `CompactObject` costs about the JSON
-/// size plus its metadata (see `docs/benchmarks.md` for measured figures). `managedFields` are not
-/// kept in the decoded metadata (they remain in the raw bytes).
+/// size plus its metadata strings (see `docs/benchmarks.md` for measured figures). The decoded
+/// strings (name, namespace, uid, resourceVersion, deletionTimestamp, labels, annotations) live in
+/// one buffer, the labels and annotations in one sorted table: three allocations per object however
+/// many labels it has, which a busy watch, allocating each new object and freeing the one it
+/// replaces, feels directly. The other metadata fields are checked when the object is decoded and
+/// read from the raw bytes only when asked for.
+///
+/// [`label`](Object::label), [`annotation`](Object::annotation), [`label_pairs`](Self::label_pairs)
+/// and the scalar accessors answer from that table. [`metadata`](Self::metadata) (also
+/// [`Object::object_meta`], [`Object::labels`] and [`Object::annotations`], which lend out
+/// `ObjectMeta`'s maps) decodes the full `ObjectMeta` from the raw bytes on first use and keeps it
+/// with the object, so prefer the former on hot paths. `managedFields` are never decoded into it
+/// (they remain in the raw bytes).
 ///
 /// ```
 /// use store_index::{CompactObject, Object};
@@ -22,27 +38,23 @@ use crate::object::{Object, ObjectMeta};
 ///     br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","labels":{"app":"web"}},"spec":{"nodeName":"n1"}}"#,
 /// )).unwrap();
 /// assert_eq!(obj.label("app"), Some("web"));
+/// assert_eq!(obj.label_pairs().collect::<Vec<_>>(), [("app", "web")]);
 ///
 /// #[derive(serde::Deserialize)]
 /// struct PodSpecOnly { spec: serde_json::Value }
 /// let typed: PodSpecOnly = obj.decode().unwrap();
 /// assert_eq!(typed.spec["nodeName"], "n1");
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone)]
 pub struct CompactObject {
-    api_version: Option<String>,
-    kind: Option<String>,
-    metadata: ObjectMeta,
+    meta: CompactMeta,
+    /// The full metadata, decoded from `raw` the first time it is asked for.
+    full_meta: OnceLock<Box<ObjectMeta>>,
     raw: Bytes,
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct Head {
-    #[serde(default)]
-    api_version: Option<String>,
-    #[serde(default)]
-    kind: Option<String>,
     #[serde(default)]
     metadata: Option<HeadMeta>,
 }
@@ -74,9 +86,9 @@ struct HeadMeta {
     #[serde(default)]
     deletion_grace_period_seconds: Option<i64>,
     #[serde(default)]
-    labels: Option<std::collections::BTreeMap<String, String>>,
+    labels: Option<BTreeMap<String, String>>,
     #[serde(default)]
-    annotations: Option<std::collections::BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
     #[serde(default)]
     owner_references: Option<Vec<crate::object::OwnerReference>>,
     #[serde(default)]
@@ -105,16 +117,22 @@ impl From<HeadMeta> for ObjectMeta {
     }
 }
 
+/// The metadata of one JSON object as a full `ObjectMeta` (without `managedFields`): what
+/// [`CompactObject::metadata`] decodes on first use.
+pub(crate) fn decode_full_meta(raw: &[u8]) -> Result<ObjectMeta, serde_json::Error> {
+    serde_json::from_slice::<Head>(raw)
+        .map(|head| head.metadata.map(ObjectMeta::from).unwrap_or_default())
+}
+
 impl CompactObject {
     /// Decodes the metadata of one JSON object and keeps `raw` as the object's bytes. `raw` must be
-    /// exactly one JSON object (surrounding whitespace allowed).
+    /// exactly one JSON object (surrounding whitespace allowed); malformed metadata (a label that
+    /// is not a string, an owner reference without a uid, a field given twice, …) is an error.
     pub fn from_json(raw: Bytes) -> Result<Self, serde_json::Error> {
-        let head: Head = serde_json::from_slice(&raw)?;
-        let metadata = head.metadata.map(ObjectMeta::from).unwrap_or_default();
+        let meta = CompactMeta::parse(&raw)?;
         Ok(CompactObject {
-            api_version: head.api_version,
-            kind: head.kind,
-            metadata,
+            meta,
+            full_meta: OnceLock::new(),
             raw,
         })
     }
@@ -124,9 +142,50 @@ impl CompactObject {
         &self.raw
     }
 
-    /// The decoded metadata (without `managedFields`).
+    /// The full metadata (without `managedFields`), decoded from the raw bytes on the first call
+    /// and kept with the object after it. The accessors of [`Object`] other than `labels`,
+    /// `annotations` and `object_meta` do not need it.
     pub fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
+        self.full_meta.get_or_init(|| {
+            let decoded = decode_full_meta(&self.raw);
+            // `from_json` accepted these bytes, and it accepts nothing this decode refuses
+            // (invariant M3 in `compact_meta.rs`), so the fallback is never expected to run.
+            Box::new(decoded.unwrap_or_else(|_| self.meta_from_table()))
+        })
+    }
+
+    /// The metadata the table holds, as an `ObjectMeta`.
+    fn meta_from_table(&self) -> ObjectMeta {
+        let m = &self.meta;
+        let owned = |span| m.str(span).map(str::to_string);
+        let map = |range: Option<_>| {
+            range.map(|_| {
+                m.iter(range)
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect()
+            })
+        };
+        ObjectMeta {
+            name: owned(m.name),
+            namespace: owned(m.namespace),
+            uid: owned(m.uid),
+            resource_version: owned(m.resource_version),
+            deletion_timestamp: owned(m.deletion_timestamp),
+            generation: m.generation,
+            labels: map(m.labels),
+            annotations: map(m.annotations),
+            ..ObjectMeta::default()
+        }
+    }
+
+    /// The labels, in key order, without building a map.
+    pub fn label_pairs(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.meta.iter(self.meta.labels)
+    }
+
+    /// The annotations, in key order, without building a map.
+    pub fn annotation_pairs(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.meta.iter(self.meta.annotations)
     }
 
     /// Decodes the whole object into `T`.
@@ -139,40 +198,97 @@ impl CompactObject {
         self.decode()
     }
 
-    /// Bytes of memory this object holds on the heap, beyond its own struct: the raw JSON plus the
-    /// decoded metadata strings (an estimate that ignores allocator overhead).
+    /// Bytes of memory this object holds on the heap, beyond its own struct: the raw JSON, the
+    /// metadata text and table, and the full metadata if it has been asked for (an estimate that
+    /// ignores allocator overhead).
     pub fn heap_size(&self) -> usize {
-        let s = |o: &Option<String>| o.as_ref().map_or(0, String::capacity);
-        let map = |m: &Option<std::collections::BTreeMap<String, String>>| {
-            m.as_ref().map_or(0, |m| {
-                m.iter()
-                    .map(|(k, v)| k.capacity() + v.capacity() + 16)
-                    .sum()
-            })
-        };
-        let meta = &self.metadata;
-        self.raw.len()
-            + s(&self.api_version)
-            + s(&self.kind)
-            + s(&meta.name)
-            + s(&meta.namespace)
-            + s(&meta.uid)
-            + s(&meta.resource_version)
-            + s(&meta.creation_timestamp)
-            + map(&meta.labels)
-            + map(&meta.annotations)
+        let full = self.full_meta.get().map_or(0, |meta| {
+            let s = |o: &Option<String>| o.as_ref().map_or(0, String::capacity);
+            let map = |m: &Option<BTreeMap<String, String>>| {
+                m.as_ref().map_or(0, |m| {
+                    m.iter()
+                        .map(|(k, v)| k.capacity() + v.capacity() + 16)
+                        .sum()
+                })
+            };
+            std::mem::size_of::<ObjectMeta>()
+                + s(&meta.name)
+                + s(&meta.generate_name)
+                + s(&meta.namespace)
+                + s(&meta.uid)
+                + s(&meta.resource_version)
+                + s(&meta.creation_timestamp)
+                + map(&meta.labels)
+                + map(&meta.annotations)
+        });
+        self.raw.len() + self.meta.heap_size() + full
+    }
+}
+
+/// Equal when the raw JSON is equal (everything else is decoded from it).
+impl PartialEq for CompactObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+impl fmt::Debug for CompactObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CompactObject")
+            .field("api_version", &self.api_version())
+            .field("kind", &self.kind())
+            .field("namespace", &self.namespace())
+            .field("name", &self.name())
+            .field("resource_version", &self.resource_version())
+            .field("raw_len", &self.raw.len())
+            .finish()
     }
 }
 
 impl Object for CompactObject {
     fn object_meta(&self) -> Option<&ObjectMeta> {
-        Some(&self.metadata)
+        Some(self.metadata())
+    }
+    fn has_meta(&self) -> bool {
+        true
+    }
+    fn name(&self) -> &str {
+        self.meta.str(self.meta.name).unwrap_or("")
+    }
+    fn namespace(&self) -> Option<&str> {
+        self.meta.str(self.meta.namespace)
+    }
+    fn uid(&self) -> Option<&str> {
+        self.meta.str(self.meta.uid)
+    }
+    fn resource_version(&self) -> Option<&str> {
+        self.meta.str(self.meta.resource_version)
+    }
+    fn generation(&self) -> Option<i64> {
+        self.meta.generation
+    }
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.metadata().labels.as_ref()
+    }
+    fn annotations(&self) -> Option<&BTreeMap<String, String>> {
+        self.metadata().annotations.as_ref()
+    }
+    fn deletion_timestamp(&self) -> Option<String> {
+        self.meta
+            .str(self.meta.deletion_timestamp)
+            .map(str::to_string)
     }
     fn api_version(&self) -> Option<&str> {
-        self.api_version.as_deref()
+        self.meta.str(self.meta.api_version)
     }
     fn kind(&self) -> Option<&str> {
-        self.kind.as_deref()
+        self.meta.str(self.meta.kind)
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        self.meta.lookup(self.meta.labels, key)
+    }
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.meta.lookup(self.meta.annotations, key)
     }
 }
 
@@ -228,8 +344,46 @@ mod tests {
     }
 
     #[test]
+    fn every_accessor_agrees_with_a_full_decode_of_a_realistic_pod() {
+        for i in [0, 7, 12345] {
+            let json = sim_apiserver::fixtures::realistic_pod_json(i);
+            let obj = CompactObject::from_json(Bytes::from(json.clone())).unwrap();
+            let full: DynamicObject = serde_json::from_str(&json).unwrap();
+            assert_eq!(obj.name(), full.name());
+            assert_eq!(obj.namespace(), full.namespace());
+            assert_eq!(obj.uid(), full.uid());
+            assert_eq!(obj.resource_version(), full.resource_version());
+            assert_eq!(obj.generation(), full.generation());
+            assert_eq!(obj.deletion_timestamp(), full.deletion_timestamp());
+            assert_eq!(obj.api_version(), full.api_version());
+            assert_eq!(obj.kind(), full.kind());
+            assert_eq!(obj.label("app"), Some("web"));
+            assert_eq!(obj.label("nope"), None);
+            assert_eq!(obj.annotation("prometheus.io/port"), Some("9090"));
+            let labels = full.labels().unwrap();
+            assert_eq!(
+                obj.label_pairs().collect::<Vec<_>>(),
+                labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>()
+            );
+            assert_eq!(obj.annotation_pairs().len(), 3);
+            // The full metadata, built on first use, is everything but managedFields.
+            let before = obj.heap_size();
+            let mut want = full.metadata.clone();
+            want.managed_fields = None;
+            assert_eq!(obj.metadata(), &want);
+            assert!(obj.heap_size() > before, "the built metadata is counted");
+            assert_eq!(obj.labels(), full.labels());
+            assert_eq!(obj.annotations(), full.annotations());
+            assert_eq!(obj.object_meta(), Some(&want));
+        }
+    }
+
+    #[test]
     fn malformed_json_is_an_error() {
         assert!(CompactObject::from_json(Bytes::from_static(b"{\"metadata\":")).is_err());
         assert!(CompactObject::from_json(Bytes::from_static(b"42")).is_err());
+        let bad_owner = br#"{"metadata":{"name":"a","ownerReferences":[{"kind":"ReplicaSet"}]}}"#;
+        let err = CompactObject::from_json(Bytes::from_static(bad_owner)).unwrap_err();
+        assert!(err.to_string().contains("apiVersion"), "{err}");
     }
 }

@@ -33,6 +33,7 @@
 #![deny(missing_docs)]
 
 mod compact;
+mod compact_meta;
 mod dynamic;
 mod error;
 mod index;

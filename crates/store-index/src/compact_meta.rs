@@ -1,0 +1,697 @@
+//! [`CompactMeta`]: the metadata a [`CompactObject`](crate::CompactObject) answers from, decoded
+//! into one text buffer and one table instead of a string per field and a map node per label.
+//!
+//! Decoding a Pod's metadata into `ObjectMeta` makes some thirty allocations (each name, label key
+//! and value, annotation and owner-reference field is a `String`, each map has its nodes), and an
+//! informer frees them all again when the object is replaced, usually on another thread. A busy
+//! watch spends more time in the allocator than in parsing. `CompactMeta` keeps the strings the
+//! machinery reads (`apiVersion`, `kind`, name, namespace, uid, resourceVersion,
+//! deletionTimestamp, every label and annotation) unescaped in one `text` buffer, addressed by
+//! [`Span`]s, and the labels and annotations as a table of key/value spans sorted by key: two
+//! allocations whatever the object holds. The other metadata fields (owner references, finalizers,
+//! generateName, …) are checked for their types, so that malformed metadata is refused when the
+//! object is decoded, and otherwise left in the raw JSON.
+//!
+//! Invariants (checked by `proptest_compact_meta` below):
+//! - **M1** every span lies inside `text`, on character boundaries;
+//! - **M2** each pair range lies inside `pairs`, its keys strictly increasing: one entry per key,
+//!   the value the last one the JSON gave for that key (as a `BTreeMap` decoded from it keeps);
+//! - **M3** whatever [`CompactMeta::parse`] accepts, decoding the whole `ObjectMeta` from the same
+//!   bytes also accepts, and every accessor answers what that full decode holds.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+/// A byte range of [`CompactMeta::text`] (invariant M1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    start: u32,
+    end: u32,
+}
+
+/// A range of [`CompactMeta::pairs`]: one map's entries (invariant M2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PairRange {
+    start: u32,
+    end: u32,
+}
+
+/// The metadata of one object, its strings in one buffer (see the module documentation).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct CompactMeta {
+    /// Every decoded string, unescaped, back to back.
+    text: Box<str>,
+    /// Label entries, then annotation entries (or the other way round, as the JSON had them):
+    /// (key, value) spans of `text`.
+    pairs: Box<[(Span, Span)]>,
+    pub(crate) api_version: Option<Span>,
+    pub(crate) kind: Option<Span>,
+    pub(crate) name: Option<Span>,
+    pub(crate) namespace: Option<Span>,
+    pub(crate) uid: Option<Span>,
+    pub(crate) resource_version: Option<Span>,
+    pub(crate) deletion_timestamp: Option<Span>,
+    pub(crate) generation: Option<i64>,
+    /// `None` when the JSON has no `labels` (or `null`); `Some` of an empty range for `{}`.
+    pub(crate) labels: Option<PairRange>,
+    /// As `labels`, for `annotations`.
+    pub(crate) annotations: Option<PairRange>,
+}
+
+impl CompactMeta {
+    /// Decodes the metadata of one JSON object (the whole object, not its `metadata` field).
+    /// Refuses what a full decode of `apiVersion`, `kind` and `ObjectMeta` would refuse, and also
+    /// an object or `metadata` written as a JSON array (serde's positional form of a struct).
+    pub(crate) fn parse(json: &[u8]) -> Result<Self, serde_json::Error> {
+        let mut builder = Builder::default();
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let mut meta = TopSeed(&mut builder).deserialize(&mut de)?;
+        de.end()?;
+        if builder.text.len() > u32::MAX as usize || builder.pairs.len() > u32::MAX as usize {
+            return Err(de::Error::custom("object metadata larger than 4 GiB"));
+        }
+        meta.text = builder.text.into_boxed_str();
+        meta.pairs = builder.pairs.into_boxed_slice();
+        Ok(meta)
+    }
+
+    /// The text of a span.
+    pub(crate) fn str(&self, span: Option<Span>) -> Option<&str> {
+        span.map(|s| &self.text[s.start as usize..s.end as usize])
+    }
+
+    fn entries(&self, range: Option<PairRange>) -> &[(Span, Span)] {
+        range.map_or(&[], |r| &self.pairs[r.start as usize..r.end as usize])
+    }
+
+    /// One value of a map, by binary search over its sorted keys (invariant M2).
+    pub(crate) fn lookup(&self, range: Option<PairRange>, key: &str) -> Option<&str> {
+        let entries = self.entries(range);
+        let i = entries
+            .binary_search_by(|(k, _)| self.text[k.start as usize..k.end as usize].cmp(key))
+            .ok()?;
+        self.str(Some(entries[i].1))
+    }
+
+    /// A map's entries, in key order.
+    pub(crate) fn iter(
+        &self,
+        range: Option<PairRange>,
+    ) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
+        self.entries(range).iter().map(|&(k, v)| {
+            (
+                &self.text[k.start as usize..k.end as usize],
+                &self.text[v.start as usize..v.end as usize],
+            )
+        })
+    }
+
+    /// Heap bytes held (the text and the table).
+    pub(crate) fn heap_size(&self) -> usize {
+        self.text.len() + std::mem::size_of_val(&*self.pairs)
+    }
+}
+
+/// Where decoded strings and map entries go while one object is decoded.
+#[derive(Default)]
+struct Builder {
+    text: String,
+    pairs: Vec<(Span, Span)>,
+}
+
+impl Builder {
+    fn push<E: de::Error>(&mut self, s: &str) -> Result<Span, E> {
+        let start = self.text.len();
+        self.text.push_str(s);
+        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(self.text.len())) else {
+            return Err(E::custom("object metadata larger than 4 GiB"));
+        };
+        Ok(Span { start, end })
+    }
+
+    fn key_of(&self, pair: &(Span, Span)) -> &str {
+        &self.text[pair.0.start as usize..pair.0.end as usize]
+    }
+
+    /// Sorts the entries pushed since `start` by key and keeps the last value of each key.
+    fn finish_map<E: de::Error>(&mut self, start: usize) -> Result<PairRange, E> {
+        let mut tail = std::mem::take(&mut self.pairs);
+        {
+            let entries = &mut tail[start..];
+            // kube-apiserver writes map keys sorted, so this is usually a single pass.
+            if !entries
+                .windows(2)
+                .all(|w| self.key_of(&w[0]) < self.key_of(&w[1]))
+            {
+                // Stable: among equal keys the JSON's order survives, and the loop below keeps
+                // the last.
+                entries.sort_by(|a, b| self.key_of(a).cmp(self.key_of(b)));
+            }
+        }
+        let mut kept = start;
+        for i in start..tail.len() {
+            if kept > start && self.key_of(&tail[kept - 1]) == self.key_of(&tail[i]) {
+                tail[kept - 1] = tail[i];
+            } else {
+                tail[kept] = tail[i];
+                kept += 1;
+            }
+        }
+        tail.truncate(kept);
+        self.pairs = tail;
+        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(kept)) else {
+            return Err(E::custom("object metadata larger than 4 GiB"));
+        };
+        Ok(PairRange { start, end })
+    }
+}
+
+/// Which of `names` a map key is, if any.
+struct FieldSeed(&'static [&'static str]);
+
+impl<'de> DeserializeSeed<'de> for FieldSeed {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de> Visitor<'de> for FieldSeed {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a field name")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(self.0.iter().position(|n| *n == v))
+    }
+}
+
+/// Marks field `i` seen; a second occurrence is an error, as for a derived struct.
+fn first_time<E: de::Error>(seen: &mut u32, i: usize, names: &[&'static str]) -> Result<(), E> {
+    if *seen & (1 << i) != 0 {
+        return Err(E::duplicate_field(names[i]));
+    }
+    *seen |= 1 << i;
+    Ok(())
+}
+
+/// A string or `null`, pushed into the builder.
+struct OptStr<'b>(&'b mut Builder);
+
+impl<'de> DeserializeSeed<'de> for OptStr<'_> {
+    type Value = Option<Span>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptStr<'_> {
+    type Value = Option<Span>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string or null")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        StrSeed(self.0).deserialize(d).map(Some)
+    }
+}
+
+/// A string, pushed into the builder.
+struct StrSeed<'b>(&'b mut Builder);
+
+impl<'de> DeserializeSeed<'de> for StrSeed<'_> {
+    type Value = Span;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrSeed<'_> {
+    type Value = Span;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        self.0.push(v)
+    }
+}
+
+/// A string that is only checked, never kept (serde_json unescapes into its scratch buffer).
+struct AnyStr;
+
+impl<'de> Deserialize<'de> for AnyStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(AnyStrVisitor)
+    }
+}
+
+struct AnyStrVisitor;
+
+impl Visitor<'_> for AnyStrVisitor {
+    type Value = AnyStr;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(AnyStr)
+    }
+}
+
+/// A sequence whose elements are checked as `T` and dropped.
+struct CheckSeq<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for CheckSeq<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_seq(CheckSeqVisitor(std::marker::PhantomData::<T>))
+    }
+}
+
+struct CheckSeqVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for CheckSeqVisitor<T> {
+    type Value = CheckSeq<T>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<T>()?.is_some() {}
+        Ok(CheckSeq(std::marker::PhantomData))
+    }
+}
+
+/// An owner reference, checked field by field as `OwnerReference` would decode it, nothing kept.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // Read only for their types.
+struct OwnerReferenceShape {
+    api_version: AnyStr,
+    kind: AnyStr,
+    name: AnyStr,
+    uid: AnyStr,
+    #[serde(default)]
+    controller: Option<bool>,
+    #[serde(default)]
+    block_owner_deletion: Option<bool>,
+}
+
+/// A map of strings to strings, or `null`, pushed into the builder.
+struct OptMap<'b>(&'b mut Builder);
+
+impl<'de> DeserializeSeed<'de> for OptMap<'_> {
+    type Value = Option<PairRange>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OptMap<'_> {
+    type Value = Option<PairRange>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of strings or null")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let builder = self.0;
+        let start = builder.pairs.len();
+        while let Some(key) = map.next_key_seed(StrSeed(builder))? {
+            let value = map.next_value_seed(StrSeed(builder))?;
+            builder.pairs.push((key, value));
+        }
+        builder.finish_map(start).map(Some)
+    }
+}
+
+const TOP_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
+
+/// The whole object: `apiVersion`, `kind` and `metadata` decoded, every other field skipped.
+struct TopSeed<'b>(&'b mut Builder);
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = CompactMeta;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_> {
+    type Value = CompactMeta;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Kubernetes object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let builder = self.0;
+        let mut meta = CompactMeta::default();
+        let mut seen = 0;
+        while let Some(field) = map.next_key_seed(FieldSeed(TOP_FIELDS))? {
+            let Some(i) = field else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            first_time(&mut seen, i, TOP_FIELDS)?;
+            match i {
+                0 => meta.api_version = map.next_value_seed(OptStr(builder))?,
+                1 => meta.kind = map.next_value_seed(OptStr(builder))?,
+                _ => map.next_value_seed(MetaSeed {
+                    builder,
+                    meta: &mut meta,
+                })?,
+            }
+        }
+        Ok(meta)
+    }
+}
+
+const META_FIELDS: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "deletionTimestamp",
+    "generation",
+    "labels",
+    "annotations",
+    "generateName",
+    "selfLink",
+    "creationTimestamp",
+    "deletionGracePeriodSeconds",
+    "ownerReferences",
+    "finalizers",
+];
+
+/// The `metadata` field (or `null`), decoded into `meta`.
+struct MetaSeed<'b> {
+    builder: &'b mut Builder,
+    meta: &'b mut CompactMeta,
+}
+
+impl<'de> DeserializeSeed<'de> for MetaSeed<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetaSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("object metadata")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let MetaSeed { builder, meta } = self;
+        let mut seen = 0;
+        while let Some(field) = map.next_key_seed(FieldSeed(META_FIELDS))? {
+            let Some(i) = field else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            first_time(&mut seen, i, META_FIELDS)?;
+            match i {
+                0 => meta.name = map.next_value_seed(OptStr(builder))?,
+                1 => meta.namespace = map.next_value_seed(OptStr(builder))?,
+                2 => meta.uid = map.next_value_seed(OptStr(builder))?,
+                3 => meta.resource_version = map.next_value_seed(OptStr(builder))?,
+                4 => meta.deletion_timestamp = map.next_value_seed(OptStr(builder))?,
+                5 => meta.generation = map.next_value()?,
+                6 => meta.labels = map.next_value_seed(OptMap(builder))?,
+                7 => meta.annotations = map.next_value_seed(OptMap(builder))?,
+                8..=10 => {
+                    map.next_value::<Option<AnyStr>>()?;
+                }
+                11 => {
+                    map.next_value::<Option<i64>>()?;
+                }
+                12 => {
+                    map.next_value::<Option<CheckSeq<OwnerReferenceShape>>>()?;
+                }
+                _ => {
+                    map.next_value::<Option<CheckSeq<AnyStr>>>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_share_one_buffer_and_maps_are_sorted_with_the_last_duplicate_kept() {
+        let m = CompactMeta::parse(
+            br#"{"kind":"Pod","metadata":{"name":"a\"b","labels":{"z":"1","a":"2","z":"3"},"annotations":{}}}"#,
+        )
+        .unwrap();
+        assert_eq!(m.str(m.kind), Some("Pod"));
+        assert_eq!(m.str(m.name), Some("a\"b"));
+        assert_eq!(m.str(m.namespace), None);
+        assert_eq!(m.lookup(m.labels, "z"), Some("3"));
+        assert_eq!(m.lookup(m.labels, "a"), Some("2"));
+        assert_eq!(
+            m.iter(m.labels).collect::<Vec<_>>(),
+            [("a", "2"), ("z", "3")]
+        );
+        assert_eq!(m.annotations.map(|r| r.end - r.start), Some(0));
+        // A value overwritten by a later duplicate keeps its few bytes of text.
+        assert_eq!(&*m.text, "Poda\"bz1a2z3");
+    }
+
+    #[test]
+    fn malformed_metadata_is_refused() {
+        for bad in [
+            &br#"{"metadata":{"name":1}}"#[..],
+            br#"{"metadata":{"labels":{"a":null}}}"#,
+            br#"{"metadata":{"labels":[]}}"#,
+            br#"{"metadata":{"name":"a","name":"b"}}"#,
+            br#"{"kind":"A","kind":"B"}"#,
+            br#"{"metadata":{"ownerReferences":[{"kind":"K"}]}}"#,
+            br#"{"metadata":{"finalizers":[1]}}"#,
+            br#"{"metadata":{"generation":"1"}}"#,
+            br#"{"metadata":{"generateName":false}}"#,
+            br#"{"metadata":["a"]}"#,
+            br#"["v1"]"#,
+            br#"{"metadata":{}} x"#,
+            b"",
+        ] {
+            assert!(
+                CompactMeta::parse(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn nulls_and_unknown_fields_are_accepted() {
+        let m = CompactMeta::parse(
+            br#"{"spec":{"x":[1,{"y":null}]},"metadata":{"name":null,"labels":null,"managedFields":[{"m":1}],"finalizers":null,"extra":{"a":1}},"apiVersion":null}"#,
+        )
+        .unwrap();
+        assert_eq!(m.name, None);
+        assert_eq!(m.labels, None);
+        assert_eq!(m.api_version, None);
+        assert!(m.text.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod proptest_compact_meta {
+    //! Invariants M1–M3 against the full decode, over generated metadata, including escapes,
+    //! duplicate and unsorted keys, nulls, wrong types and unknown fields.
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::compact::decode_full_meta;
+
+    /// `apiVersion` and `kind` as a derived struct decodes them; the metadata comes from
+    /// [`decode_full_meta`], the decode `CompactObject::metadata` runs.
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Full {
+        #[serde(default)]
+        api_version: Option<String>,
+        #[serde(default)]
+        kind: Option<String>,
+    }
+
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof!["[a-z]{0,3}", "[a-zé\"\\\\/\n]{0,4}", Just(String::new()),]
+    }
+
+    /// A field value: usually of the right type, sometimes not.
+    fn string_or_wrong() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            6 => text().prop_map(Value::String),
+            1 => Just(Value::Null),
+            1 => Just(json!(7)),
+        ]
+    }
+
+    /// A map written as JSON text, so that duplicate keys survive.
+    fn map_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            8 => prop::collection::vec((text(), text()), 0..6).prop_map(|entries| {
+                let body: Vec<String> = entries
+                    .iter()
+                    .map(|(k, v)| format!("{}:{}", Value::String(k.clone()), Value::String(v.clone())))
+                    .collect();
+                format!("{{{}}}", body.join(","))
+            }),
+            1 => Just("null".to_string()),
+            1 => Just(r#"{"a":1}"#.to_string()),
+            1 => Just("[]".to_string()),
+        ]
+    }
+
+    fn meta_text() -> impl Strategy<Value = String> {
+        let scalar = prop::collection::vec(
+            (
+                prop::sample::select(vec![
+                    "name",
+                    "namespace",
+                    "uid",
+                    "resourceVersion",
+                    "deletionTimestamp",
+                    "generateName",
+                    "selfLink",
+                    "creationTimestamp",
+                    "unknown",
+                ]),
+                string_or_wrong(),
+            ),
+            0..5,
+        );
+        let extra = prop::collection::vec(
+            prop_oneof![
+                Just(r#""generation":3"#),
+                Just(r#""generation":"3""#),
+                Just(r#""deletionGracePeriodSeconds":30"#),
+                Just(
+                    r#""ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n","uid":"u","controller":true}]"#
+                ),
+                Just(r#""ownerReferences":[{"apiVersion":"v1","kind":"K","name":"n"}]"#),
+                Just(r#""finalizers":["f"]"#),
+                Just(r#""finalizers":[1]"#),
+                Just(r#""managedFields":[{"manager":"m"}]"#),
+            ],
+            0..3,
+        );
+        (
+            scalar,
+            prop::option::of(map_text()),
+            prop::option::of(map_text()),
+            extra,
+        )
+            .prop_map(|(scalars, labels, annotations, extra)| {
+                let mut fields: Vec<String> = scalars
+                    .into_iter()
+                    .map(|(k, v)| format!("{}:{v}", Value::String(k.to_string())))
+                    .collect();
+                if let Some(l) = labels {
+                    fields.push(format!(r#""labels":{l}"#));
+                }
+                if let Some(a) = annotations {
+                    fields.push(format!(r#""annotations":{a}"#));
+                }
+                fields.extend(extra.into_iter().map(str::to_string));
+                format!("{{{}}}", fields.join(","))
+            })
+    }
+
+    fn object_text() -> impl Strategy<Value = String> {
+        (
+            prop::option::of(string_or_wrong()),
+            prop::option::of(prop_oneof![8 => meta_text(), 1 => Just("null".to_string())]),
+        )
+            .prop_map(|(kind, meta)| {
+                let mut fields: Vec<String> = vec![r#""spec":{"a":[1,"b"]}"#.to_string()];
+                if let Some(k) = kind {
+                    fields.push(format!(r#""kind":{k}"#));
+                }
+                if let Some(m) = meta {
+                    fields.push(format!(r#""metadata":{m}"#));
+                }
+                format!("{{{}}}", fields.join(","))
+            })
+    }
+
+    fn pairs(m: &CompactMeta, range: Option<PairRange>) -> Option<BTreeMap<String, String>> {
+        range.map(|_| {
+            m.iter(range)
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn compact_meta_invariants(json in object_text()) {
+            let compact = CompactMeta::parse(json.as_bytes());
+            let full = serde_json::from_str::<Full>(&json)
+                .and_then(|full| Ok((full, decode_full_meta(json.as_bytes())?)));
+            // M3, and its converse for the objects generated here (never written as arrays):
+            // both decodes accept the same inputs.
+            prop_assert_eq!(compact.is_ok(), full.is_ok(), "{}", json);
+            let (Ok(m), Ok((full, meta))) = (compact, full) else {
+                return Ok(());
+            };
+            prop_assert_eq!(m.str(m.api_version), full.api_version.as_deref());
+            prop_assert_eq!(m.str(m.kind), full.kind.as_deref());
+            prop_assert_eq!(m.str(m.name), meta.name.as_deref());
+            prop_assert_eq!(m.str(m.namespace), meta.namespace.as_deref());
+            prop_assert_eq!(m.str(m.uid), meta.uid.as_deref());
+            prop_assert_eq!(m.str(m.resource_version), meta.resource_version.as_deref());
+            prop_assert_eq!(m.str(m.deletion_timestamp), meta.deletion_timestamp.as_deref());
+            prop_assert_eq!(m.generation, meta.generation);
+            prop_assert_eq!(pairs(&m, m.labels), meta.labels.clone());
+            prop_assert_eq!(pairs(&m, m.annotations), meta.annotations.clone());
+            for (k, v) in meta.labels.iter().flatten() {
+                prop_assert_eq!(m.lookup(m.labels, k), Some(v.as_str()));
+            }
+            prop_assert_eq!(m.lookup(m.labels, "not-a-generated-key"), None);
+            // M1: spans inside the text, on character boundaries.
+            for span in [m.api_version, m.kind, m.name, m.namespace, m.uid, m.resource_version, m.deletion_timestamp]
+                .into_iter()
+                .flatten()
+                .chain(m.pairs.iter().flat_map(|(k, v)| [*k, *v]))
+            {
+                prop_assert!(m.text.get(span.start as usize..span.end as usize).is_some());
+            }
+            // M2: ranges inside the table, keys strictly increasing.
+            for range in [m.labels, m.annotations].into_iter().flatten() {
+                prop_assert!(range.start <= range.end && range.end as usize <= m.pairs.len());
+                let keys: Vec<&str> = m.iter(Some(range)).map(|(k, _)| k).collect();
+                prop_assert!(keys.windows(2).all(|w| w[0] < w[1]), "{:?}", keys);
+            }
+        }
+    }
+}
