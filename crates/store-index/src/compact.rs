@@ -363,7 +363,10 @@ mod tests {
             let labels = full.labels().unwrap();
             assert_eq!(
                 obj.label_pairs().collect::<Vec<_>>(),
-                labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect::<Vec<_>>()
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect::<Vec<_>>()
             );
             assert_eq!(obj.annotation_pairs().len(), 3);
             // The full metadata, built on first use, is everything but managedFields.

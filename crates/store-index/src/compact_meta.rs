@@ -19,6 +19,7 @@
 //! - **M3** whatever [`CompactMeta::parse`] accepts, decoding the whole `ObjectMeta` from the same
 //!   bytes also accepts, and every accessor answers what that full decode holds.
 
+use std::cell::RefCell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -65,16 +66,36 @@ impl CompactMeta {
     /// Refuses what a full decode of `apiVersion`, `kind` and `ObjectMeta` would refuse, and also
     /// an object or `metadata` written as a JSON array (serde's positional form of a struct).
     pub(crate) fn parse(json: &[u8]) -> Result<Self, serde_json::Error> {
-        let mut builder = Builder::default();
+        SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut builder) => Self::parse_into(json, &mut builder),
+            // Only a decode nested inside another on this thread (none exists) finds it taken.
+            Err(_) => Self::parse_into(json, &mut Builder::default()),
+        })
+    }
+
+    /// Decodes into `builder`'s buffers, then copies the result out at its exact size: two
+    /// allocations per object and no regrowth (with glibc each `realloc` of a shrinking buffer
+    /// also takes the arena lock the informer's other thread is freeing into).
+    fn parse_into(json: &[u8], builder: &mut Builder) -> Result<Self, serde_json::Error> {
+        builder.text.clear();
+        builder.pairs.clear();
         let mut de = serde_json::Deserializer::from_slice(json);
-        let mut meta = TopSeed(&mut builder).deserialize(&mut de)?;
-        de.end()?;
-        if builder.text.len() > u32::MAX as usize || builder.pairs.len() > u32::MAX as usize {
-            return Err(de::Error::custom("object metadata larger than 4 GiB"));
+        let decoded = TopSeed(builder)
+            .deserialize(&mut de)
+            .and_then(|meta| de.end().map(|()| meta));
+        let result = decoded.map(|mut meta| {
+            meta.text = Box::from(builder.text.as_str());
+            meta.pairs = Box::from(&builder.pairs[..]);
+            meta
+        });
+        // One huge object must not leave its buffers behind for the thread's lifetime.
+        if builder.text.capacity() > SCRATCH_KEEP {
+            builder.text = String::new();
         }
-        meta.text = builder.text.into_boxed_str();
-        meta.pairs = builder.pairs.into_boxed_slice();
-        Ok(meta)
+        if builder.pairs.capacity() * std::mem::size_of::<(Span, Span)>() > SCRATCH_KEEP {
+            builder.pairs = Vec::new();
+        }
+        result
     }
 
     /// The text of a span.
@@ -112,6 +133,14 @@ impl CompactMeta {
     pub(crate) fn heap_size(&self) -> usize {
         self.text.len() + std::mem::size_of_val(&*self.pairs)
     }
+}
+
+/// The largest scratch buffer a thread keeps between objects.
+const SCRATCH_KEEP: usize = 64 << 10;
+
+thread_local! {
+    /// Each thread's buffers for the object it is decoding, reused from one object to the next.
+    static SCRATCH: RefCell<Builder> = RefCell::new(Builder::default());
 }
 
 /// Where decoded strings and map entries go while one object is decoded.
