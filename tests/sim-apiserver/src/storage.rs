@@ -34,16 +34,10 @@ pub struct Obj {
 impl Obj {
     fn new(value: Value, line_type: EventType) -> Arc<Self> {
         // Grown as serde_json::to_vec grows its buffer, so small objects stay small.
-        let mut buf = Vec::with_capacity(128);
-        buf.extend_from_slice(b"{\"type\":\"");
-        buf.extend_from_slice(line_type.as_str().as_bytes());
-        buf.extend_from_slice(b"\",\"object\":");
-        let start = buf.len();
-        serde_json::to_writer(&mut buf, &value).expect("Value serializes");
-        let end = buf.len();
-        buf.extend_from_slice(b"}\n");
-        let line = Bytes::from(buf);
-        let json = line.slice(start..end);
+        let (line, object) = crate::watch::build_event_line(line_type.as_str(), 128, |buf| {
+            serde_json::to_writer(buf, &value).expect("Value serializes")
+        });
+        let json = line.slice(object);
         Arc::new(Self {
             value,
             json,

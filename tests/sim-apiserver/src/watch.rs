@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -125,14 +125,27 @@ enum Stop {
     Abort,
 }
 
+/// A watch event line, `{"type":…,"object":…}` and a newline, the object written in place by
+/// `write_object` into a buffer starting at `capacity` bytes; also where the object lies in it.
+pub(crate) fn build_event_line(
+    etype: &str,
+    capacity: usize,
+    write_object: impl FnOnce(&mut Vec<u8>),
+) -> (Bytes, std::ops::Range<usize>) {
+    let mut buf = Vec::with_capacity(capacity);
+    buf.extend_from_slice(b"{\"type\":\"");
+    buf.extend_from_slice(etype.as_bytes());
+    buf.extend_from_slice(b"\",\"object\":");
+    let start = buf.len();
+    write_object(&mut buf);
+    let end = buf.len();
+    buf.extend_from_slice(b"}\n");
+    (Bytes::from(buf), start..end)
+}
+
+/// The watch event line announcing the serialized object `obj` as `etype`.
 pub(crate) fn event_line(etype: &str, obj: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(obj.len() + 32);
-    b.put_slice(b"{\"type\":\"");
-    b.put_slice(etype.as_bytes());
-    b.put_slice(b"\",\"object\":");
-    b.put_slice(obj);
-    b.put_slice(b"}\n");
-    b.freeze()
+    build_event_line(etype, obj.len() + 32, |buf| buf.extend_from_slice(obj)).0
 }
 
 impl Stream {
