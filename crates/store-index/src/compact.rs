@@ -378,6 +378,21 @@ mod tests {
             assert_eq!(obj.labels(), full.labels());
             assert_eq!(obj.annotations(), full.annotations());
             assert_eq!(obj.object_meta(), Some(&want));
+            // The fallback `metadata` would use, were the full decode ever to fail, holds every
+            // field the table has.
+            let table = obj.meta_from_table();
+            let from_full = ObjectMeta {
+                name: want.name.clone(),
+                namespace: want.namespace.clone(),
+                uid: want.uid.clone(),
+                resource_version: want.resource_version.clone(),
+                deletion_timestamp: want.deletion_timestamp.clone(),
+                generation: want.generation,
+                labels: want.labels.clone(),
+                annotations: want.annotations.clone(),
+                ..ObjectMeta::default()
+            };
+            assert_eq!(table, from_full);
         }
     }
 

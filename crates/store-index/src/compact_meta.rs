@@ -160,36 +160,28 @@ impl Builder {
         Ok(Span { start, end })
     }
 
-    fn key_of(&self, pair: &(Span, Span)) -> &str {
-        &self.text[pair.0.start as usize..pair.0.end as usize]
-    }
-
     /// Sorts the entries pushed since `start` by key and keeps the last value of each key.
     fn finish_map<E: de::Error>(&mut self, start: usize) -> Result<PairRange, E> {
-        let mut tail = std::mem::take(&mut self.pairs);
-        {
-            let entries = &mut tail[start..];
-            // kube-apiserver writes map keys sorted, so this is usually a single pass.
-            if !entries
-                .windows(2)
-                .all(|w| self.key_of(&w[0]) < self.key_of(&w[1]))
-            {
-                // Stable: among equal keys the JSON's order survives, and the loop below keeps
-                // the last.
-                entries.sort_by(|a, b| self.key_of(a).cmp(self.key_of(b)));
-            }
+        let text = self.text.as_str();
+        let key = |pair: &(Span, Span)| &text[pair.0.start as usize..pair.0.end as usize];
+        let entries = &mut self.pairs[start..];
+        // kube-apiserver writes map keys sorted, so this is usually a single pass.
+        if !entries.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
+            // Stable: among equal keys the JSON's order survives, and the loop below keeps the
+            // last value of each run.
+            entries.sort_by(|a, b| key(a).cmp(key(b)));
         }
-        let mut kept = start;
-        for i in start..tail.len() {
-            if kept > start && self.key_of(&tail[kept - 1]) == self.key_of(&tail[i]) {
-                tail[kept - 1] = tail[i];
+        let mut unique = 0;
+        for i in 0..entries.len() {
+            if unique > 0 && key(&entries[unique - 1]) == key(&entries[i]) {
+                entries[unique - 1].1 = entries[i].1;
             } else {
-                tail[kept] = tail[i];
-                kept += 1;
+                entries[unique] = entries[i];
+                unique += 1;
             }
         }
-        tail.truncate(kept);
-        self.pairs = tail;
+        let kept = start + unique;
+        self.pairs.truncate(kept);
         let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(kept)) else {
             return Err(E::custom("object metadata larger than 4 GiB"));
         };
