@@ -18,12 +18,13 @@ use crate::object::{Object, ObjectMeta};
 /// object kept as its raw JSON bytes and decoded on demand into any serde type.
 ///
 /// A typed Pod costs several times its JSON size in memory; a `CompactObject` costs about the JSON
-/// size plus its metadata strings (see `docs/benchmarks.md` for measured figures). The decoded
-/// strings (name, namespace, uid, resourceVersion, deletionTimestamp, labels, annotations) live in
-/// one buffer, the labels and annotations in one sorted table: three allocations per object however
-/// many labels it has, which a busy watch, allocating each new object and freeing the one it
-/// replaces, feels directly. The other metadata fields are checked when the object is decoded and
-/// read from the raw bytes only when asked for.
+/// size plus a small table (see `docs/benchmarks.md` for measured figures). The decoded strings
+/// (name, namespace, uid, resourceVersion, deletionTimestamp, labels, annotations) are kept as
+/// ranges of the raw bytes (a string the JSON wrote with escapes is copied out, unescaped), the
+/// labels and annotations as one table sorted by key: besides the raw bytes, one allocation per
+/// object however many labels it has, which a busy watch, allocating each new object and freeing
+/// the one it replaces, feels directly. The other metadata fields are checked when the object is
+/// decoded and read from the raw bytes only when asked for.
 ///
 /// [`label`](Object::label), [`annotation`](Object::annotation), [`label_pairs`](Self::label_pairs)
 /// and the scalar accessors answer from that table. [`metadata`](Self::metadata) (also
@@ -157,10 +158,11 @@ impl CompactObject {
     /// The metadata the table holds, as an `ObjectMeta`.
     fn meta_from_table(&self) -> ObjectMeta {
         let m = &self.meta;
-        let owned = |span| m.str(span).map(str::to_string);
+        let raw = &self.raw[..];
+        let owned = |span| m.str(raw, span).map(str::to_string);
         let map = |range: Option<_>| {
             range.map(|_| {
-                m.iter(range)
+                m.iter(raw, range)
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect()
             })
@@ -180,12 +182,12 @@ impl CompactObject {
 
     /// The labels, in key order, without building a map.
     pub fn label_pairs(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
-        self.meta.iter(self.meta.labels)
+        self.meta.iter(&self.raw, self.meta.labels)
     }
 
     /// The annotations, in key order, without building a map.
     pub fn annotation_pairs(&self) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
-        self.meta.iter(self.meta.annotations)
+        self.meta.iter(&self.raw, self.meta.annotations)
     }
 
     /// Decodes the whole object into `T`.
@@ -253,16 +255,16 @@ impl Object for CompactObject {
         true
     }
     fn name(&self) -> &str {
-        self.meta.str(self.meta.name).unwrap_or("")
+        self.meta.str(&self.raw, self.meta.name).unwrap_or("")
     }
     fn namespace(&self) -> Option<&str> {
-        self.meta.str(self.meta.namespace)
+        self.meta.str(&self.raw, self.meta.namespace)
     }
     fn uid(&self) -> Option<&str> {
-        self.meta.str(self.meta.uid)
+        self.meta.str(&self.raw, self.meta.uid)
     }
     fn resource_version(&self) -> Option<&str> {
-        self.meta.str(self.meta.resource_version)
+        self.meta.str(&self.raw, self.meta.resource_version)
     }
     fn generation(&self) -> Option<i64> {
         self.meta.generation
@@ -275,20 +277,20 @@ impl Object for CompactObject {
     }
     fn deletion_timestamp(&self) -> Option<String> {
         self.meta
-            .str(self.meta.deletion_timestamp)
+            .str(&self.raw, self.meta.deletion_timestamp)
             .map(str::to_string)
     }
     fn api_version(&self) -> Option<&str> {
-        self.meta.str(self.meta.api_version)
+        self.meta.str(&self.raw, self.meta.api_version)
     }
     fn kind(&self) -> Option<&str> {
-        self.meta.str(self.meta.kind)
+        self.meta.str(&self.raw, self.meta.kind)
     }
     fn label(&self, key: &str) -> Option<&str> {
-        self.meta.lookup(self.meta.labels, key)
+        self.meta.lookup(&self.raw, self.meta.labels, key)
     }
     fn annotation(&self, key: &str) -> Option<&str> {
-        self.meta.lookup(self.meta.annotations, key)
+        self.meta.lookup(&self.raw, self.meta.annotations, key)
     }
 }
 

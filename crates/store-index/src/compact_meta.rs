@@ -1,19 +1,26 @@
-//! [`CompactMeta`]: the metadata a [`CompactObject`](crate::CompactObject) answers from, decoded
-//! into one text buffer and one table instead of a string per field and a map node per label.
+//! [`CompactMeta`]: the metadata a [`CompactObject`](crate::CompactObject) answers from, kept as
+//! spans of the object's own JSON and one table instead of a string per field and a map node per
+//! label.
 //!
 //! Decoding a Pod's metadata into `ObjectMeta` makes some thirty allocations (each name, label key
 //! and value, annotation and owner-reference field is a `String`, each map has its nodes), and an
 //! informer frees them all again when the object is replaced, usually on another thread. A busy
 //! watch spends more time in the allocator than in parsing. `CompactMeta` keeps the strings the
 //! machinery reads (`apiVersion`, `kind`, name, namespace, uid, resourceVersion,
-//! deletionTimestamp, every label and annotation) unescaped in one `text` buffer, addressed by
-//! [`Span`]s, and the labels and annotations as a table of key/value spans sorted by key: two
-//! allocations whatever the object holds. The other metadata fields (owner references, finalizers,
+//! deletionTimestamp, every label and annotation) as [`Span`]s: byte ranges of the JSON the object
+//! was decoded from, which the object keeps anyway, or, for the rare string the JSON wrote with
+//! escapes, of a small buffer of unescaped copies. Labels and annotations are a table of key/value
+//! spans sorted by key. That is one allocation for a typical object (the table), none when it has
+//! neither labels nor annotations. The other metadata fields (owner references, finalizers,
 //! generateName, …) are checked for their types, so that malformed metadata is refused when the
 //! object is decoded, and otherwise left in the raw JSON.
 //!
+//! Every accessor takes the JSON the metadata was parsed from: the same bytes, or it answers
+//! nonsense (never a panic: out-of-range spans read as empty strings).
+//!
 //! Invariants (checked by `proptest_compact_meta` below):
-//! - **M1** every span lies inside `text`, on character boundaries;
+//! - **M1** every span lies inside its buffer (the JSON, or `unescaped` when flagged
+//!   [`UNESCAPED`]), and the bytes it covers are valid UTF-8;
 //! - **M2** each pair range lies inside `pairs`, its keys strictly increasing: one entry per key,
 //!   the value the last one the JSON gave for that key (as a `BTreeMap` decoded from it keeps);
 //! - **M3** whatever [`CompactMeta::parse`] accepts, decoding the whole `ObjectMeta` from the same
@@ -25,11 +32,35 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
-/// A byte range of [`CompactMeta::text`] (invariant M1).
+/// The flag on [`Span::start`] of a span of [`CompactMeta::unescaped`]; without it a span is of
+/// the JSON. Spans therefore address at most 2 GiB of either.
+const UNESCAPED: u32 = 1 << 31;
+
+/// A string of the metadata: a byte range of the JSON, or of [`CompactMeta::unescaped`] when
+/// `start` carries [`UNESCAPED`] (invariant M1). `end` never carries the flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
     start: u32,
     end: u32,
+}
+
+impl Span {
+    /// The bytes this span covers, empty when it lies outside its buffer.
+    fn bytes<'a>(self, json: &'a [u8], unescaped: &'a str) -> &'a [u8] {
+        let (buffer, start) = if self.start & UNESCAPED != 0 {
+            (unescaped.as_bytes(), self.start & !UNESCAPED)
+        } else {
+            (json, self.start)
+        };
+        buffer
+            .get(start as usize..self.end as usize)
+            .unwrap_or_default()
+    }
+
+    /// The text this span covers (M1 makes it UTF-8; empty if it is not).
+    fn text<'a>(self, json: &'a [u8], unescaped: &'a str) -> &'a str {
+        std::str::from_utf8(self.bytes(json, unescaped)).unwrap_or_default()
+    }
 }
 
 /// A range of [`CompactMeta::pairs`]: one map's entries (invariant M2).
@@ -39,13 +70,13 @@ pub(crate) struct PairRange {
     end: u32,
 }
 
-/// The metadata of one object, its strings in one buffer (see the module documentation).
+/// The metadata of one object, as spans of its JSON (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct CompactMeta {
-    /// Every decoded string, unescaped, back to back.
-    text: Box<str>,
+    /// The strings the JSON wrote with escapes, unescaped, back to back; usually empty.
+    unescaped: Box<str>,
     /// Label entries, then annotation entries (or the other way round, as the JSON had them):
-    /// (key, value) spans of `text`.
+    /// (key, value) spans.
     pairs: Box<[(Span, Span)]>,
     pub(crate) api_version: Option<Span>,
     pub(crate) kind: Option<Span>,
@@ -65,73 +96,86 @@ impl CompactMeta {
     /// Decodes the metadata of one JSON object (the whole object, not its `metadata` field).
     /// Refuses what a full decode of `apiVersion`, `kind` and `ObjectMeta` would refuse, and also
     /// an object or `metadata` written as a JSON array (serde's positional form of a struct).
+    /// The result's spans are of `json`: pass the same bytes to its accessors.
     pub(crate) fn parse(json: &[u8]) -> Result<Self, serde_json::Error> {
         SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-            Ok(mut builder) => Self::parse_into(json, &mut builder),
+            Ok(mut scratch) => Self::parse_with(json, &mut scratch),
             // Only a decode nested inside another on this thread (none exists) finds it taken.
-            Err(_) => Self::parse_into(json, &mut Builder::default()),
+            Err(_) => Self::parse_with(json, &mut Scratch::default()),
         })
     }
 
-    /// Decodes into `builder`'s buffers, then copies the result out at its exact size: two
-    /// allocations per object and no regrowth (with glibc each `realloc` of a shrinking buffer
-    /// also takes the arena lock the informer's other thread is freeing into).
-    fn parse_into(json: &[u8], builder: &mut Builder) -> Result<Self, serde_json::Error> {
-        builder.text.clear();
+    /// Decodes with `scratch`'s buffers, then copies the unescaped strings (if any) and the table
+    /// out at their exact sizes: no regrowth (with glibc each `realloc` of a shrinking buffer also
+    /// takes the arena lock the informer's other thread is freeing into).
+    fn parse_with(json: &[u8], scratch: &mut Scratch) -> Result<Self, serde_json::Error> {
+        let mut builder = Builder {
+            json,
+            unescaped: std::mem::take(&mut scratch.unescaped),
+            pairs: std::mem::take(&mut scratch.pairs),
+        };
+        builder.unescaped.clear();
         builder.pairs.clear();
         let mut de = serde_json::Deserializer::from_slice(json);
-        let decoded = TopSeed(builder)
+        let decoded = TopSeed(&mut builder)
             .deserialize(&mut de)
             .and_then(|meta| de.end().map(|()| meta));
         let result = decoded.map(|mut meta| {
-            meta.text = Box::from(builder.text.as_str());
+            meta.unescaped = Box::from(builder.unescaped.as_str());
             meta.pairs = Box::from(&builder.pairs[..]);
             meta
         });
         // One huge object must not leave its buffers behind for the thread's lifetime.
-        if builder.text.capacity() > SCRATCH_KEEP {
-            builder.text = String::new();
+        if builder.unescaped.capacity() <= SCRATCH_KEEP {
+            scratch.unescaped = builder.unescaped;
         }
-        if builder.pairs.capacity() * std::mem::size_of::<(Span, Span)>() > SCRATCH_KEEP {
-            builder.pairs = Vec::new();
+        if builder.pairs.capacity() * std::mem::size_of::<(Span, Span)>() <= SCRATCH_KEEP {
+            scratch.pairs = builder.pairs;
         }
         result
     }
 
-    /// The text of a span.
-    pub(crate) fn str(&self, span: Option<Span>) -> Option<&str> {
-        span.map(|s| &self.text[s.start as usize..s.end as usize])
+    /// The text of a span of `json`, the bytes this metadata was parsed from.
+    pub(crate) fn str<'a>(&'a self, json: &'a [u8], span: Option<Span>) -> Option<&'a str> {
+        span.map(|s| s.text(json, &self.unescaped))
     }
 
     fn entries(&self, range: Option<PairRange>) -> &[(Span, Span)] {
-        range.map_or(&[], |r| &self.pairs[r.start as usize..r.end as usize])
-    }
-
-    /// One value of a map, by binary search over its sorted keys (invariant M2).
-    pub(crate) fn lookup(&self, range: Option<PairRange>, key: &str) -> Option<&str> {
-        let entries = self.entries(range);
-        let i = entries
-            .binary_search_by(|(k, _)| self.text[k.start as usize..k.end as usize].cmp(key))
-            .ok()?;
-        self.str(Some(entries[i].1))
-    }
-
-    /// A map's entries, in key order.
-    pub(crate) fn iter(
-        &self,
-        range: Option<PairRange>,
-    ) -> impl ExactSizeIterator<Item = (&str, &str)> + '_ {
-        self.entries(range).iter().map(|&(k, v)| {
-            (
-                &self.text[k.start as usize..k.end as usize],
-                &self.text[v.start as usize..v.end as usize],
-            )
+        range.map_or(&[], |r| {
+            self.pairs
+                .get(r.start as usize..r.end as usize)
+                .unwrap_or_default()
         })
     }
 
-    /// Heap bytes held (the text and the table).
+    /// One value of a map, by binary search over its sorted keys (invariant M2).
+    pub(crate) fn lookup<'a>(
+        &'a self,
+        json: &'a [u8],
+        range: Option<PairRange>,
+        key: &str,
+    ) -> Option<&'a str> {
+        let entries = self.entries(range);
+        let i = entries
+            .binary_search_by(|(k, _)| k.bytes(json, &self.unescaped).cmp(key.as_bytes()))
+            .ok()?;
+        self.str(json, Some(entries[i].1))
+    }
+
+    /// A map's entries, in key order.
+    pub(crate) fn iter<'a>(
+        &'a self,
+        json: &'a [u8],
+        range: Option<PairRange>,
+    ) -> impl ExactSizeIterator<Item = (&'a str, &'a str)> + 'a {
+        self.entries(range)
+            .iter()
+            .map(move |&(k, v)| (k.text(json, &self.unescaped), v.text(json, &self.unescaped)))
+    }
+
+    /// Heap bytes held (the unescaped strings and the table).
     pub(crate) fn heap_size(&self) -> usize {
-        self.text.len() + std::mem::size_of_val(&*self.pairs)
+        self.unescaped.len() + std::mem::size_of_val(&*self.pairs)
     }
 }
 
@@ -140,30 +184,60 @@ const SCRATCH_KEEP: usize = 64 << 10;
 
 thread_local! {
     /// Each thread's buffers for the object it is decoding, reused from one object to the next.
-    static SCRATCH: RefCell<Builder> = RefCell::new(Builder::default());
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// Where decoded strings and map entries go while one object is decoded.
+/// A thread's buffers, kept between objects.
 #[derive(Default)]
-struct Builder {
-    text: String,
+struct Scratch {
+    unescaped: String,
     pairs: Vec<(Span, Span)>,
 }
 
-impl Builder {
-    fn push<E: de::Error>(&mut self, s: &str) -> Result<Span, E> {
-        let start = self.text.len();
-        self.text.push_str(s);
-        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(self.text.len())) else {
-            return Err(E::custom("object metadata larger than 4 GiB"));
+/// Where the spans of one object's strings and map entries are gathered while it is decoded.
+struct Builder<'j> {
+    /// The JSON being decoded: strings serde hands out borrowed lie inside it.
+    json: &'j [u8],
+    unescaped: String,
+    pairs: Vec<(Span, Span)>,
+}
+
+impl Builder<'_> {
+    /// The span of `s`: where it lies in the JSON when serde lent it from there (no escapes),
+    /// else a copy in `unescaped`.
+    fn span<E: de::Error>(&mut self, s: &str, borrowed: bool) -> Result<Span, E> {
+        let offset = (s.as_ptr() as usize).wrapping_sub(self.json.as_ptr() as usize);
+        let inside = offset <= self.json.len() && s.len() <= self.json.len() - offset;
+        let too_large = || E::custom("object larger than 2 GiB");
+        if borrowed && inside {
+            let (Ok(start), Ok(end)) = (u32::try_from(offset), u32::try_from(offset + s.len()))
+            else {
+                return Err(too_large());
+            };
+            if end >= UNESCAPED {
+                return Err(too_large());
+            }
+            return Ok(Span { start, end });
+        }
+        let start = self.unescaped.len();
+        self.unescaped.push_str(s);
+        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(self.unescaped.len()))
+        else {
+            return Err(too_large());
         };
-        Ok(Span { start, end })
+        if end >= UNESCAPED {
+            return Err(too_large());
+        }
+        Ok(Span {
+            start: start | UNESCAPED,
+            end,
+        })
     }
 
     /// Sorts the entries pushed since `start` by key and keeps the last value of each key.
     fn finish_map<E: de::Error>(&mut self, start: usize) -> Result<PairRange, E> {
-        let text = self.text.as_str();
-        let key = |pair: &(Span, Span)| &text[pair.0.start as usize..pair.0.end as usize];
+        let (json, unescaped) = (self.json, self.unescaped.as_str());
+        let key = |pair: &(Span, Span)| pair.0.bytes(json, unescaped);
         let entries = &mut self.pairs[start..];
         // kube-apiserver writes map keys sorted, so this is usually a single pass.
         if !entries.windows(2).all(|w| key(&w[0]) < key(&w[1])) {
@@ -218,17 +292,17 @@ fn first_time<E: de::Error>(seen: &mut u32, i: usize, names: &[&'static str]) ->
     Ok(())
 }
 
-/// A string or `null`, pushed into the builder.
-struct OptStr<'b>(&'b mut Builder);
+/// A string or `null`, its span recorded by the builder.
+struct OptStr<'b, 'j>(&'b mut Builder<'j>);
 
-impl<'de> DeserializeSeed<'de> for OptStr<'_> {
+impl<'de> DeserializeSeed<'de> for OptStr<'_, '_> {
     type Value = Option<Span>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_option(self)
     }
 }
 
-impl<'de> Visitor<'de> for OptStr<'_> {
+impl<'de> Visitor<'de> for OptStr<'_, '_> {
     type Value = Option<Span>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a string or null")
@@ -244,23 +318,26 @@ impl<'de> Visitor<'de> for OptStr<'_> {
     }
 }
 
-/// A string, pushed into the builder.
-struct StrSeed<'b>(&'b mut Builder);
+/// A string, its span recorded by the builder.
+struct StrSeed<'b, 'j>(&'b mut Builder<'j>);
 
-impl<'de> DeserializeSeed<'de> for StrSeed<'_> {
+impl<'de> DeserializeSeed<'de> for StrSeed<'_, '_> {
     type Value = Span;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_str(self)
     }
 }
 
-impl<'de> Visitor<'de> for StrSeed<'_> {
+impl<'de> Visitor<'de> for StrSeed<'_, '_> {
     type Value = Span;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a string")
     }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        self.0.span(v, true)
+    }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        self.0.push(v)
+        self.0.span(v, false)
     }
 }
 
@@ -322,17 +399,17 @@ struct OwnerReferenceShape {
     block_owner_deletion: Option<bool>,
 }
 
-/// A map of strings to strings, or `null`, pushed into the builder.
-struct OptMap<'b>(&'b mut Builder);
+/// A map of strings to strings, or `null`, its entries recorded by the builder.
+struct OptMap<'b, 'j>(&'b mut Builder<'j>);
 
-impl<'de> DeserializeSeed<'de> for OptMap<'_> {
+impl<'de> DeserializeSeed<'de> for OptMap<'_, '_> {
     type Value = Option<PairRange>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_option(self)
     }
 }
 
-impl<'de> Visitor<'de> for OptMap<'_> {
+impl<'de> Visitor<'de> for OptMap<'_, '_> {
     type Value = Option<PairRange>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a map of strings or null")
@@ -360,16 +437,16 @@ impl<'de> Visitor<'de> for OptMap<'_> {
 const TOP_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
 
 /// The whole object: `apiVersion`, `kind` and `metadata` decoded, every other field skipped.
-struct TopSeed<'b>(&'b mut Builder);
+struct TopSeed<'b, 'j>(&'b mut Builder<'j>);
 
-impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
     type Value = CompactMeta;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for TopSeed<'_> {
+impl<'de> Visitor<'de> for TopSeed<'_, '_> {
     type Value = CompactMeta;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a Kubernetes object")
@@ -415,19 +492,19 @@ const META_FIELDS: &[&str] = &[
 ];
 
 /// The `metadata` field (or `null`), decoded into `meta`.
-struct MetaSeed<'b> {
-    builder: &'b mut Builder,
+struct MetaSeed<'b, 'j> {
+    builder: &'b mut Builder<'j>,
     meta: &'b mut CompactMeta,
 }
 
-impl<'de> DeserializeSeed<'de> for MetaSeed<'_> {
+impl<'de> DeserializeSeed<'de> for MetaSeed<'_, '_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_option(self)
     }
 }
 
-impl<'de> Visitor<'de> for MetaSeed<'_> {
+impl<'de> Visitor<'de> for MetaSeed<'_, '_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("object metadata")
@@ -482,23 +559,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn strings_share_one_buffer_and_maps_are_sorted_with_the_last_duplicate_kept() {
-        let m = CompactMeta::parse(
-            br#"{"kind":"Pod","metadata":{"name":"a\"b","labels":{"z":"1","a":"2","z":"3"},"annotations":{}}}"#,
-        )
-        .unwrap();
-        assert_eq!(m.str(m.kind), Some("Pod"));
-        assert_eq!(m.str(m.name), Some("a\"b"));
-        assert_eq!(m.str(m.namespace), None);
-        assert_eq!(m.lookup(m.labels, "z"), Some("3"));
-        assert_eq!(m.lookup(m.labels, "a"), Some("2"));
+    fn strings_are_spans_of_the_json_and_maps_are_sorted_with_the_last_duplicate_kept() {
+        let json = br#"{"kind":"Pod","metadata":{"name":"a\"b","labels":{"z":"1","a":"2","z":"3"},"annotations":{}}}"#;
+        let m = CompactMeta::parse(json).unwrap();
+        assert_eq!(m.str(json, m.kind), Some("Pod"));
+        assert_eq!(m.str(json, m.name), Some("a\"b"));
+        assert_eq!(m.str(json, m.namespace), None);
+        assert_eq!(m.lookup(json, m.labels, "z"), Some("3"));
+        assert_eq!(m.lookup(json, m.labels, "a"), Some("2"));
+        assert_eq!(m.lookup(json, m.labels, "b"), None);
         assert_eq!(
-            m.iter(m.labels).collect::<Vec<_>>(),
+            m.iter(json, m.labels).collect::<Vec<_>>(),
             [("a", "2"), ("z", "3")]
         );
         assert_eq!(m.annotations.map(|r| r.end - r.start), Some(0));
-        // A value overwritten by a later duplicate keeps its few bytes of text.
-        assert_eq!(&*m.text, "Poda\"bz1a2z3");
+        // Only the escaped name is copied; the rest are ranges of the JSON itself.
+        assert_eq!(&*m.unescaped, "a\"b");
+        assert_eq!(m.kind, Some(Span { start: 9, end: 12 }));
+        assert_eq!(m.name.map(|s| s.start & UNESCAPED), Some(UNESCAPED));
+    }
+
+    #[test]
+    fn spans_outside_their_buffer_read_as_empty_not_a_panic() {
+        let json = br#"{"kind":"Pod"}"#;
+        let m = CompactMeta::parse(json).unwrap();
+        // Another object's (shorter) bytes: nonsense, but no panic.
+        assert_eq!(m.str(b"{}", m.kind), Some(""));
+        let wild = Span {
+            start: UNESCAPED | 5,
+            end: 9,
+        };
+        assert_eq!(wild.text(json, ""), "");
     }
 
     #[test]
@@ -535,7 +626,7 @@ mod tests {
         assert_eq!(m.name, None);
         assert_eq!(m.labels, None);
         assert_eq!(m.api_version, None);
-        assert!(m.text.is_empty());
+        assert!(m.unescaped.is_empty());
     }
 }
 
@@ -663,9 +754,13 @@ mod proptest_compact_meta {
             })
     }
 
-    fn pairs(m: &CompactMeta, range: Option<PairRange>) -> Option<BTreeMap<String, String>> {
+    fn pairs(
+        m: &CompactMeta,
+        json: &[u8],
+        range: Option<PairRange>,
+    ) -> Option<BTreeMap<String, String>> {
         range.map(|_| {
-            m.iter(range)
+            m.iter(json, range)
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         })
@@ -677,6 +772,7 @@ mod proptest_compact_meta {
         #[test]
         fn compact_meta_invariants(json in object_text()) {
             let compact = CompactMeta::parse(json.as_bytes());
+            let bytes = json.as_bytes();
             let full = serde_json::from_str::<Full>(&json)
                 .and_then(|full| Ok((full, decode_full_meta(json.as_bytes())?)));
             // M3, and its converse for the objects generated here (never written as arrays):
@@ -685,32 +781,38 @@ mod proptest_compact_meta {
             let (Ok(m), Ok((full, meta))) = (compact, full) else {
                 return Ok(());
             };
-            prop_assert_eq!(m.str(m.api_version), full.api_version.as_deref());
-            prop_assert_eq!(m.str(m.kind), full.kind.as_deref());
-            prop_assert_eq!(m.str(m.name), meta.name.as_deref());
-            prop_assert_eq!(m.str(m.namespace), meta.namespace.as_deref());
-            prop_assert_eq!(m.str(m.uid), meta.uid.as_deref());
-            prop_assert_eq!(m.str(m.resource_version), meta.resource_version.as_deref());
-            prop_assert_eq!(m.str(m.deletion_timestamp), meta.deletion_timestamp.as_deref());
+            prop_assert_eq!(m.str(bytes, m.api_version), full.api_version.as_deref());
+            prop_assert_eq!(m.str(bytes, m.kind), full.kind.as_deref());
+            prop_assert_eq!(m.str(bytes, m.name), meta.name.as_deref());
+            prop_assert_eq!(m.str(bytes, m.namespace), meta.namespace.as_deref());
+            prop_assert_eq!(m.str(bytes, m.uid), meta.uid.as_deref());
+            prop_assert_eq!(m.str(bytes, m.resource_version), meta.resource_version.as_deref());
+            prop_assert_eq!(m.str(bytes, m.deletion_timestamp), meta.deletion_timestamp.as_deref());
             prop_assert_eq!(m.generation, meta.generation);
-            prop_assert_eq!(pairs(&m, m.labels), meta.labels.clone());
-            prop_assert_eq!(pairs(&m, m.annotations), meta.annotations.clone());
+            prop_assert_eq!(pairs(&m, bytes, m.labels), meta.labels.clone());
+            prop_assert_eq!(pairs(&m, bytes, m.annotations), meta.annotations.clone());
             for (k, v) in meta.labels.iter().flatten() {
-                prop_assert_eq!(m.lookup(m.labels, k), Some(v.as_str()));
+                prop_assert_eq!(m.lookup(bytes, m.labels, k), Some(v.as_str()));
             }
-            prop_assert_eq!(m.lookup(m.labels, "not-a-generated-key"), None);
-            // M1: spans inside the text, on character boundaries.
+            prop_assert_eq!(m.lookup(bytes, m.labels, "not-a-generated-key"), None);
+            // M1: spans inside their buffers, covering UTF-8.
             for span in [m.api_version, m.kind, m.name, m.namespace, m.uid, m.resource_version, m.deletion_timestamp]
                 .into_iter()
                 .flatten()
                 .chain(m.pairs.iter().flat_map(|(k, v)| [*k, *v]))
             {
-                prop_assert!(m.text.get(span.start as usize..span.end as usize).is_some());
+                let (buffer, start) = if span.start & UNESCAPED != 0 {
+                    (m.unescaped.as_bytes(), span.start & !UNESCAPED)
+                } else {
+                    (bytes, span.start)
+                };
+                let covered = buffer.get(start as usize..span.end as usize);
+                prop_assert!(covered.is_some_and(|b| std::str::from_utf8(b).is_ok()));
             }
             // M2: ranges inside the table, keys strictly increasing.
             for range in [m.labels, m.annotations].into_iter().flatten() {
                 prop_assert!(range.start <= range.end && range.end as usize <= m.pairs.len());
-                let keys: Vec<&str> = m.iter(Some(range)).map(|(k, _)| k).collect();
+                let keys: Vec<&str> = m.iter(bytes, Some(range)).map(|(k, _)| k).collect();
                 prop_assert!(keys.windows(2).all(|w| w[0] < w[1]), "{:?}", keys);
             }
         }
