@@ -43,7 +43,14 @@ impl Signals {
     }
 
     /// Runs `check` until it returns a value, waiting for a wake-up between attempts.
+    ///
+    /// The first attempt is made unregistered: on a busy queue it finds work, and a waiter that
+    /// stayed registered while it works (say, while a pop's `process` runs) would make every
+    /// producer in that time take the wake-up list's lock for nothing.
     pub(crate) async fn wait_until<T>(&self, mut check: impl FnMut() -> Option<T>) -> T {
+        if let Some(value) = check() {
+            return value;
+        }
         loop {
             let notified = self.notify.notified();
             tokio::pin!(notified);
