@@ -71,7 +71,7 @@ pub(crate) struct PairRange {
 }
 
 /// The metadata of one object, as spans of its JSON (see the module documentation).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct CompactMeta {
     /// The strings the JSON wrote with escapes, unescaped, back to back; usually empty.
     unescaped: Box<str>,
@@ -203,35 +203,24 @@ struct Builder<'j> {
 }
 
 impl Builder<'_> {
-    /// The span of `s`: where it lies in the JSON when serde lent it from there (no escapes),
-    /// else a copy in `unescaped`.
-    fn span<E: de::Error>(&mut self, s: &str, borrowed: bool) -> Result<Span, E> {
+    /// The span of `s`: where it lies in the JSON when serde lent it from there (it had no
+    /// escapes), else a copy in `unescaped`.
+    fn span<E: de::Error>(&mut self, s: &str) -> Result<Span, E> {
         let offset = (s.as_ptr() as usize).wrapping_sub(self.json.as_ptr() as usize);
         let inside = offset <= self.json.len() && s.len() <= self.json.len() - offset;
-        let too_large = || E::custom("object larger than 2 GiB");
-        if borrowed && inside {
-            let (Ok(start), Ok(end)) = (u32::try_from(offset), u32::try_from(offset + s.len()))
-            else {
-                return Err(too_large());
-            };
-            if end >= UNESCAPED {
-                return Err(too_large());
-            }
-            return Ok(Span { start, end });
-        }
-        let start = self.unescaped.len();
-        self.unescaped.push_str(s);
-        let (Ok(start), Ok(end)) = (u32::try_from(start), u32::try_from(self.unescaped.len()))
-        else {
-            return Err(too_large());
+        let (start, flag) = if inside {
+            (offset, 0)
+        } else {
+            self.unescaped.push_str(s);
+            (self.unescaped.len() - s.len(), UNESCAPED)
         };
-        if end >= UNESCAPED {
-            return Err(too_large());
+        match (u32::try_from(start), u32::try_from(start + s.len())) {
+            (Ok(start), Ok(end)) if end < UNESCAPED => Ok(Span {
+                start: start | flag,
+                end,
+            }),
+            _ => Err(E::custom("object larger than 2 GiB")),
         }
-        Ok(Span {
-            start: start | UNESCAPED,
-            end,
-        })
     }
 
     /// Sorts the entries pushed since `start` by key and keeps the last value of each key.
@@ -292,20 +281,20 @@ fn first_time<E: de::Error>(seen: &mut u32, i: usize, names: &[&'static str]) ->
     Ok(())
 }
 
-/// A string or `null`, its span recorded by the builder.
-struct OptStr<'b, 'j>(&'b mut Builder<'j>);
+/// `null`, or what the seed `S` decodes: serde's `Option`, for seeds.
+struct OrNull<S>(S);
 
-impl<'de> DeserializeSeed<'de> for OptStr<'_, '_> {
-    type Value = Option<Span>;
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for OrNull<S> {
+    type Value = Option<S::Value>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_option(self)
     }
 }
 
-impl<'de> Visitor<'de> for OptStr<'_, '_> {
-    type Value = Option<Span>;
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for OrNull<S> {
+    type Value = Option<S::Value>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string or null")
+        f.write_str("a value or null")
     }
     fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
         Ok(None)
@@ -314,7 +303,7 @@ impl<'de> Visitor<'de> for OptStr<'_, '_> {
         Ok(None)
     }
     fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        StrSeed(self.0).deserialize(d).map(Some)
+        self.0.deserialize(d).map(Some)
     }
 }
 
@@ -333,11 +322,10 @@ impl<'de> Visitor<'de> for StrSeed<'_, '_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a string")
     }
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        self.0.span(v, true)
-    }
+    // serde lends a string without escapes straight out of the JSON (through the default
+    // `visit_borrowed_str`); `span` recognises it there.
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        self.0.span(v, false)
+        self.0.span(v)
     }
 }
 
@@ -399,29 +387,20 @@ struct OwnerReferenceShape {
     block_owner_deletion: Option<bool>,
 }
 
-/// A map of strings to strings, or `null`, its entries recorded by the builder.
-struct OptMap<'b, 'j>(&'b mut Builder<'j>);
+/// A map of strings to strings, its entries recorded by the builder.
+struct PairsSeed<'b, 'j>(&'b mut Builder<'j>);
 
-impl<'de> DeserializeSeed<'de> for OptMap<'_, '_> {
-    type Value = Option<PairRange>;
+impl<'de> DeserializeSeed<'de> for PairsSeed<'_, '_> {
+    type Value = PairRange;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_option(self)
+        d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for OptMap<'_, '_> {
-    type Value = Option<PairRange>;
+impl<'de> Visitor<'de> for PairsSeed<'_, '_> {
+    type Value = PairRange;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a map of strings or null")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
+        f.write_str("a map of strings")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let builder = self.0;
@@ -430,7 +409,7 @@ impl<'de> Visitor<'de> for OptMap<'_, '_> {
             let value = map.next_value_seed(StrSeed(builder))?;
             builder.pairs.push((key, value));
         }
-        builder.finish_map(start).map(Some)
+        builder.finish_map(start)
     }
 }
 
@@ -462,12 +441,14 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
             };
             first_time(&mut seen, i, TOP_FIELDS)?;
             match i {
-                0 => meta.api_version = map.next_value_seed(OptStr(builder))?,
-                1 => meta.kind = map.next_value_seed(OptStr(builder))?,
-                _ => map.next_value_seed(MetaSeed {
-                    builder,
-                    meta: &mut meta,
-                })?,
+                0 => meta.api_version = map.next_value_seed(OrNull(StrSeed(builder)))?,
+                1 => meta.kind = map.next_value_seed(OrNull(StrSeed(builder)))?,
+                _ => {
+                    map.next_value_seed(OrNull(MetaSeed {
+                        builder,
+                        meta: &mut meta,
+                    }))?;
+                }
             }
         }
         Ok(meta)
@@ -491,7 +472,7 @@ const META_FIELDS: &[&str] = &[
     "finalizers",
 ];
 
-/// The `metadata` field (or `null`), decoded into `meta`.
+/// The `metadata` field, decoded into `meta`.
 struct MetaSeed<'b, 'j> {
     builder: &'b mut Builder<'j>,
     meta: &'b mut CompactMeta,
@@ -500,7 +481,7 @@ struct MetaSeed<'b, 'j> {
 impl<'de> DeserializeSeed<'de> for MetaSeed<'_, '_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_option(self)
+        d.deserialize_map(self)
     }
 }
 
@@ -508,15 +489,6 @@ impl<'de> Visitor<'de> for MetaSeed<'_, '_> {
     type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("object metadata")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_map(self)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let MetaSeed { builder, meta } = self;
@@ -528,14 +500,14 @@ impl<'de> Visitor<'de> for MetaSeed<'_, '_> {
             };
             first_time(&mut seen, i, META_FIELDS)?;
             match i {
-                0 => meta.name = map.next_value_seed(OptStr(builder))?,
-                1 => meta.namespace = map.next_value_seed(OptStr(builder))?,
-                2 => meta.uid = map.next_value_seed(OptStr(builder))?,
-                3 => meta.resource_version = map.next_value_seed(OptStr(builder))?,
-                4 => meta.deletion_timestamp = map.next_value_seed(OptStr(builder))?,
+                0 => meta.name = map.next_value_seed(OrNull(StrSeed(builder)))?,
+                1 => meta.namespace = map.next_value_seed(OrNull(StrSeed(builder)))?,
+                2 => meta.uid = map.next_value_seed(OrNull(StrSeed(builder)))?,
+                3 => meta.resource_version = map.next_value_seed(OrNull(StrSeed(builder)))?,
+                4 => meta.deletion_timestamp = map.next_value_seed(OrNull(StrSeed(builder)))?,
                 5 => meta.generation = map.next_value()?,
-                6 => meta.labels = map.next_value_seed(OptMap(builder))?,
-                7 => meta.annotations = map.next_value_seed(OptMap(builder))?,
+                6 => meta.labels = map.next_value_seed(OrNull(PairsSeed(builder)))?,
+                7 => meta.annotations = map.next_value_seed(OrNull(PairsSeed(builder)))?,
                 8..=10 => {
                     map.next_value::<Option<AnyStr>>()?;
                 }
