@@ -23,6 +23,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use crate::auth::Authenticator;
 use crate::config::{ClusterConfig, ConfigError};
 use crate::error::ReflectorError;
+use crate::rate_limit::TokenBucket;
 use crate::watch_body::{send_on_dedicated_http1, WatchBody};
 
 type HyperClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
@@ -39,7 +40,18 @@ pub struct Client {
     base: String,
     auth: Arc<Authenticator>,
     request_timeout: Option<Duration>,
+    /// Shared by every clone: requests other than watches, and watches.
+    requests: Option<Arc<TokenBucket>>,
+    watches: Option<Arc<TokenBucket>>,
 }
+
+/// Default bound on one response body read whole (a list page): 1 GiB. A list larger than that in
+/// one answer (an unpaginated list of a very large resource) needs
+/// [`HttpListerWatcher::max_list_page_bytes`](crate::HttpListerWatcher::max_list_page_bytes).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 30;
+
+/// Bound on an error response's body: a `Status` is a few hundred bytes.
+const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -163,6 +175,7 @@ impl Client {
         http.enforce_http(false);
         http.set_nodelay(true);
         http.set_connect_timeout(config.connect_timeout);
+        http.set_keepalive(config.tcp_keepalive);
         let tls = tls_config(config)?;
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
@@ -201,11 +214,24 @@ impl Client {
             base,
             auth: Arc::new(Authenticator::new(config.credentials.clone())),
             request_timeout: config.request_timeout,
+            requests: config.rate_limit.map(|l| Arc::new(TokenBucket::new(l))),
+            watches: config
+                .watch_rate_limit
+                .map(|l| Arc::new(TokenBucket::new(l))),
         })
     }
 
-    /// Sends `GET path_and_query` and returns the response head once it arrives (any status).
+    /// Sends `GET path_and_query` and returns the response head once it arrives (any status),
+    /// after waiting for the client's rate limiter.
     pub async fn send(&self, path_and_query: &str) -> Result<Response<Incoming>, ReflectorError> {
+        if let Some(bucket) = &self.requests {
+            bucket.acquire(path_and_query).await;
+        }
+        self.send_now(path_and_query).await
+    }
+
+    /// [`send`](Self::send) without the rate limiter (the caller has waited for its own).
+    async fn send_now(&self, path_and_query: &str) -> Result<Response<Incoming>, ReflectorError> {
         let uri = format!("{}{}", self.base, path_and_query);
         let req = self.request(&uri, &uri).await?;
         let resp = self
@@ -245,6 +271,9 @@ impl Client {
     /// protocol is learned from the server's answers: a dedicated connection whose ALPN
     /// negotiation picks HTTP/2 is dropped and the watch goes to the pool, as do all later ones.
     pub async fn watch(&self, path_and_query: &str) -> Result<WatchBody, ReflectorError> {
+        if let Some(bucket) = &self.watches {
+            bucket.acquire(path_and_query).await;
+        }
         let resp = self
             .with_timeout(async {
                 if !self.http2.load(Ordering::Relaxed) {
@@ -253,7 +282,7 @@ impl Client {
                     }
                 }
                 Ok::<_, ReflectorError>(
-                    self.send(path_and_query)
+                    self.send_now(path_and_query)
                         .await?
                         .map(WatchBody::without_driver),
                 )
@@ -262,14 +291,30 @@ impl Client {
         if resp.status().is_success() {
             return Ok(resp.into_body());
         }
-        let code = resp.status();
-        let body = self
-            .with_timeout(read_body(resp.into_body(), None))
-            .await??;
-        Err(ReflectorError::api(crate::status::Status::from_response(
-            code.as_u16(),
-            &body,
-        )))
+        Err(self.error_response(resp).await)
+    }
+
+    /// The error a non-success response means: its body read (bounded in size and time) as a
+    /// `Status`, or a status made from the HTTP code when the body is not one.
+    async fn error_response<B>(&self, resp: Response<B>) -> ReflectorError
+    where
+        B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
+    {
+        let code = resp.status().as_u16();
+        let body = match self
+            .with_timeout(read_body(
+                resp.into_body(),
+                None,
+                MAX_ERROR_BODY_BYTES,
+                "error body",
+            ))
+            .await
+        {
+            Ok(Ok(body)) => body,
+            // The code alone still says what happened.
+            Ok(Err(_)) | Err(_) => Bytes::new(),
+        };
+        ReflectorError::api(crate::status::Status::from_response(code, &body))
     }
 
     /// Sends the watch on a new HTTP/1.1 connection; `None` when the server picked HTTP/2.
@@ -318,20 +363,33 @@ impl Client {
         if resp.status().is_success() {
             return Ok(resp);
         }
-        let code = resp.status();
-        let body = self
-            .with_timeout(read_body(resp.into_body(), None))
-            .await??;
-        Err(ReflectorError::api(crate::status::Status::from_response(
-            code.as_u16(),
-            &body,
-        )))
+        Err(self.error_response(resp).await)
     }
 
-    /// `GET path_and_query` and the whole body, within the request timeout.
+    /// `GET path_and_query` and the whole body, within the request timeout and at most
+    /// [`DEFAULT_MAX_BODY_BYTES`].
     pub async fn get_bytes(&self, path_and_query: &str) -> Result<Bytes, ReflectorError> {
+        self.get_bytes_within(path_and_query, DEFAULT_MAX_BODY_BYTES)
+            .await
+    }
+
+    /// `GET path_and_query` and the whole body, within the request timeout; a body longer than
+    /// `max_bytes` (announced by its `Content-Length` or found while reading) is
+    /// [`ReflectorError::BodyTooLarge`], and reading stops there.
+    pub async fn get_bytes_within(
+        &self,
+        path_and_query: &str,
+        max_bytes: usize,
+    ) -> Result<Bytes, ReflectorError> {
+        if let Some(bucket) = &self.requests {
+            // Outside the request timeout: waiting for our own limiter is not the server's delay.
+            bucket.acquire(path_and_query).await;
+        }
         self.with_timeout(async {
-            let resp = self.get_stream(path_and_query).await?;
+            let resp = self.send_now(path_and_query).await?;
+            if !resp.status().is_success() {
+                return Err(self.error_response(resp).await);
+            }
             let len = resp
                 .headers()
                 .get(CONTENT_LENGTH)
@@ -340,7 +398,7 @@ impl Client {
             if resp.status() == StatusCode::NO_CONTENT {
                 return Ok(Bytes::new());
             }
-            read_body(resp.into_body(), len).await
+            read_body(resp.into_body(), len, max_bytes, path_and_query).await
         })
         .await?
     }
@@ -358,25 +416,47 @@ impl Client {
     }
 }
 
-/// Reads a body into one buffer, dropping each frame once copied (the body is held once).
-async fn read_body<B>(mut body: B, len: Option<usize>) -> Result<Bytes, ReflectorError>
+/// Reads a body into one buffer, dropping each frame once copied (the body is held once). More
+/// than `max` bytes, announced (`len`, the `Content-Length`) or read, is an error; `what` names the
+/// request in errors.
+async fn read_body<B>(
+    mut body: B,
+    len: Option<usize>,
+    max: usize,
+    what: &str,
+) -> Result<Bytes, ReflectorError>
 where
     B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
 {
+    let too_large = || ReflectorError::BodyTooLarge {
+        what: what.to_string(),
+        limit: max,
+    };
+    if len.is_some_and(|len| len > max) {
+        return Err(too_large());
+    }
+    let read_err =
+        |e| ReflectorError::transport(format!("reading the body of {what}"), Box::new(e));
     let first = match body.frame().await {
         None => return Ok(Bytes::new()),
-        Some(f) => f.map_err(|e| ReflectorError::transport("reading body", Box::new(e)))?,
+        Some(f) => f.map_err(read_err)?,
     };
     let first = first.into_data().unwrap_or_default();
+    if first.len() > max {
+        return Err(too_large());
+    }
     if body.is_end_stream() {
         return Ok(first);
     }
-    let mut buf = BytesMut::with_capacity(len.unwrap_or(first.len() * 2).max(first.len()));
+    let capacity = len.unwrap_or(first.len() * 2).max(first.len()).min(max);
+    let mut buf = BytesMut::with_capacity(capacity);
     buf.extend_from_slice(&first);
     drop(first);
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ReflectorError::transport("reading body", Box::new(e)))?;
-        if let Ok(data) = frame.into_data() {
+        if let Ok(data) = frame.map_err(read_err)?.into_data() {
+            if data.len() > max - buf.len() {
+                return Err(too_large());
+            }
             buf.extend_from_slice(&data);
         }
     }

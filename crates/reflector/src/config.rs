@@ -6,6 +6,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::auth::ExecConfig;
+use crate::rate_limit::RateLimit;
 
 /// How to reach and authenticate to one API server. Build it by hand, from a kubeconfig
 /// ([`ClusterConfig::from_kubeconfig`](crate::ClusterConfig::from_kubeconfig)) or from inside a
@@ -45,6 +46,16 @@ pub struct ClusterConfig {
     pub keep_alive_interval: Option<Duration>,
     /// Speak HTTP/2 without TLS (prior knowledge). Over TLS, HTTP/2 is negotiated by ALPN.
     pub http2_prior_knowledge: bool,
+    /// TCP keepalive on every connection (default 30 s, as Go's dialer): the kernel then notices a
+    /// peer that vanished without closing (a half-open connection) instead of waiting forever.
+    pub tcp_keepalive: Option<Duration>,
+    /// Client-side rate limit of requests other than watches (default
+    /// [`RateLimit::DEFAULT_REQUESTS`], 50/s with bursts of 100; `None`: unlimited).
+    pub rate_limit: Option<RateLimit>,
+    /// Client-side rate limit of watch requests (default [`RateLimit::DEFAULT_WATCHES`], 10/s
+    /// with bursts of 100; `None`: unlimited). Kept apart so that list traffic never delays a
+    /// watch, and a server that keeps closing watches is not re-asked faster than this.
+    pub watch_rate_limit: Option<RateLimit>,
 }
 
 /// Request authentication.
@@ -146,6 +157,9 @@ impl ClusterConfig {
             request_timeout: Some(Duration::from_secs(60)),
             keep_alive_interval: Some(Duration::from_secs(30)),
             http2_prior_knowledge: false,
+            tcp_keepalive: Some(Duration::from_secs(30)),
+            rate_limit: Some(RateLimit::DEFAULT_REQUESTS),
+            watch_rate_limit: Some(RateLimit::DEFAULT_WATCHES),
         })
     }
 }

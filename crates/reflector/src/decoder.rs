@@ -21,7 +21,8 @@
 //! - framing ([`WatchDecoder::frames`]) is separate from decoding, so that a burst of frames can be
 //!   decoded in parallel batches (see `watch_stream`);
 //! - an `ERROR` event becomes [`WatchEvent::Error`] carrying the parsed [`Status`]; anything
-//!   malformed is a [`DecodeError`]. Nothing panics on any input.
+//!   malformed, or of an event type it does not know, is a [`DecodeError`] that ends the watch.
+//!   Nothing panics on any input.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -99,6 +100,13 @@ pub enum DecodeError {
     TooLarge {
         /// The configured maximum.
         max: usize,
+    },
+    /// An event's `type` is none of `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK`, `ERROR`: the
+    /// watch is ended rather than run on with an event silently missing.
+    #[error("watch event of unknown type (in {snippet:?})")]
+    UnknownEventType {
+        /// The start of the offending frame.
+        snippet: String,
     },
     /// The stream ended in the middle of an event.
     #[error("watch stream ended inside an event ({0} bytes pending)")]
@@ -273,14 +281,19 @@ fn complete_objects_len(buf: &[u8]) -> Result<(usize, usize), DecodeError> {
 }
 
 fn json_error(source: serde_json::Error, text: &str) -> DecodeError {
+    DecodeError::Json {
+        source,
+        snippet: snippet_of(text),
+    }
+}
+
+/// The first 120 bytes of `text` (cut at a character boundary), to name a frame in an error.
+fn snippet_of(text: &str) -> String {
     let mut end = text.len().min(120);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    DecodeError::Json {
-        source,
-        snippet: text[..end].to_string(),
-    }
+    text[..end].to_string()
 }
 
 /// One complete frame of a watch body, not yet decoded.
@@ -322,8 +335,7 @@ fn decode_frame<K: Decode>(
         .deserialize(&mut de)
         .map_err(|e| json_error(e, text))?;
     if de.end().is_ok() {
-        out.extend(first);
-        return Ok(());
+        return push_known(first, text, out);
     }
     // Rare: several objects on one line. Split them (borrowing) and decode each.
     for raw in serde_json::Deserializer::from_str(text).into_iter::<&RawValue>() {
@@ -332,9 +344,27 @@ fn decode_frame<K: Decode>(
         let ev = EventSeed::<K>::new(&ctx)
             .deserialize(&mut de)
             .map_err(|e| json_error(e, text))?;
-        out.extend(ev);
+        push_known(ev, raw.get(), out)?;
     }
     Ok(())
+}
+
+/// Pushes a decoded event; `None` (an event type this decoder does not know) is an error that
+/// ends the watch, for the reflector to start over rather than run on with a gap.
+fn push_known<K>(
+    event: Option<WatchEvent<K>>,
+    text: &str,
+    out: &mut Vec<WatchEvent<K>>,
+) -> Result<(), DecodeError> {
+    match event {
+        Some(event) => {
+            out.push(event);
+            Ok(())
+        }
+        None => Err(DecodeError::UnknownEventType {
+            snippet: snippet_of(text),
+        }),
+    }
 }
 
 /// The fast path for the exact shape kube-apiserver writes an object event in,
@@ -426,7 +456,7 @@ fn error_status(raw: &RawValue) -> Status {
     }
 }
 
-/// Deserializes one event; `None` for an unknown event type (logged and skipped).
+/// Deserializes one event; `None` for an unknown event type (the caller makes that an error).
 struct EventSeed<'a, 'de, K> {
     frame: &'a Frame<'de>,
     _k: PhantomData<fn() -> K>,
@@ -517,7 +547,6 @@ impl<'de, K: Decode> EventSeed<'_, 'de, K> {
             EventType::Error => WatchEvent::Error(error_status(map.next_value::<&RawValue>()?)),
             EventType::Unknown => {
                 map.next_value::<IgnoredAny>()?;
-                tracing::warn!("skipping watch event of unknown type");
                 return Ok(None);
             }
         }))
@@ -536,10 +565,7 @@ impl<'de, K: Decode> EventSeed<'_, 'de, K> {
             EventType::Deleted => WatchEvent::Deleted(seed().deserialize(de)?),
             EventType::Bookmark => WatchEvent::Bookmark(BookmarkObject::deserialize(de)?.into()),
             EventType::Error => WatchEvent::Error(error_status(raw)),
-            EventType::Unknown => {
-                tracing::warn!("skipping watch event of unknown type");
-                return Ok(None);
-            }
+            EventType::Unknown => return Ok(None),
         }))
     }
 }
@@ -772,9 +798,22 @@ mod tests {
     }
 
     #[test]
-    fn unknown_event_types_are_skipped() {
-        let out = decode_all(&[br#"{"type":"WEIRD","object":{}}"#]).unwrap();
-        assert!(out.is_empty());
+    fn an_unknown_event_type_is_an_error_after_the_events_before_it() {
+        let stream = format!(
+            "{}\n{}\n",
+            ev("ADDED", "a", 1),
+            r#"{"type":"WEIRD","object":{}}"#
+        );
+        let mut d = WatchDecoder::<DynamicObject>::default();
+        let mut out = Vec::new();
+        let err = d
+            .decode(Bytes::from(stream), &mut out)
+            .expect_err("an unknown type ends the watch");
+        assert!(
+            matches!(&err, DecodeError::UnknownEventType { snippet } if snippet.contains("WEIRD")),
+            "{err}"
+        );
+        assert_eq!(names(&out), ["ADDED a"]);
     }
 
     #[test]

@@ -57,6 +57,27 @@ pub enum ReflectorError {
         /// The reflector's name.
         name: String,
     },
+    /// A list response was valid JSON but not a list (`{}`, a missing `items` or
+    /// `metadata.resourceVersion`, a kind that is not a list); nothing of it was used.
+    #[error(transparent)]
+    InvalidList(#[from] crate::list::ListError),
+    /// A paginated list did not end within its bounds (a repeated `continue` token, too many
+    /// pages); nothing of it was used.
+    #[error("list pagination: {0}")]
+    Pagination(#[from] crate::list::PaginationError),
+    /// A response body exceeded its configured maximum size (a list page larger than
+    /// `max_list_page_bytes`, or a body that never ends); reading stopped there.
+    #[error("{what}: the response body exceeds the maximum of {limit} bytes")]
+    BodyTooLarge {
+        /// The request.
+        what: String,
+        /// The configured maximum.
+        limit: usize,
+    },
+    /// A watch stream received nothing at all (no event, no bookmark) for longer than its idle
+    /// timeout: the connection is presumed dead and the watch is ended, to be resumed.
+    #[error("the watch received nothing for {0:?}; presuming the connection dead")]
+    WatchIdle(std::time::Duration),
     /// The configuration could not be loaded or used.
     #[error(transparent)]
     Config(#[from] ConfigError),

@@ -2,11 +2,12 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
 
-use crate::client::Client;
+use crate::client::{Client, DEFAULT_MAX_BODY_BYTES};
 use crate::config::{ClusterConfig, ConfigError};
 use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::{BoxError, ReflectorError};
@@ -16,6 +17,7 @@ use crate::metrics::Metrics;
 use crate::object::Decode;
 use crate::params::{ListOptions, WatchOptions};
 use crate::resource::Resource;
+use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body;
 
 /// Lists and watches one resource of an API server (client-go's `ListWatch` from a REST client,
@@ -39,6 +41,8 @@ pub struct HttpListerWatcher<K> {
     field_selector: Option<String>,
     max_event_size: usize,
     watch_list: bool,
+    max_list_page_bytes: usize,
+    watch_idle_timeout: Option<Duration>,
     metrics: Option<Arc<Metrics>>,
     _k: PhantomData<fn() -> K>,
 }
@@ -68,6 +72,8 @@ impl<K> HttpListerWatcher<K> {
             field_selector: None,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,
             watch_list: true,
+            max_list_page_bytes: DEFAULT_MAX_BODY_BYTES,
+            watch_idle_timeout: None,
             metrics: None,
             _k: PhantomData,
         }
@@ -94,6 +100,25 @@ impl<K> HttpListerWatcher<K> {
     /// Largest accepted watch event (default 16 MiB).
     pub fn max_event_size(mut self, bytes: usize) -> Self {
         self.max_event_size = bytes;
+        self
+    }
+
+    /// Largest accepted list response, in bytes (default [`DEFAULT_MAX_BODY_BYTES`], 1 GiB): a
+    /// larger page, or a body that never ends, fails with
+    /// [`ReflectorError::BodyTooLarge`](crate::ReflectorError::BodyTooLarge) instead of growing
+    /// memory without bound. Raise it only for unpaginated lists of huge resources.
+    pub fn max_list_page_bytes(mut self, bytes: usize) -> Self {
+        self.max_list_page_bytes = bytes;
+        self
+    }
+
+    /// How long a watch may receive nothing at all before it is presumed dead and ended with
+    /// [`ReflectorError::WatchIdle`](crate::ReflectorError::WatchIdle). Default: the watch's own
+    /// `timeoutSeconds` plus [`WATCH_IDLE_MARGIN`](crate::WATCH_IDLE_MARGIN) (a server ends a
+    /// watch by then, so longer silence means the server or the network is gone), or
+    /// [`DEFAULT_WATCH_IDLE_TIMEOUT`](crate::DEFAULT_WATCH_IDLE_TIMEOUT) without one.
+    pub fn watch_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.watch_idle_timeout = Some(timeout);
         self
     }
 
@@ -130,12 +155,12 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             .or_else(|| self.field_selector.clone());
         let body = self
             .client
-            .get_bytes(&self.path(&options.to_query()))
+            .get_bytes_within(&self.path(&options.to_query()), self.max_list_page_bytes)
             .await?;
         if let Some(m) = &self.metrics {
             m.add_bytes(body.len() as u64);
         }
-        Ok(ObjectList::from_json(&body)?)
+        ObjectList::from_json(&body)
     }
 
     async fn watch(&self, mut options: WatchOptions) -> Result<WatchStream<K>, ReflectorError> {
@@ -145,17 +170,24 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         options.field_selector = options
             .field_selector
             .or_else(|| self.field_selector.clone());
+        let idle = self
+            .watch_idle_timeout
+            .unwrap_or_else(|| idle_timeout_for(options.timeout_seconds));
         let body = self.client.watch(&self.path(&options.to_query())).await?;
+        let activity = Activity::default();
         let chunks = body.into_data_stream().map({
             let metrics = self.metrics.clone();
+            let activity = activity.clone();
             move |r| {
+                activity.mark();
                 if let (Some(m), Ok(b)) = (&metrics, &r) {
                     m.add_bytes(b.len() as u64);
                 }
                 r.map_err(|e| Box::new(e) as BoxError)
             }
         });
-        Ok(decode_watch_body(chunks, self.max_event_size))
+        let events = decode_watch_body(chunks, self.max_event_size);
+        Ok(with_idle_timeout(events, activity, idle))
     }
 
     fn supports_watch_list(&self) -> bool {

@@ -55,15 +55,17 @@ mod lister_watcher;
 mod metrics;
 mod object;
 mod params;
+mod rate_limit;
 mod reflector;
 mod resource;
 mod status;
 mod watch_body;
+mod watch_idle;
 mod watch_stream;
 
 pub use auth::ExecConfig;
 pub use backoff::{Backoff, BackoffConfig};
-pub use client::Client;
+pub use client::{Client, DEFAULT_MAX_BODY_BYTES};
 pub use config::{ClusterConfig, ConfigError, Credentials};
 pub use decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
@@ -72,15 +74,17 @@ pub use decoder::{
 pub use error::{BoxError, ReflectorError};
 pub use http_lister_watcher::HttpListerWatcher;
 pub use incluster::SERVICE_ACCOUNT_DIR;
-pub use list::{ObjectList, DEFAULT_PAGE_SIZE};
+pub use list::{ListError, ObjectList, PaginationError, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 pub use lister_watcher::{ListerWatcher, WatchStream};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use object::{Decode, Frame};
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
+pub use rate_limit::RateLimit;
 pub use reflector::{Reflector, ReflectorOptions, ShouldResync, WatchErrorHandler};
 pub use resource::{ApiResource, Resource};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use watch_body::WatchBody;
+pub use watch_idle::{DEFAULT_WATCH_IDLE_TIMEOUT, WATCH_IDLE_MARGIN};
 pub use watch_stream::decode_watch_body;
 
 /// The layers below, re-exported so that depending on this crate is enough.

@@ -1,5 +1,6 @@
 //! List pages: decoding a page straight into objects, and the pager (contract C5).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use crate::error::ReflectorError;
 use crate::lister_watcher::ListerWatcher;
 use crate::object::{Decode, Frame};
 use crate::params::ListOptions;
+use crate::status::Status;
 
 /// client-go's default page size.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -61,21 +63,129 @@ impl<K> ObjectList<K> {
 }
 
 impl<K: Decode> ObjectList<K> {
-    /// Decodes a list body in one pass; objects that keep raw bytes copy them out of the page so
-    /// the page's buffer is freed once decoded.
-    pub fn from_json(body: &Bytes) -> Result<Self, DecodeError> {
+    /// Decodes one list response body in one pass and checks that it really is a list, before
+    /// anything can act on it: objects that keep raw bytes copy them out of the page so the page's
+    /// buffer is freed once decoded.
+    ///
+    /// Servers and proxies do not always mean what their HTTP status says, so the body decides:
+    /// - a `Status` object (whatever the HTTP code was, 200 included) is
+    ///   [`ReflectorError::Api`] carrying that Status, as client-go turns such a body into an
+    ///   error;
+    /// - a body that is not a list — no `kind` ending in `List`, no `items` field, no
+    ///   `metadata.resourceVersion` — is [`ListError`] (through [`ReflectorError::InvalidList`]),
+    ///   so `{}` or an HTML page can never pass for an empty list;
+    /// - a server-side `Table` is returned as it is, for the caller to refuse with a precise error.
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use reflector::{ObjectList, ReflectorError};
+    /// use reflector::store_index::DynamicObject;
+    ///
+    /// let ok = Bytes::from_static(br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}"#);
+    /// assert_eq!(ObjectList::<DynamicObject>::from_json(&ok).unwrap().resource_version, "7");
+    ///
+    /// let status = Bytes::from_static(br#"{"kind":"Status","status":"Failure","reason":"InternalError","code":500,"message":"boom"}"#);
+    /// let err = ObjectList::<DynamicObject>::from_json(&status).unwrap_err();
+    /// assert_eq!(err.status().map(|s| s.code), Some(500));
+    ///
+    /// let empty = Bytes::from_static(b"{}");
+    /// assert!(matches!(ObjectList::<DynamicObject>::from_json(&empty), Err(ReflectorError::InvalidList(_))));
+    /// ```
+    pub fn from_json(body: &Bytes) -> Result<Self, ReflectorError> {
         let text = std::str::from_utf8(body).map_err(|_| DecodeError::Utf8)?;
         let frame = Frame::new(text, body, false);
         let mut de = serde_json::Deserializer::from_str(text);
-        let list = ListSeed::<K>(&frame, PhantomData)
+        let decoded = ListSeed::<K>(&frame, PhantomData)
             .deserialize(&mut de)
-            .and_then(|l| de.end().map(|_| l))
-            .map_err(|source| DecodeError::Json {
-                source,
-                snippet: text.chars().take(120).collect(),
-            })?;
-        Ok(list)
+            .and_then(|l| de.end().map(|_| l));
+        let (list, shape) = match decoded {
+            Ok(decoded) => decoded,
+            Err(source) => {
+                // A Status whose fields do not fit a list's (a `metadata` that is not an object,
+                // say) still says what the server meant.
+                if let Some(status) = status_body(text) {
+                    return Err(ReflectorError::api(status));
+                }
+                return Err(DecodeError::Json {
+                    source,
+                    snippet: snippet(text),
+                }
+                .into());
+            }
+        };
+        if list.kind.as_deref() == Some("Status") {
+            return Err(match status_body(text) {
+                Some(status) => ReflectorError::api(status),
+                None => ListError::new("a Status object that cannot be read", text).into(),
+            });
+        }
+        if list.is_table() {
+            return Ok(list);
+        }
+        let problem = match list.kind.as_deref() {
+            None => Some("no kind".to_string()),
+            Some(kind) if !kind.ends_with("List") => Some(format!("kind {kind:?} is not a list")),
+            Some(_) if !shape.items => Some("no items".to_string()),
+            Some(_) if list.resource_version.is_empty() => {
+                Some("no metadata.resourceVersion".to_string())
+            }
+            Some(_) => None,
+        };
+        match problem {
+            Some(problem) => Err(ListError::new(problem, text).into()),
+            None => Ok(list),
+        }
     }
+}
+
+/// A list response that is valid JSON but not a list: decoding it as one would have read it as an
+/// empty list and emptied the cache.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the server's answer is not a list: {problem} (in {snippet:?})")]
+pub struct ListError {
+    /// What is missing or wrong (`no items`, `kind "Pod" is not a list`, ...).
+    pub problem: String,
+    /// The start of the body.
+    pub snippet: String,
+}
+
+impl ListError {
+    pub(crate) fn new(problem: impl Into<String>, body: &str) -> Self {
+        ListError {
+            problem: problem.into(),
+            snippet: snippet(body),
+        }
+    }
+}
+
+/// The first 120 characters of `text`.
+fn snippet(text: &str) -> String {
+    text.chars().take(120).collect()
+}
+
+/// `text` read as a `Status` object, when it is one (`"kind":"Status"`).
+fn status_body(text: &str) -> Option<Status> {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    let kind: Kind<'_> = serde_json::from_str(text).ok()?;
+    if kind.kind.as_deref() != Some("Status") {
+        return None;
+    }
+    let mut status: Status = serde_json::from_str(text).ok()?;
+    if status.code == 0 {
+        // A Status that names no code still failed; 500 is how client-go reads it.
+        status.code = 500;
+    }
+    Some(status)
+}
+
+/// What a list body had besides its values (to tell `"items": []` from no `items` at all).
+#[derive(Debug, Default, Clone, Copy)]
+struct ListShape {
+    items: bool,
 }
 
 #[derive(Deserialize)]
@@ -89,13 +199,46 @@ enum ListField {
     Other,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+/// A list's `metadata`: an object only (a derived `Deserialize` would also take an array, reading
+/// its elements as the fields in order).
+#[derive(Default)]
 struct ListMeta {
-    #[serde(default)]
     resource_version: Option<String>,
-    #[serde(default, rename = "continue")]
     continue_token: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for ListMeta {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(field_identifier, rename_all = "camelCase")]
+        enum MetaField {
+            ResourceVersion,
+            Continue,
+            #[serde(other)]
+            Other,
+        }
+        struct MetaVisitor;
+        impl<'de> Visitor<'de> for MetaVisitor {
+            type Value = ListMeta;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("list metadata (an object)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
+                let mut meta = ListMeta::default();
+                while let Some(field) = map.next_key::<MetaField>()? {
+                    match field {
+                        MetaField::ResourceVersion => meta.resource_version = map.next_value()?,
+                        MetaField::Continue => meta.continue_token = map.next_value()?,
+                        MetaField::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(meta)
+            }
+        }
+        d.deserialize_map(MetaVisitor)
+    }
 }
 
 struct ListSeed<'a, 'de, K>(&'a Frame<'de>, PhantomData<fn() -> K>);
@@ -103,19 +246,20 @@ struct ItemsSeed<'a, 'de, K>(&'a Frame<'de>, PhantomData<fn() -> K>);
 struct ItemSeed<'a, 'de, K>(&'a Frame<'de>, PhantomData<fn() -> K>);
 
 impl<'de, K: Decode> DeserializeSeed<'de> for ListSeed<'_, 'de, K> {
-    type Value = ObjectList<K>;
+    type Value = (ObjectList<K>, ListShape);
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
 impl<'de, K: Decode> Visitor<'de> for ListSeed<'_, 'de, K> {
-    type Value = ObjectList<K>;
+    type Value = (ObjectList<K>, ListShape);
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut list = ObjectList::new(Vec::new(), "");
+        let mut shape = ListShape::default();
         while let Some(field) = map.next_key::<ListField>()? {
             match field {
                 ListField::Kind => list.kind = map.next_value()?,
@@ -127,6 +271,7 @@ impl<'de, K: Decode> Visitor<'de> for ListSeed<'_, 'de, K> {
                     list.continue_token = meta.continue_token.filter(|c| !c.is_empty());
                 }
                 ListField::Items => {
+                    shape.items = true;
                     list.items = map
                         .next_value_seed(ItemsSeed::<K>(self.0, PhantomData))?
                         .unwrap_or_default();
@@ -136,7 +281,7 @@ impl<'de, K: Decode> Visitor<'de> for ListSeed<'_, 'de, K> {
                 }
             }
         }
-        Ok(list)
+        Ok((list, shape))
     }
 }
 
@@ -188,16 +333,76 @@ pub(crate) struct FullList<K> {
     pub(crate) paginated: bool,
 }
 
+/// Default bound on the pages of one list: 10,000 pages of client-go's 500 objects is five million
+/// objects, far beyond any real cluster's resource.
+pub const DEFAULT_MAX_LIST_PAGES: u32 = 10_000;
+
+/// What one complete list may take, so that a server that never stops paginating ends in an error
+/// rather than in endless requests and growing memory.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PageLimits {
+    /// Most pages of one list (at least 1).
+    pub(crate) max_pages: u32,
+    /// The kind every page must have (`PodList`), when the caller knows it.
+    pub(crate) expected_kind: Option<String>,
+}
+
+impl PageLimits {
+    /// Refuses a page whose kind is not the expected one (pages of scripted listers name no kind).
+    fn check_kind<K>(&self, page: &ObjectList<K>) -> Result<(), ListError> {
+        match (&self.expected_kind, &page.kind) {
+            (Some(expected), Some(kind)) if kind != expected && !page.is_table() => {
+                Err(ListError {
+                    problem: format!("kind {kind:?} where {expected:?} was expected"),
+                    snippet: String::new(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why a paginated list was abandoned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PaginationError {
+    /// The server sent a `continue` token it had already sent during this list: following it
+    /// would loop forever.
+    #[error("the server repeated the continue token {token:?} after {pages} pages")]
+    RepeatedContinue {
+        /// The repeated token.
+        token: String,
+        /// Pages received before it came back.
+        pages: u32,
+    },
+    /// A list asked for without a limit came back with a `continue` token.
+    #[error("the server paginated a list requested without a limit (continue token {token:?})")]
+    UnexpectedContinue {
+        /// The token.
+        token: String,
+    },
+    /// The list needed more pages than the configured maximum.
+    #[error("the list needs more than {max} pages (ReflectorOptions::max_list_pages)")]
+    TooManyPages {
+        /// The configured maximum.
+        max: u32,
+    },
+}
+
 /// Lists every page (contract C5.1, C5.3): follows `continue` tokens, clearing the resource
 /// version and match on continuations; the list RV is the first page's. A continuation page that
 /// fails with Expired restarts as one unpaginated list at the original RV.
+///
+/// Bounded: a token seen before in this list, or more than `limits.max_pages` pages, ends it with
+/// a [`PaginationError`]; nothing is returned, so nothing reaches the store.
 pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
     lw: &L,
     options: ListOptions,
+    limits: &PageLimits,
     mut on_page: impl FnMut(usize),
 ) -> Result<FullList<K>, ReflectorError> {
     let first = lw.list(options.clone()).await?;
     on_page(first.items.len());
+    limits.check_kind(&first)?;
     if first.is_table() {
         return Err(ReflectorError::UnsupportedListGvk(format!(
             "{}, Kind=Table",
@@ -208,7 +413,18 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
     let mut items: Vec<Arc<K>> = first.items.into_iter().map(Arc::new).collect();
     let mut token = first.continue_token;
     let paginated = token.is_some();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut pages = 1u32;
     while let Some(cont) = token.take() {
+        if pages >= limits.max_pages.max(1) {
+            return Err(PaginationError::TooManyPages {
+                max: limits.max_pages.max(1),
+            }
+            .into());
+        }
+        if !seen.insert(cont.clone()) {
+            return Err(PaginationError::RepeatedContinue { token: cont, pages }.into());
+        }
         let page_options = ListOptions {
             continue_token: Some(cont),
             resource_version: None,
@@ -217,7 +433,9 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
         };
         match lw.list(page_options).await {
             Ok(page) => {
+                pages += 1;
                 on_page(page.items.len());
+                limits.check_kind(&page)?;
                 items.extend(page.items.into_iter().map(Arc::new));
                 token = page.continue_token;
             }
@@ -231,6 +449,12 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
                     })
                     .await?;
                 on_page(full.items.len());
+                limits.check_kind(&full)?;
+                if let Some(token) = full.continue_token {
+                    // An unpaginated list was asked for: keeping only this page would drop the
+                    // rest, and following the token could start the loop bounded above again.
+                    return Err(PaginationError::UnexpectedContinue { token }.into());
+                }
                 return Ok(FullList {
                     items: full.items.into_iter().map(Arc::new).collect(),
                     resource_version: full.resource_version,
@@ -273,7 +497,7 @@ mod tests {
     #[test]
     fn null_items_and_empty_continue_mean_an_empty_last_page() {
         let body = Bytes::from_static(
-            br#"{"metadata":{"resourceVersion":"1","continue":""},"items":null}"#,
+            br#"{"kind":"PodList","metadata":{"resourceVersion":"1","continue":""},"items":null}"#,
         );
         let l = ObjectList::<DynamicObject>::from_json(&body).unwrap();
         assert!(l.items.is_empty());
@@ -292,5 +516,284 @@ mod tests {
                 .is_err()
         );
         assert!(ObjectList::<DynamicObject>::from_json(&Bytes::from_static(b"{} x")).is_err());
+    }
+
+    /// Serves `pages` in order, each decoded as the HTTP lister-watcher decodes a body.
+    struct Pages {
+        pages: parking_lot::Mutex<std::collections::VecDeque<&'static str>>,
+        requests: std::sync::atomic::AtomicU32,
+    }
+
+    impl Pages {
+        fn new(pages: &[&'static str]) -> Self {
+            Pages {
+                pages: parking_lot::Mutex::new(pages.iter().copied().collect()),
+                requests: Default::default(),
+            }
+        }
+    }
+
+    impl ListerWatcher<DynamicObject> for Pages {
+        async fn list(&self, _: ListOptions) -> Result<ObjectList<DynamicObject>, ReflectorError> {
+            self.requests
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let body = self.pages.lock().pop_front().unwrap_or("{}");
+            ObjectList::from_json(&Bytes::from_static(body.as_bytes()))
+        }
+        async fn watch(
+            &self,
+            _: crate::params::WatchOptions,
+        ) -> Result<crate::lister_watcher::WatchStream<DynamicObject>, ReflectorError> {
+            unreachable!("list_all never watches")
+        }
+    }
+
+    fn list_pages(
+        pages: &Pages,
+        max_pages: u32,
+    ) -> Result<FullList<DynamicObject>, ReflectorError> {
+        let limits = PageLimits {
+            max_pages,
+            expected_kind: None,
+        };
+        futures::executor::block_on(list_all(pages, ListOptions::default(), &limits, |_| {}))
+    }
+
+    #[test]
+    fn a_status_body_is_an_api_error_whatever_the_http_code_was() {
+        let body = Bytes::from_static(
+            br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"etcd is sad","reason":"InternalError","code":500}"#,
+        );
+        let err = ObjectList::<DynamicObject>::from_json(&body).unwrap_err();
+        assert!(err.is_internal_error(), "{err}");
+        assert_eq!(
+            err.status().map(|s| s.message.as_str()),
+            Some("etcd is sad")
+        );
+        // An expired Status in a 200 is still an expiry: the reflector relists at "" for it.
+        let gone = Bytes::from_static(
+            br#"{"kind":"Status","status":"Failure","reason":"Expired","code":410,"message":"too old"}"#,
+        );
+        assert!(ObjectList::<DynamicObject>::from_json(&gone)
+            .unwrap_err()
+            .is_expired());
+        // A Status naming no code still failed.
+        let bare = Bytes::from_static(br#"{"kind":"Status","status":"Failure"}"#);
+        assert_eq!(
+            ObjectList::<DynamicObject>::from_json(&bare)
+                .unwrap_err()
+                .status()
+                .map(|s| s.code),
+            Some(500)
+        );
+        // Fields of a shape a list would refuse do not hide that it is a Status.
+        let odd = Bytes::from_static(
+            br#"{"kind":"Status","metadata":"x","items":7,"code":403,"reason":"Forbidden"}"#,
+        );
+        assert_eq!(
+            ObjectList::<DynamicObject>::from_json(&odd)
+                .unwrap_err()
+                .status()
+                .map(|s| s.code),
+            Some(403)
+        );
+    }
+
+    #[test]
+    fn bodies_that_are_not_lists_are_refused_with_what_is_wrong() {
+        for (body, problem) in [
+            ("{}", "no kind"),
+            (
+                r#"{"kind":"Pod","metadata":{"resourceVersion":"1"},"items":[]}"#,
+                "is not a list",
+            ),
+            (
+                r#"{"kind":"PodList","metadata":{"resourceVersion":"1"}}"#,
+                "no items",
+            ),
+            (
+                r#"{"kind":"PodList","items":[]}"#,
+                "no metadata.resourceVersion",
+            ),
+            (
+                r#"{"kind":"PodList","metadata":{"resourceVersion":""},"items":[]}"#,
+                "no metadata.resourceVersion",
+            ),
+            (
+                r#"{"kind":"PodList","metadata":{},"items":[]}"#,
+                "no metadata.resourceVersion",
+            ),
+        ] {
+            match ObjectList::<DynamicObject>::from_json(&Bytes::from(body)) {
+                Err(ReflectorError::InvalidList(e)) => {
+                    assert!(e.problem.contains(problem), "{body}: {e}")
+                }
+                other => panic!("{body}: expected an invalid list, got {other:?}"),
+            }
+        }
+        for body in [
+            "<html><body>502 Bad Gateway</body></html>",
+            "",
+            "null",
+            "[]",
+            "42",
+        ] {
+            assert!(
+                matches!(
+                    ObjectList::<DynamicObject>::from_json(&Bytes::from(body)),
+                    Err(ReflectorError::Decode(_))
+                ),
+                "{body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_repeated_continue_token_ends_the_list_with_an_error() {
+        let pages = Pages::new(&[
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"A"},"items":[{"metadata":{"name":"a"}}]}"#,
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"B"},"items":[{"metadata":{"name":"b"}}]}"#,
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"A"},"items":[{"metadata":{"name":"a"}}]}"#,
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[]}"#,
+        ]);
+        match list_pages(&pages, 100) {
+            Err(ReflectorError::Pagination(PaginationError::RepeatedContinue { token, pages })) => {
+                assert_eq!((token.as_str(), pages), ("A", 3))
+            }
+            other => panic!("expected a repeated token, got {other:?}"),
+        }
+        assert_eq!(pages.requests.load(std::sync::atomic::Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn a_list_of_more_pages_than_the_maximum_fails_after_exactly_that_many_requests() {
+        let pages = Pages::new(&[
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"A"},"items":[]}"#,
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"B"},"items":[]}"#,
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"C"},"items":[]}"#,
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[]}"#,
+        ]);
+        assert!(matches!(
+            list_pages(&pages, 3),
+            Err(ReflectorError::Pagination(PaginationError::TooManyPages {
+                max: 3
+            }))
+        ));
+        assert_eq!(pages.requests.load(std::sync::atomic::Ordering::Relaxed), 3);
+        let all = Pages::new(&[
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"5","continue":"A"},"items":[{"metadata":{"name":"a"}}]}"#,
+            r#"{"kind":"PodList","metadata":{"resourceVersion":"6"},"items":[{"metadata":{"name":"b"}}]}"#,
+        ]);
+        let full = list_pages(&all, 2).expect("two pages fit a maximum of two");
+        assert_eq!((full.items.len(), full.resource_version.as_str()), (2, "5"));
+    }
+
+    #[test]
+    fn a_page_of_another_kind_than_expected_is_refused() {
+        let pages = Pages::new(&[
+            r#"{"kind":"ConfigMapList","metadata":{"resourceVersion":"5"},"items":[]}"#,
+        ]);
+        let limits = PageLimits {
+            max_pages: 10,
+            expected_kind: Some("PodList".into()),
+        };
+        let got =
+            futures::executor::block_on(list_all(&pages, ListOptions::default(), &limits, |_| {}));
+        assert!(
+            matches!(&got, Err(ReflectorError::InvalidList(e)) if e.problem.contains("PodList")),
+            "{got:?}"
+        );
+    }
+
+    mod props {
+        use proptest::prelude::*;
+        use serde_json::{json, Value};
+
+        use super::*;
+
+        /// What `list_all` may return: an object whose `kind` ends in `List`, with an `items`
+        /// field (an array, or null for none) and a non-empty `metadata.resourceVersion`.
+        fn is_well_formed_list(v: &Value) -> bool {
+            v["kind"].as_str().is_some_and(|k| k.ends_with("List"))
+                && v.get("items").is_some_and(|i| i.is_array() || i.is_null())
+                && v["metadata"]["resourceVersion"]
+                    .as_str()
+                    .is_some_and(|rv| !rv.is_empty())
+        }
+
+        fn any_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                prop_oneof![
+                    Just("PodList".to_string()),
+                    Just("Status".to_string()),
+                    Just("Table".to_string()),
+                    Just("".to_string()),
+                    "[a-zA-Z0-9]{0,8}",
+                ]
+                .prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 48, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map(
+                        prop_oneof![
+                            Just("kind".to_string()),
+                            Just("items".to_string()),
+                            Just("metadata".to_string()),
+                            Just("resourceVersion".to_string()),
+                            Just("continue".to_string()),
+                            Just("apiVersion".to_string()),
+                            Just("code".to_string()),
+                            "[a-z]{1,6}",
+                        ],
+                        inner,
+                        0..5
+                    )
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// A well-formed list with one part damaged or dropped, or left intact.
+        fn near_list() -> impl Strategy<Value = Value> {
+            (0..8usize, any_json()).prop_map(|(damage, junk)| {
+                let mut v = json!({
+                    "kind": "PodList",
+                    "apiVersion": "v1",
+                    "metadata": {"resourceVersion": "12"},
+                    "items": [{"metadata": {"name": "a", "namespace": "ns"}}],
+                });
+                match damage {
+                    0 => {}
+                    1 => v["kind"] = junk,
+                    2 => v["items"] = junk,
+                    3 => v["metadata"] = junk,
+                    4 => v["metadata"]["resourceVersion"] = junk,
+                    5 => drop(v.as_object_mut().map(|o| o.remove("items"))),
+                    6 => drop(v.as_object_mut().map(|o| o.remove("kind"))),
+                    _ => v["kind"] = json!("Status"),
+                }
+                v
+            })
+        }
+
+        proptest! {
+            /// A list body that is any JSON value other than a well-formed list never comes out
+            /// of `list_all`, so it can never reach the store's `replace`.
+            #[test]
+            fn proptest_only_well_formed_lists_reach_the_store(
+                v in prop_oneof![any_json(), near_list()]
+            ) {
+                let text: &'static str = Box::leak(v.to_string().into_boxed_str());
+                let pages = Pages::new(&[text]);
+                if let Ok(full) = list_pages(&pages, 10) {
+                    prop_assert!(is_well_formed_list(&v), "accepted {text}");
+                    prop_assert_eq!(full.resource_version.as_str(), v["metadata"]["resourceVersion"].as_str().unwrap_or(""));
+                }
+            }
+        }
     }
 }

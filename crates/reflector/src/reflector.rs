@@ -31,7 +31,7 @@ use tracing::Instrument as _;
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::decoder::WatchEvent;
 use crate::error::ReflectorError;
-use crate::list::{list_all, DEFAULT_PAGE_SIZE};
+use crate::list::{list_all, PageLimits, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::params::{ListOptions, ResourceVersionMatch, WatchOptions};
@@ -60,8 +60,12 @@ pub struct ReflectorOptions {
     pub max_internal_error_retry_duration: Duration,
     /// Try watch-list streaming (`sendInitialEvents`) before listing (contract C13).
     pub watch_list: bool,
-    /// Skip watch events whose `(apiVersion, kind)` differ from this.
+    /// Skip watch events whose `(apiVersion, kind)` differ from this; list pages must then be of
+    /// kind `<kind>List`.
     pub expected_gvk: Option<(String, String)>,
+    /// Most pages of one list (default [`DEFAULT_MAX_LIST_PAGES`]); a list that needs more, or
+    /// whose server repeats a `continue` token, fails and is retried after a backoff delay.
+    pub max_list_pages: u32,
 }
 
 impl Default for ReflectorOptions {
@@ -76,6 +80,7 @@ impl Default for ReflectorOptions {
             max_internal_error_retry_duration: Duration::ZERO,
             watch_list: false,
             expected_gvk: None,
+            max_list_pages: DEFAULT_MAX_LIST_PAGES,
         }
     }
 }
@@ -286,11 +291,7 @@ where
             tracing::debug!("starting reflector");
             while !cancel.is_cancelled() {
                 if let Err(e) = self.list_and_watch(&cancel).await {
-                    let handler = self.error_handler.lock().clone();
-                    match handler {
-                        Some(h) => h(&e),
-                        None => default_error_handler(&self.options.name, &e),
-                    }
+                    self.report(&e);
                 }
                 if !self.backoff_wait(&cancel).await {
                     break;
@@ -313,6 +314,18 @@ where
             Err(error) => {
                 tracing::warn!(%key, %error, "transforming a watch-list object failed; skipped")
             }
+        }
+    }
+
+    /// Hands `error` to the watch error handler (or the default one, which logs it). Called for
+    /// every error `list_and_watch` returns (contract C14), and also for the errors the loop
+    /// retries in place (a watch-list retry, a watch that went idle, a watch ended by an error
+    /// before a relist), so that a misbehaving server is always visible to the application.
+    fn report(&self, error: &ReflectorError) {
+        let handler = self.error_handler.lock().clone();
+        match handler {
+            Some(h) => h(error),
+            None => default_error_handler(&self.options.name, error),
         }
     }
 
@@ -381,7 +394,15 @@ where
             ..Default::default()
         };
         let metrics = &self.metrics;
-        let listing = list_all(&self.lw, options, |n| {
+        let limits = PageLimits {
+            max_pages: self.options.max_list_pages,
+            expected_kind: self
+                .options
+                .expected_gvk
+                .as_ref()
+                .map(|(_, kind)| format!("{kind}List")),
+        };
+        let listing = list_all(&self.lw, options, &limits, |n| {
             metrics.add_pages(1);
             metrics.add_listed_items(n as u64);
         });
@@ -511,6 +532,8 @@ where
                         return Ok(());
                     }
                     tracing::debug!(events, "watch closed; re-watching");
+                    // A server that keeps closing watches early must not starve the runtime.
+                    tokio::task::yield_now().await;
                 }
                 WatchEnd::Error(e) => {
                     if e.is_expired() {
@@ -525,10 +548,25 @@ where
                         continue;
                     }
                     if e.is_internal_error() && self.retry.lock().should_retry() {
-                        tracing::debug!(error = %e, "internal error on watch; re-watching");
+                        // client-go re-watches at once here; a server answering every watch
+                        // with a 500 would then be hammered for the whole retry window.
+                        tracing::debug!(error = %e, "internal error on watch; re-watching after a backoff delay");
+                        if !self.backoff_wait(cancel).await {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    if matches!(e, ReflectorError::WatchIdle(_)) {
+                        // The connection is presumed dead, not the resource version: resume.
+                        tracing::warn!(error = %e, "watch idle; re-watching after a backoff delay");
+                        self.report(&e);
+                        if !self.backoff_wait(cancel).await {
+                            return Ok(());
+                        }
                         continue;
                     }
                     tracing::warn!(error = %e, "watch ended with an error; relisting");
+                    self.report(&e);
                     return Ok(());
                 }
                 WatchEnd::Resync(e) => {
@@ -678,6 +716,10 @@ where
 
     /// Watch-list streaming (contract C13): `Ok(Some(stream))` once the initial state is in the
     /// store, the stream staying open; `Ok(None)` when cancelled; an error means fall back to list.
+    ///
+    /// Every retry waits one backoff delay first, also where client-go retries at once (a 410 or a
+    /// too-large resource version, a stream closed before its end bookmark): a server that answers
+    /// every attempt that way must not be hammered.
     async fn watch_list(
         &self,
         cancel: &CancellationToken,
@@ -686,135 +728,159 @@ where
             if cancel.is_cancelled() {
                 return Ok(None);
             }
-            let rv = {
-                let state = self.state.lock();
-                if state.rv_unavailable {
-                    String::new()
-                } else {
-                    state.last_sync_rv.clone()
-                }
-            };
-            let options = WatchOptions {
-                resource_version: Some(rv),
-                resource_version_match: Some(ResourceVersionMatch::NotOlderThan),
-                allow_watch_bookmarks: true,
-                send_initial_events: Some(true),
-                timeout_seconds: Some(self.watch_timeout()),
-                ..Default::default()
-            };
             let started = Instant::now();
-            let retry = |e: &ReflectorError| -> Option<bool> {
-                if e.is_connection_refused() || e.is_too_many_requests() {
-                    Some(true)
-                } else if e.is_expired() || e.is_too_large_resource_version() {
-                    self.state.lock().rv_unavailable = true;
-                    Some(false)
-                } else {
-                    None
-                }
-            };
-            let mut stream = match self.open_watch(options, cancel).await {
-                Ok(Some(s)) => s,
+            let attempt = match self.open_watch(self.watch_list_options(), cancel).await {
                 Ok(None) => return Ok(None),
-                Err(e) => match retry(&e) {
-                    Some(true) => {
-                        if !self.backoff_wait(cancel).await {
-                            return Ok(None);
-                        }
-                        continue;
-                    }
-                    Some(false) => continue,
-                    None => return Err(e),
-                },
+                Ok(Some(stream)) => self.initial_events(stream, started, cancel).await,
+                Err(e) => InitialEvents::Failed(e),
             };
-            let mut temp: BTreeMap<String, Arc<K>> = BTreeMap::new();
-            let mut seen_non_added = false;
-            let mut snapshot_rv = String::new();
-            let mut events = 0u64;
-            let outcome: Result<(), ReflectorError> = loop {
-                let item = tokio::select! {
-                    _ = cancel.cancelled() => return Ok(None),
-                    item = stream.next() => item,
-                    // Diagnostic only (contract C13.7): the stream keeps going.
-                    _ = tokio::time::sleep(Self::WATCH_LIST_SILENCE_WARNING) => {
-                        tracing::warn!(events, "still waiting for the initial-events-end bookmark of a watch-list stream");
-                        continue;
-                    }
-                };
-                let event = match item {
-                    None if events == 0 && started.elapsed() < Duration::from_secs(1) => {
-                        return Err(ReflectorError::VeryShortWatch {
-                            name: self.options.name.clone(),
-                        });
-                    }
-                    None => break Ok(()),
-                    Some(Err(e)) => break Err(e),
-                    Some(Ok(WatchEvent::Error(s))) => break Err(ReflectorError::api(s)),
-                    Some(Ok(ev)) => ev,
-                };
-                events += 1;
-                let (rv, end) = match event {
-                    WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)
-                        if self.skip(&o) =>
-                    {
-                        continue;
-                    }
-                    WatchEvent::Added(o) => {
-                        let rv = o.resource_version().unwrap_or("").to_string();
-                        self.stage(&mut temp, o);
-                        (rv, false)
-                    }
-                    WatchEvent::Modified(o) => {
-                        seen_non_added = true;
-                        let rv = o.resource_version().unwrap_or("").to_string();
-                        self.stage(&mut temp, o);
-                        (rv, false)
-                    }
-                    WatchEvent::Deleted(o) => {
-                        seen_non_added = true;
-                        let rv = o.resource_version().unwrap_or("").to_string();
-                        temp.remove(&key_of(&o));
-                        (rv, false)
-                    }
-                    WatchEvent::Bookmark(b) => {
-                        seen_non_added = true;
-                        (b.resource_version, b.initial_events_end)
-                    }
-                    WatchEvent::Error(_) => continue,
-                };
-                if seen_non_added {
-                    snapshot_rv = rv;
-                }
-                if end {
-                    self.state.lock().rv_unavailable = false;
-                    let items = temp.into_values().collect();
-                    self.store
-                        .replace(items, &snapshot_rv)
-                        .map_err(ReflectorError::SyncList)?;
-                    self.store.update_resource_version(&snapshot_rv);
-                    self.state.lock().last_sync_rv = snapshot_rv;
-                    return Ok(Some(stream));
-                }
-            };
-            drop(stream);
-            match outcome {
-                Ok(()) => {
+            match attempt {
+                InitialEvents::Cancelled => return Ok(None),
+                InitialEvents::Complete(stream) => return Ok(Some(stream)),
+                InitialEvents::Incomplete => {
                     tracing::debug!(
                         "watch-list stream closed before the initial-events-end bookmark; retrying"
                     );
                 }
-                Err(e) => match retry(&e) {
-                    Some(true) => {
-                        if !self.backoff_wait(cancel).await {
-                            return Ok(None);
-                        }
+                InitialEvents::Failed(e) => {
+                    if !self.watch_list_retriable(&e) {
+                        return Err(e);
                     }
-                    Some(false) => {}
-                    None => return Err(e),
-                },
+                    tracing::debug!(error = %e, "watch-list attempt failed; retrying after a backoff delay");
+                    self.report(&e);
+                }
+            }
+            if !self.backoff_wait(cancel).await {
+                return Ok(None);
             }
         }
     }
+
+    /// The options of a watch-list request (contract C13.1).
+    fn watch_list_options(&self) -> WatchOptions {
+        let rv = {
+            let state = self.state.lock();
+            if state.rv_unavailable {
+                String::new()
+            } else {
+                state.last_sync_rv.clone()
+            }
+        };
+        WatchOptions {
+            resource_version: Some(rv),
+            resource_version_match: Some(ResourceVersionMatch::NotOlderThan),
+            allow_watch_bookmarks: true,
+            send_initial_events: Some(true),
+            timeout_seconds: Some(self.watch_timeout()),
+            ..Default::default()
+        }
+    }
+
+    /// Whether a failed watch-list attempt is tried again (contract C13.5); a 410 or a too-large
+    /// resource version first marks the last-synced one unavailable, so the next attempt asks for
+    /// the latest state.
+    fn watch_list_retriable(&self, e: &ReflectorError) -> bool {
+        if e.is_connection_refused() || e.is_too_many_requests() {
+            true
+        } else if e.is_expired() || e.is_too_large_resource_version() {
+            self.state.lock().rv_unavailable = true;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Reads a watch-list stream's initial events into a temporary snapshot (contract C13.2) and,
+    /// at the end bookmark, replaces the store's content with it (C13.3). Nothing of an attempt
+    /// that does not reach the bookmark reaches the store (C13.4).
+    async fn initial_events(
+        &self,
+        mut stream: WatchStream<K>,
+        started: Instant,
+        cancel: &CancellationToken,
+    ) -> InitialEvents<K> {
+        let mut temp: BTreeMap<String, Arc<K>> = BTreeMap::new();
+        let mut seen_non_added = false;
+        let mut snapshot_rv = String::new();
+        let mut events = 0u64;
+        loop {
+            let item = tokio::select! {
+                _ = cancel.cancelled() => return InitialEvents::Cancelled,
+                item = stream.next() => item,
+                // Diagnostic only (contract C13.7): the stream keeps going.
+                _ = tokio::time::sleep(Self::WATCH_LIST_SILENCE_WARNING) => {
+                    tracing::warn!(events, "still waiting for the initial-events-end bookmark of a watch-list stream");
+                    continue;
+                }
+            };
+            let event = match item {
+                None if events == 0 && started.elapsed() < Duration::from_secs(1) => {
+                    return InitialEvents::Failed(ReflectorError::VeryShortWatch {
+                        name: self.options.name.clone(),
+                    });
+                }
+                None => return InitialEvents::Incomplete,
+                Some(Err(e)) => return InitialEvents::Failed(e),
+                Some(Ok(WatchEvent::Error(s))) => {
+                    return InitialEvents::Failed(ReflectorError::api(s))
+                }
+                Some(Ok(ev)) => ev,
+            };
+            events += 1;
+            let (rv, end) = match event {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o)
+                    if self.skip(&o) =>
+                {
+                    continue;
+                }
+                WatchEvent::Added(o) => {
+                    let rv = o.resource_version().unwrap_or("").to_string();
+                    self.stage(&mut temp, o);
+                    (rv, false)
+                }
+                WatchEvent::Modified(o) => {
+                    seen_non_added = true;
+                    let rv = o.resource_version().unwrap_or("").to_string();
+                    self.stage(&mut temp, o);
+                    (rv, false)
+                }
+                WatchEvent::Deleted(o) => {
+                    seen_non_added = true;
+                    let rv = o.resource_version().unwrap_or("").to_string();
+                    temp.remove(&key_of(&o));
+                    (rv, false)
+                }
+                WatchEvent::Bookmark(b) => {
+                    seen_non_added = true;
+                    (b.resource_version, b.initial_events_end)
+                }
+                WatchEvent::Error(_) => continue,
+            };
+            if seen_non_added {
+                snapshot_rv = rv;
+            }
+            if end {
+                self.state.lock().rv_unavailable = false;
+                let items = temp.into_values().collect();
+                if let Err(e) = self.store.replace(items, &snapshot_rv) {
+                    return InitialEvents::Failed(ReflectorError::SyncList(e));
+                }
+                self.store.update_resource_version(&snapshot_rv);
+                self.state.lock().last_sync_rv = snapshot_rv;
+                return InitialEvents::Complete(stream);
+            }
+        }
+    }
+}
+
+/// How one watch-list attempt ended.
+enum InitialEvents<K> {
+    Cancelled,
+    /// The initial state is in the store; the stream goes on with live events.
+    Complete(WatchStream<K>),
+    /// The stream closed before the end bookmark.
+    Incomplete,
+    Failed(ReflectorError),
 }
 
 #[cfg(test)]

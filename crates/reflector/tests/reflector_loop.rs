@@ -10,8 +10,9 @@ use parking_lot::Mutex;
 use reflector::delta_fifo::{FifoError, Store};
 use reflector::store_index::{DynamicObject, Object, StoreError};
 use reflector::{
-    BackoffConfig, Bookmark, ListOptions, ListerWatcher, ObjectList, Reflector, ReflectorError,
-    ReflectorOptions, ResourceVersionMatch, Status, WatchEvent, WatchOptions, WatchStream,
+    BackoffConfig, Bookmark, ListError, ListOptions, ListerWatcher, ObjectList, Reflector,
+    ReflectorError, ReflectorOptions, ResourceVersionMatch, Status, WatchEvent, WatchOptions,
+    WatchStream,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -623,9 +624,10 @@ async fn internal_error_event_relists_and_the_relist_drops_what_only_the_broken_
     );
 }
 
-// C11.4
+// C11.4, with one deliberate difference: each re-watch waits a backoff delay (client-go re-watches
+// at once, which hammers a server answering every watch with a 500 for the whole window).
 #[tokio::test(start_paused = true)]
-async fn internal_errors_within_the_retry_window_rewatch_without_relisting() {
+async fn internal_errors_within_the_retry_window_rewatch_after_a_backoff_without_relisting() {
     let lw = FakeLw::default()
         .list(list_ok(vec![], "5"))
         .watch(WatchScript::Close(vec![Err(api(
@@ -647,7 +649,7 @@ async fn internal_errors_within_the_retry_window_rewatch_without_relisting() {
     list_and_watch(&r).await.unwrap();
     assert_eq!(lw.watch_calls.lock().len(), 3);
     assert_eq!(lw.list_calls.lock().len(), 1);
-    assert_eq!(r.metrics().backoff_waits, 0);
+    assert_eq!(r.metrics().backoff_waits, 2);
 }
 
 // C12.3
@@ -956,4 +958,167 @@ async fn watch_list_runs_the_queues_transformer_on_the_snapshot_and_again_on_rep
         "2 initial objects twice (snapshot, then replace) and 1 later add once"
     );
     assert_eq!(fifo.len(), 3);
+}
+
+// Misbehaving servers. Every retry path waits a backoff delay, watch-list retries included (where
+// client-go retries a 410 at once): a server that answers every watch-list request with a 410 must
+// not be hammered, and cancellation must still be observed on a current-thread runtime.
+#[tokio::test(start_paused = true)]
+async fn watch_list_answered_410_forever_is_retried_only_after_backoff_delays_and_stops_on_cancel()
+{
+    let mut lw = FakeLw::default();
+    for _ in 0..1000 {
+        lw = lw.watch(WatchScript::Fail(expired()));
+    }
+    let opts = ReflectorOptions {
+        watch_list: true,
+        ..no_jitter()
+    };
+    let (lw, r) = reflector(lw, RecordingStore::default(), opts);
+    let reported = Arc::new(AtomicUsize::new(0));
+    r.set_watch_error_handler(Arc::new({
+        let reported = reported.clone();
+        move |e: &ReflectorError| {
+            assert!(e.is_expired(), "{e}");
+            reported.fetch_add(1, Ordering::SeqCst);
+        }
+    }));
+    let r = Arc::new(r);
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (r, cancel) = (r.clone(), cancel.clone());
+        async move { r.run(cancel).await }
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    // Attempts at 0, 0.8, 2.4, 5.6, 12.0, 24.8 and 50.4 s (no jitter): seven in a minute.
+    assert_eq!(lw.watch_calls.lock().len(), 7);
+    assert_eq!(
+        reported.load(Ordering::SeqCst),
+        7,
+        "every failed attempt is reported"
+    );
+    assert!(
+        lw.list_calls.lock().is_empty(),
+        "a 410 is retried, not a reason to list"
+    );
+    let rvs: Vec<_> = lw
+        .watch_calls
+        .lock()
+        .iter()
+        .map(|o| o.resource_version.clone().unwrap_or_default())
+        .collect();
+    assert!(rvs.iter().all(|rv| rv.is_empty()), "{rvs:?}");
+    cancel.cancel();
+    tokio::time::timeout(Duration::from_secs(1), run)
+        .await
+        .expect("run stops within a second of cancellation")
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_relist_keeps_the_store_exactly_as_it_was() {
+    let not_a_list = ReflectorError::InvalidList(ListError {
+        problem: "no items".into(),
+        snippet: "{}".into(),
+    });
+    let lw = FakeLw::default()
+        .list(list_ok(pods(3, "10"), "10"))
+        .watch(WatchScript::Close(vec![Err(api(400, "BadRequest", "x"))]))
+        .list(Err(not_a_list))
+        .list(Err(api(500, "InternalError", "a Status in a 200")));
+    let (lw, r) = reflector(lw, RecordingStore::default(), no_jitter());
+    list_and_watch(&r).await.unwrap();
+    let before = r.store().items.lock().clone();
+    assert_eq!(before.len(), 3);
+    for _ in 0..2 {
+        let err = list_and_watch(&r).await.expect_err("the relist fails");
+        assert!(err.to_string().starts_with("failed to list"), "{err}");
+        assert_eq!(
+            *r.store().items.lock(),
+            before,
+            "nothing replaced, nothing deleted"
+        );
+    }
+    assert_eq!(r.store().replaced_rvs.lock().len(), 1);
+    assert_eq!(r.last_sync_resource_version(), "10");
+    assert_eq!(lw.list_rvs(), ["0", "10", "10"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_watch_is_reported_and_resumed_at_the_same_resource_version_after_a_backoff() {
+    let lw = FakeLw::default()
+        .list(list_ok(pods(1, "10"), "10"))
+        .watch(WatchScript::Close(vec![
+            Ok(WatchEvent::Modified(pod("p0", "11"))),
+            Err(ReflectorError::WatchIdle(Duration::from_secs(360))),
+        ]))
+        .watch(WatchScript::Fail(expired()));
+    let (lw, r) = reflector(lw, RecordingStore::default(), no_jitter());
+    let reported = Arc::new(Mutex::new(Vec::new()));
+    r.set_watch_error_handler(Arc::new({
+        let reported = reported.clone();
+        move |e: &ReflectorError| reported.lock().push(e.to_string())
+    }));
+    let err = list_and_watch(&r)
+        .await
+        .expect_err("the second watch fails to open");
+    assert!(err.is_expired());
+    let rvs: Vec<_> = lw
+        .watch_calls
+        .lock()
+        .iter()
+        .map(|o| o.resource_version.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(rvs, ["10", "11"], "resumed where the idle watch stopped");
+    assert_eq!(lw.list_calls.lock().len(), 1, "no relist");
+    assert_eq!(r.metrics().backoff_waits, 1);
+    assert_eq!(reported.lock().len(), 1);
+    assert!(
+        reported.lock()[0].contains("received nothing"),
+        "{:?}",
+        reported.lock()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_ended_by_an_error_is_reported_before_the_relist() {
+    let lw = FakeLw::default()
+        .list(list_ok(pods(1, "10"), "10"))
+        .watch(WatchScript::Close(vec![Err(ReflectorError::Decode(
+            reflector::DecodeError::UnknownEventType {
+                snippet: r#"{"type":"SURPRISE"}"#.into(),
+            },
+        ))]));
+    let (_lw, r) = reflector(lw, RecordingStore::default(), no_jitter());
+    let reported = Arc::new(Mutex::new(Vec::new()));
+    r.set_watch_error_handler(Arc::new({
+        let reported = reported.clone();
+        move |e: &ReflectorError| reported.lock().push(e.to_string())
+    }));
+    list_and_watch(&r).await.unwrap();
+    assert_eq!(reported.lock().len(), 1);
+    assert!(
+        reported.lock()[0].contains("unknown type"),
+        "{:?}",
+        reported.lock()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pages_of_another_kind_than_the_expected_one_fail_the_list() {
+    let mut page = ObjectList::new(pods(1, "5"), "5");
+    page.kind = Some("ConfigMapList".into());
+    let lw = FakeLw::default().list(Ok(page));
+    let opts = ReflectorOptions {
+        expected_gvk: Some(("v1".into(), "Pod".into())),
+        ..no_jitter()
+    };
+    let (_lw, r) = reflector(lw, RecordingStore::default(), opts);
+    let err = list_and_watch(&r).await.expect_err("wrong kind");
+    assert!(
+        matches!(err.inner(), ReflectorError::InvalidList(_)),
+        "{err}"
+    );
+    assert!(r.store().items.lock().is_empty());
+    assert!(r.store().replaced_rvs.lock().is_empty());
 }
