@@ -23,13 +23,65 @@ pub enum RequestKind {
     Any,
 }
 
+/// How a list request misbehaves under [`Faults::list_body`]. Each variant answers in place
+/// of the real list (after authentication and any [`Faults::fail_next`] failure).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListFault {
+    /// HTTP **200** whose body is a failure `Status`
+    /// (`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":..,
+    /// "reason":"InternalError","code":500}`), as some proxies and aggregated API servers send.
+    StatusWithOk,
+    /// HTTP 200, `application/json`, body `{}` (no kind, no metadata, no items).
+    EmptyObject,
+    /// HTTP 200, `Content-Type: text/html`, a small HTML error page (a proxy's).
+    Html,
+    /// HTTP 200, `application/json`, a streamed body that starts like the real list
+    /// (`{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"<current>"},
+    /// "items":[`) and then writes valid items (`{"metadata":{"name":"endless-N",..}},`) in
+    /// 64 KiB chunks forever, never closing the array. It writes only as fast as the client
+    /// reads and stops when the client disconnects or the server shuts down.
+    Endless,
+    /// The first page of the real list (honouring `limit`; the whole list without one) whose
+    /// `metadata.continue` is always [`REPEAT_CONTINUE_TOKEN`]; a list continuing with that
+    /// token gets the same page and token again, so a pager never ends. Every such answer
+    /// counts as one of the `k`; once they are used up the token is refused like any garbled
+    /// one (400 `continue key is not valid`).
+    RepeatContinue,
+    /// HTTP 200 with the real list body, but only its first half is sent; then the connection
+    /// is aborted (HTTP/1.1: no terminating chunk; HTTP/2: the stream is reset).
+    CloseMidBody,
+    /// The real list body without `metadata.resourceVersion`.
+    NoResourceVersion,
+}
+
+/// The fixed continue token of [`ListFault::RepeatContinue`] (not a valid token otherwise).
+pub const REPEAT_CONTINUE_TOKEN: &str = "c2ltLWFwaXNlcnZlci1yZXBlYXQtY29udGludWU";
+
+/// A count of remaining occurrences where `u32::MAX` means "every one, until reset".
+const EVERY: u32 = u32::MAX;
+
+/// Uses one occurrence of `n`: `false` when none is left; `EVERY` never runs out.
+fn take_one(n: &mut u32) -> bool {
+    match *n {
+        0 => false,
+        EVERY => true,
+        _ => {
+            *n -= 1;
+            true
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     end_watches_after: Option<u64>,
     rechunk: Option<usize>,
     fail_next: Vec<(RequestKind, ApiError, u32)>,
+    list_faults: Vec<(ListFault, u32)>,
+    silent_watches: u32,
     reset_mid_chunk: u32,
     malformed: u32,
+    unknown_events: u32,
     error_events: Vec<ApiError>,
 }
 
@@ -45,6 +97,7 @@ pub(crate) struct StreamFaults {
 pub(crate) enum OneShot {
     Reset,
     Malformed,
+    UnknownType,
     ErrorEvent(ApiError),
 }
 
@@ -79,7 +132,8 @@ impl Faults {
         self
     }
 
-    /// The next `k` requests of `kind` fail with `status` (429 carries `Retry-After: 1`).
+    /// The next `k` requests of `kind` fail with `status` (429 carries `Retry-After: 1`);
+    /// `k = u32::MAX` fails every one until [`Faults::reset`].
     pub fn fail_next(&self, kind: RequestKind, status: u16, k: u32) -> &Self {
         self.fail_next_with(kind, ApiError::for_code(status), k)
     }
@@ -91,15 +145,57 @@ impl Faults {
         self
     }
 
+    /// The next `k` list requests (collection GETs without `watch`) are answered with the
+    /// misbehaviour `fault` instead of the real list; `k = u32::MAX` answers every one until
+    /// [`Faults::reset`]. Calls queue up: `list_body(Html, 1).list_body(EmptyObject, 1)`
+    /// answers the next list with HTML and the one after with `{}`. The request counters
+    /// still count these lists. The faults built on the real list (`RepeatContinue`,
+    /// `CloseMidBody`, `NoResourceVersion`) answer its error instead when it fails (e.g. 410
+    /// for a compacted `resourceVersion`), and that answer still counts as one of the `k`.
+    pub fn list_body(&self, fault: ListFault, k: u32) -> &Self {
+        if k > 0 {
+            self.state.lock().list_faults.push((fault, k));
+        }
+        self
+    }
+
+    /// The next `k` watch requests get `200` headers and then nothing at all, ever: no
+    /// events, no bookmarks, no timeout close, until the client disconnects or the server shuts
+    /// down (unlike [`Faults::stall`], other streams keep flowing). `k = u32::MAX`: every watch
+    /// until [`Faults::reset`]. Such streams count as watches and active watches, but are not
+    /// registered with the store (not in `watcher_count`).
+    pub fn silent_watches(&self, k: u32) -> &Self {
+        let mut s = self.state.lock();
+        s.silent_watches = s.silent_watches.saturating_add(k);
+        self
+    }
+
     /// The next watch event written (on any stream) is cut in half and the connection reset.
     pub fn reset_mid_chunk(&self) -> &Self {
-        self.state.lock().reset_mid_chunk += 1;
+        let mut s = self.state.lock();
+        s.reset_mid_chunk = s.reset_mid_chunk.saturating_add(1);
         self
+    }
+
+    /// How many [`Faults::reset_mid_chunk`] one-shots are armed and not yet used
+    /// (`u32::MAX`: every event, as armed by the `watch-reset-mid-chunk` fault spec).
+    pub fn pending_resets(&self) -> u32 {
+        self.state.lock().reset_mid_chunk
     }
 
     /// The next watch event written is preceded by a malformed (non-JSON) line.
     pub fn malformed_line(&self) -> &Self {
-        self.state.lock().malformed += 1;
+        let mut s = self.state.lock();
+        s.malformed = s.malformed.saturating_add(1);
+        self
+    }
+
+    /// The next watch event written is preceded by a well-formed line of an unknown event
+    /// type, `{"type":"SURPRISE","object":<that event's object>}`. Like the other one-shots,
+    /// calling it `n` times puts such a line before each of the next `n` events.
+    pub fn unknown_event_type(&self) -> &Self {
+        let mut s = self.state.lock();
+        s.unknown_events = s.unknown_events.saturating_add(1);
         self
     }
 
@@ -156,15 +252,32 @@ impl Faults {
         if !s.error_events.is_empty() {
             return Some(OneShot::ErrorEvent(s.error_events.remove(0)));
         }
-        if s.reset_mid_chunk > 0 {
-            s.reset_mid_chunk -= 1;
+        if take_one(&mut s.reset_mid_chunk) {
             return Some(OneShot::Reset);
         }
-        if s.malformed > 0 {
-            s.malformed -= 1;
+        if take_one(&mut s.malformed) {
             return Some(OneShot::Malformed);
         }
+        if take_one(&mut s.unknown_events) {
+            return Some(OneShot::UnknownType);
+        }
         None
+    }
+
+    pub(crate) fn take_list_fault(&self) -> Option<ListFault> {
+        let mut s = self.state.lock();
+        let pos = s.list_faults.iter().position(|(_, n)| *n > 0)?;
+        let entry = &mut s.list_faults[pos];
+        let fault = entry.0;
+        take_one(&mut entry.1);
+        if entry.1 == 0 {
+            s.list_faults.remove(pos);
+        }
+        Some(fault)
+    }
+
+    pub(crate) fn take_silent_watch(&self) -> bool {
+        take_one(&mut self.state.lock().silent_watches)
     }
 
     pub(crate) fn take_failure(&self, kind: RequestKind) -> Option<ApiError> {
@@ -174,11 +287,166 @@ impl Faults {
             .iter()
             .position(|(k, _, n)| *n > 0 && (*k == kind || *k == RequestKind::Any))?;
         let entry = &mut s.fail_next[pos];
-        entry.2 -= 1;
+        take_one(&mut entry.2);
         let error = entry.1.clone();
         if entry.2 == 0 {
             s.fail_next.remove(pos);
         }
         Some(error)
     }
+}
+
+/// The fault specs [`apply_fault_spec`] accepts (`:N` = only the next `N` requests or events;
+/// without it, every one until [`Faults::reset`]).
+pub const FAULT_SPECS: &[&str] = &[
+    "list-status-200[:N]",
+    "list-empty-object[:N]",
+    "list-html[:N]",
+    "list-endless[:N]",
+    "list-repeat-continue[:N]",
+    "list-close-mid-body[:N]",
+    "list-no-resource-version[:N]",
+    "watch-silent[:N]",
+    "watch-unknown-event[:N]",
+    "watch-malformed-line[:N]",
+    "watch-reset-mid-chunk[:N]",
+    "fail-list=CODE[:N]",
+    "fail-watch=CODE[:N]",
+    "watch-expired[:N]",
+    "rechunk=SIZE",
+    "end-watches-after=N",
+];
+
+/// What one fault spec asks for.
+enum Spec {
+    List(ListFault),
+    SilentWatch,
+    UnknownEvent,
+    MalformedLine,
+    ResetMidChunk,
+    Fail(RequestKind, ApiError),
+    Rechunk(usize),
+    EndWatchesAfter(u64),
+}
+
+/// How a count reads in a description: "every request", "next request", "next 3 events".
+fn scope(count: Option<u32>, unit: &str) -> String {
+    match count {
+        None => format!("every {unit}"),
+        Some(1) => format!("next {unit}"),
+        Some(n) => format!("next {n} {unit}s"),
+    }
+}
+
+/// Applies one fault spec (the `--fault` argument of the `sim-apiserver` binary, one of
+/// [`FAULT_SPECS`]) to `faults`, e.g. `list-status-200`, `list-html:3`, `fail-watch=503:2`,
+/// `rechunk=7`. `:N` limits the fault to the next `N` requests (or, for the `watch-*-line`,
+/// `watch-unknown-event` and `watch-reset-mid-chunk` one-shots, the next `N` events); without
+/// it the fault applies to every one until [`Faults::reset`]. `watch-expired` answers watch
+/// requests with 410 Expired. Returns a one-line description of what was applied, such as
+/// `list-status-200 (every request)`; a bad spec gives an error naming it and listing the
+/// valid ones, and changes nothing.
+pub fn apply_fault_spec(faults: &Faults, spec: &str) -> Result<String, String> {
+    let bad = |why: String| {
+        format!(
+            "invalid fault spec {spec:?}: {why}; valid specs: {}",
+            FAULT_SPECS.join(", ")
+        )
+    };
+    let (head, count) = match spec.split_once(':') {
+        Some((h, n)) => match n.parse::<u32>() {
+            Ok(n) if n > 0 => (h, Some(n)),
+            _ => return Err(bad(format!("the count {n:?} is not a positive integer"))),
+        },
+        None => (spec, None),
+    };
+    let (name, value) = match head.split_once('=') {
+        Some((n, v)) => (n, Some(v)),
+        None => (head, None),
+    };
+    let code = |v: Option<&str>| -> Result<u16, String> {
+        let v = v.ok_or_else(|| bad(format!("{name} needs a status code, as {name}=CODE")))?;
+        match v.parse::<u16>() {
+            Ok(c) if (400..=599).contains(&c) => Ok(c),
+            _ => Err(bad(format!(
+                "the status code {v:?} is not a number from 400 to 599"
+            ))),
+        }
+    };
+    let number = |v: Option<&str>| -> Result<u64, String> {
+        let v = v.ok_or_else(|| bad(format!("{name} needs a value, as {name}=N")))?;
+        v.parse::<u64>()
+            .map_err(|_| bad(format!("the value {v:?} is not a non-negative integer")))
+    };
+    let no_value = |s: Spec| match value {
+        None => Ok(s),
+        Some(v) => Err(bad(format!("{name} takes no value (got ={v})"))),
+    };
+    let parsed = match name {
+        "list-status-200" => no_value(Spec::List(ListFault::StatusWithOk))?,
+        "list-empty-object" => no_value(Spec::List(ListFault::EmptyObject))?,
+        "list-html" => no_value(Spec::List(ListFault::Html))?,
+        "list-endless" => no_value(Spec::List(ListFault::Endless))?,
+        "list-repeat-continue" => no_value(Spec::List(ListFault::RepeatContinue))?,
+        "list-close-mid-body" => no_value(Spec::List(ListFault::CloseMidBody))?,
+        "list-no-resource-version" => no_value(Spec::List(ListFault::NoResourceVersion))?,
+        "watch-silent" => no_value(Spec::SilentWatch)?,
+        "watch-unknown-event" => no_value(Spec::UnknownEvent)?,
+        "watch-malformed-line" => no_value(Spec::MalformedLine)?,
+        "watch-reset-mid-chunk" => no_value(Spec::ResetMidChunk)?,
+        "watch-expired" => no_value(Spec::Fail(
+            RequestKind::Watch,
+            ApiError::expired("The resourceVersion for the provided watch is too old."),
+        ))?,
+        "fail-list" => Spec::Fail(RequestKind::List, ApiError::for_code(code(value)?)),
+        "fail-watch" => Spec::Fail(RequestKind::Watch, ApiError::for_code(code(value)?)),
+        "rechunk" | "end-watches-after" if count.is_some() => {
+            return Err(bad(format!("{name} takes no :N count")))
+        }
+        "rechunk" => match number(value)? {
+            0 => return Err(bad("the chunk size must be at least 1".into())),
+            n => Spec::Rechunk(usize::try_from(n).unwrap_or(usize::MAX)),
+        },
+        "end-watches-after" => Spec::EndWatchesAfter(number(value)?),
+        _ => return Err(bad(format!("unknown fault {name:?}"))),
+    };
+    let k = count.unwrap_or(EVERY);
+    let requests = scope(count, "request");
+    let events = scope(count, "event");
+    Ok(match parsed {
+        Spec::List(f) => {
+            faults.list_body(f, k);
+            format!("{head} ({requests})")
+        }
+        Spec::SilentWatch => {
+            faults.silent_watches(k);
+            format!("{head} ({requests})")
+        }
+        Spec::Fail(kind, e) => {
+            faults.fail_next_with(kind, e, k);
+            format!("{head} ({requests})")
+        }
+        Spec::UnknownEvent | Spec::MalformedLine | Spec::ResetMidChunk => {
+            let mut s = faults.state.lock();
+            let n = match parsed {
+                Spec::UnknownEvent => &mut s.unknown_events,
+                Spec::MalformedLine => &mut s.malformed,
+                _ => &mut s.reset_mid_chunk,
+            };
+            *n = if k == EVERY {
+                EVERY
+            } else {
+                n.saturating_add(k)
+            };
+            format!("{head} ({events})")
+        }
+        Spec::Rechunk(size) => {
+            faults.rechunk(size);
+            format!("{head} (watch streams cut into {size}-byte chunks)")
+        }
+        Spec::EndWatchesAfter(n) => {
+            faults.end_watches_after(n);
+            format!("{head} (watch streams end after {n} events)")
+        }
+    })
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::json;
+use tokio::sync::{mpsc, watch};
 
+use crate::body::Chunk;
 use crate::continue_token::ContinueToken;
 use crate::params::ListParams;
 use crate::resources::ResourceDef;
@@ -14,6 +16,15 @@ use crate::status::ApiError;
 use crate::storage::{Obj, Storage};
 
 const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue parameter from this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// Deviations from the real list metadata, for the list faults.
+#[derive(Debug, Default, Clone, Copy)]
+struct Shape<'a> {
+    /// Always set `metadata.continue` to this token (even on the last page).
+    fixed_continue: Option<&'a str>,
+    /// Leave `metadata.resourceVersion` out.
+    omit_resource_version: bool,
+}
 
 /// Serves a list; `watch_cache` makes `resourceVersion=0` ignore `limit` (as the watch cache does).
 pub fn list(
@@ -24,6 +35,100 @@ pub fn list(
     p: &ListParams,
     watch_cache: bool,
 ) -> Result<Bytes, ApiError> {
+    list_shaped(storage, res, def, ns, p, watch_cache, Shape::default())
+}
+
+/// [`list`] without `metadata.resourceVersion` (`ListFault::NoResourceVersion`).
+pub(crate) fn list_without_resource_version(
+    storage: &Storage,
+    res: usize,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    p: &ListParams,
+    watch_cache: bool,
+) -> Result<Bytes, ApiError> {
+    let shape = Shape {
+        omit_resource_version: true,
+        ..Shape::default()
+    };
+    list_shaped(storage, res, def, ns, p, watch_cache, shape)
+}
+
+/// The first page of the latest list (`limit` honoured, whatever `resourceVersion` or
+/// `continue` says) with `metadata.continue` set to `token` (`ListFault::RepeatContinue`).
+pub(crate) fn first_page_with_token(
+    storage: &Storage,
+    res: usize,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    p: &ListParams,
+    token: &str,
+) -> Result<Bytes, ApiError> {
+    let shape = Shape {
+        fixed_continue: Some(token),
+        ..Shape::default()
+    };
+    storage.read(res, None, |rev, map| {
+        render(def, rev, map, ns, p, p.limit, None, shape)
+    })
+}
+
+/// The opening of a `ListFault::Endless` body: a list header at `rev` and the items array.
+pub(crate) fn endless_prefix(def: &ResourceDef, rev: u64) -> Bytes {
+    Bytes::from(format!(
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rev}\"}},\"items\":[",
+        def.list_kind(),
+        def.api_version(),
+    ))
+}
+
+/// Size of the chunks of a `ListFault::Endless` body.
+const ENDLESS_CHUNK: usize = 64 * 1024;
+
+/// Feeds a `ListFault::Endless` body: `prefix`, then chunks of items (in namespace `ns`, if
+/// any) forever; stops when the client goes away (the send fails) or on shutdown. The channel
+/// is bounded, so it writes only as fast as the client reads.
+pub(crate) async fn endless(
+    tx: mpsc::Sender<Chunk>,
+    prefix: Bytes,
+    ns: Option<String>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    if *shutdown.borrow_and_update() || tx.send(Ok(prefix)).await.is_err() {
+        return;
+    }
+    let ns_field = ns
+        .map(|n| format!(",\"namespace\":{}", serde_json::Value::String(n)))
+        .unwrap_or_default();
+    let mut n: u64 = 0;
+    loop {
+        let mut b = BytesMut::with_capacity(ENDLESS_CHUNK + 256);
+        while b.len() < ENDLESS_CHUNK {
+            b.put_slice(
+                format!(
+                    "{{\"metadata\":{{\"name\":\"endless-{n}\"{ns_field},\"resourceVersion\":\"1\"}}}},"
+                )
+                .as_bytes(),
+            );
+            n += 1;
+        }
+        tokio::select! {
+            r = tx.send(Ok(b.freeze())) => if r.is_err() { return },
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn list_shaped(
+    storage: &Storage,
+    res: usize,
+    def: &ResourceDef,
+    ns: Option<&str>,
+    p: &ListParams,
+    watch_cache: bool,
+    shape: Shape<'_>,
+) -> Result<Bytes, ApiError> {
     p.validate()?;
     let mut limit = p.limit;
     if let Some(tok) = &p.continue_token {
@@ -31,7 +136,7 @@ pub fn list(
         let at = (t.rv != -1).then_some(t.rv as u64);
         let start = t.start.clone();
         let out = storage.read(res, at, |rev, map| {
-            render(def, rev, map, ns, p, limit, Some(&start))
+            render(def, rev, map, ns, p, limit, Some(&start), shape)
         });
         return match out {
             Ok(b) => Ok(b),
@@ -75,10 +180,11 @@ pub fn list(
         }
     };
     storage.read(res, at, |rev, map| {
-        render(def, rev, map, ns, p, limit, None)
+        render(def, rev, map, ns, p, limit, None, shape)
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn render(
     def: &ResourceDef,
     rev: u64,
@@ -87,6 +193,7 @@ fn render(
     p: &ListParams,
     limit: Option<usize>,
     start: Option<&str>,
+    shape: Shape<'_>,
 ) -> Bytes {
     let prefix = ns.map(|n| format!("{n}/"));
     let iter = match start {
@@ -115,6 +222,14 @@ fn render(
         .encode());
         if p.selectors.is_empty() {
             meta["remainingItemCount"] = json!(1 + matching.count());
+        }
+    }
+    if let Some(token) = shape.fixed_continue {
+        meta["continue"] = json!(token);
+    }
+    if shape.omit_resource_version {
+        if let Some(m) = meta.as_object_mut() {
+            m.remove("resourceVersion");
         }
     }
     let size: usize = items.iter().map(|(_, o)| o.json.len() + 1).sum();

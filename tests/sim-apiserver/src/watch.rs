@@ -148,6 +148,17 @@ pub(crate) fn event_line(etype: &str, obj: &[u8]) -> Bytes {
     build_event_line(etype, obj.len() + 32, |buf| buf.extend_from_slice(obj)).0
 }
 
+/// The object of an event line built by [`build_event_line`] (`{"object":{}}` if it is not one).
+fn event_object(line: &[u8]) -> &[u8] {
+    const KEY: &[u8] = b"\",\"object\":";
+    line.windows(KEY.len())
+        .position(|w| w == KEY)
+        .map(|pos| pos + KEY.len())
+        .filter(|start| line.len() >= start + 2 && line.ends_with(b"}\n"))
+        .map(|start| &line[start..line.len() - 2])
+        .unwrap_or(b"{}")
+}
+
 impl Stream {
     async fn run(mut self, start: Start) {
         let _ = self.run_inner(start).await;
@@ -311,6 +322,10 @@ impl Stream {
                     false,
                 )
                 .await?;
+            }
+            Some(OneShot::UnknownType) => {
+                let surprise = event_line("SURPRISE", event_object(&line));
+                self.write_raw(surprise, false).await?;
             }
             None => {}
         }

@@ -1,5 +1,7 @@
 //! The `sim-apiserver` binary prints its URL (and for TLS the CA path and token) and serves.
 
+mod common;
+
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -46,4 +48,66 @@ async fn the_binary_prints_url_ca_and_token_and_serves_seeded_pods() {
         .unwrap();
     assert!(exit.success(), "{exit:?}");
     assert!(!std::path::Path::new(ca_path).exists());
+}
+
+#[tokio::test]
+async fn the_binary_applies_fault_specs_and_announces_them_after_the_url() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sim-apiserver"))
+        .args([
+            "--pods",
+            "1",
+            "--fault",
+            "list-status-200",
+            "--fault",
+            "fail-watch=503:1",
+        ])
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = next(&mut lines).await;
+    let base = url.strip_prefix("url: ").expect("url line");
+    assert!(base.starts_with("http://127.0.0.1:"), "{url}");
+    assert_eq!(
+        next(&mut lines).await,
+        "fault: list-status-200 (every request)"
+    );
+    assert_eq!(
+        next(&mut lines).await,
+        "fault: fail-watch=503 (next request)"
+    );
+    let c = common::Client::at(base);
+    let pods = "/api/v1/namespaces/default/pods";
+    for _ in 0..2 {
+        let r = c.get(pods).await;
+        assert_eq!(r.status, http::StatusCode::OK);
+        assert_eq!(r.body["kind"], "Status");
+        assert_eq!(r.body["status"], "Failure");
+        assert_eq!(r.body["code"], 500);
+    }
+    let r = c.get(&format!("{pods}?watch=true")).await;
+    assert_eq!(r.status, http::StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(c.get(&format!("{pods}/pod-0")).await.body["kind"], "Pod");
+}
+
+#[tokio::test]
+async fn the_binary_rejects_a_bad_fault_spec_with_the_valid_ones() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sim-apiserver"))
+        .args(["--fault", "list-nonsense:3"])
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .expect("binary did not exit")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty(), "no url is announced");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(r#"invalid fault spec "list-nonsense:3": unknown fault "list-nonsense""#),
+        "{err}"
+    );
+    assert!(err.contains("list-status-200[:N]"), "{err}");
 }

@@ -2,10 +2,13 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::{name, pod, Client, Read};
-use http::StatusCode;
-use serde_json::json;
-use sim_apiserver::{RequestKind, SimServer};
+use http::{Method, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use sim_apiserver::{apply_fault_spec, ListFault, RequestKind, SimServer, REPEAT_CONTINUE_TOKEN};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
@@ -239,4 +242,444 @@ async fn fail_next_can_target_gets_writes_or_any_request() {
         "discovery is never failed"
     );
     assert_eq!(c.get(&format!("{PODS}/p0")).await.status, StatusCode::OK);
+}
+
+/// Reads a raw response body until `limit` bytes, its end or an error; returns the bytes read
+/// and whether the body failed.
+async fn read_body(r: hyper::Response<hyper::body::Incoming>, limit: usize) -> (Vec<u8>, bool) {
+    let mut body = r.into_body();
+    let mut out = Vec::new();
+    while out.len() < limit {
+        let f = tokio::time::timeout(Duration::from_secs(30), body.frame())
+            .await
+            .expect("body read timed out");
+        match f {
+            None => return (out, false),
+            Some(Err(_)) => return (out, true),
+            Some(Ok(frame)) => {
+                if let Ok(d) = frame.into_data() {
+                    out.extend_from_slice(&d);
+                }
+            }
+        }
+    }
+    (out, false)
+}
+
+fn content_type(r: &common::Resp) -> &str {
+    r.headers["content-type"].to_str().unwrap()
+}
+
+#[tokio::test]
+async fn list_status_with_ok_answers_200_with_a_failure_status_k_times() {
+    let sim = sim_with(2).await;
+    let c = Client::new(&sim);
+    let before = sim.counters();
+    sim.faults().list_body(ListFault::StatusWithOk, 2);
+    for _ in 0..2 {
+        let r = c.get(PODS).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(content_type(&r), "application/json");
+        assert_eq!(r.body["kind"], "Status");
+        assert_eq!(r.body["apiVersion"], "v1");
+        assert_eq!(r.body["metadata"], json!({}));
+        assert_eq!(r.body["status"], "Failure");
+        assert_eq!(r.body["reason"], "InternalError");
+        assert_eq!(r.body["code"], 500);
+        assert!(r.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Internal error"));
+        assert!(r.body.get("items").is_none());
+    }
+    let r = c.get(PODS).await;
+    assert_eq!(
+        r.body["kind"], "PodList",
+        "after k answers the lists are real again"
+    );
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        sim.counters().lists - before.lists,
+        3,
+        "faulty lists still count"
+    );
+    // Watches and single GETs are untouched by list faults.
+    sim.faults().list_body(ListFault::StatusWithOk, 1);
+    assert_eq!(c.get(&format!("{PODS}/p0")).await.body["kind"], "Pod");
+    let mut w = c.watch(&format!("{PODS}?watch=true")).await;
+    assert_eq!(name(&w.expect("ADDED").await), "p0");
+}
+
+#[tokio::test]
+async fn list_empty_object_answers_an_empty_json_object_until_reset_with_u32_max() {
+    let sim = sim_with(1).await;
+    let c = Client::new(&sim);
+    sim.faults().list_body(ListFault::EmptyObject, u32::MAX);
+    for _ in 0..5 {
+        let r = c.get(PODS).await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(content_type(&r), "application/json");
+        assert_eq!(r.body, json!({}));
+    }
+    sim.faults().reset();
+    assert_eq!(c.get(PODS).await.body["kind"], "PodList");
+}
+
+#[tokio::test]
+async fn list_html_answers_an_html_page_with_200() {
+    let sim = sim_with(1).await;
+    let c = Client::new(&sim);
+    sim.faults().list_body(ListFault::Html, 1);
+    let r = c.get(PODS).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(content_type(&r), "text/html");
+    let page = r.body.as_str().expect("not JSON");
+    assert!(page.starts_with("<html>"), "{page}");
+    assert!(page.contains("</html>"), "{page}");
+    assert_eq!(c.get(PODS).await.body["kind"], "PodList");
+}
+
+#[tokio::test]
+async fn list_faults_queue_in_order() {
+    let sim = sim_with(1).await;
+    let c = Client::new(&sim);
+    sim.faults()
+        .list_body(ListFault::Html, 1)
+        .list_body(ListFault::EmptyObject, 1);
+    assert_eq!(content_type(&c.get(PODS).await), "text/html");
+    assert_eq!(c.get(PODS).await.body, json!({}));
+    assert_eq!(c.get(PODS).await.body["kind"], "PodList");
+}
+
+#[tokio::test]
+async fn list_endless_streams_valid_items_forever_until_the_client_leaves() {
+    let sim = sim_with(1).await;
+    let c = Client::new(&sim);
+    sim.faults().list_body(ListFault::Endless, 1);
+    let r = c.raw(Method::GET, PODS, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    const TWO_MIB: usize = 2 << 20;
+    let (body, failed) = read_body(r, TWO_MIB).await;
+    assert!(!failed);
+    assert!(
+        body.len() >= TWO_MIB,
+        "the body ended after {} bytes",
+        body.len()
+    );
+    let text = String::from_utf8(body).unwrap();
+    let prefix = format!(
+        "{{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{{\"resourceVersion\":\"{}\"}},\"items\":[",
+        sim.revision()
+    );
+    assert!(text.starts_with(&prefix), "{}", &text[..200]);
+    // The items are valid objects, each followed by a comma.
+    let items = &text[prefix.len()..];
+    let first_end = items.find("},").unwrap() + 2;
+    let first: Value = serde_json::from_str(&items[..first_end - 1]).unwrap();
+    assert_eq!(
+        first,
+        json!({"metadata": {"name": "endless-0", "namespace": "default", "resourceVersion": "1"}})
+    );
+    assert!(text.contains("\"name\":\"endless-20000\""));
+    // The response was dropped (client gone); the next list is real.
+    assert_eq!(c.get(PODS).await.body["kind"], "PodList");
+}
+
+#[tokio::test]
+async fn list_endless_stops_on_server_shutdown() {
+    let sim = sim_with(0).await;
+    sim.faults().list_body(ListFault::Endless, 1);
+    let r = Client::new(&sim).raw(Method::GET, PODS, None).await;
+    let mut body = r.into_body();
+    assert!(body.frame().await.unwrap().is_ok());
+    sim.shutdown();
+    // The body ends (cleanly or not) instead of running on.
+    loop {
+        let f = tokio::time::timeout(Duration::from_secs(30), body.frame())
+            .await
+            .expect("the endless body kept going after shutdown");
+        if !matches!(f, Some(Ok(_))) {
+            break;
+        }
+    }
+}
+
+#[tokio::test]
+async fn list_repeat_continue_returns_the_same_token_so_a_pager_never_ends() {
+    let sim = sim_with(3).await;
+    let c = Client::new(&sim);
+    sim.faults().list_body(ListFault::RepeatContinue, 3);
+    let first = c.get(&format!("{PODS}?limit=2")).await;
+    assert_eq!(first.status, StatusCode::OK);
+    let token = first.body["metadata"]["continue"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(token, REPEAT_CONTINUE_TOKEN);
+    let names = |r: &common::Resp| -> Vec<String> {
+        r.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| name(i).to_string())
+            .collect()
+    };
+    assert_eq!(names(&first), ["p0", "p1"]);
+    for _ in 0..2 {
+        let again = c.get(&format!("{PODS}?limit=2&continue={token}")).await;
+        assert_eq!(again.status, StatusCode::OK);
+        assert_eq!(again.body["metadata"]["continue"], token.as_str());
+        assert_eq!(names(&again), ["p0", "p1"]);
+    }
+    // The three answers are used up: the token is refused like any garbled one.
+    let r = c.get(&format!("{PODS}?limit=2&continue={token}")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.body["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("continue key is not valid"));
+    // Without a limit the page is the whole list, still with the token.
+    sim.faults().list_body(ListFault::RepeatContinue, 1);
+    let r = c.get(PODS).await;
+    assert_eq!(names(&r), ["p0", "p1", "p2"]);
+    assert_eq!(r.body["metadata"]["continue"], REPEAT_CONTINUE_TOKEN);
+}
+
+#[tokio::test]
+async fn list_close_mid_body_sends_half_the_real_list_then_aborts() {
+    let sim = sim_with(3).await;
+    let c = Client::new(&sim);
+    let full = read_body(c.raw(Method::GET, PODS, None).await, usize::MAX)
+        .await
+        .0;
+    sim.faults().list_body(ListFault::CloseMidBody, 1);
+    let r = c.raw(Method::GET, PODS, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let (half, failed) = read_body(r, usize::MAX).await;
+    assert!(failed, "the body ends in an error, not cleanly");
+    assert_eq!(half, full[..full.len() / 2]);
+    assert!(serde_json::from_slice::<Value>(&half).is_err());
+    assert_eq!(c.get(PODS).await.body["kind"], "PodList");
+    // Over HTTP/2 the stream is reset after (at most) the first half.
+    let h2 = Client::with(&sim, true, None, false);
+    sim.faults().list_body(ListFault::CloseMidBody, 1);
+    let r = h2.raw(Method::GET, PODS, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let (got, failed) = read_body(r, usize::MAX).await;
+    assert!(failed, "the stream ends in an error, not cleanly");
+    assert!(full[..full.len() / 2].starts_with(&got));
+}
+
+#[tokio::test]
+async fn list_no_resource_version_leaves_it_out_of_the_real_list() {
+    let sim = sim_with(2).await;
+    let c = Client::new(&sim);
+    sim.faults().list_body(ListFault::NoResourceVersion, 1);
+    let r = c.get(PODS).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["kind"], "PodList");
+    assert_eq!(r.body["metadata"], json!({}));
+    assert_eq!(r.body["items"].as_array().unwrap().len(), 2);
+    let r = c.get(PODS).await;
+    assert_eq!(
+        r.body["metadata"]["resourceVersion"],
+        sim.revision().to_string()
+    );
+}
+
+#[tokio::test]
+async fn silent_watches_send_headers_and_then_nothing() {
+    let sim = sim_with(1).await;
+    let c = Client::new(&sim);
+    let before = sim.counters();
+    sim.faults().silent_watches(1);
+    let path = format!("{PODS}?watch=true&allowWatchBookmarks=true&timeoutSeconds=1");
+    let mut silent = c.watch(&path).await;
+    assert_eq!(silent.status, StatusCode::OK);
+    assert_eq!(silent.headers["content-type"], "application/json");
+    // The next watch is a normal one: it gets the initial pod and a new one, then its
+    // 1 s timeout closes it.
+    let mut normal = c.watch(&path).await;
+    assert_eq!(name(&normal.expect("ADDED").await), "p0");
+    sim.create("pods", None, pod("late", json!({}))).unwrap();
+    assert_eq!(name(&normal.expect("ADDED").await), "late");
+    let rest = normal.rest().await;
+    assert!(rest.iter().all(|e| e["type"] == "BOOKMARK"), "{rest:?}");
+    // The silent stream, opened first with the same timeout, has had nothing: neither
+    // events nor a bookmark nor the timeout close.
+    let got = tokio::time::timeout(Duration::from_millis(300), silent.next_line()).await;
+    assert!(got.is_err(), "the silent watch sent {got:?}");
+    assert!(silent.chunks.is_empty());
+    assert_eq!(sim.counters().watches - before.watches, 2);
+}
+
+#[tokio::test]
+async fn unknown_event_type_writes_a_surprise_line_before_each_of_the_next_n_events() {
+    let sim = sim_with(0).await;
+    let mut w = Client::new(&sim).watch(&format!("{PODS}?watch=true")).await;
+    sim.faults().unknown_event_type().unknown_event_type();
+    for n in ["a", "b"] {
+        sim.create("pods", None, pod(n, json!({}))).unwrap();
+        let surprise = w.expect("SURPRISE").await;
+        let added = w.expect("ADDED").await;
+        assert_eq!(name(&surprise), n);
+        assert_eq!(
+            surprise, added,
+            "the SURPRISE line carries the event's object"
+        );
+    }
+    sim.create("pods", None, pod("c", json!({}))).unwrap();
+    assert_eq!(name(&w.expect("ADDED").await), "c");
+}
+
+const VALID: &str = "valid specs: list-status-200[:N]";
+
+#[tokio::test]
+async fn fault_specs_apply_every_request_or_the_next_n() {
+    let sim = sim_with(1).await;
+    let c = Client::new(&sim);
+    let f = sim.faults();
+    assert_eq!(
+        apply_fault_spec(f, "list-status-200").unwrap(),
+        "list-status-200 (every request)"
+    );
+    for _ in 0..3 {
+        assert_eq!(c.get(PODS).await.body["kind"], "Status");
+    }
+    f.reset();
+    assert_eq!(
+        apply_fault_spec(f, "list-html:2").unwrap(),
+        "list-html (next 2 requests)"
+    );
+    assert_eq!(
+        apply_fault_spec(f, "list-empty-object:1").unwrap(),
+        "list-empty-object (next request)"
+    );
+    assert_eq!(content_type(&c.get(PODS).await), "text/html");
+    assert_eq!(content_type(&c.get(PODS).await), "text/html");
+    assert_eq!(c.get(PODS).await.body, json!({}));
+    assert_eq!(c.get(PODS).await.body["kind"], "PodList");
+
+    assert_eq!(
+        apply_fault_spec(f, "fail-watch=503:1").unwrap(),
+        "fail-watch=503 (next request)"
+    );
+    assert_eq!(
+        apply_fault_spec(f, "watch-expired:1").unwrap(),
+        "watch-expired (next request)"
+    );
+    assert_eq!(
+        apply_fault_spec(f, "fail-list=429:1").unwrap(),
+        "fail-list=429 (next request)"
+    );
+    let watch = format!("{PODS}?watch=true");
+    assert_eq!(c.get(&watch).await.status, StatusCode::SERVICE_UNAVAILABLE);
+    let r = c.get(&watch).await;
+    assert_eq!(r.status, StatusCode::GONE);
+    assert_eq!(r.body["reason"], "Expired");
+    assert_eq!(c.get(PODS).await.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(c.get(PODS).await.status, StatusCode::OK);
+
+    for (spec, desc) in [
+        ("list-endless:1", "list-endless (next request)"),
+        (
+            "list-repeat-continue:4",
+            "list-repeat-continue (next 4 requests)",
+        ),
+        (
+            "list-close-mid-body:1",
+            "list-close-mid-body (next request)",
+        ),
+        (
+            "list-no-resource-version",
+            "list-no-resource-version (every request)",
+        ),
+        ("watch-silent:2", "watch-silent (next 2 requests)"),
+        (
+            "watch-malformed-line:3",
+            "watch-malformed-line (next 3 events)",
+        ),
+        ("watch-unknown-event", "watch-unknown-event (every event)"),
+        (
+            "rechunk=7",
+            "rechunk=7 (watch streams cut into 7-byte chunks)",
+        ),
+        (
+            "end-watches-after=0",
+            "end-watches-after=0 (watch streams end after 0 events)",
+        ),
+    ] {
+        assert_eq!(apply_fault_spec(f, spec).unwrap(), desc);
+    }
+    f.reset();
+    assert_eq!(f.pending_resets(), 0);
+    apply_fault_spec(f, "watch-reset-mid-chunk:2").unwrap();
+    assert_eq!(f.pending_resets(), 2);
+    apply_fault_spec(f, "watch-reset-mid-chunk").unwrap();
+    assert_eq!(f.pending_resets(), u32::MAX, "every event");
+}
+
+#[tokio::test]
+async fn fault_spec_one_shots_without_a_count_hit_every_event() {
+    let sim = sim_with(0).await;
+    let mut w = Client::new(&sim).watch(&format!("{PODS}?watch=true")).await;
+    apply_fault_spec(sim.faults(), "watch-unknown-event").unwrap();
+    for n in ["a", "b", "c"] {
+        sim.create("pods", None, pod(n, json!({}))).unwrap();
+        assert_eq!(name(&w.expect("SURPRISE").await), n);
+        assert_eq!(name(&w.expect("ADDED").await), n);
+    }
+}
+
+#[tokio::test]
+async fn bad_fault_specs_are_errors_naming_the_spec_and_listing_the_valid_ones() {
+    let sim = sim_with(1).await;
+    let f = sim.faults();
+    for (spec, why) in [
+        ("nope", "unknown fault \"nope\""),
+        ("", "unknown fault \"\""),
+        ("list-html:x", "the count \"x\" is not a positive integer"),
+        ("list-html:0", "the count \"0\" is not a positive integer"),
+        ("list-html:-1", "the count \"-1\" is not a positive integer"),
+        (
+            "list-html:1:2",
+            "the count \"1:2\" is not a positive integer",
+        ),
+        ("list-html=3", "list-html takes no value (got =3)"),
+        (
+            "fail-list",
+            "fail-list needs a status code, as fail-list=CODE",
+        ),
+        (
+            "fail-list=abc",
+            "the status code \"abc\" is not a number from 400 to 599",
+        ),
+        (
+            "fail-watch=200:1",
+            "the status code \"200\" is not a number from 400 to 599",
+        ),
+        ("rechunk", "rechunk needs a value, as rechunk=N"),
+        ("rechunk=0", "the chunk size must be at least 1"),
+        ("rechunk=7:2", "rechunk takes no :N count"),
+        (
+            "end-watches-after=-1",
+            "the value \"-1\" is not a non-negative integer",
+        ),
+    ] {
+        let e = apply_fault_spec(f, spec).unwrap_err();
+        assert!(
+            e.starts_with(&format!("invalid fault spec {spec:?}: {why}; ")),
+            "{spec}: {e}"
+        );
+        assert!(e.contains(VALID), "{e}");
+        assert!(e.contains("end-watches-after=N"), "{e}");
+    }
+    // Nothing was applied.
+    let c = Client::new(&sim);
+    assert_eq!(c.get(PODS).await.body["kind"], "PodList");
+    let mut w = c.watch(&format!("{PODS}?watch=true")).await;
+    assert_eq!(name(&w.expect("ADDED").await), "p0");
+    assert_eq!(f.pending_resets(), 0);
 }

@@ -1,16 +1,82 @@
 //! Runs the simulated kube-apiserver by hand.
 //!
-//! Usage: `sim-apiserver [--tls] [--token TOKEN] [--http1] [--pods N] [--churn RATE]`
-//! Prints the URL (and for TLS the CA path and token), then serves until Ctrl-C.
+//! Usage: `sim-apiserver [--tls] [--token TOKEN] [--http1] [--pods N] [--churn RATE]
+//! [--fault SPEC]... [--compact-every SECS] [--stall-every SECS] [--reset-connections-every SECS]`
+//!
+//! Prints the URL (and for TLS the CA path and token), then one `fault: ...` line per applied
+//! fault, then serves until Ctrl-C. `--fault` (repeatable) makes the server misbehave, so any
+//! client can be pointed at it; SPEC is one of `sim_apiserver::FAULT_SPECS`, e.g.
+//! `list-status-200`, `list-html:3`, `watch-silent`, `fail-watch=503:2`, `rechunk=7`.
 
-use sim_apiserver::{ChurnConfig, SimServer};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use sim_apiserver::{apply_fault_spec, ChurnConfig, Faults, SimServer, FAULT_SPECS};
+
+fn usage() -> String {
+    format!(
+        "sim-apiserver [--tls] [--token TOKEN] [--http1] [--pods N] [--churn OPS_PER_SEC]
+              [--fault SPEC]... [--compact-every SECS] [--stall-every SECS]
+              [--reset-connections-every SECS]
+
+  --fault SPEC                    make the server misbehave (repeatable); SPEC is one of
+                                  {}
+                                  `:N` = only the next N requests (or watch events for the
+                                  watch-*-line/-event/-chunk one-shots); without it, every one.
+                                  watch-expired answers watches 410 Expired.
+  --compact-every SECS            compact the store every SECS seconds
+  --stall-every SECS              stall all watch streams for 2 s after every SECS seconds
+                                  of flow
+  --reset-connections-every SECS  every SECS seconds, cut the next watch event in half and
+                                  abort its connection",
+        FAULT_SPECS.join("\n                                  ")
+    )
+}
+
+fn seconds(flag: &str, v: Option<String>) -> Result<Duration, String> {
+    let v = v.ok_or_else(|| format!("{flag} needs a value (seconds)"))?;
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        _ => Err(format!("{flag}: {v:?} is not a positive number of seconds")),
+    }
+}
+
+/// Runs `tick` after every `period` of quiet, measured from the end of the previous tick (so
+/// a 2 s stall every 1 s still leaves 1 s of flow between stalls), until the process ends.
+fn every<F, Fut>(period: Duration, faults: &Faults, tick: F)
+where
+    F: Fn(Faults) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let faults = faults.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(period).await;
+            tick(faults.clone()).await;
+        }
+    });
+}
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sim-apiserver: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let mut b = SimServer::builder();
     let mut pods = 0usize;
     let mut churn = 0f64;
+    let mut fault_specs = Vec::new();
+    let mut compact_every = None;
+    let mut stall_every = None;
+    let mut reset_every = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--tls" => b = b.tls(true),
@@ -18,8 +84,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--token" => b = b.token(args.next().ok_or("--token needs a value")?),
             "--pods" => pods = args.next().ok_or("--pods needs a value")?.parse()?,
             "--churn" => churn = args.next().ok_or("--churn needs a value")?.parse()?,
+            "--fault" => fault_specs.push(args.next().ok_or_else(|| {
+                format!("--fault needs a SPEC, one of: {}", FAULT_SPECS.join(", "))
+            })?),
+            "--compact-every" => compact_every = Some(seconds(&a, args.next())?),
+            "--stall-every" => stall_every = Some(seconds(&a, args.next())?),
+            "--reset-connections-every" => reset_every = Some(seconds(&a, args.next())?),
             "-h" | "--help" => {
-                println!("sim-apiserver [--tls] [--token TOKEN] [--http1] [--pods N] [--churn OPS_PER_SEC]");
+                println!("{}", usage());
                 return Ok(());
             }
             other => return Err(format!("unknown argument {other}").into()),
@@ -38,12 +110,46 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
         )?;
     }
+    // Apply every fault before announcing anything, so a bad spec fails before the URL line.
+    let mut applied = Vec::new();
+    for spec in &fault_specs {
+        applied.push(apply_fault_spec(sim.faults(), spec)?);
+    }
     println!("url: {}", sim.url());
     if let Some(p) = sim.ca_path() {
         println!("ca: {}", p.display());
     }
     if let Some(t) = sim.token() {
         println!("token: {t}");
+    }
+    for a in &applied {
+        println!("fault: {a}");
+    }
+    if let Some(p) = compact_every {
+        println!("fault: compact every {}s", p.as_secs_f64());
+        every(p, sim.faults(), |f| async move {
+            f.compact();
+        });
+    }
+    if let Some(p) = stall_every {
+        println!(
+            "fault: stall watches for 2s after every {}s",
+            p.as_secs_f64()
+        );
+        every(p, sim.faults(), |f| async move {
+            f.stall();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            f.unstall();
+        });
+    }
+    if let Some(p) = reset_every {
+        println!("fault: reset a watch connection every {}s", p.as_secs_f64());
+        every(p, sim.faults(), |f| async move {
+            // Arm at most one reset at a time, so quiet periods do not pile them up.
+            if f.pending_resets() == 0 {
+                f.reset_mid_chunk();
+            }
+        });
     }
     let _churn = (churn > 0.0).then(|| {
         sim.churn(ChurnConfig {

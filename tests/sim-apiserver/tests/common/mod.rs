@@ -63,6 +63,20 @@ impl Client {
         Self::with(sim, false, sim.token().map(str::to_string), false)
     }
 
+    /// A plain-HTTP/1.1 client for a server at `base` (e.g. the binary's `url:` line).
+    pub fn at(base: &str) -> Self {
+        let conn = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config(None, None))
+            .https_or_http()
+            .enable_http1()
+            .build();
+        Self {
+            inner: HyperClient::builder(TokioExecutor::new()).build(conn),
+            base: base.to_string(),
+            token: None,
+        }
+    }
+
     /// Full control: `h2` (ALPN on TLS, prior knowledge on plain HTTP), token, client cert.
     pub fn with(sim: &SimServer, h2: bool, token: Option<String>, client_cert: bool) -> Self {
         let cc = if client_cert {
