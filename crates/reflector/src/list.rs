@@ -9,7 +9,6 @@ use bytes::Bytes;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::decoder::DecodeError;
 use crate::error::ReflectorError;
 use crate::lister_watcher::ListerWatcher;
 use crate::object::{Decode, Frame};
@@ -71,9 +70,10 @@ impl<K: Decode> ObjectList<K> {
     /// - a `Status` object (whatever the HTTP code was, 200 included) is
     ///   [`ReflectorError::Api`] carrying that Status, as client-go turns such a body into an
     ///   error;
-    /// - a body that is not a list — no `kind` ending in `List`, no `items` field, no
-    ///   `metadata.resourceVersion` — is [`ListError`] (through [`ReflectorError::InvalidList`]),
-    ///   so `{}` or an HTML page can never pass for an empty list;
+    /// - a body that is not a list — not JSON (an HTML error page), no `kind` ending in `List`,
+    ///   no `items` field, no `metadata.resourceVersion`, items that are not objects of the type —
+    ///   is a [`ListError`] (through [`ReflectorError::InvalidList`]), so `{}` or an HTML page can
+    ///   never pass for an empty list;
     /// - a server-side `Table` is returned as it is, for the caller to refuse with a precise error.
     ///
     /// ```
@@ -92,7 +92,8 @@ impl<K: Decode> ObjectList<K> {
     /// assert!(matches!(ObjectList::<DynamicObject>::from_json(&empty), Err(ReflectorError::InvalidList(_))));
     /// ```
     pub fn from_json(body: &Bytes) -> Result<Self, ReflectorError> {
-        let text = std::str::from_utf8(body).map_err(|_| DecodeError::Utf8)?;
+        let text = std::str::from_utf8(body)
+            .map_err(|_| ListError::new("not UTF-8", &String::from_utf8_lossy(body)))?;
         let frame = Frame::new(text, body, false);
         let mut de = serde_json::Deserializer::from_str(text);
         let decoded = ListSeed::<K>(&frame, PhantomData)
@@ -106,11 +107,7 @@ impl<K: Decode> ObjectList<K> {
                 if let Some(status) = status_body(text) {
                     return Err(ReflectorError::api(status));
                 }
-                return Err(DecodeError::Json {
-                    source,
-                    snippet: snippet(text),
-                }
-                .into());
+                return Err(ListError::new(format!("not JSON of a list ({source})"), text).into());
             }
         };
         if list.kind.as_deref() == Some("Status") {
@@ -637,14 +634,14 @@ mod tests {
             "null",
             "[]",
             "42",
+            "{} x",
         ] {
-            assert!(
-                matches!(
-                    ObjectList::<DynamicObject>::from_json(&Bytes::from(body)),
-                    Err(ReflectorError::Decode(_))
-                ),
-                "{body:?}"
-            );
+            match ObjectList::<DynamicObject>::from_json(&Bytes::from(body)) {
+                Err(ReflectorError::InvalidList(e)) => {
+                    assert!(e.problem.starts_with("not JSON of a list"), "{body}: {e}")
+                }
+                other => panic!("{body:?}: expected an invalid list, got {other:?}"),
+            }
         }
     }
 

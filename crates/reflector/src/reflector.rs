@@ -38,7 +38,8 @@ use crate::params::{ListOptions, ResourceVersionMatch, WatchOptions};
 
 /// Decides, at each resync tick, whether to resync now (contract C12.1).
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
-/// Receives every error `list_and_watch` returns (contract C14).
+/// Receives every error `list_and_watch` returns (contract C14), and every error the loop retries in
+/// place; the reflector logs each one as well.
 pub type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
 
 /// Reflector options (contract C1.1); `Default` gives client-go's defaults.
@@ -187,7 +188,7 @@ fn key_of<K: Object>(obj: &K) -> String {
     }
 }
 
-fn default_error_handler(name: &str, err: &ReflectorError) {
+fn log_error(name: &str, err: &ReflectorError) {
     if err.is_expired() {
         tracing::debug!(reflector = name, error = %err, "watch of resource expired");
     } else {
@@ -317,15 +318,18 @@ where
         }
     }
 
-    /// Hands `error` to the watch error handler (or the default one, which logs it). Called for
-    /// every error `list_and_watch` returns (contract C14), and also for the errors the loop
-    /// retries in place (a watch-list retry, a watch that went idle, a watch ended by an error
-    /// before a relist), so that a misbehaving server is always visible to the application.
+    /// Logs `error` and hands it to the watch error handler, if one is set. Called for every error
+    /// `list_and_watch` returns (contract C14), and also for the errors the loop retries in place
+    /// (a watch-list retry, a watch that went idle, a watch ended by an error before a relist), so
+    /// that a misbehaving server always shows, in the logs and to the application.
+    ///
+    /// Unlike client-go, setting a handler does not silence the log line: the handler is for the
+    /// application's own decisions and metrics, the log for whoever reads the logs.
     fn report(&self, error: &ReflectorError) {
+        log_error(&self.options.name, error);
         let handler = self.error_handler.lock().clone();
-        match handler {
-            Some(h) => h(error),
-            None => default_error_handler(&self.options.name, error),
+        if let Some(h) = handler {
+            h(error);
         }
     }
 
@@ -558,14 +562,14 @@ where
                     }
                     if matches!(e, ReflectorError::WatchIdle(_)) {
                         // The connection is presumed dead, not the resource version: resume.
-                        tracing::warn!(error = %e, "watch idle; re-watching after a backoff delay");
+                        tracing::debug!("watch idle; re-watching after a backoff delay");
                         self.report(&e);
                         if !self.backoff_wait(cancel).await {
                             return Ok(());
                         }
                         continue;
                     }
-                    tracing::warn!(error = %e, "watch ended with an error; relisting");
+                    tracing::debug!("watch ended with an error; relisting");
                     self.report(&e);
                     return Ok(());
                 }
@@ -743,10 +747,19 @@ where
                     );
                 }
                 InitialEvents::Failed(e) => {
+                    let at_latest = self.state.lock().rv_unavailable;
                     if !self.watch_list_retriable(&e) {
                         return Err(e);
                     }
-                    tracing::debug!(error = %e, "watch-list attempt failed; retrying after a backoff delay");
+                    if at_latest && (e.is_expired() || e.is_too_large_resource_version()) {
+                        // Refused even for the latest state: the server is misbehaving, and this
+                        // would loop; say so louder than an ordinary expiry.
+                        tracing::warn!(error = %e, "the server refused a watch-list at the latest resource version; retrying after a backoff delay");
+                    } else {
+                        tracing::debug!(
+                            "watch-list attempt failed; retrying after a backoff delay"
+                        );
+                    }
                     self.report(&e);
                 }
             }
