@@ -16,6 +16,8 @@
 
 mod check;
 mod harness;
+mod hostile;
+mod logs;
 mod scenarios;
 
 use std::process::ExitCode;
@@ -131,11 +133,18 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into()),
-        )
-        .init();
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        use tracing_subscriber::Layer as _;
+        // What RUST_LOG asks for is printed; WARN and ERROR are always kept for the scenarios.
+        let printed =
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into());
+        tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_filter(printed))
+            .with(logs::Tap)
+            .init();
+    }
     let all = scenarios::all();
     let chosen: Vec<&Scenario> = all
         .iter()

@@ -4,6 +4,7 @@ mod churn;
 mod compaction;
 mod controller;
 mod handlers;
+mod hostile;
 mod modes;
 mod resync;
 mod selectors;
@@ -26,9 +27,21 @@ fn secs(n: u64) -> fn(&Opts) -> Duration {
     }
 }
 
+/// One scenario per hostile case (`hostile-*`), in [`hostile::CASES`] order.
+macro_rules! hostile_scenarios {
+    ($($i:literal)*) => {
+        [$(Scenario {
+            name: hostile::CASES[$i].name,
+            about: hostile::CASES[$i].about,
+            timeout: secs(120),
+            run: |o| hostile::run(o, &hostile::CASES[$i]).boxed(),
+        }),*]
+    };
+}
+
 /// Every scenario.
 pub fn all() -> Vec<Scenario> {
-    vec![
+    let mut all = vec![
         Scenario {
             name: "churn-10k-list",
             about: "10k-object initial list, then 1k events/s for 30 s",
@@ -95,5 +108,10 @@ pub fn all() -> Vec<Scenario> {
             timeout: |o| Duration::from_secs(o.soak_seconds + 180),
             run: |o| soak::soak(o).boxed(),
         },
-    ]
+    ];
+    // Before the soak, which is last.
+    let soak = all.pop();
+    all.extend(hostile_scenarios!(0 1 2 3 4 5 6 7 8 9 10 11 12 13));
+    all.extend(soak);
+    all
 }
