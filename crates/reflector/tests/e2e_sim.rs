@@ -17,7 +17,7 @@ use reflector::{
     Reflector, ReflectorOptions, Resource,
 };
 use serde_json::json;
-use sim_apiserver::{RequestKind, SimServer};
+use sim_apiserver::{ListFault, RequestKind, SimServer};
 use tokio_util::sync::CancellationToken;
 
 struct MapStore<K> {
@@ -132,10 +132,13 @@ fn fast_backoff() -> BackoffConfig {
 }
 
 fn start<K: Decode>(config: &ClusterConfig, options: ReflectorOptions) -> Running<K> {
+    let lw = HttpListerWatcher::new(config, Resource::namespaced("", "v1", "pods")).unwrap();
+    start_with(lw, options)
+}
+
+fn start_with<K: Decode>(lw: HttpListerWatcher<K>, options: ReflectorOptions) -> Running<K> {
     let metrics = Arc::new(Metrics::default());
-    let lw = HttpListerWatcher::new(config, Resource::namespaced("", "v1", "pods"))
-        .unwrap()
-        .count_bytes_into(metrics.clone());
+    let lw = lw.count_bytes_into(metrics.clone());
     let store = Arc::new(MapStore::default());
     let r = Arc::new(Reflector::new(lw, store.clone(), options).with_metrics(metrics));
     let cancel = CancellationToken::new();
@@ -792,5 +795,204 @@ async fn watch_events_larger_than_the_read_buffer_arrive_whole() {
             .enumerate()
             .all(|(j, b)| b == b'a' + ((i + j) % 26) as u8));
     }
+    stop(cancel, task).await;
+}
+
+// The simulator's misbehaving-server modes, against the real client: nothing cached is lost, every
+// failure is retried after a backoff, and the reflector recovers once the server behaves.
+
+fn pods_lw(sim: &SimServer) -> HttpListerWatcher<DynamicObject> {
+    HttpListerWatcher::new(&config_for(sim), Resource::namespaced("", "v1", "pods")).unwrap()
+}
+
+fn fast() -> ReflectorOptions {
+    ReflectorOptions {
+        backoff: fast_backoff(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relists_answered_with_what_is_not_a_list_keep_the_store_and_then_recover() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 3);
+    let (r, store, cancel, task) = start_with(pods_lw(&sim), fast());
+    store.until("initial list", |s| s.len() == 3).await;
+    for (round, fault) in [
+        ListFault::StatusWithOk,
+        ListFault::EmptyObject,
+        ListFault::Html,
+        ListFault::NoResourceVersion,
+        ListFault::CloseMidBody,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let lists = sim.counters().lists;
+        let replaces = store.replaces.load(Ordering::SeqCst);
+        let failures = r.metrics().backoff_waits;
+        // Two bad answers, and the watch ends with a 410 so that the reflector relists into them.
+        sim.faults().list_body(fault, 2).error_event(410);
+        let name = format!("new-{round}");
+        sim.create("pods", Some("default"), json!({"metadata": {"name": name}}))
+            .unwrap();
+        store
+            .until(&format!("{fault:?}: the relist that works"), |s| {
+                s.replaces.load(Ordering::SeqCst) == replaces + 1
+            })
+            .await;
+        assert!(store.has(&format!("default/{name}")), "{fault:?}");
+        assert_eq!(store.len(), 4 + round, "{fault:?}: nothing lost");
+        assert_eq!(store.deletes.load(Ordering::SeqCst), 0, "{fault:?}");
+        assert_eq!(
+            sim.counters().lists,
+            lists + 3,
+            "{fault:?}: two refused, one kept"
+        );
+        assert!(
+            r.metrics().backoff_waits >= failures + 3,
+            "{fault:?}: each failed list waits a backoff (and so does the relist itself)"
+        );
+    }
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_list_answered_with_a_status_never_fills_the_store() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 3);
+    sim.faults().list_body(ListFault::StatusWithOk, 3);
+    let (_r, store, cancel, task) = start_with(pods_lw(&sim), fast());
+    store.until("the list that works", |s| s.len() == 3).await;
+    assert_eq!(
+        store.replaces.load(Ordering::SeqCst),
+        1,
+        "only the real list was applied"
+    );
+    assert_eq!(sim.counters().lists, 4);
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeating_continue_token_fails_the_list_instead_of_paging_forever() {
+    let sim = SimServer::builder()
+        .watch_cache(false)
+        .start()
+        .await
+        .unwrap();
+    create_pods(&sim, "default", 5);
+    // Answered: page 1 + the repeated token (detected), then page 1 + the same token, now refused
+    // by the server (400); the third list pages normally.
+    sim.faults().list_body(ListFault::RepeatContinue, 3);
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let (r, store, cancel, task) = start_with(
+        pods_lw(&sim),
+        ReflectorOptions {
+            page_size: 2,
+            ..fast()
+        },
+    );
+    r.set_watch_error_handler(Arc::new({
+        let errors = errors.clone();
+        move |e: &reflector::ReflectorError| errors.lock().push(e.to_string())
+    }));
+    store.until("the whole list", |s| s.len() == 5).await;
+    assert_eq!(store.replaces.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        sim.counters().lists,
+        2 + 2 + 3,
+        "bounded: two short lists, then three pages"
+    );
+    assert!(
+        errors
+            .lock()
+            .iter()
+            .any(|e| e.contains("repeated the continue token")),
+        "{:?}",
+        errors.lock()
+    );
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_list_body_stops_at_the_page_limit() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 3);
+    sim.faults().list_body(ListFault::Endless, 2);
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let (r, store, cancel, task) = start_with(pods_lw(&sim).max_list_page_bytes(1 << 20), fast());
+    r.set_watch_error_handler(Arc::new({
+        let errors = errors.clone();
+        move |e: &reflector::ReflectorError| errors.lock().push(e.to_string())
+    }));
+    store.until("the list that works", |s| s.len() == 3).await;
+    let errors = errors.lock().clone();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("exceeds the maximum of 1048576 bytes")),
+        "{errors:?}"
+    );
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_watch_is_ended_by_its_idle_timeout_and_resumed_without_a_relist() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 2);
+    sim.faults().silent_watches(1);
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let (r, store, cancel, task) = start_with(
+        pods_lw(&sim).watch_idle_timeout(Duration::from_millis(800)),
+        fast(),
+    );
+    r.set_watch_error_handler(Arc::new({
+        let errors = errors.clone();
+        move |e: &reflector::ReflectorError| errors.lock().push(e.to_string())
+    }));
+    store.until("initial list", |s| s.len() == 2).await;
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "later"}}),
+    )
+    .unwrap();
+    store
+        .until("the change, on the resumed watch", |s| {
+            s.has("default/later")
+        })
+        .await;
+    assert_eq!(sim.counters().lists, 1, "resumed, not relisted");
+    assert_eq!(sim.counters().watches, 2);
+    assert!(
+        errors.lock().iter().any(|e| e.contains("received nothing")),
+        "{:?}",
+        errors.lock()
+    );
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_event_type_ends_the_watch_and_the_reflector_relists() {
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 2);
+    let (_r, store, cancel, task) = start_with(pods_lw(&sim), fast());
+    store.until("initial list", |s| s.len() == 2).await;
+    sim.faults().unknown_event_type();
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "after"}}),
+    )
+    .unwrap();
+    store
+        .until("the object, via the relist", |s| s.has("default/after"))
+        .await;
+    store
+        .until("second list", |s| s.replaces.load(Ordering::SeqCst) == 2)
+        .await;
+    assert_eq!(sim.counters().lists, 2);
+    assert_eq!(store.deletes.load(Ordering::SeqCst), 0);
     stop(cancel, task).await;
 }
