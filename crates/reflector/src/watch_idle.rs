@@ -9,15 +9,17 @@
 //! Without this bound such a watch would hang until the kernel gives up on the connection, which
 //! may be never.
 //!
-//! Cost on the hot path: each chunk read sets a flag ([`Activity::mark`], one relaxed store). The
-//! timer is re-armed only once per eighth of the timeout, and the stream is declared idle after
-//! eight consecutive ticks without activity: silence is detected between the timeout and 9/8 of it.
+//! Cost on the hot path: each chunk read sets a flag ([`Activity::mark`], one relaxed store), and
+//! each time the stream has nothing ready the timer's state is read (one atomic load); the timer
+//! itself is polled only when it has fired or the stream is polled from another task. It is
+//! re-armed once per eighth of the timeout, and the stream is declared idle after eight consecutive
+//! ticks without activity: silence is detected between the timeout and 9/8 of it.
 
 use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::Stream;
@@ -74,6 +76,7 @@ pub(crate) fn with_idle_timeout<K: Send + 'static>(
         timeout,
         tick,
         timer: Box::pin(tokio::time::sleep(tick)),
+        armed_for: None,
         silent_ticks: 0,
         done: false,
     })
@@ -85,6 +88,9 @@ struct IdleTimeout<K> {
     timeout: Duration,
     tick: Duration,
     timer: Pin<Box<Sleep>>,
+    /// The waker the armed timer will wake; `None` until the timer has been polled since its
+    /// last reset.
+    armed_for: Option<Waker>,
     silent_ticks: u32,
     done: bool,
 }
@@ -101,6 +107,13 @@ impl<K> Stream for IdleTimeout<K> {
             this.done = item.is_none();
             return Poll::Ready(item);
         }
+        let armed = this
+            .armed_for
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()));
+        if armed && !this.timer.is_elapsed() {
+            return Poll::Pending;
+        }
         while this.timer.as_mut().poll(cx).is_ready() {
             if this.activity.take() {
                 this.silent_ticks = 0;
@@ -114,6 +127,7 @@ impl<K> Stream for IdleTimeout<K> {
             let next = Instant::now() + this.tick;
             this.timer.as_mut().reset(next);
         }
+        this.armed_for = Some(cx.waker().clone());
         Poll::Pending
     }
 }
@@ -180,6 +194,20 @@ mod tests {
             s.next().await,
             Some(Err(ReflectorError::WatchIdle(_)))
         ));
+        assert!(start.elapsed() <= Duration::from_secs(9));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_moved_to_another_task_after_arming_still_times_out() {
+        let silent: WatchStream<()> = Box::pin(futures::stream::pending());
+        let mut s = with_idle_timeout(silent, Activity::default(), Duration::from_secs(8));
+        assert!(futures::poll!(s.next()).is_pending(), "armed for this task");
+        let start = Instant::now();
+        let moved = tokio::spawn(async move { s.next().await });
+        match moved.await.unwrap() {
+            Some(Err(ReflectorError::WatchIdle(_))) => {}
+            other => panic!("expected an idle error, got {other:?}"),
+        }
         assert!(start.elapsed() <= Duration::from_secs(9));
     }
 
