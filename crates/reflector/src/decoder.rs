@@ -34,8 +34,8 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use thiserror::Error;
 
+use crate::client::Status;
 use crate::object::{Decode, Frame};
-use crate::status::Status;
 
 /// Default maximum size of one watch event: 16 MiB.
 pub const DEFAULT_MAX_EVENT_SIZE: usize = 16 << 20;

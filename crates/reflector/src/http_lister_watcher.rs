@@ -7,16 +7,16 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
 
-use crate::client::{Client, DEFAULT_MAX_BODY_BYTES};
-use crate::config::{ClusterConfig, ConfigError};
+use crate::client::{
+    BoxError, Client, ClusterConfig, ConfigError, ListOptions, Resource, WatchOptions,
+    DEFAULT_MAX_BODY_BYTES,
+};
 use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
-use crate::error::{BoxError, ReflectorError};
+use crate::error::ReflectorError;
 use crate::list::ObjectList;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::Metrics;
 use crate::object::Decode;
-use crate::params::{ListOptions, WatchOptions};
-use crate::resource::Resource;
 use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body;
 
@@ -105,7 +105,7 @@ impl<K> HttpListerWatcher<K> {
 
     /// Largest accepted list response, in bytes (default [`DEFAULT_MAX_BODY_BYTES`], 1 GiB): a
     /// larger page, or a body that never ends, fails with
-    /// [`ReflectorError::BodyTooLarge`](crate::ReflectorError::BodyTooLarge) instead of growing
+    /// [`ClientError::BodyTooLarge`](crate::ClientError::BodyTooLarge) instead of growing
     /// memory without bound. Raise it only for unpaginated lists of huge resources.
     pub fn max_list_page_bytes(mut self, bytes: usize) -> Self {
         self.max_list_page_bytes = bytes;

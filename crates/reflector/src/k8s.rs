@@ -8,7 +8,7 @@
 
 use std::any::TypeId;
 
-use crate::resource::Resource;
+use crate::client::Resource;
 
 impl Resource {
     /// The address of a `k8s_openapi` resource type: group, version, plural and scope from the

@@ -39,53 +39,55 @@
 //! ```
 #![deny(missing_docs)]
 
-mod auth;
+pub mod client;
+
 mod backoff;
-mod client;
-mod config;
 mod decoder;
 mod error;
 mod http_lister_watcher;
-mod incluster;
 #[cfg(feature = "k8s-openapi")]
 mod k8s;
-mod kubeconfig;
 mod list;
 mod lister_watcher;
 mod metrics;
 mod object;
-mod params;
-mod rate_limit;
 mod reflector;
-mod resource;
-mod status;
-mod watch_body;
 mod watch_idle;
 mod watch_stream;
 
-pub use auth::ExecConfig;
 pub use backoff::{Backoff, BackoffConfig};
-pub use client::{Client, DEFAULT_MAX_BODY_BYTES};
-pub use config::{ClusterConfig, ConfigError, Credentials};
+pub use client::{
+    ApiResource, BoxError, Client, ClientError, ClusterConfig, ConfigError, Credentials,
+    ExecConfig, ListOptions, RateLimit, Resource, ResourceVersionMatch, Status, StatusCause,
+    StatusDetails, WatchBody, WatchOptions, DEFAULT_MAX_BODY_BYTES, SERVICE_ACCOUNT_DIR,
+};
 pub use decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
     INITIAL_EVENTS_END_ANNOTATION,
 };
-pub use error::{BoxError, ReflectorError};
+pub use error::ReflectorError;
 pub use http_lister_watcher::HttpListerWatcher;
-pub use incluster::SERVICE_ACCOUNT_DIR;
 pub use list::{ListError, ObjectList, PaginationError, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 pub use lister_watcher::{ListerWatcher, WatchStream};
 pub use metrics::{Metrics, MetricsSnapshot};
 pub use object::{Decode, Frame};
-pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
-pub use rate_limit::RateLimit;
 pub use reflector::{Reflector, ReflectorOptions, ShouldResync, WatchErrorHandler};
-pub use resource::{ApiResource, Resource};
-pub use status::{Status, StatusCause, StatusDetails};
-pub use watch_body::WatchBody;
 pub use watch_idle::{DEFAULT_WATCH_IDLE_TIMEOUT, WATCH_IDLE_MARGIN};
 pub use watch_stream::decode_watch_body;
+
+/// What a user of this layer needs, in one import (the layers below included, and
+/// `CancellationToken` to stop a reflector): `use reflector::prelude::*;`.
+pub mod prelude {
+    pub use crate::delta_fifo::prelude::*;
+    pub use crate::{
+        Client, ClientError, ClusterConfig, Decode, HttpListerWatcher, ListerWatcher, Reflector,
+        ReflectorError, ReflectorOptions, Resource, WatchEvent,
+    };
+    pub use tokio_util::sync::CancellationToken;
+}
+
+/// The cancellation token that stops reflectors, informers and controllers.
+pub use tokio_util::sync::CancellationToken;
 
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use delta_fifo;

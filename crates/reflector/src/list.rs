@@ -9,11 +9,11 @@ use bytes::Bytes;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
+use crate::client::ListOptions;
+use crate::client::Status;
 use crate::error::ReflectorError;
 use crate::lister_watcher::ListerWatcher;
 use crate::object::{Decode, Frame};
-use crate::params::ListOptions;
-use crate::status::Status;
 
 /// client-go's default page size.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -68,7 +68,7 @@ impl<K: Decode> ObjectList<K> {
     ///
     /// Servers and proxies do not always mean what their HTTP status says, so the body decides:
     /// - a `Status` object (whatever the HTTP code was, 200 included) is
-    ///   [`ReflectorError::Api`] carrying that Status, as client-go turns such a body into an
+    ///   [`ClientError::Api`](crate::ClientError::Api) carrying that Status, as client-go turns such a body into an
     ///   error;
     /// - a body that is not a list — not JSON (an HTML error page), no `kind` ending in `List`,
     ///   no `items` field, no `metadata.resourceVersion`, items that are not objects of the type —
@@ -539,7 +539,7 @@ mod tests {
         }
         async fn watch(
             &self,
-            _: crate::params::WatchOptions,
+            _: crate::client::WatchOptions,
         ) -> Result<crate::lister_watcher::WatchStream<DynamicObject>, ReflectorError> {
             unreachable!("list_all never watches")
         }

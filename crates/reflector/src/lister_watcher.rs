@@ -4,10 +4,10 @@ use std::future::Future;
 
 use futures::stream::BoxStream;
 
+use crate::client::{ListOptions, WatchOptions};
 use crate::decoder::WatchEvent;
 use crate::error::ReflectorError;
 use crate::list::ObjectList;
-use crate::params::{ListOptions, WatchOptions};
 
 /// A watch in progress: events in order, `None` when the server closed it normally. Dropping it
 /// closes the connection.

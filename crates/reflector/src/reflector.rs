@@ -29,12 +29,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::backoff::{Backoff, BackoffConfig};
+use crate::client::{ListOptions, ResourceVersionMatch, WatchOptions};
 use crate::decoder::WatchEvent;
 use crate::error::ReflectorError;
 use crate::list::{list_all, PageLimits, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::params::{ListOptions, ResourceVersionMatch, WatchOptions};
 
 /// Decides, at each resync tick, whether to resync now (contract C12.1).
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;

@@ -39,8 +39,9 @@ use futures::{FutureExt as _, Stream, StreamExt as _};
 use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 
+use crate::client::BoxError;
 use crate::decoder::{decode_frames, DecodeError, RawFrame, WatchDecoder, WatchEvent};
-use crate::error::{BoxError, ReflectorError};
+use crate::error::ReflectorError;
 use crate::lister_watcher::WatchStream;
 use crate::object::Decode;
 

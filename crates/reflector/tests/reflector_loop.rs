@@ -444,10 +444,10 @@ async fn watch_refused_with_429_is_reopened_after_backoff_without_relisting() {
         start.elapsed(),
         Duration::from_millis(800 + 1600 + 3200 + 6400)
     );
-    let refused = ReflectorError::transport(
+    let refused = ReflectorError::from(reflector::ClientError::transport(
         "connect",
         Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
-    );
+    ));
     assert!(refused.is_connection_refused());
 }
 

@@ -132,7 +132,7 @@ async fn a_relist_after_410_delivers_missing_objects_as_tombstones() {
         ..Status::default()
     };
     lw.break_watch(
-        ReflectorError::Api(Box::new(gone)),
+        ReflectorError::api(gone),
         vec![pod("a", 1), pod("c", 7)],
         "7",
     );

@@ -15,16 +15,15 @@ use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
 use hyper_util::client::legacy::connect::{Connection as _, HttpConnector};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 
-use crate::auth::Authenticator;
-use crate::config::{ClusterConfig, ConfigError};
-use crate::error::ReflectorError;
-use crate::rate_limit::TokenBucket;
-use crate::watch_body::{send_on_dedicated_http1, WatchBody};
+use super::auth::Authenticator;
+use super::config::ClusterConfig;
+use super::error::{ClientError, ConfigError};
+use super::rate_limit::TokenBucket;
+use super::status::Status;
+use super::tls::{tls_config, tls_err};
+use super::watch_body::{send_on_dedicated_http1, WatchBody};
 
 type HyperClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
@@ -58,113 +57,6 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("server", &self.base)
             .finish()
-    }
-}
-
-fn tls_err(what: &str, e: impl std::fmt::Display) -> ConfigError {
-    ConfigError::Tls(format!("{what}: {e}"))
-}
-
-fn tls_config(config: &ClusterConfig) -> Result<rustls::ClientConfig, ConfigError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_err("protocol versions", e))?;
-    let builder = if config.insecure_skip_tls_verify {
-        tracing::warn!(
-            server = %config.server,
-            "insecure-skip-tls-verify is set: the server's certificate is NOT verified"
-        );
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
-    } else {
-        let mut roots = rustls::RootCertStore::empty();
-        if let Some(ca) = &config.certificate_authority {
-            for cert in rustls_pemfile::certs(&mut ca.as_slice()) {
-                let cert = cert.map_err(|e| tls_err("certificate-authority", e))?;
-                roots
-                    .add(cert)
-                    .map_err(|e| tls_err("certificate-authority", e))?;
-            }
-            if roots.is_empty() {
-                return Err(ConfigError::Tls(
-                    "certificate-authority: no certificate in the PEM data".into(),
-                ));
-            }
-        }
-        builder.with_root_certificates(roots)
-    };
-    match (&config.client_certificate, &config.client_key) {
-        (Some(cert), Some(key)) => {
-            let certs: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut cert.as_slice())
-                .collect::<Result<_, _>>()
-                .map_err(|e| tls_err("client-certificate", e))?;
-            if certs.is_empty() {
-                return Err(ConfigError::Tls(
-                    "client-certificate: no certificate in the PEM data".into(),
-                ));
-            }
-            let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key.as_slice())
-                .map_err(|e| tls_err("client-key", e))?
-                .ok_or_else(|| {
-                    ConfigError::Tls("client-key: no private key in the PEM data".into())
-                })?;
-            builder
-                .with_client_auth_cert(certs, key)
-                .map_err(|e| tls_err("client certificate and key", e))
-        }
-        (None, None) => Ok(builder.with_no_client_auth()),
-        _ => Err(ConfigError::Tls(
-            "client-certificate and client-key must be given together".into(),
-        )),
-    }
-}
-
-/// Accepts any server certificate (`insecure-skip-tls-verify`), still checking handshake
-/// signatures.
-#[derive(Debug)]
-struct NoVerify(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -223,7 +115,7 @@ impl Client {
 
     /// Sends `GET path_and_query` and returns the response head once it arrives (any status),
     /// after waiting for the client's rate limiter.
-    pub async fn send(&self, path_and_query: &str) -> Result<Response<Incoming>, ReflectorError> {
+    pub async fn send(&self, path_and_query: &str) -> Result<Response<Incoming>, ClientError> {
         if let Some(bucket) = &self.requests {
             bucket.acquire(path_and_query).await;
         }
@@ -231,14 +123,14 @@ impl Client {
     }
 
     /// [`send`](Self::send) without the rate limiter (the caller has waited for its own).
-    async fn send_now(&self, path_and_query: &str) -> Result<Response<Incoming>, ReflectorError> {
+    async fn send_now(&self, path_and_query: &str) -> Result<Response<Incoming>, ClientError> {
         let uri = format!("{}{}", self.base, path_and_query);
         let req = self.request(&uri, &uri).await?;
         let resp = self
             .inner
             .request(req)
             .await
-            .map_err(|e| ReflectorError::transport(format!("GET {uri}"), Box::new(e)))?;
+            .map_err(|e| ClientError::transport(format!("GET {uri}"), Box::new(e)))?;
         if resp.version() == http::Version::HTTP_2 {
             self.http2.store(true, Ordering::Relaxed);
         }
@@ -247,30 +139,25 @@ impl Client {
 
     /// A `GET` of `target` (absolute for the pool, origin-form on a dedicated connection), with
     /// the credentials' current `Authorization` header; `uri` names it in errors.
-    async fn request(
-        &self,
-        uri: &str,
-        target: &str,
-    ) -> Result<Request<Empty<Bytes>>, ReflectorError> {
+    async fn request(&self, uri: &str, target: &str) -> Result<Request<Empty<Bytes>>, ClientError> {
         let mut req = Request::get(target).header(ACCEPT, "application/json");
         if let Some(h) = self.auth.header().await? {
             req = req.header(AUTHORIZATION, h);
         }
-        req.body(Empty::new()).map_err(|e| {
-            ReflectorError::transport(format!("building request for {uri}"), Box::new(e))
-        })
+        req.body(Empty::new())
+            .map_err(|e| ClientError::transport(format!("building request for {uri}"), Box::new(e)))
     }
 
     /// Opens a watch (`GET path_and_query` whose body streams): returns the body of a successful
     /// response once its head arrives, within the request timeout; an error status is read and
-    /// returned as [`ReflectorError::Api`]. The body itself has no timeout (the server ends a
+    /// returned as [`ClientError::Api`]. The body itself has no timeout (the server ends a
     /// watch after its `timeoutSeconds`).
     ///
     /// Over HTTP/1.1 the watch gets a connection of its own that its body drives as it is read
     /// (see [`WatchBody`] for why); over HTTP/2 it shares the pool's multiplexed connection. The
     /// protocol is learned from the server's answers: a dedicated connection whose ALPN
     /// negotiation picks HTTP/2 is dropped and the watch goes to the pool, as do all later ones.
-    pub async fn watch(&self, path_and_query: &str) -> Result<WatchBody, ReflectorError> {
+    pub async fn watch(&self, path_and_query: &str) -> Result<WatchBody, ClientError> {
         if let Some(bucket) = &self.watches {
             bucket.acquire(path_and_query).await;
         }
@@ -281,7 +168,7 @@ impl Client {
                         return Ok(resp);
                     }
                 }
-                Ok::<_, ReflectorError>(
+                Ok::<_, ClientError>(
                     self.send_now(path_and_query)
                         .await?
                         .map(WatchBody::without_driver),
@@ -296,7 +183,7 @@ impl Client {
 
     /// The error a non-success response means: its body read (bounded in size and time) as a
     /// `Status`, or a status made from the HTTP code when the body is not one.
-    async fn error_response<B>(&self, resp: Response<B>) -> ReflectorError
+    async fn error_response<B>(&self, resp: Response<B>) -> ClientError
     where
         B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
     {
@@ -314,21 +201,21 @@ impl Client {
             // The code alone still says what happened.
             Ok(Err(_)) | Err(_) => Bytes::new(),
         };
-        ReflectorError::api(crate::status::Status::from_response(code, &body))
+        ClientError::api(Status::from_response(code, &body))
     }
 
     /// Sends the watch on a new HTTP/1.1 connection; `None` when the server picked HTTP/2.
     async fn watch_on_dedicated_connection(
         &self,
         path_and_query: &str,
-    ) -> Result<Option<Response<WatchBody>>, ReflectorError> {
+    ) -> Result<Option<Response<WatchBody>>, ClientError> {
         use tower_service::Service as _;
         let full = format!("{}{}", self.base, path_and_query);
         let uri: http::Uri = full.parse().map_err(|e| {
-            ReflectorError::transport(format!("building request for {full}"), Box::new(e))
+            ClientError::transport(format!("building request for {full}"), Box::new(e))
         })?;
         let connect_err = |e: Box<dyn std::error::Error + Send + Sync>| {
-            ReflectorError::transport(format!("GET {full}"), e)
+            ClientError::transport(format!("GET {full}"), e)
         };
         let mut connector = self.connector.clone();
         futures::future::poll_fn(|cx| connector.poll_ready(cx))
@@ -343,22 +230,22 @@ impl Client {
         let mut req = self.request(&full, target).await?;
         if let Some(authority) = uri.authority() {
             let host = http::HeaderValue::from_str(authority.as_str()).map_err(|e| {
-                ReflectorError::transport(format!("building request for {full}"), Box::new(e))
+                ClientError::transport(format!("building request for {full}"), Box::new(e))
             })?;
             req.headers_mut().insert(http::header::HOST, host);
         }
         let resp = send_on_dedicated_http1(io, req)
             .await
-            .map_err(|e| ReflectorError::transport(format!("GET {full}"), Box::new(e)))?;
+            .map_err(|e| ClientError::transport(format!("GET {full}"), Box::new(e)))?;
         Ok(Some(resp))
     }
 
     /// Sends `GET path_and_query` and returns a successful response's head; an error status is
-    /// read (bounded by the request timeout) and returned as [`ReflectorError::Api`].
+    /// read (bounded by the request timeout) and returned as [`ClientError::Api`].
     pub async fn get_stream(
         &self,
         path_and_query: &str,
-    ) -> Result<Response<Incoming>, ReflectorError> {
+    ) -> Result<Response<Incoming>, ClientError> {
         let resp = self.send(path_and_query).await?;
         if resp.status().is_success() {
             return Ok(resp);
@@ -368,19 +255,19 @@ impl Client {
 
     /// `GET path_and_query` and the whole body, within the request timeout and at most
     /// [`DEFAULT_MAX_BODY_BYTES`].
-    pub async fn get_bytes(&self, path_and_query: &str) -> Result<Bytes, ReflectorError> {
+    pub async fn get_bytes(&self, path_and_query: &str) -> Result<Bytes, ClientError> {
         self.get_bytes_within(path_and_query, DEFAULT_MAX_BODY_BYTES)
             .await
     }
 
     /// `GET path_and_query` and the whole body, within the request timeout; a body longer than
     /// `max_bytes` (announced by its `Content-Length` or found while reading) is
-    /// [`ReflectorError::BodyTooLarge`], and reading stops there.
+    /// [`ClientError::BodyTooLarge`], and reading stops there.
     pub async fn get_bytes_within(
         &self,
         path_and_query: &str,
         max_bytes: usize,
-    ) -> Result<Bytes, ReflectorError> {
+    ) -> Result<Bytes, ClientError> {
         if let Some(bucket) = &self.requests {
             // Outside the request timeout: waiting for our own limiter is not the server's delay.
             bucket.acquire(path_and_query).await;
@@ -406,11 +293,11 @@ impl Client {
     async fn with_timeout<T>(
         &self,
         fut: impl std::future::Future<Output = T>,
-    ) -> Result<T, ReflectorError> {
+    ) -> Result<T, ClientError> {
         match self.request_timeout {
             Some(t) => tokio::time::timeout(t, fut)
                 .await
-                .map_err(|_| ReflectorError::Timeout(t)),
+                .map_err(|_| ClientError::Timeout(t)),
             None => Ok(fut.await),
         }
     }
@@ -424,19 +311,18 @@ async fn read_body<B>(
     len: Option<usize>,
     max: usize,
     what: &str,
-) -> Result<Bytes, ReflectorError>
+) -> Result<Bytes, ClientError>
 where
     B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
 {
-    let too_large = || ReflectorError::BodyTooLarge {
+    let too_large = || ClientError::BodyTooLarge {
         what: what.to_string(),
         limit: max,
     };
     if len.is_some_and(|len| len > max) {
         return Err(too_large());
     }
-    let read_err =
-        |e| ReflectorError::transport(format!("reading the body of {what}"), Box::new(e));
+    let read_err = |e| ClientError::transport(format!("reading the body of {what}"), Box::new(e));
     let first = match body.frame().await {
         None => return Ok(Bytes::new()),
         Some(f) => f.map_err(read_err)?,

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use crate::config::{ClusterConfig, ConfigError, Credentials};
+use super::config::{ClusterConfig, Credentials};
+use super::error::ConfigError;
 
 /// Where Kubernetes mounts the service account's credentials.
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";

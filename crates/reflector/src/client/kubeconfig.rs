@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use base64::Engine as _;
 use serde::Deserialize;
 
-use crate::auth::ExecConfig;
-use crate::config::{ClusterConfig, ConfigError, Credentials};
+use super::config::{ClusterConfig, Credentials, ExecConfig};
+use super::error::ConfigError;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]

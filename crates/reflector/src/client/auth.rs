@@ -9,21 +9,8 @@ use http::HeaderValue;
 use parking_lot::Mutex;
 use serde::Deserialize;
 
-use crate::config::Credentials;
-use crate::error::ReflectorError;
-
-/// An exec credential plugin (kubeconfig `users[].user.exec`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExecConfig {
-    /// The program (resolved against the kubeconfig's directory when it contains a `/`).
-    pub command: PathBuf,
-    /// Its arguments.
-    pub args: Vec<String>,
-    /// Extra environment variables.
-    pub env: Vec<(String, String)>,
-    /// The `ExecCredential` API version (`client.authentication.k8s.io/v1`).
-    pub api_version: String,
-}
+use super::config::{Credentials, ExecConfig};
+use super::error::ClientError;
 
 #[derive(Deserialize)]
 struct ExecCredential {
@@ -53,6 +40,9 @@ struct Cache {
 pub(crate) struct Authenticator {
     credentials: Credentials,
     cache: Mutex<Cache>,
+    /// Held while an exec plugin runs, so that concurrent requests (several informers sharing a
+    /// client, at start-up) wait for one run instead of each starting their own.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -61,9 +51,9 @@ impl std::fmt::Debug for Authenticator {
     }
 }
 
-fn bearer(token: &str) -> Result<HeaderValue, ReflectorError> {
+fn bearer(token: &str) -> Result<HeaderValue, ClientError> {
     let mut v = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
-        .map_err(|_| ReflectorError::Auth("token is not a valid header value".into()))?;
+        .map_err(|_| ClientError::Auth("token is not a valid header value".into()))?;
     v.set_sensitive(true);
     Ok(v)
 }
@@ -73,11 +63,12 @@ impl Authenticator {
         Authenticator {
             credentials,
             cache: Mutex::new(Cache::default()),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
     /// The `Authorization` header value, if any.
-    pub(crate) async fn header(&self) -> Result<Option<HeaderValue>, ReflectorError> {
+    pub(crate) async fn header(&self) -> Result<Option<HeaderValue>, ClientError> {
         match &self.credentials {
             Credentials::None => Ok(None),
             Credentials::Token(t) => bearer(t).map(Some),
@@ -85,7 +76,7 @@ impl Authenticator {
                 let enc = base64::engine::general_purpose::STANDARD
                     .encode(format!("{username}:{password}"));
                 let mut v = HeaderValue::from_str(&format!("Basic {enc}"))
-                    .map_err(|_| ReflectorError::Auth("invalid basic credentials".into()))?;
+                    .map_err(|_| ClientError::Auth("invalid basic credentials".into()))?;
                 v.set_sensitive(true);
                 Ok(Some(v))
             }
@@ -94,9 +85,9 @@ impl Authenticator {
         }
     }
 
-    fn token_file(&self, path: &PathBuf) -> Result<HeaderValue, ReflectorError> {
+    fn token_file(&self, path: &PathBuf) -> Result<HeaderValue, ClientError> {
         let meta = std::fs::metadata(path)
-            .map_err(|e| ReflectorError::Auth(format!("token file {}: {e}", path.display())))?;
+            .map_err(|e| ClientError::Auth(format!("token file {}: {e}", path.display())))?;
         let stamp = (meta.modified().unwrap_or(UNIX_EPOCH), meta.len());
         let mut cache = self.cache.lock();
         if let (Some(h), Some(s)) = (&cache.header, cache.file_stamp) {
@@ -105,25 +96,31 @@ impl Authenticator {
             }
         }
         let token = std::fs::read_to_string(path)
-            .map_err(|e| ReflectorError::Auth(format!("token file {}: {e}", path.display())))?;
+            .map_err(|e| ClientError::Auth(format!("token file {}: {e}", path.display())))?;
         let header = bearer(&token)?;
         cache.header = Some(header.clone());
         cache.file_stamp = Some(stamp);
         Ok(header)
     }
 
-    async fn exec(&self, exec: &ExecConfig) -> Result<HeaderValue, ReflectorError> {
-        {
-            let cache = self.cache.lock();
-            if let Some(h) = &cache.header {
-                // Refresh a little before expiry so a request never carries an expired token.
-                let fresh = cache
-                    .expires
-                    .is_none_or(|e| SystemTime::now() + Duration::from_secs(10) < e);
-                if fresh {
-                    return Ok(h.clone());
-                }
-            }
+    /// The cached exec credential, while it is not about to expire: a little before expiry it
+    /// is refreshed, so a request never carries an expired token.
+    fn fresh_exec_header(&self) -> Option<HeaderValue> {
+        let cache = self.cache.lock();
+        let fresh = cache
+            .expires
+            .is_none_or(|e| SystemTime::now() + Duration::from_secs(10) < e);
+        cache.header.clone().filter(|_| fresh)
+    }
+
+    async fn exec(&self, exec: &ExecConfig) -> Result<HeaderValue, ClientError> {
+        if let Some(h) = self.fresh_exec_header() {
+            return Ok(h);
+        }
+        // Single flight: whoever waited here while another ran the plugin takes its result.
+        let _running = self.refreshing.lock().await;
+        if let Some(h) = self.fresh_exec_header() {
+            return Ok(h);
         }
         let (token, expires) = run_exec(exec).await?;
         let header = bearer(&token)?;
@@ -134,7 +131,7 @@ impl Authenticator {
     }
 }
 
-async fn run_exec(exec: &ExecConfig) -> Result<(String, Option<SystemTime>), ReflectorError> {
+async fn run_exec(exec: &ExecConfig) -> Result<(String, Option<SystemTime>), ClientError> {
     let api_version = if exec.api_version.is_empty() {
         "client.authentication.k8s.io/v1"
     } else {
@@ -153,9 +150,9 @@ async fn run_exec(exec: &ExecConfig) -> Result<(String, Option<SystemTime>), Ref
         .kill_on_drop(true)
         .output()
         .await
-        .map_err(|e| ReflectorError::Auth(format!("running {}: {e}", exec.command.display())))?;
+        .map_err(|e| ClientError::Auth(format!("running {}: {e}", exec.command.display())))?;
     if !output.status.success() {
-        return Err(ReflectorError::Auth(format!(
+        return Err(ClientError::Auth(format!(
             "{} exited with {}: {}",
             exec.command.display(),
             output.status,
@@ -163,16 +160,16 @@ async fn run_exec(exec: &ExecConfig) -> Result<(String, Option<SystemTime>), Ref
         )));
     }
     let cred: ExecCredential = serde_json::from_slice(&output.stdout)
-        .map_err(|e| ReflectorError::Auth(format!("exec plugin output: {e}")))?;
+        .map_err(|e| ClientError::Auth(format!("exec plugin output: {e}")))?;
     let status = cred
         .status
-        .ok_or_else(|| ReflectorError::Auth("exec plugin output has no status".into()))?;
+        .ok_or_else(|| ClientError::Auth("exec plugin output has no status".into()))?;
     let token = status
         .token
-        .ok_or_else(|| ReflectorError::Auth("exec plugin returned no token".into()))?;
+        .ok_or_else(|| ClientError::Auth("exec plugin returned no token".into()))?;
     let expires = match status.expiration_timestamp {
         Some(ts) => Some(parse_rfc3339(&ts).ok_or_else(|| {
-            ReflectorError::Auth(format!(
+            ClientError::Auth(format!(
                 "exec plugin expirationTimestamp {ts:?} is not RFC 3339"
             ))
         })?),

@@ -3,10 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use thiserror::Error;
-
-use crate::auth::ExecConfig;
-use crate::rate_limit::RateLimit;
+use super::error::ConfigError;
+use super::rate_limit::RateLimit;
 
 /// How to reach and authenticate to one API server. Build it by hand, from a kubeconfig
 /// ([`ClusterConfig::from_kubeconfig`](crate::ClusterConfig::from_kubeconfig)) or from inside a
@@ -80,51 +78,6 @@ pub enum Credentials {
     Exec(ExecConfig),
 }
 
-/// Configuration that cannot be loaded or used.
-#[derive(Debug, Error)]
-pub enum ConfigError {
-    /// A file could not be read.
-    #[error("reading {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A kubeconfig file is not valid YAML of a kubeconfig.
-    #[error("parsing kubeconfig {path}: {source}")]
-    Yaml {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: serde_yaml::Error,
-    },
-    /// A kubeconfig field is missing or wrong; `field` names it (`users[admin].user.token`).
-    #[error("kubeconfig field {field}: {reason}")]
-    Field {
-        /// Path of the field.
-        field: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// Not running in a pod, or the pod's environment is incomplete.
-    #[error("in-cluster configuration: {0}")]
-    InCluster(String),
-    /// Certificates or keys are unusable.
-    #[error("TLS configuration: {0}")]
-    Tls(String),
-    /// The server URL is invalid.
-    #[error("invalid server URL {url:?}: {reason}")]
-    Url {
-        /// The URL.
-        url: String,
-        /// Why.
-        reason: String,
-    },
-}
-
 impl ClusterConfig {
     /// A configuration for `server` with defaults: no credentials, namespace `default`.
     pub fn new(server: &str) -> Result<Self, ConfigError> {
@@ -162,4 +115,17 @@ impl ClusterConfig {
             watch_rate_limit: Some(RateLimit::DEFAULT_WATCHES),
         })
     }
+}
+
+/// An exec credential plugin (kubeconfig `users[].user.exec`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecConfig {
+    /// The program (resolved against the kubeconfig's directory when it contains a `/`).
+    pub command: PathBuf,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// The `ExecCredential` API version (`client.authentication.k8s.io/v1`).
+    pub api_version: String,
 }

@@ -1,0 +1,36 @@
+//! The Kubernetes API client: HTTP/1.1 and HTTP/2 on hyper, TLS by rustls, authentication
+//! (tokens, token files, basic, exec plugins), cluster configuration from a kubeconfig or from
+//! inside a pod, resource addressing, request parameters, the server's `Status`, and the client's
+//! own rate limiter. It knows nothing of watch events, lists of objects or the ListAndWatch loop,
+//! which live beside it in this crate and use it through [`Client`]; its failures are
+//! [`ClientError`] (and [`ConfigError`] for configuration), which the loop's
+//! [`ReflectorError`](crate::ReflectorError) wraps.
+//!
+//! ```text
+//!  ClusterConfig ──► Client ──┬─ get_bytes_within (lists: bounded body, request timeout)
+//!  (kubeconfig,        │      └─ watch (a streaming body; HTTP/1.1 on a connection of its own)
+//!   in-cluster)        └─ Authenticator (Authorization header), TokenBuckets (rate limits), TLS
+//! ```
+
+mod auth;
+mod config;
+mod error;
+mod http;
+mod incluster;
+mod kubeconfig;
+mod params;
+mod rate_limit;
+mod resource;
+mod status;
+mod tls;
+mod watch_body;
+
+pub use config::{ClusterConfig, Credentials, ExecConfig};
+pub use error::{BoxError, ClientError, ConfigError};
+pub use http::{Client, DEFAULT_MAX_BODY_BYTES};
+pub use incluster::SERVICE_ACCOUNT_DIR;
+pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
+pub use rate_limit::RateLimit;
+pub use resource::{ApiResource, Resource};
+pub use status::{Status, StatusCause, StatusDetails};
+pub use watch_body::WatchBody;
