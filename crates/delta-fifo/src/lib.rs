@@ -72,5 +72,15 @@ pub use queue::Queue;
 pub use real_fifo::RealFifo;
 pub use store::Store;
 
+/// What a user of this layer needs, in one import (the layer below's included):
+/// `use delta_fifo::prelude::*;`.
+pub mod prelude {
+    pub use crate::store_index::prelude::*;
+    pub use crate::{
+        Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, FifoError, ProcessError,
+        Queue, RealFifo, Store,
+    };
+}
+
 /// The layer below, re-exported so that depending on this crate is enough.
 pub use store_index;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use reflector::store_index::{DynamicObject, Indexers, Object};
 use reflector::{
-    ClusterConfig, ConfigError, Decode, HttpListerWatcher, ReflectorOptions, Resource,
+    Client, ClusterConfig, ConfigError, Decode, HttpListerWatcher, ReflectorOptions, Resource,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -55,11 +55,17 @@ struct State {
     /// Keyed by the resource's path and the Rust type, so the same resource as two types (say
     /// `CompactObject` and `DynamicObject`) gets two informers.
     informers: BTreeMap<(String, &'static str), Entry>,
+    /// The one client every informer of this factory lists and watches through: one connection
+    /// pool, one credential cache (an exec plugin runs once, not once per informer), one rate
+    /// limiter. Built from the configuration with the first informer.
+    client: Option<Client>,
     shutting_down: bool,
 }
 
 /// Creates informers that share one list+watch per resource and object type, with factory-wide
-/// namespace, label and field selectors, and default and per-resource resync periods.
+/// namespace, label and field selectors, and default and per-resource resync periods. Every
+/// informer of a factory goes through one [`Client`]: one connection pool, one credential cache,
+/// one rate limiter.
 ///
 /// ```no_run
 /// # async fn demo(config: reflector::ClusterConfig) -> Result<(), Box<dyn std::error::Error>> {
@@ -105,9 +111,34 @@ impl SharedInformerFactory {
             reflector: ReflectorOptions::default(),
             state: Mutex::new(State {
                 informers: BTreeMap::new(),
+                client: None,
                 shutting_down: false,
             }),
         }
+    }
+
+    /// A factory whose informers use `client` (share it with the code that writes to the same
+    /// cluster); `config` is kept for what the client does not say (none of it is re-read).
+    pub fn with_client(config: ClusterConfig, client: Client) -> Self {
+        let factory = Self::new(config);
+        factory.state.lock().client = Some(client);
+        factory
+    }
+
+    /// The client every informer of this factory uses, built from the configuration on first
+    /// use.
+    pub fn client(&self) -> Result<Client, ConfigError> {
+        let mut state = self.state.lock();
+        Self::client_in(&mut state, &self.config)
+    }
+
+    fn client_in(state: &mut State, config: &ClusterConfig) -> Result<Client, ConfigError> {
+        if let Some(client) = &state.client {
+            return Ok(client.clone());
+        }
+        let client = Client::new(config)?;
+        state.client = Some(client.clone());
+        Ok(client)
     }
 
     /// Watch one namespace only.
@@ -163,7 +194,8 @@ impl SharedInformerFactory {
                 return Ok(informer.clone());
             }
         }
-        let mut lw = HttpListerWatcher::<K>::new(&self.config, resource.clone())?;
+        let client = Self::client_in(&mut state, &self.config)?;
+        let mut lw = HttpListerWatcher::<K>::with_client(client, resource.clone());
         if let Some(ns) = &self.namespace {
             lw = lw.namespace(ns.clone());
         }

@@ -33,5 +33,18 @@ pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{InformerOptions, SharedIndexInformer, MINIMUM_RESYNC_PERIOD};
 pub use registration::HandlerRegistration;
 
+/// The cancellation token that stops informers and factories.
+pub use reflector::CancellationToken;
+
+/// What a user of this layer needs, in one import (the layers below included, and
+/// `CancellationToken` to stop informers): `use shared_informer::prelude::*;`.
+pub mod prelude {
+    pub use crate::reflector::prelude::*;
+    pub use crate::{
+        EventHandlerFns, HandlerRegistration, InformerError, InformerOptions, ResourceEventHandler,
+        SharedIndexInformer, SharedInformerFactory,
+    };
+}
+
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use reflector;

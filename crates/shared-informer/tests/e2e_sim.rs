@@ -7,7 +7,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::json;
 use shared_informer::reflector::store_index::{DynamicObject, Object};
-use shared_informer::reflector::{ClusterConfig, Resource};
+use shared_informer::reflector::{ClusterConfig, Credentials, ExecConfig, Resource};
 use shared_informer::{EventHandlerFns, SharedInformerFactory};
 use sim_apiserver::{ChurnConfig, SimServer};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +25,60 @@ async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+// One client per factory: informers of different resources share its connections and its
+// credential cache, so an exec credential plugin runs once, not once per informer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informers_of_one_factory_share_one_client_and_one_credential_cache() {
+    let sim = SimServer::builder()
+        .token("from-plugin")
+        .start()
+        .await
+        .unwrap();
+    for (resource, name) in [("pods", "p"), ("configmaps", "c")] {
+        sim.create(resource, Some("ns"), json!({"metadata": {"name": name}}))
+            .unwrap();
+    }
+    let dir = std::env::temp_dir().join(format!("informer-factory-exec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let runs = dir.join("runs");
+    let script = dir.join("cred.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "echo run >> '{}'\necho '{}'\n",
+            runs.display(),
+            r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-plugin","expirationTimestamp":"2999-01-01T00:00:00Z"}}"#
+        ),
+    )
+    .unwrap();
+    let mut config = ClusterConfig::new(&sim.url()).unwrap();
+    config.credentials = Credentials::Exec(ExecConfig {
+        command: "sh".into(),
+        args: vec![script.display().to_string()],
+        env: Vec::new(),
+        api_version: "client.authentication.k8s.io/v1".into(),
+    });
+    let factory = SharedInformerFactory::new(config);
+    let pods = factory.informer::<DynamicObject>(pods()).unwrap();
+    let configmaps = factory
+        .informer::<DynamicObject>(Resource::namespaced("", "v1", "configmaps"))
+        .unwrap();
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+    assert!(report.values().all(|s| *s), "{report:?}");
+    assert_eq!((pods.indexer().len(), configmaps.indexer().len()), (1, 1));
+    let runs = std::fs::read_to_string(&runs).unwrap();
+    assert_eq!(
+        runs.lines().count(),
+        1,
+        "the plugin ran once for both informers"
+    );
+    cancel.cancel();
+    factory.shutdown().await;
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

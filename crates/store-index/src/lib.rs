@@ -56,6 +56,14 @@ pub use object::{Object, ObjectMeta, OwnerReference};
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
 
+/// What a user of this layer needs, in one import: `use store_index::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        CompactObject, DeletedFinalStateUnknown, DynamicObject, IndexFn, Indexer, Indexers, Lister,
+        Object, ObjectKey, ObjectMeta, ObjectOrTombstone, Selector, StoreError,
+    };
+}
+
 /// Re-exported so that users of the layers above need no direct dependency.
 pub use bytes;
 /// Re-exported so that users of the layers above need no direct dependency.

@@ -75,5 +75,15 @@ pub use rate_limiter::{
 };
 pub use rate_limiting::RateLimitingQueue;
 
+/// What a controller author needs, in one import (every layer below included, and
+/// `CancellationToken`): `use workqueue::prelude::*;`.
+pub mod prelude {
+    pub use crate::shared_informer::prelude::*;
+    pub use crate::{
+        default_controller_rate_limiter, Action, Controller, DelayingQueue, KeyEnqueuer,
+        RateLimiter, RateLimitingQueue, WorkQueue,
+    };
+}
+
 /// Re-exported so that users need no direct dependency to cancel a [`Controller`].
 pub use tokio_util::sync::CancellationToken;
