@@ -87,3 +87,9 @@ pub mod prelude {
 
 /// Re-exported so that users need no direct dependency to cancel a [`Controller`].
 pub use tokio_util::sync::CancellationToken;
+
+/// The README's Rust snippets, compiled (and, but for the one that needs a cluster, run) as
+/// doctests of this crate, so the README cannot drift from the API: `cargo test --doc -p workqueue`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
