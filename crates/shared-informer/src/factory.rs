@@ -78,14 +78,15 @@ struct State {
 /// let factory = SharedInformerFactory::new(config).default_resync(Duration::from_secs(600));
 /// let pods = factory.informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))?;
 /// let same = factory.informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))?;
-/// assert!(std::ptr::eq(pods.indexer(), pods.indexer()));
+/// // One informer, not two: both handles reach the very same cache.
+/// assert!(std::ptr::eq(pods.indexer(), same.indexer()));
 /// let cancel = CancellationToken::new();
 /// factory.start(&cancel);
 /// let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
 /// assert!(report.values().all(|synced| *synced));
 /// cancel.cancel();
 /// factory.shutdown().await;
-/// # let _ = same; Ok(()) }
+/// # Ok(()) }
 /// ```
 pub struct SharedInformerFactory {
     config: ClusterConfig,

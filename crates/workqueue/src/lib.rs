@@ -24,6 +24,7 @@
 //!
 //! ```
 //! use std::time::Duration;
+//! use tokio::time::Instant;
 //! use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
@@ -33,10 +34,12 @@
 //! assert_eq!(queue.len(), 1);
 //!
 //! let key = queue.get().await.unwrap();
+//! let failed_at = Instant::now();
 //! queue.add_rate_limited(key.clone()); // reconcile failed: back off 5 ms
 //! queue.done(&key);
-//! tokio::time::sleep(Duration::from_millis(5)).await;
+//! assert_eq!(queue.len(), 0); // not queued before its backoff ends
 //! assert_eq!(queue.get().await, Some(key));
+//! assert!(failed_at.elapsed() >= Duration::from_millis(5));
 //! # }
 //! ```
 //!

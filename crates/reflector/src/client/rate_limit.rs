@@ -16,8 +16,8 @@ use tokio::time::Instant;
 ///
 /// ```
 /// use reflector::RateLimit;
-/// let limit = RateLimit::new(50.0, 100);
-/// assert_eq!((limit.qps, limit.burst), (50.0, 100));
+/// // The client's default for requests other than watches (`ClusterConfig::rate_limit`).
+/// assert_eq!(RateLimit::DEFAULT_REQUESTS, RateLimit::new(50.0, 100));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RateLimit {
