@@ -183,7 +183,7 @@ async fn sync_time<K: Object + Decode>(config: &ClusterConfig) -> (Duration, usi
     factory.start(&cancel);
     let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
     let took = start.elapsed();
-    assert!(report.values().all(|s| *s), "informer did not sync");
+    assert!(report.all_synced(), "informer did not sync");
     let len = informer.indexer().len();
     cancel.cancel();
     factory.shutdown().await;

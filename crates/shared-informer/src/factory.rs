@@ -3,8 +3,6 @@
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,13 +15,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{InformerOptions, SharedIndexInformer};
+use crate::synced::{wait_for_cache_sync, HasSynced, SyncReport};
 
 /// What the factory needs of an informer whose object type it has forgotten.
-trait AnyInformer: Send + Sync {
+trait AnyInformer: HasSynced {
     fn start(&self, cancel: CancellationToken) -> JoinHandle<()>;
-    fn has_synced(&self) -> bool;
-    /// Resolves once synced (true) or stopped first (false).
-    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
     fn as_any(&self) -> &dyn Any;
 }
 
@@ -34,12 +30,6 @@ where
     fn start(&self, cancel: CancellationToken) -> JoinHandle<()> {
         let informer = self.clone();
         tokio::spawn(async move { informer.run(cancel).await })
-    }
-    fn has_synced(&self) -> bool {
-        SharedIndexInformer::has_synced(self)
-    }
-    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
-        Box::pin(SharedIndexInformer::wait_for_sync(self))
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -83,7 +73,7 @@ struct State {
 /// let cancel = CancellationToken::new();
 /// factory.start(&cancel);
 /// let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
-/// assert!(report.values().all(|synced| *synced));
+/// assert!(report.all_synced(), "{report}");
 /// cancel.cancel();
 /// factory.shutdown().await;
 /// # Ok(()) }
@@ -254,32 +244,27 @@ impl SharedInformerFactory {
     }
 
     /// Waits until every informer started so far has synced (or stopped without syncing), or
-    /// `timeout`; reports each started resource (`path as type`) and whether it synced.
+    /// `timeout`, with [`wait_for_cache_sync`](crate::wait_for_cache_sync); the report names each
+    /// started resource `path as type`.
     ///
     /// Unlike client-go's `WaitForCacheSync`, which polls every 100 ms, this waits on each
     /// informer's own synced signal, so it returns the moment the last one syncs.
-    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> BTreeMap<String, bool> {
-        let started: Vec<Arc<dyn AnyInformer>> = self
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> SyncReport {
+        let started: Vec<(String, Arc<dyn AnyInformer>)> = self
             .state
             .lock()
             .informers
-            .values()
-            .filter(|e| e.task.is_some())
-            .map(|e| Arc::clone(&e.informer))
-            .collect();
-        let all = futures::future::join_all(started.iter().map(|i| i.wait_for_sync()));
-        let _ = tokio::time::timeout(timeout, all).await;
-        self.sync_report()
-    }
-
-    fn sync_report(&self) -> BTreeMap<String, bool> {
-        let state = self.state.lock();
-        state
-            .informers
             .iter()
             .filter(|(_, e)| e.task.is_some())
-            .map(|((path, ty), e)| (format!("{path} as {ty}"), e.informer.has_synced()))
-            .collect()
+            .map(|((path, ty), e)| (format!("{path} as {ty}"), Arc::clone(&e.informer)))
+            .collect();
+        wait_for_cache_sync(
+            timeout,
+            started
+                .iter()
+                .map(|(name, informer)| (name.as_str(), informer.as_ref() as &dyn HasSynced)),
+        )
+        .await
     }
 
     /// Marks the factory shutting down and waits for every started informer to stop. Cancel the
@@ -302,6 +287,9 @@ impl SharedInformerFactory {
 
 #[cfg(test)]
 mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+
     use tokio::sync::watch;
     use tokio::time::Instant;
 
@@ -316,19 +304,22 @@ mod tests {
         fn start(&self, _cancel: CancellationToken) -> JoinHandle<()> {
             tokio::spawn(async {})
         }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+    }
+
+    impl HasSynced for Scripted {
         fn has_synced(&self) -> bool {
             *self.synced.borrow() == Some(true)
         }
-        fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
             let mut rx = self.synced.subscribe();
             Box::pin(async move {
                 rx.wait_for(Option::is_some)
                     .await
                     .is_ok_and(|s| *s == Some(true))
             })
-        }
-        fn as_any(&self) -> &dyn Any {
-            self
         }
     }
 
@@ -363,7 +354,7 @@ mod tests {
         let report = factory.wait_for_cache_sync(Duration::from_secs(60)).await;
         assert_eq!(start.elapsed(), Duration::from_millis(250));
         assert_eq!(report.len(), 2);
-        assert!(report.values().all(|s| *s), "{report:?}");
+        assert!(report.all_synced(), "{report}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -376,7 +367,11 @@ mod tests {
         // senders[2] never syncs: the timeout ends the wait.
         let report = factory.wait_for_cache_sync(Duration::from_secs(5)).await;
         assert_eq!(start.elapsed(), Duration::from_secs(5));
-        let synced: Vec<bool> = report.values().copied().collect();
+        let synced: Vec<bool> = report.iter().map(|(_, s)| s).collect();
         assert_eq!(synced, [true, false, false]);
+        assert_eq!(
+            report.not_synced(),
+            ["/api/v1/things1 as Scripted", "/api/v1/things2 as Scripted"]
+        );
     }
 }

@@ -1,7 +1,9 @@
 //! [`SharedIndexInformer`]: reflector → DeltaFifo → indexer + handlers (client-go's
 //! `sharedIndexInformer` and its controller loop).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -9,9 +11,10 @@ use parking_lot::Mutex;
 use reflector::delta_fifo::{
     DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, FifoError, ProcessError, Transformer,
 };
-use reflector::store_index::{BoxError, Indexer, Indexers, Lister, Object, ObjectOrTombstone};
+use reflector::store_index::{
+    BoxError, Indexer, Indexers, Lister, Object, ObjectOrTombstone, ReadOnlyIndexer,
+};
 use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WatchErrorHandler};
-use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -21,6 +24,7 @@ use crate::handler::{Notification, ResourceEventHandler};
 use crate::listener::{determine_resync_period, Listener, ResyncSchedule};
 use crate::processor::Processor;
 use crate::registration::HandlerRegistration;
+use crate::synced::{HasSynced, SyncLatch};
 
 /// The smallest resync period a handler may ask for (D5.3 rule 2).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -59,8 +63,10 @@ struct Lifecycle<L> {
 }
 
 struct Inner<K, L> {
-    name: String,
+    id: InformerId,
     indexer: Indexer<K>,
+    /// What users get of the cache: the informer alone writes it.
+    view: ReadOnlyIndexer<K>,
     processor: Processor<K>,
     lifecycle: Mutex<Lifecycle<L>>,
     transform: Mutex<Option<Transformer<K>>>,
@@ -68,9 +74,8 @@ struct Inner<K, L> {
     /// Serialises delta processing with handler registration, so a late handler's replay of the
     /// cache is never interleaved with a notification (D6.1).
     block_deltas: Mutex<()>,
-    synced: Arc<AtomicBool>,
-    synced_tx: watch::Sender<bool>,
-    stopped_tx: watch::Sender<bool>,
+    /// The informer's HasSynced; stopped without syncing when `run` ends first.
+    synced: Arc<SyncLatch>,
     last_sync_rv: OnceLock<Arc<dyn Fn() -> String + Send + Sync>>,
     next_listener_id: AtomicU64,
 }
@@ -115,12 +120,12 @@ where
 {
     /// An informer that will list and watch through `lw` once [`run`](Self::run).
     pub fn new(lw: L, options: InformerOptions<K>) -> Self {
-        let (synced_tx, _) = watch::channel(false);
-        let (stopped_tx, _) = watch::channel(false);
+        let indexer = Indexer::new(options.indexers);
         SharedIndexInformer {
             inner: Arc::new(Inner {
-                name: options.name,
-                indexer: Indexer::new(options.indexers),
+                id: InformerId::new::<K>(options.name),
+                view: ReadOnlyIndexer::new(indexer.clone()),
+                indexer,
                 processor: Processor::new(),
                 lifecycle: Mutex::new(Lifecycle {
                     lw: Some(lw),
@@ -133,9 +138,7 @@ where
                 transform: Mutex::new(None),
                 reflector_options: options.reflector,
                 block_deltas: Mutex::new(()),
-                synced: Arc::new(AtomicBool::new(false)),
-                synced_tx,
-                stopped_tx,
+                synced: Arc::default(),
                 last_sync_rv: OnceLock::new(),
                 next_listener_id: AtomicU64::new(1),
             }),
@@ -144,33 +147,36 @@ where
 
     /// The informer's name.
     pub fn name(&self) -> &str {
-        &self.inner.name
+        &self.inner.id.name
     }
 
-    /// The cache. The same indexer before, during and after `run`.
-    pub fn indexer(&self) -> &Indexer<K> {
-        &self.inner.indexer
+    /// The informer's identity (name and object type), as its logs and handler names use it.
+    pub fn id(&self) -> &InformerId {
+        &self.inner.id
+    }
+
+    /// The cache, read-only (the informer alone writes it). The same objects before, during and
+    /// after `run`.
+    pub fn indexer(&self) -> &ReadOnlyIndexer<K> {
+        &self.inner.view
     }
 
     /// A lister over the cache.
     pub fn lister(&self) -> Lister<K> {
-        Lister::new(self.inner.indexer.clone())
+        Lister::new(self.inner.view.clone())
     }
 
     /// Whether the initial list has been fully applied to the cache (says nothing about handlers;
     /// see [`HandlerRegistration::has_synced`]).
     pub fn has_synced(&self) -> bool {
-        self.inner.synced.load(Ordering::SeqCst)
+        self.inner.synced.is_synced()
     }
 
     /// Waits until [`has_synced`](Self::has_synced); returns false if the informer stopped first.
+    /// To wait for several informers or registrations with a deadline, see
+    /// [`wait_for_cache_sync`](crate::wait_for_cache_sync).
     pub async fn wait_for_sync(&self) -> bool {
-        let mut synced = self.inner.synced_tx.subscribe();
-        let mut stopped = self.inner.stopped_tx.subscribe();
-        tokio::select! {
-            r = synced.wait_for(|s| *s) => r.is_ok(),
-            _ = stopped.wait_for(|s| *s) => self.has_synced(),
-        }
+        self.inner.synced.wait().await
     }
 
     /// The resource version of the last list or event applied; `""` before `run`.
@@ -242,7 +248,7 @@ where
         resync: Duration,
     ) -> Result<HandlerRegistration<K>, InformerError> {
         let id = self.inner.next_listener_id.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{}#{id}", self.inner.name);
+        let name = format!("{}#{id}", self.inner.id.name);
         let mut lifecycle = self.inner.lifecycle.lock();
         if lifecycle.stopped {
             return Err(InformerError::HandlerAfterStop(name));
@@ -252,7 +258,7 @@ where
             requested = requested.max(MINIMUM_RESYNC_PERIOD);
             if requested < lifecycle.check_period {
                 if lifecycle.started {
-                    tracing::warn!(informer = %self.inner.name, ?requested, check = ?lifecycle.check_period, "resync period raised to the informer's check period");
+                    tracing::warn!(informer = %self.inner.id, ?requested, check = ?lifecycle.check_period, "resync period raised to the informer's check period");
                     requested = lifecycle.check_period;
                 } else {
                     lifecycle.check_period = requested;
@@ -288,16 +294,13 @@ where
         } else {
             self.inner.processor.add(Arc::clone(&listener));
         }
-        Ok(HandlerRegistration::new(
-            listener,
-            Arc::as_ptr(&self.inner) as *const () as usize,
-        ))
+        Ok(HandlerRegistration::new(listener, self.inner.id.clone()))
     }
 
     /// Removes a registration: no new notifications, buffered ones dropped; a call in progress may
     /// still finish. Removing an unknown or foreign registration is a no-op (D8.1).
     pub fn remove_event_handler(&self, registration: &HandlerRegistration<K>) {
-        if registration.informer_id() != Arc::as_ptr(&self.inner) as *const () as usize {
+        if registration.informer_id() != &self.inner.id {
             return;
         }
         self.inner.processor.remove(registration.id());
@@ -313,7 +316,7 @@ where
     /// Lists and watches until `cancel` fires, keeping the cache and handlers up to date; then
     /// stops for good. Calling it again (or concurrently) returns at once.
     pub async fn run(&self, cancel: CancellationToken) {
-        let span = tracing::info_span!("informer", name = %self.inner.name);
+        let span = tracing::info_span!("informer", informer = %self.inner.id);
         self.run_inner(cancel).instrument(span).await
     }
 
@@ -321,7 +324,7 @@ where
         let (lw, check_period, error_handler) = {
             let mut lifecycle = self.inner.lifecycle.lock();
             if lifecycle.started {
-                tracing::warn!(informer = %self.inner.name, "informer already started");
+                tracing::warn!(informer = %self.inner.id, "informer already started");
                 return;
             }
             let Some(lw) = lifecycle.lw.take() else {
@@ -334,14 +337,14 @@ where
         let mut fifo_options = DeltaFifoOptions::new()
             .known_objects(self.inner.indexer.clone())
             .emit_replaced(true)
-            .name(self.inner.name.clone());
+            .name(self.inner.id.name.clone());
         if let Some(t) = self.inner.transform.lock().clone() {
             fifo_options = fifo_options.transformer_arc(t);
         }
         let fifo = DeltaFifo::new(fifo_options);
         let reflector_options = ReflectorOptions {
             resync_period: check_period,
-            name: self.inner.name.clone(),
+            name: self.inner.id.name.clone(),
             ..self.inner.reflector_options.clone()
         };
         // Weak: `last_sync_rv` below keeps the reflector, so a strong reference back from its
@@ -376,8 +379,11 @@ where
             let inner = Arc::clone(&self.inner);
             tokio::spawn(async move {
                 fifo.wait_synced().await;
-                inner.synced.store(true, Ordering::SeqCst);
-                inner.synced_tx.send_replace(true);
+                inner.synced.set_synced();
+                // Handlers with no initial add left to handle sync now.
+                for listener in inner.processor.listeners() {
+                    listener.check_synced();
+                }
             })
         };
         let reflector_task = {
@@ -395,7 +401,7 @@ where
                 Ok(_) => {}
                 Err(FifoError::Closed) => break,
                 Err(e) => {
-                    tracing::warn!(informer = %self.inner.name, error = %e, "processing deltas failed")
+                    tracing::warn!(informer = %self.inner.id, error = %e, "processing deltas failed")
                 }
             }
         }
@@ -404,7 +410,7 @@ where
         synced_watch.abort();
         self.inner.lifecycle.lock().stopped = true;
         self.inner.processor.stop().await;
-        self.inner.stopped_tx.send_replace(true);
+        self.inner.synced.set_stopped();
         tracing::debug!("informer stopped");
     }
 
@@ -471,13 +477,71 @@ where
         Ok(())
     }
 
-    /// The registered handlers' counters, for observability: `(name, pending, processed, panics)`.
-    pub fn handler_stats(&self) -> Vec<(String, i64, u64, u64)> {
+    /// The registered handlers' counters, for observability.
+    pub fn handler_stats(&self) -> Vec<HandlerStats> {
         self.inner
             .processor
             .listeners()
             .iter()
-            .map(|l| (l.name.clone(), l.pending(), l.processed(), l.panics()))
+            .map(|l| HandlerStats {
+                name: l.name.clone(),
+                pending: l.pending(),
+                processed: l.processed(),
+                panics: l.panics(),
+            })
             .collect()
+    }
+}
+
+impl<K: Object, L: ListerWatcher<K>> HasSynced for SharedIndexInformer<K, L> {
+    fn has_synced(&self) -> bool {
+        SharedIndexInformer::has_synced(self)
+    }
+
+    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(self.inner.synced.wait())
+    }
+}
+
+/// One registered handler's counters ([`SharedIndexInformer::handler_stats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerStats {
+    /// The registration's name (`informer#n`).
+    pub name: String,
+    /// Notifications queued and not yet handled.
+    pub pending: i64,
+    /// Notifications handled (including those whose handler panicked).
+    pub processed: u64,
+    /// Notifications whose handler panicked.
+    pub panics: u64,
+}
+
+/// Who an informer is: its name and the type of its objects, plus a serial number so that two
+/// informers of the same name and type are still told apart (a registration is only ever removed
+/// by the informer that made it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct InformerId {
+    /// The name (`InformerOptions::name`; the factory uses the resource's plural).
+    pub name: String,
+    /// The Rust type of the cached objects.
+    pub type_name: &'static str,
+    serial: u64,
+}
+
+impl InformerId {
+    fn new<K>(name: String) -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        InformerId {
+            name,
+            type_name: std::any::type_name::<K>(),
+            serial: NEXT.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl std::fmt::Display for InformerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = self.type_name.rsplit("::").next().unwrap_or(self.type_name);
+        write!(f, "{} ({short})", self.name)
     }
 }

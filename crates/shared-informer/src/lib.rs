@@ -26,12 +26,16 @@ mod informer;
 mod listener;
 mod processor;
 mod registration;
+mod synced;
 
 pub use error::InformerError;
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
-pub use informer::{InformerOptions, SharedIndexInformer, MINIMUM_RESYNC_PERIOD};
+pub use informer::{
+    HandlerStats, InformerId, InformerOptions, SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
+};
 pub use registration::HandlerRegistration;
+pub use synced::{wait_for_cache_sync, HasSynced, SyncReport};
 
 /// The cancellation token that stops informers and factories.
 pub use reflector::CancellationToken;

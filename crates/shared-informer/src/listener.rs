@@ -2,17 +2,19 @@
 //! HasSynced tracker (client-go's `processorListener` and `synctrack`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::{Notification, ResourceEventHandler};
+use crate::synced::SyncLatch;
 
 /// Pause after a handler panic before the next notification is delivered (contract D9.3).
 pub(crate) const PANIC_PAUSE: Duration = Duration::from_secs(1);
@@ -44,8 +46,10 @@ pub(crate) struct Listener<K> {
     /// Initial-list adds queued and not yet handled (D7.1). Synced when the informer has synced and
     /// this is zero; once synced, forever synced.
     initial_pending: AtomicI64,
-    synced: AtomicBool,
-    informer_synced: Arc<AtomicBool>,
+    synced: SyncLatch,
+    informer_synced: Arc<SyncLatch>,
+    /// Signalled when the last initial add has been handled.
+    initial_done: Notify,
     /// Fires on removal or informer stop: the delivery task drops what is buffered and ends.
     pub(crate) stop: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -57,7 +61,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         name: String,
         handler: Arc<dyn ResourceEventHandler<K>>,
         resync: ResyncSchedule,
-        informer_synced: Arc<AtomicBool>,
+        informer_synced: Arc<SyncLatch>,
     ) -> Self {
         let (tx, rx) = unbounded_channel();
         Listener {
@@ -71,8 +75,9 @@ impl<K: Send + Sync + 'static> Listener<K> {
             processed: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             initial_pending: AtomicI64::new(0),
-            synced: AtomicBool::new(false),
+            synced: SyncLatch::default(),
             informer_synced,
+            initial_done: Notify::new(),
             stop: CancellationToken::new(),
             task: Mutex::new(None),
         }
@@ -135,8 +140,9 @@ impl<K: Send + Sync + 'static> Listener<K> {
             self.processed.fetch_add(1, Ordering::Relaxed);
             match outcome {
                 Ok(()) => {
-                    if initial {
-                        self.initial_pending.fetch_sub(1, Ordering::SeqCst);
+                    if initial && self.initial_pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        self.check_synced();
+                        self.initial_done.notify_waiters();
                     }
                 }
                 Err(panic) => {
@@ -161,23 +167,60 @@ impl<K: Send + Sync + 'static> Listener<K> {
     /// Stops delivery (buffered notifications are dropped) and waits for the task to end.
     pub(crate) async fn shutdown(&self) {
         self.stop.cancel();
+        self.synced.set_stopped();
         let task = self.task.lock().take();
         if let Some(task) = task {
             let _ = task.await;
         }
     }
 
+    /// Synced once the informer has synced and every initial add has been handled (D7.1); the
+    /// latch keeps it so.
     pub(crate) fn has_synced(&self) -> bool {
-        if self.synced.load(Ordering::SeqCst) {
-            return true;
-        }
-        if self.informer_synced.load(Ordering::SeqCst)
+        self.check_synced();
+        self.synced.is_synced()
+    }
+
+    /// Latches synced if the condition holds now.
+    pub(crate) fn check_synced(&self) {
+        if !self.synced.is_synced()
+            && self.informer_synced.is_synced()
             && self.initial_pending.load(Ordering::SeqCst) == 0
         {
-            self.synced.store(true, Ordering::SeqCst);
-            return true;
+            self.synced.set_synced();
         }
-        false
+    }
+
+    /// Waits until synced (`true`), or until the informer or this registration stopped first
+    /// (`false`).
+    pub(crate) async fn wait_synced(&self) -> bool {
+        loop {
+            let initial_done = self.initial_done.notified();
+            tokio::pin!(initial_done);
+            initial_done.as_mut().enable();
+            if self.has_synced() {
+                return true;
+            }
+            if self.informer_synced.is_synced() {
+                // Only initial adds are missing: wait for the last one to be handled.
+                tokio::select! {
+                    synced = self.synced.wait() => return synced,
+                    _ = self.stop.cancelled() => return self.has_synced(),
+                    _ = &mut initial_done => {}
+                }
+            } else {
+                tokio::select! {
+                    synced = self.synced.wait() => return synced,
+                    _ = self.stop.cancelled() => return self.has_synced(),
+                    informer = self.informer_synced.wait() => {
+                        if !informer {
+                            return false;
+                        }
+                    }
+                    _ = &mut initial_done => {}
+                }
+            }
+        }
     }
 
     pub(crate) fn pending(&self) -> i64 {

@@ -1,13 +1,17 @@
 //! [`HandlerRegistration`]: the handle `add_event_handler` returns.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
+use crate::informer::InformerId;
 use crate::listener::Listener;
+use crate::synced::HasSynced;
 
 /// A registered handler: its own HasSynced, its counters, and the key to remove it.
 pub struct HandlerRegistration<K> {
     listener: Arc<Listener<K>>,
-    informer: usize,
+    informer: InformerId,
 }
 
 impl<K> std::fmt::Debug for HandlerRegistration<K> {
@@ -22,13 +26,13 @@ impl<K> Clone for HandlerRegistration<K> {
     fn clone(&self) -> Self {
         HandlerRegistration {
             listener: Arc::clone(&self.listener),
-            informer: self.informer,
+            informer: self.informer.clone(),
         }
     }
 }
 
 impl<K: Send + Sync + 'static> HandlerRegistration<K> {
-    pub(crate) fn new(listener: Arc<Listener<K>>, informer: usize) -> Self {
+    pub(crate) fn new(listener: Arc<Listener<K>>, informer: InformerId) -> Self {
         HandlerRegistration { listener, informer }
     }
 
@@ -36,8 +40,9 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
         self.listener.id
     }
 
-    pub(crate) fn informer_id(&self) -> usize {
-        self.informer
+    /// The informer this registration belongs to.
+    pub fn informer_id(&self) -> &InformerId {
+        &self.informer
     }
 
     pub(crate) fn listener(&self) -> &Arc<Listener<K>> {
@@ -48,6 +53,12 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
     /// list (or of the cache replayed to it); stays true (contract D7).
     pub fn has_synced(&self) -> bool {
         self.listener.has_synced()
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced) (`true`), or until the informer or this
+    /// registration stopped first (`false`).
+    pub async fn wait_for_sync(&self) -> bool {
+        self.listener.wait_synced().await
     }
 
     /// Notifications queued to this handler and not yet handled.
@@ -74,5 +85,15 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
     /// The registration's name (`informer#n`).
     pub fn name(&self) -> &str {
         &self.listener.name
+    }
+}
+
+impl<K: Send + Sync + 'static> HasSynced for HandlerRegistration<K> {
+    fn has_synced(&self) -> bool {
+        HandlerRegistration::has_synced(self)
+    }
+
+    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(self.listener.wait_synced())
     }
 }

@@ -68,7 +68,7 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache() {
     let cancel = CancellationToken::new();
     factory.start(&cancel);
     let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
-    assert!(report.values().all(|s| *s), "{report:?}");
+    assert!(report.all_synced(), "{report:?}");
     assert_eq!((pods.indexer().len(), configmaps.indexer().len()), (1, 1));
     let runs = std::fs::read_to_string(&runs).unwrap();
     assert_eq!(
@@ -111,7 +111,7 @@ async fn consumers_of_one_factory_share_a_single_list_and_watch() {
         1,
         "one informer for five consumers: {report:?}"
     );
-    assert!(report.values().all(|s| *s));
+    assert!(report.all_synced());
     sim.create("pods", Some("ns"), json!({"metadata": {"name": "late"}}))
         .unwrap();
     eventually("every consumer saw 21 adds", || {

@@ -443,3 +443,81 @@ async fn a_stopped_and_dropped_informer_frees_its_cache() {
         "the cached object outlived the informer: a reference cycle keeps it"
     );
 }
+
+// D7 and D11 through the one waiting mechanism: an informer and its registrations waited for
+// together, the report naming what did not sync.
+#[tokio::test(start_paused = true)]
+async fn wait_for_cache_sync_names_the_registrations_that_did_not_sync() {
+    use shared_informer::{wait_for_cache_sync, HasSynced};
+
+    let lw = FakeLw::new((0..3).map(|i| pod(&format!("p{i}"), i)).collect(), "3");
+    let inf = informer(lw.clone(), Duration::ZERO);
+    let healthy = inf.add_event_handler(EventHandlerFns::new()).unwrap();
+    let slow = inf
+        .add_event_handler(
+            EventHandlerFns::new()
+                .on_add(|_: &Arc<DynamicObject>, _| std::thread::sleep(Duration::from_millis(1))),
+        )
+        .unwrap();
+    let panicky = inf
+        .add_event_handler(
+            EventHandlerFns::new().on_add(|_: &Arc<DynamicObject>, _| panic!("handler bug")),
+        )
+        .unwrap();
+    let waiting = tokio::spawn({
+        let (healthy, slow) = (healthy.clone(), slow.clone());
+        async move { (healthy.wait_for_sync().await, slow.wait_for_sync().await) }
+    });
+    let (cancel, task) = start(&inf);
+    let report = wait_for_cache_sync(
+        Duration::from_secs(30),
+        [
+            ("informer", &inf as &dyn HasSynced),
+            ("healthy", &healthy as &dyn HasSynced),
+            ("slow", &slow as &dyn HasSynced),
+            ("panicky", &panicky as &dyn HasSynced),
+        ],
+    )
+    .await;
+    assert_eq!(report.not_synced(), ["panicky"], "{report}");
+    assert_eq!(waiting.await.unwrap(), (true, true));
+    // Removal ends a wait that could never succeed.
+    let never = tokio::spawn({
+        let panicky = panicky.clone();
+        async move { panicky.wait_for_sync().await }
+    });
+    inf.shutdown_event_handler(&panicky).await;
+    assert!(
+        !never.await.unwrap(),
+        "a removed registration stops waiting, unsynced"
+    );
+    assert!(!panicky.has_synced());
+    let stats = inf.handler_stats();
+    assert_eq!(
+        stats
+            .iter()
+            .map(|s| (s.processed, s.panics))
+            .collect::<Vec<_>>(),
+        [(3, 0), (3, 0)],
+        "the two registrations left, each having handled the three initial adds"
+    );
+    assert!(inf.id().to_string().starts_with("pods ("), "{}", inf.id());
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_registration_of_another_informer_is_not_removed() {
+    let a = informer(FakeLw::new(vec![pod("a", 1)], "1"), Duration::ZERO);
+    let b = informer(FakeLw::new(vec![pod("b", 1)], "1"), Duration::ZERO);
+    assert_eq!(a.id().name, b.id().name, "same name and type");
+    assert_ne!(a.id(), b.id(), "still two informers");
+    let log: Log = Arc::default();
+    let reg = a.add_event_handler(recorder(&log, "a")).unwrap();
+    b.remove_event_handler(&reg);
+    let (cancel, task) = start(&a);
+    until(|| reg.has_synced()).await;
+    assert_eq!(log.lock().len(), 1, "still registered with a");
+    cancel.cancel();
+    task.await.unwrap();
+}

@@ -41,6 +41,7 @@ mod indexer;
 mod key;
 mod lister;
 mod object;
+mod read_only;
 mod selector;
 mod thread_safe_store;
 mod tombstone;
@@ -53,6 +54,7 @@ pub use indexer::{Indexer, KeyListerGetter};
 pub use key::{meta_namespace_key, split_meta_namespace_key, KeyFn, ObjectKey, ObjectName};
 pub use lister::{Lister, NamespaceLister};
 pub use object::{Object, ObjectMeta, OwnerReference};
+pub use read_only::ReadOnlyIndexer;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
 

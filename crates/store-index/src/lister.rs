@@ -1,11 +1,11 @@
-//! Listers: read-only, selector-filtered views of an [`Indexer`].
+//! Listers: read-only, selector-filtered views of an [`Indexer`](crate::Indexer).
 
 use std::sync::Arc;
 
 use crate::index::NAMESPACE_INDEX;
-use crate::indexer::Indexer;
 use crate::key::ObjectKey;
 use crate::object::Object;
+use crate::read_only::ReadOnlyIndexer;
 use crate::selector::Selector;
 
 /// A read-only view of an indexer, for controllers (client-go's generated listers).
@@ -29,7 +29,7 @@ use crate::selector::Selector;
 /// assert!(lister.namespaced("b").get("web-2").is_some());
 /// ```
 pub struct Lister<K> {
-    indexer: Indexer<K>,
+    indexer: ReadOnlyIndexer<K>,
 }
 
 impl<K> Clone for Lister<K> {
@@ -41,9 +41,11 @@ impl<K> Clone for Lister<K> {
 }
 
 impl<K: Object> Lister<K> {
-    /// A lister over `indexer`.
-    pub fn new(indexer: Indexer<K>) -> Self {
-        Lister { indexer }
+    /// A lister over `indexer` (an [`Indexer`](crate::Indexer) or a read-only view of one).
+    pub fn new(indexer: impl Into<ReadOnlyIndexer<K>>) -> Self {
+        Lister {
+            indexer: indexer.into(),
+        }
     }
 
     /// Every object whose labels match `selector`.
@@ -68,15 +70,15 @@ impl<K: Object> Lister<K> {
         }
     }
 
-    /// The indexer behind this lister.
-    pub fn indexer(&self) -> &Indexer<K> {
+    /// The indexer behind this lister, read-only.
+    pub fn indexer(&self) -> &ReadOnlyIndexer<K> {
         &self.indexer
     }
 }
 
 /// A lister restricted to one namespace.
 pub struct NamespaceLister<K> {
-    indexer: Indexer<K>,
+    indexer: ReadOnlyIndexer<K>,
     namespace: String,
 }
 

@@ -173,8 +173,8 @@ async fn simulated(args: &Args) -> Result<(), String> {
 
     let started = Instant::now();
     let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
-    if !report.values().all(|synced| *synced) {
-        return Err(format!("caches did not sync within 30 s: {report:?}"));
+    if !report.all_synced() {
+        return Err(format!("caches did not sync within 30 s: {report}"));
     }
     println!(
         "caches synced in {:.2?}: {} pods, {} configmaps",

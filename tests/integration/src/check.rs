@@ -14,7 +14,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::Value;
 use sim_apiserver::SimServer;
-use workqueue::shared_informer::reflector::store_index::{Indexer, Object, ObjectOrTombstone};
+use workqueue::shared_informer::reflector::store_index::{
+    Object, ObjectOrTombstone, ReadOnlyIndexer,
+};
 use workqueue::shared_informer::ResourceEventHandler;
 
 /// Why a scenario failed: a message naming what was expected and what was seen.
@@ -117,7 +119,7 @@ pub fn server_state_where(
 }
 
 /// key → resourceVersion of everything an informer's indexer holds.
-pub fn cache_state<K: Object>(indexer: &Indexer<K>) -> BTreeMap<String, u64> {
+pub fn cache_state<K: Object>(indexer: &ReadOnlyIndexer<K>) -> BTreeMap<String, u64> {
     indexer
         .list()
         .iter()
@@ -398,7 +400,7 @@ pub type Watched<'a> = (&'a str, &'a Arc<Mutex<Sequences>>);
 pub fn consistent<K: Object>(
     sim: &SimServer,
     resource: &str,
-    indexer: &Indexer<K>,
+    indexer: &ReadOnlyIndexer<K>,
     handlers: &[Watched<'_>],
 ) -> Result<String, Fatal> {
     for (name, seq) in handlers {
@@ -447,7 +449,7 @@ pub enum Fatal {
 pub async fn converge<K: Object>(
     sim: &SimServer,
     resource: &str,
-    indexer: &Indexer<K>,
+    indexer: &ReadOnlyIndexer<K>,
     handlers: &[Watched<'_>],
     timeout: Duration,
 ) -> Result<String, Failure> {

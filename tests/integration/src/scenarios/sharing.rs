@@ -55,7 +55,7 @@ pub async fn five_consumers(_: Opts) -> Outcome {
     factory.start(&cancel);
     let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
     ensure!(
-        report.len() == 2 && report.values().all(|s| *s),
+        report.len() == 2 && report.all_synced(),
         "want two synced informers for four consumers: {report:?}"
     );
     let churns = vec![
