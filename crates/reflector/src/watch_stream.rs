@@ -371,7 +371,8 @@ fn parallel_runtime() -> Option<tokio::runtime::Handle> {
 
 /// Turns a watch body (its data chunks) into a [`WatchStream`]: events in order, a decode error
 /// ending the stream, a transport error or a body cut inside an event ending it like a close.
-/// Bursts are decoded in parallel batches (see the [module docs](self)).
+/// Events that arrive one at a time are decoded in the reading task; a burst of complete events
+/// is decoded in parallel batches on the multi-threaded runtime, and still comes out in order.
 pub fn decode_watch_body<K, S>(chunks: S, max_event_size: usize) -> WatchStream<K>
 where
     K: Decode,

@@ -1,7 +1,6 @@
 //! The `hostile-*` scenarios: an informer (`DynamicObject`) reaches the simulated API server
-//! through [`HostileServer`](crate::hostile::HostileServer), which misbehaves in one way per
-//! scenario: on the first list, on a relist, or on watches. Each asserts, over a window of
-//! misbehaviour:
+//! through [`HostileServer`], which misbehaves in one way per scenario: on the first list, on a
+//! relist, or on watches. Each asserts, over a window of misbehaviour:
 //! - the cache is exactly what it was (key → resourceVersion), or, on a first list, never synced
 //!   and empty;
 //! - no handler saw a delete (nor anything at all, on a first list);
