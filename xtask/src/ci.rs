@@ -1,6 +1,18 @@
 //! `cargo xtask ci`: the whole CI job, as `.ci/run` and the README run it.
+//!
+//! Steps, in order of increasing cost, stopping at the first failure: install missing tools;
+//! layering; `cargo fmt --check`; clippy with `-D warnings`; `cargo doc --workspace --no-deps
+//! --all-features` with rustdoc warnings denied (broken or private intra-doc links, bad code
+//! block attributes); every test with `--all-features`, doctests included (the README's Rust
+//! snippets run as doctests of `workqueue`); then the integration suite in release mode.
 
 use crate::{layering, tools};
+
+/// The Kubernetes version k8s-openapi is built for by `cargo doc`. Tests get one from the
+/// dev-dependencies' `latest` feature (v1_37 in k8s-openapi 0.29), but `cargo doc` builds no
+/// dev-dependency, so k8s-openapi's build script is told through `K8S_OPENAPI_ENABLED_VERSION`, as
+/// it suggests for `cargo doc`. Keep it among the versions the k8s-openapi in Cargo.lock supports.
+const K8S_OPENAPI_VERSION_FOR_DOCS: &str = "1.37";
 
 /// Runs every CI step in order, stopping at the first failure.
 pub fn run(args: &[String]) -> Result<(), String> {
@@ -23,6 +35,19 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "--",
                 "-D",
                 "warnings",
+            ],
+        )
+    })?;
+    // Every intra-doc link resolving, no link to a private item: rustdoc warnings are errors
+    // here. RUSTDOCFLAGS is set for this command only, not for the other steps (the test step
+    // runs rustdoc too, for the doctests).
+    tools::step("doc", || {
+        tools::run_with_env(
+            &cargo,
+            &["doc", "--workspace", "--no-deps", "--all-features"],
+            &[
+                ("RUSTDOCFLAGS", "-D warnings"),
+                ("K8S_OPENAPI_ENABLED_VERSION", K8S_OPENAPI_VERSION_FOR_DOCS),
             ],
         )
     })?;

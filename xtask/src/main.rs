@@ -1,8 +1,9 @@
 //! Project automation, run as `cargo xtask <command>` (aliased in `.cargo/config.toml`).
 //!
 //! Commands:
-//! - `ci`: everything CI checks, in order of increasing cost: tools, layering, fmt, clippy, tests,
-//!   then the integration suite.
+//! - `ci`: everything CI checks, in order of increasing cost: tools, layering, fmt, clippy, doc
+//!   (rustdoc warnings denied), tests (doctests and the README's snippets included), then the
+//!   integration suite.
 //! - `layering`: only the crate layering check.
 //! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
 //! - `integration`: the end-to-end scenarios (`tests/integration`) against the simulated API
@@ -26,7 +27,7 @@ fn usage() -> &'static str {
     "usage: cargo xtask <command>\n\
      \n\
      commands:\n  \
-       ci           install missing tools, then layering, fmt, clippy, all tests and the integration suite\n  \
+       ci           install missing tools, then layering, fmt, clippy, doc, all tests and the integration suite\n  \
        layering     check that each workspace crate depends only on the crate below it\n  \
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N, or --kubeconfig PATH [--context NAME] for a real cluster)\n  \

@@ -30,8 +30,15 @@ pub fn step(name: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), St
 
 /// Runs a command in the workspace root, inheriting stdio; fails on a non-zero exit.
 pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    run_with_env(program, args, &[])
+}
+
+/// [`run`], with `env` (name, value) pairs set for that command only (this process's own
+/// environment, and so the other steps', is left as it is).
+pub fn run_with_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
     let status = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(workspace_root())
         .status()
         .map_err(|e| format!("could not start `{program}`: {e}"))?;
