@@ -14,10 +14,10 @@
 //! has nothing to read and would wait for the oldest batch, and no worker has started that batch
 //! yet (they are all busy with other tasks, such as the informer's handlers or, on a small machine,
 //! a co-located server, or have not woken up yet), the reader decodes it itself instead of going
-//! idle. That also guarantees progress when every worker is held up, by blocking handlers say
-//! (W5). Its effect on throughput on two cores shared with a server was within this machine's
-//! run-to-run noise: -4% to +11% on the simulator watch's median rate across interleaved runs
-//! (`docs/benchmarks.md`).
+//! idle. That guarantees progress when every worker is held up, by blocking handlers say (W5);
+//! it is kept for that, not for speed: on two cores shared with a server its effect on
+//! throughput was within the machine's run-to-run noise (docs/benchmarks.md, section *The watch
+//! reader*).
 //!
 //! Invariants (checked by this module's tests):
 //! - **W1 (order)**: events come out in body order, each once.

@@ -3,9 +3,9 @@
 //! A pooled hyper client runs each connection in a task of its own and hands every body chunk to
 //! the reader through a one-slot channel: for a watch, where kube-apiserver writes one chunk per
 //! event, that costs two cross-task wake-ups per event, and on a multi-threaded runtime two
-//! cross-*thread* ones. The hand-off alone measured 160k chunks/s on two cores against 755k when
-//! the reader polls the connection itself (`cargo bench -p shared-informer --bench informer --
-//! handoff`), a third of an informer's whole per-event budget.
+//! cross-*thread* ones. Measured alone, that hand-off is several times slower than a reader
+//! polling the connection itself, and costs a large share of what an informer may spend per event
+//! (figures and command in docs/benchmarks.md, section *The watch reader*).
 //!
 //! So an HTTP/1.1 watch gets a connection of its own (a watch holds its connection for its whole
 //! life anyway, pooled or not), and its body polls that connection before reading: the socket read,
@@ -30,9 +30,10 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 /// hyper's adaptive default doubles its read buffer while reads fill it, up to about 400 KiB,
 /// and a burst of events does fill it. Every frame of a read keeps its buffer alive until the frame
 /// is decoded, so each read then needs a fresh allocation of that size, beyond the allocator's
-/// reuse threshold: fresh pages, faulted in and zeroed by the kernel on every read (4% of an
-/// informer's CPU in watch profiles). A fixed 64 KiB buffer (about 17 typical Pods) is reused
-/// from the heap instead. Events bigger than the buffer still arrive whole, over several reads.
+/// reuse threshold: fresh pages, faulted in and zeroed by the kernel on every read, which showed
+/// in watch profiles (docs/benchmarks.md, section *The watch reader*). A fixed 64 KiB buffer
+/// (about 17 typical Pods) is reused from the heap instead. Events bigger than the buffer still
+/// arrive whole, over several reads.
 const WATCH_READ_BUFFER: usize = 64 * 1024;
 
 /// The connection a dedicated watch drives: it resolves when the response is complete (the
