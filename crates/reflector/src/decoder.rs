@@ -35,7 +35,7 @@ use serde_json::value::RawValue;
 use thiserror::Error;
 
 use crate::client::Status;
-use crate::object::{Decode, Frame};
+use crate::object::{Decode, DecodeSource};
 
 /// Default maximum size of one watch event: 16 MiB.
 pub const DEFAULT_MAX_EVENT_SIZE: usize = 16 << 20;
@@ -325,7 +325,7 @@ fn decode_frame<K: Decode>(
     if text.trim_ascii().is_empty() {
         return Ok(());
     }
-    let ctx = Frame::new(text, &frame, share);
+    let ctx = DecodeSource::new(text, &frame, share);
     if let Some(event) = decode_apiserver_event(text, &ctx) {
         out.push(event);
         return Ok(());
@@ -373,7 +373,10 @@ fn push_known<K>(
 /// through the envelope. `None` when the frame has another shape, or when the object's text does
 /// not decode as exactly one value (say, a field after `object`): the general path then decodes
 /// the frame and reports any error. Which path decoded an event never shows in its result.
-fn decode_apiserver_event<K: Decode>(text: &str, frame: &Frame<'_>) -> Option<WatchEvent<K>> {
+fn decode_apiserver_event<K: Decode>(
+    text: &str,
+    frame: &DecodeSource<'_>,
+) -> Option<WatchEvent<K>> {
     const PREFIXES: [(&str, EventType); 3] = [
         (r#"{"type":"MODIFIED","object":"#, EventType::Modified),
         (r#"{"type":"ADDED","object":"#, EventType::Added),
@@ -458,12 +461,12 @@ fn error_status(raw: &RawValue) -> Status {
 
 /// Deserializes one event; `None` for an unknown event type (the caller makes that an error).
 struct EventSeed<'a, 'de, K> {
-    frame: &'a Frame<'de>,
+    frame: &'a DecodeSource<'de>,
     _k: PhantomData<fn() -> K>,
 }
 
 impl<'a, 'de, K> EventSeed<'a, 'de, K> {
-    fn new(frame: &'a Frame<'de>) -> Self {
+    fn new(frame: &'a DecodeSource<'de>) -> Self {
         EventSeed {
             frame,
             _k: PhantomData,
@@ -478,7 +481,7 @@ impl<'de, K: Decode> DeserializeSeed<'de> for EventSeed<'_, 'de, K> {
     }
 }
 
-struct ObjectSeed<'a, 'de, K>(&'a Frame<'de>, PhantomData<fn() -> K>);
+struct ObjectSeed<'a, 'de, K>(&'a DecodeSource<'de>, PhantomData<fn() -> K>);
 
 impl<'de, K: Decode> DeserializeSeed<'de> for ObjectSeed<'_, 'de, K> {
     type Value = K;
@@ -749,7 +752,7 @@ mod tests {
         for frame in &frames {
             let text = frame.as_str();
             let bytes = Bytes::from(frame.clone());
-            let ctx = Frame::new(text, &bytes, false);
+            let ctx = DecodeSource::new(text, &bytes, false);
             // The general path alone: the envelope visitor.
             let mut general = Vec::new();
             for raw in serde_json::Deserializer::from_str(text).into_iter::<&RawValue>() {

@@ -15,7 +15,7 @@ use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::ReflectorError;
 use crate::list::ObjectList;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
-use crate::metrics::Metrics;
+use crate::metrics::ReflectorMetrics;
 use crate::object::Decode;
 use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body;
@@ -43,7 +43,7 @@ pub struct HttpListerWatcher<K> {
     watch_list: bool,
     max_list_page_bytes: usize,
     watch_idle_timeout: Option<Duration>,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Option<Arc<ReflectorMetrics>>,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -124,7 +124,7 @@ impl<K> HttpListerWatcher<K> {
 
     /// Counts the body bytes received into `metrics` (share a reflector's
     /// [`metrics_handle`](crate::Reflector::metrics_handle)).
-    pub fn count_bytes_into(mut self, metrics: Arc<Metrics>) -> Self {
+    pub fn count_bytes_into(mut self, metrics: Arc<ReflectorMetrics>) -> Self {
         self.metrics = Some(metrics);
         self
     }

@@ -13,7 +13,7 @@ use crate::client::ListOptions;
 use crate::client::Status;
 use crate::error::ReflectorError;
 use crate::lister_watcher::ListerWatcher;
-use crate::object::{Decode, Frame};
+use crate::object::{Decode, DecodeSource};
 
 /// client-go's default page size.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -94,7 +94,7 @@ impl<K: Decode> ObjectList<K> {
     pub fn from_json(body: &Bytes) -> Result<Self, ReflectorError> {
         let text = std::str::from_utf8(body)
             .map_err(|_| ListError::new("not UTF-8", &String::from_utf8_lossy(body)))?;
-        let frame = Frame::new(text, body, false);
+        let frame = DecodeSource::new(text, body, false);
         let mut de = serde_json::Deserializer::from_str(text);
         let decoded = ListSeed::<K>(&frame, PhantomData)
             .deserialize(&mut de)
@@ -238,9 +238,9 @@ impl<'de> Deserialize<'de> for ListMeta {
     }
 }
 
-struct ListSeed<'a, 'de, K>(&'a Frame<'de>, PhantomData<fn() -> K>);
-struct ItemsSeed<'a, 'de, K>(&'a Frame<'de>, PhantomData<fn() -> K>);
-struct ItemSeed<'a, 'de, K>(&'a Frame<'de>, PhantomData<fn() -> K>);
+struct ListSeed<'a, 'de, K>(&'a DecodeSource<'de>, PhantomData<fn() -> K>);
+struct ItemsSeed<'a, 'de, K>(&'a DecodeSource<'de>, PhantomData<fn() -> K>);
+struct ItemSeed<'a, 'de, K>(&'a DecodeSource<'de>, PhantomData<fn() -> K>);
 
 impl<'de, K: Decode> DeserializeSeed<'de> for ListSeed<'_, 'de, K> {
     type Value = (ObjectList<K>, ListShape);

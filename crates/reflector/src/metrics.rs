@@ -2,9 +2,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-/// Live counters (shared; read with [`Metrics::snapshot`]).
+/// Live counters (shared; read with [`ReflectorMetrics::snapshot`]).
 #[derive(Debug, Default)]
-pub struct Metrics {
+pub struct ReflectorMetrics {
     lists: AtomicU64,
     pages: AtomicU64,
     listed_items: AtomicU64,
@@ -22,7 +22,7 @@ pub struct Metrics {
 
 /// A copy of the counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MetricsSnapshot {
+pub struct ReflectorStats {
     /// Complete lists started.
     pub lists: u64,
     /// List pages received.
@@ -59,7 +59,7 @@ macro_rules! incr {
     )*};
 }
 
-impl Metrics {
+impl ReflectorMetrics {
     incr!(
         add_lists => lists, add_pages => pages, add_listed_items => listed_items,
         add_watches => watches, add_added => added, add_modified => modified,
@@ -73,8 +73,8 @@ impl Metrics {
     }
 
     /// The counters now.
-    pub fn snapshot(&self) -> MetricsSnapshot {
-        MetricsSnapshot {
+    pub fn snapshot(&self) -> ReflectorStats {
+        ReflectorStats {
             lists: self.lists.load(Relaxed),
             pages: self.pages.load(Relaxed),
             listed_items: self.listed_items.load(Relaxed),

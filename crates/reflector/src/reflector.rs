@@ -34,7 +34,7 @@ use crate::decoder::WatchEvent;
 use crate::error::ReflectorError;
 use crate::list::{list_all, PageLimits, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 use crate::lister_watcher::{ListerWatcher, WatchStream};
-use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::metrics::{ReflectorMetrics, ReflectorStats};
 
 /// Decides, at each resync tick, whether to resync now (contract C12.1).
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -168,7 +168,7 @@ pub struct Reflector<K, L, S> {
     state: Mutex<SyncState>,
     backoff: Mutex<Backoff>,
     retry: Mutex<RetryWindow>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<ReflectorMetrics>,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -227,7 +227,7 @@ where
             should_resync: None,
             error_handler: Mutex::new(None),
             state: Mutex::new(SyncState::default()),
-            metrics: Arc::new(Metrics::default()),
+            metrics: Arc::new(ReflectorMetrics::default()),
             options,
             _k: PhantomData,
         }
@@ -254,7 +254,7 @@ where
     }
 
     /// Uses these counters (shared with a lister-watcher that counts bytes).
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+    pub fn with_metrics(mut self, metrics: Arc<ReflectorMetrics>) -> Self {
         self.metrics = metrics;
         self
     }
@@ -275,12 +275,12 @@ where
     }
 
     /// The counters.
-    pub fn metrics(&self) -> MetricsSnapshot {
+    pub fn metrics(&self) -> ReflectorStats {
         self.metrics.snapshot()
     }
 
     /// The shared counters (lister-watchers may add the bytes they receive).
-    pub fn metrics_handle(&self) -> Arc<Metrics> {
+    pub fn metrics_handle(&self) -> Arc<ReflectorMetrics> {
         self.metrics.clone()
     }
 

@@ -13,8 +13,8 @@ use parking_lot::Mutex;
 use reflector::delta_fifo::{FifoError, Store};
 use reflector::store_index::{CompactObject, DynamicObject, Object};
 use reflector::{
-    BackoffConfig, Client, ClusterConfig, Credentials, Decode, HttpListerWatcher, Metrics,
-    Reflector, ReflectorOptions, Resource,
+    BackoffConfig, Client, ClusterConfig, Credentials, Decode, HttpListerWatcher, Reflector,
+    ReflectorMetrics, ReflectorOptions, Resource,
 };
 use serde_json::json;
 use sim_apiserver::{ListFault, RequestKind, SimServer};
@@ -137,7 +137,7 @@ fn start<K: Decode>(config: &ClusterConfig, options: ReflectorOptions) -> Runnin
 }
 
 fn start_with<K: Decode>(lw: HttpListerWatcher<K>, options: ReflectorOptions) -> Running<K> {
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(ReflectorMetrics::default());
     let lw = lw.count_bytes_into(metrics.clone());
     let store = Arc::new(MapStore::default());
     let r = Arc::new(Reflector::new(lw, store.clone(), options).with_metrics(metrics));
