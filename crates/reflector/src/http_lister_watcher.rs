@@ -13,6 +13,7 @@ use crate::client::{
 };
 use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::ReflectorError;
+use crate::store_index::Selector;
 use crate::list::ObjectList;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::ReflectorMetrics;
@@ -31,7 +32,8 @@ use crate::watch_stream::decode_watch_body;
 ///     HttpListerWatcher::new(&config, Resource::namespaced("", "v1", "pods"))
 ///         .unwrap()
 ///         .namespace("default")
-///         .labels("app=web");
+///         .label_selector("app=web,tier!=db".parse().unwrap())
+///         .field_selector("spec.nodeName=node-1");
 /// ```
 pub struct HttpListerWatcher<K> {
     client: Client,
@@ -85,14 +87,17 @@ impl<K> HttpListerWatcher<K> {
         self
     }
 
-    /// A label selector (`app=web,tier!=db`).
-    pub fn labels(mut self, selector: impl Into<String>) -> Self {
-        self.label_selector = Some(selector.into());
+    /// Only objects whose labels match `selector` (the same [`Selector`] listers filter with;
+    /// parse one with `"app=web,tier!=db".parse()`, which refuses bad syntax with a typed error).
+    /// An empty selector selects everything.
+    pub fn label_selector(mut self, selector: Selector) -> Self {
+        self.label_selector = (!selector.is_empty()).then(|| selector.to_string());
         self
     }
 
-    /// A field selector (`spec.nodeName=n1`).
-    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+    /// Only objects whose fields match this field selector (`spec.nodeName=n1`); the server
+    /// checks its syntax.
+    pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
         self
     }

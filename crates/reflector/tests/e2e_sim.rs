@@ -560,7 +560,7 @@ async fn selectors_and_namespace_narrow_list_and_watch() {
     )
     .unwrap()
     .namespace("default")
-    .labels("app=web");
+    .label_selector("app=web".parse().unwrap());
     let store = Arc::new(MapStore::<DynamicObject>::default());
     let r = Arc::new(Reflector::new(
         lw,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use reflector::store_index::{DynamicObject, Indexers, Object};
+use reflector::store_index::{DynamicObject, Indexers, Object, Selector};
 use reflector::{
     Client, ClusterConfig, ConfigError, Decode, HttpListerWatcher, ReflectorOptions, Resource,
 };
@@ -81,7 +81,7 @@ struct State {
 pub struct SharedInformerFactory {
     config: ClusterConfig,
     namespace: Option<String>,
-    label_selector: Option<String>,
+    label_selector: Option<Selector>,
     field_selector: Option<String>,
     default_resync: Duration,
     resync_overrides: HashMap<String, Duration>,
@@ -138,9 +138,10 @@ impl SharedInformerFactory {
         self
     }
 
-    /// Apply this label selector to every list and watch.
-    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
-        self.label_selector = Some(selector.into());
+    /// Apply this label selector to every list and watch (see
+    /// [`HttpListerWatcher::label_selector`]).
+    pub fn label_selector(mut self, selector: Selector) -> Self {
+        self.label_selector = Some(selector);
         self
     }
 
@@ -191,10 +192,10 @@ impl SharedInformerFactory {
             lw = lw.namespace(ns.clone());
         }
         if let Some(l) = &self.label_selector {
-            lw = lw.labels(l.clone());
+            lw = lw.label_selector(l.clone());
         }
         if let Some(f) = &self.field_selector {
-            lw = lw.fields(f.clone());
+            lw = lw.field_selector(f.clone());
         }
         let plural = resource.plural.clone();
         let resync = self

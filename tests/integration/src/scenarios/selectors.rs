@@ -33,7 +33,7 @@ pub async fn selector_transitions(_: Opts) -> Outcome {
         )?;
     }
     let factory = SharedInformerFactory::new(config_for(&sim)?)
-        .label_selector("tier=a")
+        .label_selector("tier=a".parse()?)
         .reflector_options(fast_backoff(false));
     let informer = factory.informer::<DynamicObject>(pods())?;
     let (recorder, seq) = Recorder::new();
