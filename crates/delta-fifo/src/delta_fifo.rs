@@ -69,6 +69,9 @@ struct Shared<K> {
     transformer: Option<Transformer<K>>,
     name: String,
     state: Mutex<State<K>>,
+    /// The resource version the reflector last synced to: the last replaced list's, then every
+    /// later one it reports (`Store::update_resource_version`).
+    last_sync_rv: Mutex<String>,
     /// Woken on every enqueue and on close.
     signals: Signals,
 }
@@ -111,6 +114,7 @@ impl<K: Object> DeltaFifo<K> {
                     initial_population_count: 0,
                     closed: false,
                 }),
+                last_sync_rv: Mutex::new(String::new()),
                 signals: Signals::new(),
             }),
         }
@@ -186,8 +190,9 @@ impl<K: Object> DeltaFifo<K> {
 
     /// Replaces the queue's view of the world with `list` (contract B8): a `Replaced` (or `Sync`)
     /// delta for every listed object, then a `Deleted` tombstone for every queued key and every
-    /// known key missing from the list. The resource version is not used by this queue.
-    pub fn replace(&self, list: Vec<Arc<K>>, _resource_version: &str) -> Result<(), FifoError> {
+    /// known key missing from the list. The list's resource version becomes
+    /// [`last_sync_resource_version`](Self::last_sync_resource_version) once it is queued.
+    pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
         let kind = if self.shared.emit_replaced {
             DeltaType::Replaced
         } else {
@@ -244,7 +249,27 @@ impl<K: Object> DeltaFifo<K> {
             state.initial_population_count = listed.len() + queued_deletions;
         }
         self.signal_if_synced(&state);
+        drop(state);
+        resource_version.clone_into(&mut self.shared.last_sync_rv.lock());
         Ok(())
+    }
+
+    /// The resource version the reflector feeding this queue last synced to (its last list's,
+    /// then each watch event's and bookmark's); `""` before the first list.
+    ///
+    /// ```
+    /// use delta_fifo::store_index::DynamicObject;
+    /// use delta_fifo::{DeltaFifo, DeltaFifoOptions, Store};
+    ///
+    /// let fifo = DeltaFifo::<DynamicObject>::new(DeltaFifoOptions::new());
+    /// assert_eq!(fifo.last_sync_resource_version(), "");
+    /// fifo.replace(Vec::new(), "10").unwrap();
+    /// assert_eq!(fifo.last_sync_resource_version(), "10");
+    /// fifo.update_resource_version("12"); // a later watch event or bookmark
+    /// assert_eq!(fifo.last_sync_resource_version(), "12");
+    /// ```
+    pub fn last_sync_resource_version(&self) -> String {
+        self.shared.last_sync_rv.lock().clone()
     }
 
     /// Queues a `Sync` delta for every known object whose key has nothing queued (contract B9).
@@ -464,6 +489,9 @@ impl<K: Object> Store<K> for DeltaFifo<K> {
             Some(t) => t(obj).map_err(FifoError::Transform),
             None => Ok(obj),
         }
+    }
+    fn update_resource_version(&self, resource_version: &str) {
+        resource_version.clone_into(&mut self.shared.last_sync_rv.lock());
     }
 }
 

@@ -26,9 +26,9 @@ pub trait Store<K>: Send + Sync {
     fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
         Ok(obj)
     }
-    /// A watch `BOOKMARK` arrived with this resource version. Default: nothing.
-    fn bookmark(&self, _resource_version: &str) {}
-    /// The reflector's last-synced resource version advanced. Default: nothing.
+    /// The reflector's last-synced resource version advanced (a watch event's, a bookmark's, a
+    /// watch-list snapshot's; contract C10.2). Default: nothing; the [`DeltaFifo`](crate::DeltaFifo)
+    /// records it, and an informer reports it as its own.
     fn update_resource_version(&self, _resource_version: &str) {}
 }
 
@@ -50,9 +50,6 @@ impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
     }
     fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
         (**self).transform(obj)
-    }
-    fn bookmark(&self, resource_version: &str) {
-        (**self).bookmark(resource_version)
     }
     fn update_resource_version(&self, resource_version: &str) {
         (**self).update_resource_version(resource_version)

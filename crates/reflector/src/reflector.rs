@@ -675,7 +675,6 @@ where
             }
             WatchEvent::Bookmark(b) => {
                 self.metrics.add_bookmarks(1);
-                self.store.bookmark(&b.resource_version);
                 *propagate = true;
                 b.resource_version
             }

@@ -76,7 +76,9 @@ struct Inner<K, L> {
     block_deltas: Mutex<()>,
     /// The informer's HasSynced; stopped without syncing when `run` ends first.
     synced: Arc<SyncLatch>,
-    last_sync_rv: OnceLock<Arc<dyn Fn() -> String + Send + Sync>>,
+    /// The queue of the running (or last) `run`: it records the resource version the reflector
+    /// last synced to.
+    queue: OnceLock<DeltaFifo<K>>,
     next_listener_id: AtomicU64,
 }
 
@@ -139,7 +141,7 @@ where
                 reflector_options: options.reflector,
                 block_deltas: Mutex::new(()),
                 synced: Arc::default(),
-                last_sync_rv: OnceLock::new(),
+                queue: OnceLock::new(),
                 next_listener_id: AtomicU64::new(1),
             }),
         }
@@ -182,9 +184,9 @@ where
     /// The resource version of the last list or event applied; `""` before `run`.
     pub fn last_sync_resource_version(&self) -> String {
         self.inner
-            .last_sync_rv
+            .queue
             .get()
-            .map(|f| f())
+            .map(DeltaFifo::last_sync_resource_version)
             .unwrap_or_default()
     }
 
@@ -347,8 +349,9 @@ where
             name: self.inner.id.name.clone(),
             ..self.inner.reflector_options.clone()
         };
-        // Weak: `last_sync_rv` below keeps the reflector, so a strong reference back from its
-        // hook would be a cycle keeping a stopped informer and its whole cache alive forever.
+        // Weak: the reflector's task holds the hook while it runs, and a strong reference back to
+        // the informer would keep a stopped informer and its whole cache alive as long as the
+        // reflector lives.
         let should_resync = {
             let inner = Arc::downgrade(&self.inner);
             Arc::new(move || {
@@ -363,10 +366,7 @@ where
         if let Some(h) = error_handler {
             reflector.set_watch_error_handler(h);
         }
-        let _ = self.inner.last_sync_rv.set({
-            let r = Arc::clone(&reflector);
-            Arc::new(move || r.last_sync_resource_version())
-        });
+        let _ = self.inner.queue.set(fifo.clone());
         self.inner.processor.run(tokio::runtime::Handle::current());
         tracing::debug!(
             handlers = self.inner.processor.listeners().len(),
