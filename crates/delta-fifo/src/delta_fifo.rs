@@ -172,7 +172,8 @@ impl<K: Object> DeltaFifo<K> {
     /// Appends a `Deleted` delta, unless the deletion is already known to have been reported
     /// (contract B5): without known objects, when the key has nothing queued; with them, when the
     /// known store says "absent" (without error) and nothing is queued.
-    pub fn delete(&self, obj: ObjectOrTombstone<K>) -> Result<(), FifoError> {
+    pub fn delete(&self, obj: impl Into<ObjectOrTombstone<K>>) -> Result<(), FifoError> {
+        let obj = obj.into();
         let key = self.key_of(&obj)?;
         let mut state = self.shared.state.lock();
         state.populated = true;
@@ -476,7 +477,7 @@ impl<K: Object> Store<K> for DeltaFifo<K> {
         DeltaFifo::update(self, obj)
     }
     fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
-        DeltaFifo::delete(self, ObjectOrTombstone::Object(obj))
+        DeltaFifo::delete(self, obj)
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
         DeltaFifo::replace(self, list, resource_version)

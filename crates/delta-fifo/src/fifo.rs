@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use store_index::{describe, KeyFn, Object, ObjectKey};
+use store_index::{describe, KeyFn, Object, ObjectKey, ObjectOrTombstone};
 
 use crate::error::FifoError;
 use crate::options::DeltaFifoOptions;
@@ -122,9 +122,13 @@ impl<K: Object> Fifo<K> {
         self.add(obj)
     }
 
-    /// Removes the queued object of `obj`'s key (its queue entry stays and is skipped by pop).
-    pub fn delete(&self, obj: &K) -> Result<(), FifoError> {
-        let key = self.key_of(obj)?;
+    /// Removes the queued object of `obj`'s key (an object's, or a tombstone's own); its queue
+    /// entry stays and is skipped by pop.
+    pub fn delete(&self, obj: impl Into<ObjectOrTombstone<K>>) -> Result<(), FifoError> {
+        let key = match obj.into() {
+            ObjectOrTombstone::Object(obj) => self.key_of(&obj)?,
+            ObjectOrTombstone::Tombstone(t) => t.key,
+        };
         let mut state = self.shared.state.lock();
         state.populated = true;
         state.items.remove(&key);

@@ -172,8 +172,8 @@ impl<K: Object> RealFifo<K> {
     }
 
     /// Queues a `Deleted` delta, always (no existence check).
-    pub fn delete(&self, obj: ObjectOrTombstone<K>) -> Result<(), FifoError> {
-        self.change(DeltaType::Deleted, obj)
+    pub fn delete(&self, obj: impl Into<ObjectOrTombstone<K>>) -> Result<(), FifoError> {
+        self.change(DeltaType::Deleted, obj.into())
     }
 
     /// A relist (contract B15.2): tombstones for queued keys missing from the list (one per key,
@@ -330,7 +330,7 @@ impl<K: Object> Store<K> for RealFifo<K> {
         RealFifo::update(self, obj)
     }
     fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
-        RealFifo::delete(self, obj.into())
+        RealFifo::delete(self, obj)
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
         RealFifo::replace(self, list, resource_version)

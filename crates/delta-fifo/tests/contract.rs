@@ -55,8 +55,8 @@ async fn delete_without_known_objects_is_dropped_when_nothing_is_queued() {
     f.add(obj("foo", 10)).unwrap();
     f.update(obj("bar", 15)).unwrap();
     f.add(obj("qux", 17)).unwrap();
-    f.delete(obj("qux", 18).into()).unwrap();
-    f.delete(obj("baz", 20).into()).unwrap();
+    f.delete(obj("qux", 18)).unwrap();
+    f.delete(obj("baz", 20)).unwrap();
     let vals: Vec<i64> = drain(&f)
         .await
         .iter()
@@ -70,7 +70,7 @@ async fn delete_with_known_objects_is_queued_for_known_keys() {
     let f = fifo_known(&[("foo", 5), ("bar", 6), ("baz", 7)]);
     f.add(obj("foo", 10)).unwrap();
     f.update(obj("bar", 15)).unwrap();
-    f.delete(obj("baz", 20).into()).unwrap();
+    f.delete(obj("baz", 20)).unwrap();
     let vals: Vec<i64> = drain(&f)
         .await
         .iter()
@@ -80,7 +80,7 @@ async fn delete_with_known_objects_is_queued_for_known_keys() {
 
     let f = fifo_known(&[]);
     f.add(obj("foo", 5)).unwrap();
-    f.delete(obj("foo", 6).into()).unwrap();
+    f.delete(obj("foo", 6)).unwrap();
     assert_eq!(
         drain(&f).await,
         [vec![d(Added, "foo", 5), d(Deleted, "foo", 6)]]
@@ -91,18 +91,18 @@ async fn delete_with_known_objects_is_queued_for_known_keys() {
 async fn consecutive_deletions_collapse_keeping_the_real_one() {
     // real then tombstone → the real delete survives
     let f = fifo_known(&[("foo", 1)]);
-    f.delete(obj("foo", 2).into()).unwrap();
+    f.delete(obj("foo", 2)).unwrap();
     f.delete(tombstone("foo", Some(obj("foo", 3)))).unwrap();
     assert_eq!(drain(&f).await, [vec![d(Deleted, "foo", 2)]]);
     // tombstone then real → the real delete
     let f = fifo_known(&[("foo", 1)]);
     f.delete(tombstone("foo", Some(obj("foo", 3)))).unwrap();
-    f.delete(obj("foo", 2).into()).unwrap();
+    f.delete(obj("foo", 2)).unwrap();
     assert_eq!(drain(&f).await, [vec![d(Deleted, "foo", 2)]]);
     // two real deletes → the first
     let f = fifo_known(&[("foo", 1)]);
-    f.delete(obj("foo", 2).into()).unwrap();
-    f.delete(obj("foo", 3).into()).unwrap();
+    f.delete(obj("foo", 2)).unwrap();
+    f.delete(obj("foo", 3)).unwrap();
     assert_eq!(drain(&f).await, [vec![d(Deleted, "foo", 2)]]);
     // two tombstones → the second
     let f = fifo_known(&[("foo", 1)]);
@@ -117,7 +117,7 @@ async fn no_other_pair_of_deltas_is_ever_collapsed() {
     f.update(obj("foo", 1)).unwrap();
     f.update(obj("foo", 1)).unwrap();
     f.add(obj("foo", 2)).unwrap();
-    f.delete(obj("foo", 3).into()).unwrap();
+    f.delete(obj("foo", 3)).unwrap();
     assert_eq!(
         drain(&f).await,
         [vec![
@@ -142,7 +142,7 @@ async fn transformer_runs_once_per_enqueue_and_never_on_tombstones() {
     f.add(obj("foo", 10)).unwrap();
     f.add(obj("bar", 11)).unwrap();
     f.update(obj("foo", 12)).unwrap();
-    f.delete(obj("foo", 15).into()).unwrap();
+    f.delete(obj("foo", 15)).unwrap();
     f.replace(vec![], "").unwrap();
     f.add(obj("bar", 16)).unwrap();
     f.replace(vec![], "").unwrap();
@@ -185,7 +185,7 @@ async fn transformer_error_aborts_that_call_and_replace_keeps_earlier_items() {
 async fn replace_with_known_objects_emits_sync_and_tombstones() {
     // delete baz=10 then replace([foo=5])
     let f = fifo_known(&[("foo", 5), ("bar", 6), ("baz", 7)]);
-    f.delete(obj("baz", 10).into()).unwrap();
+    f.delete(obj("baz", 10)).unwrap();
     f.replace(vec![obj("foo", 5)], "0").unwrap();
     assert_eq!(
         drain(&f).await,
@@ -211,7 +211,7 @@ async fn replace_with_known_objects_emits_sync_and_tombstones() {
 
     // delete bar=6, add bar=100, replace([foo=5])
     let f = fifo_known(&[("foo", 5), ("bar", 6), ("baz", 7)]);
-    f.delete(obj("bar", 6).into()).unwrap();
+    f.delete(obj("bar", 6)).unwrap();
     f.add(obj("bar", 100)).unwrap();
     f.replace(vec![obj("foo", 5)], "0").unwrap();
     assert_eq!(
@@ -263,7 +263,7 @@ async fn replace_emits_replaced_when_asked() {
             .known_objects(known(&[("foo", 5), ("bar", 6), ("baz", 7)]))
             .emit_replaced(true),
     );
-    f.delete(obj("baz", 10).into()).unwrap();
+    f.delete(obj("baz", 10)).unwrap();
     f.replace(vec![obj("foo", 6)], "0").unwrap();
     assert_eq!(
         drain(&f).await,
@@ -278,7 +278,7 @@ async fn replace_emits_replaced_when_asked() {
 #[tokio::test]
 async fn replace_adds_a_relisted_object_even_after_a_queued_delete() {
     let f = fifo_known(&[("foo", 1)]);
-    f.delete(obj("foo", 1).into()).unwrap();
+    f.delete(obj("foo", 1)).unwrap();
     f.replace(vec![obj("foo", 2)], "").unwrap();
     assert_eq!(
         drain(&f).await,
@@ -300,7 +300,7 @@ async fn replace_tombstones_for_queued_keys_are_the_same_with_or_without_an_empt
         (
             |f| {
                 f.add(obj("foo", 1)).unwrap();
-                f.delete(obj("foo", 1).into()).unwrap();
+                f.delete(obj("foo", 1)).unwrap();
                 f.replace(vec![], "").unwrap();
             },
             vec![d(Added, "foo", 1), d(Deleted, "foo", 1)],
@@ -330,7 +330,7 @@ async fn replace_tombstones_for_queued_keys_are_the_same_with_or_without_an_empt
         (
             |f| {
                 f.add(obj("foo", 1)).unwrap();
-                f.delete(obj("foo", 1).into()).unwrap();
+                f.delete(obj("foo", 1)).unwrap();
                 f.add(obj("foo", 2)).unwrap();
                 f.replace(vec![], "").unwrap();
             },
@@ -433,7 +433,7 @@ async fn resync_queues_sync_only_for_unqueued_known_keys() {
     assert_eq!(drain(&f).await, [vec![d(Updated, "foo", 6)]]);
 
     let f = fifo_known(&[("foo", 5)]);
-    f.delete(obj("foo", 10).into()).unwrap();
+    f.delete(obj("foo", 10)).unwrap();
     f.resync().unwrap();
     assert_eq!(
         describe(&f.get_by_key("foo").unwrap()),
@@ -603,7 +603,7 @@ async fn list_get_and_keys_read_the_queue_without_changing_it() {
     let f = fifo();
     f.add(obj("foo", 10)).unwrap();
     f.update(obj("foo", 12)).unwrap();
-    f.delete(obj("foo", 15).into()).unwrap();
+    f.delete(obj("foo", 15)).unwrap();
     let list = f.list();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].object().unwrap().val, 15);

@@ -39,7 +39,7 @@ async fn fifo_delete_leaves_a_queue_entry_that_pop_skips() {
     let f = Fifo::new();
     f.add(obj("a", 1)).unwrap();
     f.add(obj("b", 2)).unwrap();
-    f.delete(&obj("a", 1)).unwrap();
+    f.delete(obj("a", 1)).unwrap();
     assert_eq!(f.list_keys(), ["b"]);
     assert_eq!(fifo_pop(&f).await.0, 2);
     assert!(f.is_empty());

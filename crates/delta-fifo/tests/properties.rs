@@ -216,7 +216,7 @@ proptest! {
                 match op {
                     Op::Add(k, v) => { fifo.add(obj(&name(k), v)).unwrap(); model.push(&name(k), d(DeltaType::Added, &name(k), v)); }
                     Op::Update(k, v) => { fifo.update(obj(&name(k), v)).unwrap(); model.push(&name(k), d(DeltaType::Updated, &name(k), v)); }
-                    Op::Delete(k, v) => { fifo.delete(obj(&name(k), v).into()).unwrap(); model.delete(&name(k), v); }
+                    Op::Delete(k, v) => { fifo.delete(obj(&name(k), v)).unwrap(); model.delete(&name(k), v); }
                     Op::Replace(list) => {
                         let list: Vec<(String, i64)> = list.into_iter().map(|(k, v)| (name(k), v)).collect();
                         fifo.replace(list.iter().map(|(k, v)| obj(k, *v)).collect(), "").unwrap();

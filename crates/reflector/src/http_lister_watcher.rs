@@ -13,11 +13,11 @@ use crate::client::{
 };
 use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::ReflectorError;
-use crate::store_index::Selector;
 use crate::list::ObjectList;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::ReflectorMetrics;
 use crate::object::Decode;
+use crate::store_index::Selector;
 use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body;
 

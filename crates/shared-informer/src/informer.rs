@@ -11,9 +11,7 @@ use parking_lot::Mutex;
 use reflector::delta_fifo::{
     DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, FifoError, ProcessError, Transformer,
 };
-use reflector::store_index::{
-    BoxError, Indexer, Indexers, Lister, Object, ObjectOrTombstone, ReadOnlyIndexer,
-};
+use reflector::store_index::{BoxError, Indexer, Indexers, Lister, Object, ReadOnlyIndexer};
 use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WatchErrorHandler};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -426,13 +424,9 @@ where
         for delta in deltas {
             match delta.kind {
                 DeltaType::Deleted => {
-                    match &delta.object {
-                        ObjectOrTombstone::Object(obj) => indexer.delete(obj),
-                        ObjectOrTombstone::Tombstone(t) => {
-                            indexer.delete_by_key(t.key.as_str()).map(|_| ())
-                        }
-                    }
-                    .map_err(ProcessError::failed)?;
+                    indexer
+                        .delete(delta.object.clone())
+                        .map_err(ProcessError::failed)?;
                     self.inner
                         .processor
                         .distribute(Notification::Delete(delta.object.clone()), false);

@@ -11,6 +11,7 @@ use crate::index::Indexers;
 use crate::key::{meta_namespace_key, KeyFn, ObjectKey};
 use crate::object::Object;
 use crate::thread_safe_store::{LastWrite, State};
+use crate::tombstone::ObjectOrTombstone;
 
 /// A thread-safe store of `Arc<K>` objects with named indexes.
 ///
@@ -113,16 +114,24 @@ impl<K: Object> Indexer<K> {
         self.add(obj)
     }
 
-    /// Removes the object with `obj`'s key; a missing key is a silent no-op. The object is used only
-    /// for its key and its resource version.
-    pub fn delete(&self, obj: &K) -> Result<(), StoreError> {
-        let key = self.key_of(obj)?;
-        let mut state = self.shared.state.write();
-        state.remove(key.as_str())?;
-        if obj.has_meta() {
-            state.last_write = LastWrite::Version(obj.resource_version().unwrap_or("").to_string());
+    /// Removes the object with `obj`'s key (an object, or a tombstone and its own key); a missing
+    /// key is a silent no-op. An object is used only for its key and its resource version, which
+    /// becomes the last written; a tombstone's leaves that unchanged (its object, if it carries
+    /// one, is an older state). Every delete of the workspace takes the same argument.
+    pub fn delete(&self, obj: impl Into<ObjectOrTombstone<K>>) -> Result<(), StoreError> {
+        match obj.into() {
+            ObjectOrTombstone::Object(obj) => {
+                let key = self.key_of(&obj)?;
+                let mut state = self.shared.state.write();
+                state.remove(key.as_str())?;
+                if obj.has_meta() {
+                    state.last_write =
+                        LastWrite::Version(obj.resource_version().unwrap_or("").to_string());
+                }
+                Ok(())
+            }
+            ObjectOrTombstone::Tombstone(t) => self.delete_by_key(t.key.as_str()).map(|_| ()),
         }
-        Ok(())
     }
 
     /// Removes the object stored under `key` (a tombstone's key, for instance), returning it.

@@ -74,6 +74,12 @@ impl<K> From<Arc<K>> for ObjectOrTombstone<K> {
     }
 }
 
+impl<K> From<&Arc<K>> for ObjectOrTombstone<K> {
+    fn from(obj: &Arc<K>) -> Self {
+        ObjectOrTombstone::Object(Arc::clone(obj))
+    }
+}
+
 impl<K> From<DeletedFinalStateUnknown<K>> for ObjectOrTombstone<K> {
     fn from(t: DeletedFinalStateUnknown<K>) -> Self {
         ObjectOrTombstone::Tombstone(t)

@@ -41,7 +41,7 @@ async fn readers_never_see_torn_index_and_item_pairs() {
             for round in 1..=300 {
                 for i in (w..OBJECTS).step_by(2) {
                     if round % 50 == 0 && i % 10 == 0 {
-                        idx.delete(&object(i, round)).unwrap();
+                        idx.delete(object(i, round)).unwrap();
                     }
                     idx.update(object(i, round)).unwrap();
                 }

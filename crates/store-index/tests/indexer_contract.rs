@@ -67,7 +67,7 @@ fn update_moves_keys_between_buckets_and_drops_empty_ones() {
     assert_eq!(keys(&idx, "bar"), ["key2", "key3"]);
     idx.update(item("key2", "bar")).unwrap();
     assert_eq!(keys(&idx, "foo"), ["key1", "key3"]);
-    idx.delete(&item("key1", "ignored")).unwrap();
+    idx.delete(item("key1", "ignored")).unwrap();
     assert_eq!(keys(&idx, "foo"), ["key3"]);
     idx.delete_by_key("key3").unwrap();
     assert!(keys(&idx, "foo").is_empty());
@@ -81,12 +81,12 @@ fn update_moves_keys_between_buckets_and_drops_empty_ones() {
 fn delete_uses_the_stored_objects_index_values_not_the_argument() {
     let idx = Indexer::new(comma_index());
     idx.add(item("testKey", "testKey")).unwrap();
-    idx.delete(&item("testKey", "something-else")).unwrap();
+    idx.delete(item("testKey", "something-else")).unwrap();
     assert!(idx.list_index_func_values("by_val").is_empty());
 
     idx.add(item("a", "shared")).unwrap();
     idx.add(item("b", "shared")).unwrap();
-    idx.delete(&item("a", "")).unwrap();
+    idx.delete(item("a", "")).unwrap();
     assert_eq!(keys(&idx, "shared"), ["b"]);
 }
 
@@ -94,7 +94,7 @@ fn delete_uses_the_stored_objects_index_values_not_the_argument() {
 fn deleting_a_missing_key_is_a_silent_no_op() {
     let idx = Indexer::new(comma_index());
     idx.add(item("a", "x")).unwrap();
-    idx.delete(&item("missing", "x")).unwrap();
+    idx.delete(item("missing", "x")).unwrap();
     assert_eq!(idx.delete_by_key("missing").unwrap(), None);
     assert_eq!(keys(&idx, "x"), ["a"]);
 }
@@ -288,12 +288,21 @@ fn resource_version_is_the_last_written_not_the_maximum() {
     assert_eq!(idx.resource_version(), "10");
     idx.add(rv("b", "20")).unwrap();
     assert_eq!(idx.resource_version(), "20");
-    idx.delete(&rv("a", "30")).unwrap();
+    idx.delete(rv("a", "30")).unwrap();
     assert_eq!(idx.resource_version(), "30");
     idx.add(rv("c", "40")).unwrap();
     assert_eq!(idx.resource_version(), "40");
     idx.delete_by_key("ns/c").unwrap();
     assert_eq!(idx.resource_version(), "40");
+    // A tombstone deletes by its own key and, like a delete by key, leaves the version alone.
+    idx.add(rv("t", "45")).unwrap();
+    idx.delete(store_index::DeletedFinalStateUnknown {
+        key: "ns/t".into(),
+        obj: Some(rv("t", "44")),
+    })
+    .unwrap();
+    assert!(idx.get_by_key("ns/t").is_none());
+    assert_eq!(idx.resource_version(), "45");
     idx.add(rv("d", "5")).unwrap();
     assert_eq!(idx.resource_version(), "5");
     idx.replace([rv("a", "1")], "50").unwrap();
