@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use store_index::{
     describe, DeletedFinalStateUnknown, KeyError, KeyFn, Object, ObjectKey, ObjectOrTombstone,
+    ResourceVersion,
 };
 
 use crate::delta::{Delta, DeltaType, Deltas};
@@ -71,7 +72,7 @@ struct Shared<K> {
     state: Mutex<State<K>>,
     /// The resource version the reflector last synced to: the last replaced list's, then every
     /// later one it reports (`Store::update_resource_version`).
-    last_sync_rv: Mutex<String>,
+    last_sync_rv: Mutex<ResourceVersion>,
     /// Woken on every enqueue and on close.
     signals: Signals,
 }
@@ -114,7 +115,7 @@ impl<K: Object> DeltaFifo<K> {
                     initial_population_count: 0,
                     closed: false,
                 }),
-                last_sync_rv: Mutex::new(String::new()),
+                last_sync_rv: Mutex::new(ResourceVersion::default()),
                 signals: Signals::new(),
             }),
         }
@@ -193,7 +194,11 @@ impl<K: Object> DeltaFifo<K> {
     /// delta for every listed object, then a `Deleted` tombstone for every queued key and every
     /// known key missing from the list. The list's resource version becomes
     /// [`last_sync_resource_version`](Self::last_sync_resource_version) once it is queued.
-    pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+    pub fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: impl Into<ResourceVersion>,
+    ) -> Result<(), FifoError> {
         let kind = if self.shared.emit_replaced {
             DeltaType::Replaced
         } else {
@@ -251,7 +256,7 @@ impl<K: Object> DeltaFifo<K> {
         }
         self.signal_if_synced(&state);
         drop(state);
-        resource_version.clone_into(&mut self.shared.last_sync_rv.lock());
+        *self.shared.last_sync_rv.lock() = resource_version.into();
         Ok(())
     }
 
@@ -266,10 +271,10 @@ impl<K: Object> DeltaFifo<K> {
     /// assert_eq!(fifo.last_sync_resource_version(), "");
     /// fifo.replace(Vec::new(), "10").unwrap();
     /// assert_eq!(fifo.last_sync_resource_version(), "10");
-    /// fifo.update_resource_version("12"); // a later watch event or bookmark
+    /// fifo.update_resource_version(&"12".into()); // a later watch event or bookmark
     /// assert_eq!(fifo.last_sync_resource_version(), "12");
     /// ```
-    pub fn last_sync_resource_version(&self) -> String {
+    pub fn last_sync_resource_version(&self) -> ResourceVersion {
         self.shared.last_sync_rv.lock().clone()
     }
 
@@ -479,7 +484,11 @@ impl<K: Object> Store<K> for DeltaFifo<K> {
     fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
         DeltaFifo::delete(self, obj)
     }
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+    fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &ResourceVersion,
+    ) -> Result<(), FifoError> {
         DeltaFifo::replace(self, list, resource_version)
     }
     fn resync(&self) -> Result<(), FifoError> {
@@ -491,7 +500,7 @@ impl<K: Object> Store<K> for DeltaFifo<K> {
             None => Ok(obj),
         }
     }
-    fn update_resource_version(&self, resource_version: &str) {
+    fn update_resource_version(&self, resource_version: &ResourceVersion) {
         resource_version.clone_into(&mut self.shared.last_sync_rv.lock());
     }
 }

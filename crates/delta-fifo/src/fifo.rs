@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use store_index::{describe, KeyFn, Object, ObjectKey, ObjectOrTombstone};
+use store_index::{describe, KeyFn, Object, ObjectKey, ObjectOrTombstone, ResourceVersion};
 
 use crate::error::FifoError;
 use crate::options::DeltaFifoOptions;
@@ -137,7 +137,11 @@ impl<K: Object> Fifo<K> {
     }
 
     /// Replaces everything queued with `list` (keys computed first: a key error changes nothing).
-    pub fn replace(&self, list: Vec<Arc<K>>, _resource_version: &str) -> Result<(), FifoError> {
+    pub fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        _resource_version: impl Into<ResourceVersion>,
+    ) -> Result<(), FifoError> {
         let mut items = HashMap::with_capacity(list.len());
         let mut queue = VecDeque::with_capacity(list.len());
         for obj in list {
@@ -303,7 +307,11 @@ impl<K: Object> Store<K> for Fifo<K> {
     fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
         Fifo::delete(self, &obj)
     }
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+    fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &ResourceVersion,
+    ) -> Result<(), FifoError> {
         Fifo::replace(self, list, resource_version)
     }
     fn resync(&self) -> Result<(), FifoError> {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use store_index::{
     describe, DeletedFinalStateUnknown, KeyFn, Object, ObjectKey, ObjectOrTombstone,
+    ResourceVersion,
 };
 
 use crate::delta::{Delta, DeltaType, Deltas};
@@ -180,7 +181,11 @@ impl<K: Object> RealFifo<K> {
     /// in order of first appearance, from the key's last queued delta, unless that is already a
     /// deletion), then tombstones for known keys neither listed nor queued, then one `Replaced`
     /// delta per listed object in list order.
-    pub fn replace(&self, list: Vec<Arc<K>>, _resource_version: &str) -> Result<(), FifoError> {
+    pub fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        _resource_version: impl Into<ResourceVersion>,
+    ) -> Result<(), FifoError> {
         let mut listed: HashSet<ObjectKey> = HashSet::with_capacity(list.len());
         for obj in &list {
             listed.insert(self.key_of(&ObjectOrTombstone::Object(Arc::clone(obj)))?);
@@ -332,7 +337,11 @@ impl<K: Object> Store<K> for RealFifo<K> {
     fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
         RealFifo::delete(self, obj)
     }
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+    fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &ResourceVersion,
+    ) -> Result<(), FifoError> {
         RealFifo::replace(self, list, resource_version)
     }
     fn resync(&self) -> Result<(), FifoError> {

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use store_index::ResourceVersion;
+
 use crate::error::FifoError;
 
 /// The write side a reflector feeds: client-go's `cache.Store` as the reflector uses it.
@@ -16,7 +18,11 @@ pub trait Store<K>: Send + Sync {
     /// An object was deleted (watch `DELETED`); `obj` is its final state.
     fn delete(&self, obj: Arc<K>) -> Result<(), FifoError>;
     /// A complete list replaces what the store knows; `resource_version` is the list's.
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError>;
+    fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &ResourceVersion,
+    ) -> Result<(), FifoError>;
     /// Periodic resync (see the contract, B9).
     fn resync(&self) -> Result<(), FifoError>;
     /// Applies the store's transformer, if it has one, to an object that will reach it later
@@ -29,7 +35,7 @@ pub trait Store<K>: Send + Sync {
     /// The reflector's last-synced resource version advanced (a watch event's, a bookmark's, a
     /// watch-list snapshot's; contract C10.2). Default: nothing; the [`DeltaFifo`](crate::DeltaFifo)
     /// records it, and an informer reports it as its own.
-    fn update_resource_version(&self, _resource_version: &str) {}
+    fn update_resource_version(&self, _resource_version: &ResourceVersion) {}
 }
 
 impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
@@ -42,7 +48,11 @@ impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
     fn delete(&self, obj: Arc<K>) -> Result<(), FifoError> {
         (**self).delete(obj)
     }
-    fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) -> Result<(), FifoError> {
+    fn replace(
+        &self,
+        list: Vec<Arc<K>>,
+        resource_version: &ResourceVersion,
+    ) -> Result<(), FifoError> {
         (**self).replace(list, resource_version)
     }
     fn resync(&self) -> Result<(), FifoError> {
@@ -51,7 +61,7 @@ impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
     fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
         (**self).transform(obj)
     }
-    fn update_resource_version(&self, resource_version: &str) {
+    fn update_resource_version(&self, resource_version: &ResourceVersion) {
         (**self).update_resource_version(resource_version)
     }
 }

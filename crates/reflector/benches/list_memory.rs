@@ -5,6 +5,7 @@
 //! object. Run: `cargo bench -p reflector --bench list_memory` (`LIST_BENCH_PODS` sets the count,
 //! default 100000). Linux only (reads `/proc/self/status`).
 
+use reflector::store_index::ResourceVersion;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
@@ -84,7 +85,7 @@ impl Store<CompactObject> for KeepAll {
     fn delete(&self, _: Arc<CompactObject>) -> Result<(), FifoError> {
         Ok(())
     }
-    fn replace(&self, list: Vec<Arc<CompactObject>>, _: &str) -> Result<(), FifoError> {
+    fn replace(&self, list: Vec<Arc<CompactObject>>, _: &ResourceVersion) -> Result<(), FifoError> {
         *self.0.lock() = list;
         Ok(())
     }

@@ -4,6 +4,7 @@
 //! Each event is a ~4 KB pod, delivered as its own chunk (kube-apiserver writes one chunk per
 //! event). Run: `cargo bench -p reflector --bench watch_decode`.
 
+use reflector::store_index::ResourceVersion;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -120,7 +121,7 @@ impl<K> Store<K> for NoopStore {
     fn delete(&self, _: Arc<K>) -> Result<(), FifoError> {
         Ok(())
     }
-    fn replace(&self, _: Vec<Arc<K>>, _: &str) -> Result<(), FifoError> {
+    fn replace(&self, _: Vec<Arc<K>>, _: &ResourceVersion) -> Result<(), FifoError> {
         Ok(())
     }
     fn resync(&self) -> Result<(), FifoError> {

@@ -36,6 +36,7 @@ use thiserror::Error;
 
 use crate::client::Status;
 use crate::object::{Decode, DecodeSource};
+use crate::store_index::ResourceVersion;
 
 /// Default maximum size of one watch event: 16 MiB.
 pub const DEFAULT_MAX_EVENT_SIZE: usize = 16 << 20;
@@ -75,7 +76,7 @@ impl<K> WatchEvent<K> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bookmark {
     /// The resource version the watch has reached.
-    pub resource_version: String,
+    pub resource_version: ResourceVersion,
     /// Whether the bookmark carries `k8s.io/initial-events-end: "true"` (watch-list mode).
     pub initial_events_end: bool,
 }
@@ -441,7 +442,7 @@ impl From<BookmarkObject> for Bookmark {
             .and_then(|a| a.get(INITIAL_EVENTS_END_ANNOTATION))
             .is_some_and(|v| v == "true");
         Bookmark {
-            resource_version: b.metadata.resource_version,
+            resource_version: b.metadata.resource_version.into(),
             initial_events_end: end,
         }
     }

@@ -14,6 +14,7 @@ use crate::client::Status;
 use crate::error::ReflectorError;
 use crate::lister_watcher::ListerWatcher;
 use crate::object::{Decode, DecodeSource};
+use crate::store_index::ResourceVersion;
 
 /// client-go's default page size.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -24,7 +25,7 @@ pub struct ObjectList<K> {
     /// The items.
     pub items: Vec<K>,
     /// `metadata.resourceVersion`.
-    pub resource_version: String,
+    pub resource_version: ResourceVersion,
     /// `metadata.continue` (`None` or empty: last page).
     pub continue_token: Option<String>,
     /// `kind` (`PodList`, or `Table` for a server-side table).
@@ -35,7 +36,7 @@ pub struct ObjectList<K> {
 
 impl<K> ObjectList<K> {
     /// A page with these items and resource version, and no continuation.
-    pub fn new(items: Vec<K>, resource_version: impl Into<String>) -> Self {
+    pub fn new(items: Vec<K>, resource_version: impl Into<ResourceVersion>) -> Self {
         ObjectList {
             items,
             resource_version: resource_version.into(),
@@ -264,7 +265,7 @@ impl<'de, K: Decode> Visitor<'de> for ListSeed<'_, 'de, K> {
                 ListField::Metadata => {
                     let meta: Option<ListMeta> = map.next_value()?;
                     let meta = meta.unwrap_or_default();
-                    list.resource_version = meta.resource_version.unwrap_or_default();
+                    list.resource_version = meta.resource_version.unwrap_or_default().into();
                     list.continue_token = meta.continue_token.filter(|c| !c.is_empty());
                 }
                 ListField::Items => {
@@ -325,7 +326,7 @@ pub(crate) struct FullList<K> {
     /// Each object moved into its `Arc` as its page arrives, so no second vector of objects
     /// ever exists.
     pub(crate) items: Vec<Arc<K>>,
-    pub(crate) resource_version: String,
+    pub(crate) resource_version: ResourceVersion,
     /// Whether the server split the answer into pages.
     pub(crate) paginated: bool,
 }

@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delta_fifo::store_index::Object;
+use delta_fifo::store_index::{Object, ResourceVersion};
 use delta_fifo::Store;
 use futures::{FutureExt as _, StreamExt as _};
 use parking_lot::Mutex;
@@ -88,7 +88,7 @@ impl Default for ReflectorOptions {
 
 #[derive(Debug, Default)]
 struct SyncState {
-    last_sync_rv: String,
+    last_sync_rv: ResourceVersion,
     rv_unavailable: bool,
     paginated_result: bool,
     listed_once: bool,
@@ -148,7 +148,7 @@ enum WatchEnd {
 /// #   fn add(&self, _: Arc<DynamicObject>) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
 /// #   fn update(&self, _: Arc<DynamicObject>) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
 /// #   fn delete(&self, _: Arc<DynamicObject>) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
-/// #   fn replace(&self, _: Vec<Arc<DynamicObject>>, _: &str) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
+/// #   fn replace(&self, _: Vec<Arc<DynamicObject>>, _: &reflector::store_index::ResourceVersion) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
 /// #   fn resync(&self) -> Result<(), reflector::delta_fifo::FifoError> { Ok(()) }
 /// # }
 /// let config = ClusterConfig::from_kubeconfig(None)?;
@@ -265,7 +265,7 @@ where
     }
 
     /// The resource version of the last list or watch event applied to the store.
-    pub fn last_sync_resource_version(&self) -> String {
+    pub fn last_sync_resource_version(&self) -> ResourceVersion {
         self.state.lock().last_sync_rv.clone()
     }
 
@@ -362,23 +362,23 @@ where
         self.watch_loop(initial, cancel).await
     }
 
-    fn page_size(&self, rv: &str) -> u32 {
+    fn page_size(&self, rv: &ResourceVersion) -> u32 {
         let state = self.state.lock();
         if self.options.page_size != 0 {
             self.options.page_size
         } else if state.paginated_result {
             DEFAULT_PAGE_SIZE
-        } else if !rv.is_empty() && rv != "0" {
+        } else if !rv.is_empty() && *rv != "0" {
             0
         } else {
             DEFAULT_PAGE_SIZE
         }
     }
 
-    fn relist_resource_version(&self) -> String {
+    fn relist_resource_version(&self) -> ResourceVersion {
         let state = self.state.lock();
         if state.rv_unavailable {
-            String::new()
+            ResourceVersion::default()
         } else if state.last_sync_rv.is_empty() {
             "0".into()
         } else {
@@ -388,12 +388,12 @@ where
 
     async fn list_at(
         &self,
-        rv: &str,
+        rv: &ResourceVersion,
         limit: u32,
         cancel: &CancellationToken,
     ) -> Option<Result<crate::list::FullList<K>, ReflectorError>> {
         let options = ListOptions {
-            resource_version: Some(rv.to_string()),
+            resource_version: Some(rv.clone()),
             limit,
             ..Default::default()
         };
@@ -439,7 +439,10 @@ where
                 }
                 tracing::debug!(error = %e, "list at resource version {rv:?} refused; listing at the latest");
                 self.state.lock().rv_unavailable = true;
-                match self.list_at("", limit, cancel).await {
+                match self
+                    .list_at(&ResourceVersion::default(), limit, cancel)
+                    .await
+                {
                     None => return Ok(false),
                     Some(r) => result = r,
                 }
@@ -685,7 +688,7 @@ where
             }
             WatchEvent::Added(obj) => {
                 self.metrics.add_added(1);
-                let rv = obj.resource_version().unwrap_or("").to_string();
+                let rv = ResourceVersion::from(obj.resource_version().unwrap_or(""));
                 if let Err(e) = self.store.add(Arc::new(obj)) {
                     tracing::error!(reflector = %name, error = %e, "unable to add watch event object to store");
                 }
@@ -694,7 +697,7 @@ where
             WatchEvent::Modified(obj) => {
                 self.metrics.add_modified(1);
                 *propagate = true;
-                let rv = obj.resource_version().unwrap_or("").to_string();
+                let rv = ResourceVersion::from(obj.resource_version().unwrap_or(""));
                 if let Err(e) = self.store.update(Arc::new(obj)) {
                     tracing::error!(reflector = %name, error = %e, "unable to update watch event object in store");
                 }
@@ -703,7 +706,7 @@ where
             WatchEvent::Deleted(obj) => {
                 self.metrics.add_deleted(1);
                 *propagate = true;
-                let rv = obj.resource_version().unwrap_or("").to_string();
+                let rv = ResourceVersion::from(obj.resource_version().unwrap_or(""));
                 if let Err(e) = self.store.delete(Arc::new(obj)) {
                     tracing::error!(reflector = %name, error = %e, "unable to delete watch event object from store");
                 }
@@ -773,7 +776,7 @@ where
         let rv = {
             let state = self.state.lock();
             if state.rv_unavailable {
-                String::new()
+                ResourceVersion::default()
             } else {
                 state.last_sync_rv.clone()
             }
@@ -813,7 +816,7 @@ where
     ) -> InitialEvents<K> {
         let mut temp: BTreeMap<String, Arc<K>> = BTreeMap::new();
         let mut seen_non_added = false;
-        let mut snapshot_rv = String::new();
+        let mut snapshot_rv = ResourceVersion::default();
         let mut events = 0u64;
         loop {
             let item = tokio::select! {
@@ -846,19 +849,19 @@ where
                     continue;
                 }
                 WatchEvent::Added(o) => {
-                    let rv = o.resource_version().unwrap_or("").to_string();
+                    let rv = ResourceVersion::from(o.resource_version().unwrap_or(""));
                     self.stage(&mut temp, o);
                     (rv, false)
                 }
                 WatchEvent::Modified(o) => {
                     seen_non_added = true;
-                    let rv = o.resource_version().unwrap_or("").to_string();
+                    let rv = ResourceVersion::from(o.resource_version().unwrap_or(""));
                     self.stage(&mut temp, o);
                     (rv, false)
                 }
                 WatchEvent::Deleted(o) => {
                     seen_non_added = true;
-                    let rv = o.resource_version().unwrap_or("").to_string();
+                    let rv = ResourceVersion::from(o.resource_version().unwrap_or(""));
                     temp.remove(&key_of(&o));
                     (rv, false)
                 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use reflector::delta_fifo::{FifoError, Store};
-use reflector::store_index::{CompactObject, DynamicObject, Object};
+use reflector::store_index::{CompactObject, DynamicObject, Object, ResourceVersion};
 use reflector::{
     BackoffConfig, Client, ClusterConfig, Credentials, Decode, HttpListerWatcher, Reflector,
     ReflectorMetrics, ReflectorOptions, Resource,
@@ -88,7 +88,7 @@ impl<K: Object> Store<K> for MapStore<K> {
         self.bump();
         Ok(())
     }
-    fn replace(&self, list: Vec<Arc<K>>, rv: &str) -> Result<(), FifoError> {
+    fn replace(&self, list: Vec<Arc<K>>, rv: &ResourceVersion) -> Result<(), FifoError> {
         *self.items.lock() = list.into_iter().map(|o| (key(o.as_ref()), o)).collect();
         *self.rv.lock() = rv.to_string();
         self.replaces.fetch_add(1, Ordering::SeqCst);
@@ -98,7 +98,7 @@ impl<K: Object> Store<K> for MapStore<K> {
     fn resync(&self) -> Result<(), FifoError> {
         Ok(())
     }
-    fn update_resource_version(&self, rv: &str) {
+    fn update_resource_version(&self, rv: &ResourceVersion) {
         *self.rv.lock() = rv.to_string();
         self.bump();
     }

@@ -1,5 +1,6 @@
 //! The ListAndWatch loop against a scripted lister-watcher (contract section C).
 
+use reflector::store_index::ResourceVersion;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -79,7 +80,7 @@ impl FakeLw {
         self.list_calls
             .lock()
             .iter()
-            .map(|o| o.resource_version.clone().unwrap_or_default())
+            .map(|o| o.resource_version.clone().unwrap_or_default().into())
             .collect()
     }
     fn list_limits(&self) -> Vec<u32> {
@@ -164,7 +165,7 @@ impl Store<Obj> for RecordingStore {
         self.items.lock().remove(&key(&obj));
         Ok(())
     }
-    fn replace(&self, list: Vec<Arc<Obj>>, rv: &str) -> Result<(), FifoError> {
+    fn replace(&self, list: Vec<Arc<Obj>>, rv: &ResourceVersion) -> Result<(), FifoError> {
         if self.fail_replace.load(Ordering::SeqCst) {
             return Err(FifoError::Store(StoreError::IndexNotFound("x".into())));
         }
@@ -183,7 +184,7 @@ impl Store<Obj> for RecordingStore {
         }
         Ok(())
     }
-    fn update_resource_version(&self, rv: &str) {
+    fn update_resource_version(&self, rv: &ResourceVersion) {
         self.rv_updates.lock().push(rv.into());
     }
 }

@@ -11,7 +11,9 @@ use parking_lot::Mutex;
 use reflector::delta_fifo::{
     DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, FifoError, ProcessError, Transformer,
 };
-use reflector::store_index::{BoxError, Indexer, Indexers, Lister, Object, ReadOnlyIndexer};
+use reflector::store_index::{
+    BoxError, Indexer, Indexers, Lister, Object, ReadOnlyIndexer, ResourceVersion,
+};
 use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WatchErrorHandler};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -180,7 +182,7 @@ where
     }
 
     /// The resource version of the last list or event applied; `""` before `run`.
-    pub fn last_sync_resource_version(&self) -> String {
+    pub fn last_sync_resource_version(&self) -> ResourceVersion {
         self.inner
             .queue
             .get()

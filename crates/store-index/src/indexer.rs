@@ -10,6 +10,7 @@ use crate::error::StoreError;
 use crate::index::Indexers;
 use crate::key::{meta_namespace_key, KeyFn, ObjectKey};
 use crate::object::Object;
+use crate::resource_version::ResourceVersion;
 use crate::thread_safe_store::{LastWrite, State};
 use crate::tombstone::ObjectOrTombstone;
 
@@ -126,7 +127,7 @@ impl<K: Object> Indexer<K> {
                 state.remove(key.as_str())?;
                 if obj.has_meta() {
                     state.last_write =
-                        LastWrite::Version(obj.resource_version().unwrap_or("").to_string());
+                        LastWrite::Version(obj.resource_version().unwrap_or("").into());
                 }
                 Ok(())
             }
@@ -182,7 +183,7 @@ impl<K: Object> Indexer<K> {
     pub fn replace(
         &self,
         objects: impl IntoIterator<Item = Arc<K>>,
-        resource_version: impl Into<String>,
+        resource_version: impl Into<ResourceVersion>,
     ) -> Result<(), StoreError> {
         let objects = objects.into_iter();
         let mut items = HashMap::with_capacity(objects.size_hint().0);
@@ -201,12 +202,12 @@ impl<K: Object> Indexer<K> {
     }
 
     /// Records a bookmark's resource version as the last one written.
-    pub fn bookmark(&self, resource_version: impl Into<String>) {
+    pub fn bookmark(&self, resource_version: impl Into<ResourceVersion>) {
         self.shared.state.write().last_write = LastWrite::Version(resource_version.into());
     }
 
     /// The resource version of the last write that carried one (not the maximum seen).
-    pub fn resource_version(&self) -> String {
+    pub fn resource_version(&self) -> ResourceVersion {
         self.shared.state.read().last_write.resource_version()
     }
 

@@ -42,6 +42,7 @@ mod key;
 mod lister;
 mod object;
 mod read_only;
+mod resource_version;
 mod selector;
 mod thread_safe_store;
 mod tombstone;
@@ -55,6 +56,7 @@ pub use key::{meta_namespace_key, split_meta_namespace_key, KeyFn, ObjectKey, Ob
 pub use lister::{Lister, NamespaceLister};
 pub use object::{Object, ObjectMeta, OwnerReference};
 pub use read_only::ReadOnlyIndexer;
+pub use resource_version::ResourceVersion;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
 
@@ -62,7 +64,8 @@ pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTom
 pub mod prelude {
     pub use crate::{
         CompactObject, DeletedFinalStateUnknown, DynamicObject, IndexFn, Indexer, Indexers, Lister,
-        Object, ObjectKey, ObjectMeta, ObjectOrTombstone, Selector, StoreError,
+        Object, ObjectKey, ObjectMeta, ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion,
+        Selector, StoreError,
     };
 }
 

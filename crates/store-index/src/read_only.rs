@@ -11,6 +11,7 @@ use crate::indexer::Indexer;
 use crate::key::ObjectKey;
 use crate::lister::Lister;
 use crate::object::Object;
+use crate::resource_version::ResourceVersion;
 
 /// A read-only view of an [`Indexer`]: the same objects, the same indexes, as they change.
 ///
@@ -98,7 +99,7 @@ impl<K: Object> ReadOnlyIndexer<K> {
     }
 
     /// The resource version of the last write that carried one.
-    pub fn resource_version(&self) -> String {
+    pub fn resource_version(&self) -> ResourceVersion {
         self.indexer.resource_version()
     }
 

@@ -17,6 +17,7 @@ use crate::error::StoreError;
 use crate::index::{IndexFn, Indexers};
 use crate::key::ObjectKey;
 use crate::object::Object;
+use crate::resource_version::ResourceVersion;
 
 /// One index: value → keys of the objects that yield that value.
 pub(crate) type Index = HashMap<String, HashSet<ObjectKey>>;
@@ -45,13 +46,13 @@ pub(crate) enum LastWrite<K> {
     /// An added or updated object.
     Object(Arc<K>),
     /// A delete, a replace or a bookmark.
-    Version(String),
+    Version(ResourceVersion),
 }
 
 impl<K: Object> LastWrite<K> {
-    pub(crate) fn resource_version(&self) -> String {
+    pub(crate) fn resource_version(&self) -> ResourceVersion {
         match self {
-            LastWrite::Object(obj) => obj.resource_version().unwrap_or("").to_string(),
+            LastWrite::Object(obj) => obj.resource_version().unwrap_or("").into(),
             LastWrite::Version(rv) => rv.clone(),
         }
     }
@@ -81,7 +82,7 @@ impl<K: Object> State<K> {
                     buckets: HashMap::new(),
                 })
                 .collect(),
-            last_write: LastWrite::Version(String::new()),
+            last_write: LastWrite::Version(ResourceVersion::default()),
         }
     }
 

@@ -1,5 +1,7 @@
 //! List and watch options and their query strings.
 
+use crate::store_index::ResourceVersion;
+
 /// `resourceVersionMatch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResourceVersionMatch {
@@ -30,7 +32,7 @@ pub struct ListOptions {
     /// `continue`.
     pub continue_token: Option<String>,
     /// `resourceVersion` (`None`: not sent, which the server treats like `""`).
-    pub resource_version: Option<String>,
+    pub resource_version: Option<ResourceVersion>,
     /// `resourceVersionMatch`.
     pub resource_version_match: Option<ResourceVersionMatch>,
     /// `timeoutSeconds`.
@@ -45,7 +47,7 @@ pub struct WatchOptions {
     /// `fieldSelector`.
     pub field_selector: Option<String>,
     /// `resourceVersion` to watch from.
-    pub resource_version: Option<String>,
+    pub resource_version: Option<ResourceVersion>,
     /// `resourceVersionMatch` (watch-list mode only).
     pub resource_version_match: Option<ResourceVersionMatch>,
     /// `allowWatchBookmarks`.
@@ -72,7 +74,11 @@ impl ListOptions {
             q.append_pair("limit", &self.limit.to_string());
         }
         push(&mut q, "continue", self.continue_token.as_deref());
-        push(&mut q, "resourceVersion", self.resource_version.as_deref());
+        push(
+            &mut q,
+            "resourceVersion",
+            self.resource_version.as_ref().map(ResourceVersion::as_str),
+        );
         push(
             &mut q,
             "resourceVersionMatch",
@@ -92,7 +98,11 @@ impl WatchOptions {
         q.append_pair("watch", "true");
         push(&mut q, "labelSelector", self.label_selector.as_deref());
         push(&mut q, "fieldSelector", self.field_selector.as_deref());
-        push(&mut q, "resourceVersion", self.resource_version.as_deref());
+        push(
+            &mut q,
+            "resourceVersion",
+            self.resource_version.as_ref().map(ResourceVersion::as_str),
+        );
         push(
             &mut q,
             "resourceVersionMatch",
