@@ -348,32 +348,39 @@ async fn throttled_and_failing_requests_back_off_and_recover() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_malformed_line_ends_the_watch_and_the_reflector_relists() {
-    let sim = SimServer::start().await.unwrap();
-    create_pods(&sim, "default", 2);
-    let (_r, store, cancel, task) = start::<DynamicObject>(
-        &config_for(&sim),
-        ReflectorOptions {
-            backoff: fast_backoff(),
-            ..Default::default()
-        },
-    );
-    store.until("initial list", |s| s.len() == 2).await;
-    sim.faults().malformed_line();
-    sim.create(
-        "pods",
-        Some("default"),
-        json!({"metadata": {"name": "after"}}),
-    )
-    .unwrap();
-    store
-        .until("the object, via the relist", |s| s.has("default/after"))
-        .await;
-    store
-        .until("second list", |s| s.replaces.load(Ordering::SeqCst) == 2)
-        .await;
-    assert_eq!(sim.counters().lists, 2);
-    stop(cancel, task).await;
+async fn a_malformed_line_or_an_unknown_event_type_ends_the_watch_and_the_reflector_relists() {
+    for unknown_type in [false, true] {
+        let sim = SimServer::start().await.unwrap();
+        create_pods(&sim, "default", 2);
+        let (_r, store, cancel, task) = start::<DynamicObject>(
+            &config_for(&sim),
+            ReflectorOptions {
+                backoff: fast_backoff(),
+                ..Default::default()
+            },
+        );
+        store.until("initial list", |s| s.len() == 2).await;
+        if unknown_type {
+            sim.faults().unknown_event_type();
+        } else {
+            sim.faults().malformed_line();
+        }
+        sim.create(
+            "pods",
+            Some("default"),
+            json!({"metadata": {"name": "after"}}),
+        )
+        .unwrap();
+        store
+            .until("the object, via the relist", |s| s.has("default/after"))
+            .await;
+        store
+            .until("second list", |s| s.replaces.load(Ordering::SeqCst) == 2)
+            .await;
+        assert_eq!(sim.counters().lists, 2, "unknown type: {unknown_type}");
+        assert_eq!(store.deletes.load(Ordering::SeqCst), 0);
+        stop(cancel, task).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -970,29 +977,5 @@ async fn a_silent_watch_is_ended_by_its_idle_timeout_and_resumed_without_a_relis
         "{:?}",
         errors.lock()
     );
-    stop(cancel, task).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_event_type_ends_the_watch_and_the_reflector_relists() {
-    let sim = SimServer::start().await.unwrap();
-    create_pods(&sim, "default", 2);
-    let (_r, store, cancel, task) = start_with(pods_lw(&sim), fast());
-    store.until("initial list", |s| s.len() == 2).await;
-    sim.faults().unknown_event_type();
-    sim.create(
-        "pods",
-        Some("default"),
-        json!({"metadata": {"name": "after"}}),
-    )
-    .unwrap();
-    store
-        .until("the object, via the relist", |s| s.has("default/after"))
-        .await;
-    store
-        .until("second list", |s| s.replaces.load(Ordering::SeqCst) == 2)
-        .await;
-    assert_eq!(sim.counters().lists, 2);
-    assert_eq!(store.deletes.load(Ordering::SeqCst), 0);
     stop(cancel, task).await;
 }

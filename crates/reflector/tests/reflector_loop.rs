@@ -209,6 +209,16 @@ fn no_jitter() -> ReflectorOptions {
     }
 }
 
+/// Records the text of every error the reflector hands to its watch error handler.
+fn record_errors(r: &Reflector<Obj, Lw, Arc<RecordingStore>>) -> Arc<Mutex<Vec<String>>> {
+    let reported = Arc::new(Mutex::new(Vec::new()));
+    r.set_watch_error_handler(Arc::new({
+        let reported = reported.clone();
+        move |e: &ReflectorError| reported.lock().push(e.to_string())
+    }));
+    reported
+}
+
 fn list_ok(items: Vec<Obj>, rv: &str) -> Result<ObjectList<Obj>, ReflectorError> {
     Ok(ObjectList::new(items, rv))
 }
@@ -1055,11 +1065,7 @@ async fn an_idle_watch_is_reported_and_resumed_at_the_same_resource_version_afte
         ]))
         .watch(WatchScript::Fail(expired()));
     let (lw, r) = reflector(lw, RecordingStore::default(), no_jitter());
-    let reported = Arc::new(Mutex::new(Vec::new()));
-    r.set_watch_error_handler(Arc::new({
-        let reported = reported.clone();
-        move |e: &ReflectorError| reported.lock().push(e.to_string())
-    }));
+    let reported = record_errors(&r);
     let err = list_and_watch(&r)
         .await
         .expect_err("the second watch fails to open");
@@ -1091,11 +1097,7 @@ async fn a_watch_ended_by_an_error_is_reported_before_the_relist() {
             },
         ))]));
     let (_lw, r) = reflector(lw, RecordingStore::default(), no_jitter());
-    let reported = Arc::new(Mutex::new(Vec::new()));
-    r.set_watch_error_handler(Arc::new({
-        let reported = reported.clone();
-        move |e: &ReflectorError| reported.lock().push(e.to_string())
-    }));
+    let reported = record_errors(&r);
     list_and_watch(&r).await.unwrap();
     assert_eq!(reported.lock().len(), 1);
     assert!(

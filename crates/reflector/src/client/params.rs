@@ -64,6 +64,20 @@ fn push(q: &mut url::form_urlencoded::Serializer<'_, String>, k: &str, v: Option
     }
 }
 
+/// `resourceVersion` and `resourceVersionMatch`, each when set.
+fn push_version(
+    q: &mut url::form_urlencoded::Serializer<'_, String>,
+    version: &Option<ResourceVersion>,
+    version_match: Option<ResourceVersionMatch>,
+) {
+    push(
+        q,
+        "resourceVersion",
+        version.as_ref().map(ResourceVersion::as_str),
+    );
+    push(q, "resourceVersionMatch", version_match.map(|m| m.as_str()));
+}
+
 impl ListOptions {
     /// The query string (without `?`).
     pub fn to_query(&self) -> String {
@@ -74,16 +88,7 @@ impl ListOptions {
             q.append_pair("limit", &self.limit.to_string());
         }
         push(&mut q, "continue", self.continue_token.as_deref());
-        push(
-            &mut q,
-            "resourceVersion",
-            self.resource_version.as_ref().map(ResourceVersion::as_str),
-        );
-        push(
-            &mut q,
-            "resourceVersionMatch",
-            self.resource_version_match.map(|m| m.as_str()),
-        );
+        push_version(&mut q, &self.resource_version, self.resource_version_match);
         if let Some(t) = self.timeout_seconds {
             q.append_pair("timeoutSeconds", &t.to_string());
         }
@@ -98,16 +103,7 @@ impl WatchOptions {
         q.append_pair("watch", "true");
         push(&mut q, "labelSelector", self.label_selector.as_deref());
         push(&mut q, "fieldSelector", self.field_selector.as_deref());
-        push(
-            &mut q,
-            "resourceVersion",
-            self.resource_version.as_ref().map(ResourceVersion::as_str),
-        );
-        push(
-            &mut q,
-            "resourceVersionMatch",
-            self.resource_version_match.map(|m| m.as_str()),
-        );
+        push_version(&mut q, &self.resource_version, self.resource_version_match);
         if self.allow_watch_bookmarks {
             q.append_pair("allowWatchBookmarks", "true");
         }
