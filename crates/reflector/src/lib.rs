@@ -58,8 +58,9 @@ mod watch_stream;
 pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
     ApiResource, BoxError, Client, ClientError, ClusterConfig, ConfigError, Credentials,
-    ExecConfig, ListOptions, RateLimit, Resource, ResourceVersionMatch, Status, StatusCause,
-    StatusDetails, WatchBody, WatchOptions, DEFAULT_MAX_BODY_BYTES, SERVICE_ACCOUNT_DIR,
+    ExecConfig, ExposeSecret, ListOptions, RateLimit, Resource, ResourceVersionMatch, SecretString,
+    Status, StatusCause, StatusDetails, WatchBody, WatchOptions, DEFAULT_MAX_BODY_BYTES,
+    SERVICE_ACCOUNT_DIR,
 };
 pub use decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
@@ -88,6 +89,10 @@ pub mod prelude {
 
 /// The cancellation token that stops reflectors, informers and controllers.
 pub use tokio_util::sync::CancellationToken;
+
+/// The secret wrappers credentials are held in ([`SecretString`] for
+/// tokens and passwords), re-exported so that no direct dependency is needed.
+pub use secrecy;
 
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use delta_fifo;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use reflector::{ClusterConfig, ConfigError, Credentials};
+use reflector::{ClusterConfig, ConfigError, Credentials, ExposeSecret as _};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -35,7 +35,9 @@ fn current_context_gives_server_ca_namespace_server_name_and_token() {
         .certificate_authority
         .unwrap()
         .starts_with(b"-----BEGIN CERTIFICATE-----"));
-    assert!(matches!(c.credentials, Credentials::Token(ref t) if t == "alice-token"));
+    assert!(
+        matches!(c.credentials, Credentials::Token(ref t) if t.expose_secret() == "alice-token")
+    );
 }
 
 #[test]
@@ -52,7 +54,9 @@ fn a_named_context_is_used_and_token_file_paths_resolve_against_the_kubeconfig()
 fn merged_files_first_definition_and_first_current_context_win() {
     let c = load(&["main.yaml", "second.yaml"], None).unwrap();
     assert_eq!(c.server.host_str(), Some("main.example"));
-    assert!(matches!(c.credentials, Credentials::Token(ref t) if t == "alice-token"));
+    assert!(
+        matches!(c.credentials, Credentials::Token(ref t) if t.expose_secret() == "alice-token")
+    );
     let c = load(&["second.yaml", "main.yaml"], None).unwrap();
     assert_eq!(c.server.host_str(), Some("ops.example"));
     assert!(c.insecure_skip_tls_verify);
@@ -62,7 +66,11 @@ fn merged_files_first_definition_and_first_current_context_win() {
         .client_certificate
         .unwrap()
         .starts_with(b"-----BEGIN CERTIFICATE"));
-    assert!(c.client_key.unwrap().starts_with(b"-----BEGIN PRIVATE KEY"));
+    assert!(c
+        .client_key
+        .unwrap()
+        .expose_secret()
+        .starts_with(b"-----BEGIN PRIVATE KEY"));
 }
 
 #[test]
@@ -165,4 +173,97 @@ fn in_cluster_config_errors_outside_a_pod() {
     assert!(err("incluster-no-token", Some("h"), Some("443"))
         .to_string()
         .contains("token"));
+}
+
+/// Writes `yaml` as a kubeconfig in a directory of its own and loads `context` from it.
+fn load_text(name: &str, yaml: &str, context: Option<&str>) -> Result<ClusterConfig, ConfigError> {
+    let dir = std::env::temp_dir().join(format!("kubeconfig-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config");
+    std::fs::write(&path, yaml).unwrap();
+    let result = ClusterConfig::from_kubeconfig_files(&[path], context);
+    std::fs::remove_dir_all(&dir).unwrap();
+    result
+}
+
+// Nothing secret reaches Debug or an error: tokens, passwords, client keys, exec plugin
+// environments, and values a YAML parser would quote back.
+#[test]
+fn no_secret_shows_in_the_debug_of_a_config_or_in_a_configuration_error() {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Config
+current-context: token
+clusters:
+- name: c
+  cluster: {{server: "https://c.example:6443"}}
+contexts:
+- {{name: token, context: {{cluster: c, user: token}}}}
+- {{name: basic, context: {{cluster: c, user: basic}}}}
+- {{name: cert, context: {{cluster: c, user: cert}}}}
+- {{name: exec, context: {{cluster: c, user: exec}}}}
+users:
+- {{name: token, user: {{token: TOKEN-SECRET-1}}}}
+- {{name: basic, user: {{username: bob, password: PASSWORD-SECRET-2}}}}
+- name: cert
+  user:
+    client-certificate-data: {cert}
+    client-key-data: {key}
+- name: exec
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: get-token
+      env: [{{name: API_KEY, value: ENV-SECRET-3}}]
+"#,
+        cert = b64("-----BEGIN CERTIFICATE-----\nPUBLIC\n-----END CERTIFICATE-----\n"),
+        key = b64("-----BEGIN PRIVATE KEY-----\nKEY-SECRET-4\n-----END PRIVATE KEY-----\n"),
+    );
+    let secrets = ["SECRET-1", "SECRET-2", "SECRET-3", "SECRET-4"];
+    for context in ["token", "basic", "cert", "exec"] {
+        let config = load_text("secrets", &yaml, Some(context)).unwrap();
+        let debug = format!("{config:?} {:?}", config.credentials);
+        for secret in secrets {
+            assert!(!debug.contains(secret), "{context}: {debug}");
+        }
+    }
+    // The secrets are still there for the requests that need them.
+    let token = load_text("secrets", &yaml, Some("token")).unwrap();
+    assert!(
+        matches!(token.credentials, Credentials::Token(ref t) if t.expose_secret() == "TOKEN-SECRET-1")
+    );
+    let cert = load_text("secrets", &yaml, Some("cert")).unwrap();
+    let key = cert.client_key.as_ref().unwrap().expose_secret();
+    assert!(String::from_utf8_lossy(key).contains("KEY-SECRET-4"));
+
+    // A token where a map belongs: the parser quotes the value it found; the error does not.
+    let wrong = "apiVersion: v1\nkind: Config\nusers: \"TOKEN-SECRET-5\"\n";
+    let err = load_text("wrong", wrong, None).unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(matches!(err, ConfigError::Yaml { .. }), "{text}");
+    assert!(!text.contains("SECRET-5"), "{text}");
+    assert!(text.contains("line"), "the position is kept: {text}");
+}
+
+#[test]
+fn insecure_skip_tls_verify_together_with_a_certificate_authority_is_refused() {
+    let yaml = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\nclusters:\n- name: c\n  cluster:\n    server: https://c.example:6443\n    insecure-skip-tls-verify: true\n    certificate-authority: {}\ncontexts:\n- {{name: x, context: {{cluster: c}}}}\n",
+        fixture("kubeconfig/ca.pem").display()
+    );
+    let err = load_text("insecure", &yaml, None).unwrap_err();
+    assert!(
+        field_of(err).ends_with("insecure-skip-tls-verify"),
+        "names the field"
+    );
+    // Built by hand, the same combination is refused when the client is made.
+    let mut config = ClusterConfig::new("https://c.example:6443").unwrap();
+    config.insecure_skip_tls_verify = true;
+    config.certificate_authority = Some(std::fs::read(fixture("kubeconfig/ca.pem")).unwrap());
+    assert!(matches!(
+        reflector::Client::new(&config),
+        Err(ConfigError::Tls(m)) if m.contains("insecure")
+    ));
 }

@@ -117,7 +117,7 @@ fn config_for(sim: &SimServer) -> ClusterConfig {
         c.certificate_authority = Some(ca.as_bytes().to_vec());
     }
     if let Some(t) = sim.token() {
-        c.credentials = Credentials::Token(t.to_string());
+        c.credentials = Credentials::Token(t.into());
     }
     c
 }
@@ -433,14 +433,14 @@ async fn tls_with_a_client_certificate() {
     let tls = sim.tls_material().unwrap();
     let mut config = config_for(&sim);
     config.client_certificate = Some(tls.client_cert_pem.as_bytes().to_vec());
-    config.client_key = Some(tls.client_key_pem.as_bytes().to_vec());
+    config.client_key = Some(tls.client_key_pem.as_bytes().to_vec().into());
     let (_r, store, cancel, task) = start::<DynamicObject>(&config, ReflectorOptions::default());
     store
         .until("list with a client certificate", |s| s.len() == 2)
         .await;
     stop(cancel, task).await;
     let mut key_only = config_for(&sim);
-    key_only.client_key = Some(tls.client_key_pem.as_bytes().to_vec());
+    key_only.client_key = Some(tls.client_key_pem.as_bytes().to_vec().into());
     assert!(
         Client::new(&key_only).is_err(),
         "a key without a certificate is a configuration error"
@@ -978,4 +978,63 @@ async fn a_silent_watch_is_ended_by_its_idle_timeout_and_resumed_without_a_relis
         errors.lock()
     );
     stop(cancel, task).await;
+}
+
+/// Answers one request on `listener` with an empty pod list and returns the request's head.
+async fn capture_one_request(listener: tokio::net::TcpListener) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (mut socket, _) = listener.accept().await.unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = socket.read(&mut buf).await.unwrap();
+        assert!(n > 0, "the client closed before sending a whole request");
+        head.extend_from_slice(&buf[..n]);
+    }
+    let body =
+        r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}"#;
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(response.as_bytes()).await.unwrap();
+    String::from_utf8_lossy(&head).to_ascii_lowercase()
+}
+
+#[tokio::test]
+async fn requests_carry_a_user_agent_in_client_go_shape_which_can_be_overridden() {
+    for custom in [None, Some("my-controller/1.2.3")] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut config =
+            ClusterConfig::new(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        if let Some(agent) = custom {
+            config.user_agent = agent.into();
+        }
+        let client = Client::new(&config).unwrap();
+        let server = tokio::spawn(capture_one_request(listener));
+        client.get_bytes("/api/v1/pods").await.unwrap();
+        let head = server.await.unwrap();
+        let agent = head
+            .lines()
+            .find_map(|l| l.strip_prefix("user-agent: "))
+            .unwrap_or_else(|| panic!("no user-agent in {head}"))
+            .to_string();
+        match custom {
+            Some(custom) => assert_eq!(agent, custom),
+            None => {
+                let version = env!("CARGO_PKG_VERSION");
+                assert!(
+                    agent.ends_with(&format!(
+                        "/{version} ({}/{}) informer-rs/{version}",
+                        std::env::consts::OS,
+                        std::env::consts::ARCH
+                    )),
+                    "{agent}"
+                );
+            }
+        }
+    }
+    let mut bad = ClusterConfig::new("http://127.0.0.1:1").unwrap();
+    bad.user_agent = "line\nbreak".into();
+    assert!(Client::new(&bad).is_err());
 }

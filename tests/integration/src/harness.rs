@@ -32,7 +32,7 @@ pub fn config_for(sim: &SimServer) -> Result<ClusterConfig, Failure> {
         config.certificate_authority = Some(ca.as_bytes().to_vec());
     }
     if let Some(token) = sim.token() {
-        config.credentials = Credentials::Token(token.to_string());
+        config.credentials = Credentials::Token(token.into());
     }
     Ok(config)
 }

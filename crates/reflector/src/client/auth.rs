@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use http::HeaderValue;
 use parking_lot::Mutex;
+use secrecy::ExposeSecret as _;
 use serde::Deserialize;
 
 use super::config::{Credentials, ExecConfig};
@@ -71,10 +72,10 @@ impl Authenticator {
     pub(crate) async fn header(&self) -> Result<Option<HeaderValue>, ClientError> {
         match &self.credentials {
             Credentials::None => Ok(None),
-            Credentials::Token(t) => bearer(t).map(Some),
+            Credentials::Token(t) => bearer(t.expose_secret()).map(Some),
             Credentials::Basic { username, password } => {
                 let enc = base64::engine::general_purpose::STANDARD
-                    .encode(format!("{username}:{password}"));
+                    .encode(format!("{username}:{}", password.expose_secret()));
                 let mut v = HeaderValue::from_str(&format!("Basic {enc}"))
                     .map_err(|_| ClientError::Auth("invalid basic credentials".into()))?;
                 v.set_sensitive(true);
@@ -159,8 +160,16 @@ async fn run_exec(exec: &ExecConfig) -> Result<(String, Option<SystemTime>), Cli
             String::from_utf8_lossy(&output.stderr).trim()
         )));
     }
-    let cred: ExecCredential = serde_json::from_slice(&output.stdout)
-        .map_err(|e| ClientError::Auth(format!("exec plugin output: {e}")))?;
+    // The error names where the output went wrong, never what it held: it holds the token.
+    let cred: ExecCredential = serde_json::from_slice(&output.stdout).map_err(|e| {
+        ClientError::Auth(format!(
+            "{}: its output is not an ExecCredential ({:?} error at line {} column {})",
+            exec.command.display(),
+            e.classify(),
+            e.line(),
+            e.column()
+        ))
+    })?;
     let status = cred
         .status
         .ok_or_else(|| ClientError::Auth("exec plugin output has no status".into()))?;
@@ -284,5 +293,58 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("denied"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn exec_output_that_is_not_a_credential_is_an_error_that_does_not_quote_it() {
+        let exec = ExecConfig {
+            command: "sh".into(),
+            args: vec!["-c".into(), r#"echo '{"status":"TOKEN-SECRET"}'"#.into()],
+            env: vec![("API_KEY".into(), "ENV-SECRET".into())],
+            ..Default::default()
+        };
+        let debug = format!("{exec:?}");
+        assert!(
+            !debug.contains("ENV-SECRET") && debug.contains("API_KEY"),
+            "{debug}"
+        );
+        let err = Authenticator::new(Credentials::Exec(exec))
+            .header()
+            .await
+            .unwrap_err();
+        let text = format!("{err} {err:?}");
+        assert!(text.contains("not an ExecCredential"), "{text}");
+        assert!(!text.contains("SECRET"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_run_an_exec_plugin_once() {
+        let dir = std::env::temp_dir().join(format!("reflector-exec-once-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let counter = dir.join("count");
+        let exec = ExecConfig {
+            command: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!(
+                    r#"echo x >> {c}; sleep 0.2; echo '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"t","expirationTimestamp":"2999-01-01T00:00:00Z"}}}}'"#,
+                    c = counter.display()
+                ),
+            ],
+            ..Default::default()
+        };
+        let auth = std::sync::Arc::new(Authenticator::new(Credentials::Exec(exec)));
+        let calls: Vec<_> = (0..4)
+            .map(|_| {
+                let auth = auth.clone();
+                tokio::spawn(async move { auth.header().await })
+            })
+            .collect();
+        for call in calls {
+            assert_eq!(call.await.unwrap().unwrap().unwrap(), "Bearer t");
+        }
+        let runs = std::fs::read_to_string(&counter).unwrap().lines().count();
+        assert_eq!(runs, 1, "one run for four concurrent requests");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use secrecy::{SecretSlice, SecretString};
+
 use super::error::ConfigError;
 use super::rate_limit::RateLimit;
 
@@ -15,8 +17,10 @@ use super::rate_limit::RateLimit;
 /// let mut config = ClusterConfig::new("https://10.0.0.1:6443").unwrap();
 /// config.credentials = Credentials::Token("secret".into());
 /// config.default_namespace = "kube-system".into();
+/// // Secrets never show: not in Debug, not in errors, not in logs.
+/// assert!(!format!("{config:?}").contains("secret"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClusterConfig {
     /// Base URL of the API server (`https://host:port`, optionally with a path prefix).
     pub server: url::Url,
@@ -25,8 +29,8 @@ pub struct ClusterConfig {
     pub certificate_authority: Option<Vec<u8>>,
     /// PEM client certificate (chain) for mutual TLS.
     pub client_certificate: Option<Vec<u8>>,
-    /// PEM private key of the client certificate.
-    pub client_key: Option<Vec<u8>>,
+    /// PEM private key of the client certificate (redacted in `Debug`).
+    pub client_key: Option<SecretSlice<u8>>,
     /// Name to verify the server's certificate against instead of the URL's host.
     pub tls_server_name: Option<String>,
     /// Accept any server certificate. Opt-in, logged loudly at connection set-up.
@@ -54,16 +58,37 @@ pub struct ClusterConfig {
     /// with bursts of 100; `None`: unlimited). Kept apart so that list traffic never delays a
     /// watch, and a server that keeps closing watches is not re-asked faster than this.
     pub watch_rate_limit: Option<RateLimit>,
+    /// The `User-Agent` of every request, in client-go's shape (`program/version (os/arch)
+    /// informer-rs/version`, see [`default_user_agent`]); audit logs and API priority and
+    /// fairness rules match on it, so set it to name your controller.
+    pub user_agent: String,
 }
 
-/// Request authentication.
+/// client-go's `User-Agent` shape: the running program's name and this library's version, the
+/// platform, then the library: `my-controller/0.1.0 (linux/x86_64) informer-rs/0.1.0`.
+pub fn default_user_agent() -> String {
+    let program = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .filter(|p| !p.is_empty() && p.is_ascii())
+        .unwrap_or_else(|| "unknown".into());
+    let version = env!("CARGO_PKG_VERSION");
+    format!(
+        "{program}/{version} ({}/{}) informer-rs/{version}",
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+/// Request authentication. Tokens and passwords are held as [`SecretString`]s: `Debug` prints
+/// them redacted, and only the request that needs one reads it.
 #[derive(Debug, Clone, Default)]
 pub enum Credentials {
     /// None (or client certificates only).
     #[default]
     None,
     /// A static bearer token.
-    Token(String),
+    Token(SecretString),
     /// A bearer token read from a file, re-read when the file changes (projected service-account
     /// tokens rotate).
     TokenFile(PathBuf),
@@ -72,7 +97,7 @@ pub enum Credentials {
         /// User name.
         username: String,
         /// Password.
-        password: String,
+        password: SecretString,
     },
     /// An exec credential plugin (`client.authentication.k8s.io/v1`).
     Exec(ExecConfig),
@@ -113,12 +138,13 @@ impl ClusterConfig {
             tcp_keepalive: Some(Duration::from_secs(30)),
             rate_limit: Some(RateLimit::DEFAULT_REQUESTS),
             watch_rate_limit: Some(RateLimit::DEFAULT_WATCHES),
+            user_agent: default_user_agent(),
         })
     }
 }
 
 /// An exec credential plugin (kubeconfig `users[].user.exec`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct ExecConfig {
     /// The program (resolved against the kubeconfig's directory when it contains a `/`).
     pub command: PathBuf,
@@ -128,4 +154,48 @@ pub struct ExecConfig {
     pub env: Vec<(String, String)>,
     /// The `ExecCredential` API version (`client.authentication.k8s.io/v1`).
     pub api_version: String,
+}
+
+impl std::fmt::Debug for ExecConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Plugins take credentials through their environment: names only, never values.
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(name, _)| (name.as_str(), "[REDACTED]"))
+            .collect();
+        f.debug_struct("ExecConfig")
+            .field("command", &self.command)
+            .field("args", &self.args)
+            .field("env", &env)
+            .field("api_version", &self.api_version)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pem = |p: &Option<Vec<u8>>| p.as_ref().map(|p| format!("{} bytes of PEM", p.len()));
+        f.debug_struct("ClusterConfig")
+            .field("server", &self.server.as_str())
+            .field("certificate_authority", &pem(&self.certificate_authority))
+            .field("client_certificate", &pem(&self.client_certificate))
+            .field(
+                "client_key",
+                &self.client_key.as_ref().map(|_| "[REDACTED]"),
+            )
+            .field("tls_server_name", &self.tls_server_name)
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field("credentials", &self.credentials)
+            .field("default_namespace", &self.default_namespace)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("keep_alive_interval", &self.keep_alive_interval)
+            .field("http2_prior_knowledge", &self.http2_prior_knowledge)
+            .field("tcp_keepalive", &self.tcp_keepalive)
+            .field("rate_limit", &self.rate_limit)
+            .field("watch_rate_limit", &self.watch_rate_limit)
+            .field("user_agent", &self.user_agent)
+            .finish()
+    }
 }

@@ -23,14 +23,14 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    /// A kubeconfig file is not valid YAML of a kubeconfig.
-    #[error("parsing kubeconfig {path}: {source}")]
+    /// A kubeconfig file is not valid YAML of a kubeconfig. The reason keeps the parser's words
+    /// and position but not the values it quotes: a kubeconfig holds tokens and keys.
+    #[error("parsing kubeconfig {path}: {reason}")]
     Yaml {
         /// The file.
         path: PathBuf,
-        /// Why.
-        #[source]
-        source: serde_yaml::Error,
+        /// Why, with quoted values redacted.
+        reason: String,
     },
     /// A kubeconfig field is missing or wrong; `field` names it (`users[admin].user.token`).
     #[error("kubeconfig field {field}: {reason}")]
@@ -151,4 +151,48 @@ fn chain(e: &(dyn StdError + 'static)) -> String {
         cur = s.source();
     }
     out
+}
+
+/// `message` with every quoted or backquoted stretch replaced by `…`: parser messages quote the
+/// values they found, and a configuration's values may be secrets.
+pub(crate) fn redact_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut open: Option<char> = None;
+    for c in message.chars() {
+        match open {
+            Some(q) if c == q => {
+                out.push('…');
+                out.push(c);
+                open = None;
+            }
+            Some(_) => {}
+            None => {
+                out.push(c);
+                if c == '"' || c == '`' {
+                    open = Some(c);
+                }
+            }
+        }
+    }
+    if open.is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_values_are_redacted_and_the_rest_kept() {
+        assert_eq!(
+            redact_quoted(r#"invalid type: string "s3cr3t", expected a map at line 4 column 7"#),
+            r#"invalid type: string "…", expected a map at line 4 column 7"#
+        );
+        assert_eq!(
+            redact_quoted("found `tok` and \"unterminated"),
+            "found `…` and \"…"
+        );
+    }
 }

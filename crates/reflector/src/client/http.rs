@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Incoming;
@@ -39,6 +39,7 @@ pub struct Client {
     base: String,
     auth: Arc<Authenticator>,
     request_timeout: Option<Duration>,
+    user_agent: http::HeaderValue,
     /// Shared by every clone: requests other than watches, and watches.
     requests: Option<Arc<TokenBucket>>,
     watches: Option<Arc<TokenBucket>>,
@@ -106,6 +107,12 @@ impl Client {
             base,
             auth: Arc::new(Authenticator::new(config.credentials.clone())),
             request_timeout: config.request_timeout,
+            user_agent: http::HeaderValue::from_str(&config.user_agent).map_err(|_| {
+                ConfigError::Field {
+                    field: "user_agent".into(),
+                    reason: "not a valid HTTP header value".into(),
+                }
+            })?,
             requests: config.rate_limit.map(|l| Arc::new(TokenBucket::new(l))),
             watches: config
                 .watch_rate_limit
@@ -140,7 +147,9 @@ impl Client {
     /// A `GET` of `target` (absolute for the pool, origin-form on a dedicated connection), with
     /// the credentials' current `Authorization` header; `uri` names it in errors.
     async fn request(&self, uri: &str, target: &str) -> Result<Request<Empty<Bytes>>, ClientError> {
-        let mut req = Request::get(target).header(ACCEPT, "application/json");
+        let mut req = Request::get(target)
+            .header(ACCEPT, "application/json")
+            .header(USER_AGENT, self.user_agent.clone());
         if let Some(h) = self.auth.header().await? {
             req = req.header(AUTHORIZATION, h);
         }

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
+use secrecy::SecretSlice;
 use serde::Deserialize;
 
 use super::config::{ClusterConfig, Credentials, ExecConfig};
@@ -187,7 +188,7 @@ impl ClusterConfig {
             } else {
                 serde_yaml::from_slice(&text).map_err(|source| ConfigError::Yaml {
                     path: path.clone(),
-                    source,
+                    reason: super::error::redact_quoted(&source.to_string()),
                 })?
             };
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
@@ -280,6 +281,13 @@ impl ClusterConfig {
             "certificate-authority",
         )?;
         config.insecure_skip_tls_verify = cluster.value.insecure_skip_tls_verify;
+        if config.insecure_skip_tls_verify && config.certificate_authority.is_some() {
+            // kubectl refuses the combination: which of the two was meant is anyone's guess.
+            return Err(field(
+                format!("{cpath}.insecure-skip-tls-verify"),
+                "cannot be set together with certificate-authority",
+            ));
+        }
         config.tls_server_name = cluster.value.tls_server_name.clone();
         if let Some(ns) = ctx.namespace.as_deref().filter(|n| !n.is_empty()) {
             config.default_namespace = ns.to_string();
@@ -320,7 +328,8 @@ fn apply_user(
         &u.client_key_data,
         upath,
         "client-key",
-    )?;
+    )?
+    .map(SecretSlice::from);
     match (&config.client_certificate, &config.client_key) {
         (Some(_), None) => {
             return Err(field(
@@ -337,7 +346,7 @@ fn apply_user(
         _ => {}
     }
     config.credentials = if let Some(t) = u.token.as_deref().filter(|t| !t.is_empty()) {
-        Credentials::Token(t.to_string())
+        Credentials::Token(t.into())
     } else if let Some(f) = u.token_file.as_deref().filter(|f| !f.is_empty()) {
         Credentials::TokenFile(resolve(&user.dir, f))
     } else if let Some(exec) = &u.exec {
@@ -379,7 +388,7 @@ fn apply_user(
             .ok_or_else(|| field(format!("{upath}.password"), "missing while username is set"))?;
         Credentials::Basic {
             username: username.clone(),
-            password,
+            password: password.into(),
         }
     } else {
         Credentials::None

@@ -25,12 +25,13 @@ mod status;
 mod tls;
 mod watch_body;
 
-pub use config::{ClusterConfig, Credentials, ExecConfig};
+pub use config::{default_user_agent, ClusterConfig, Credentials, ExecConfig};
 pub use error::{BoxError, ClientError, ConfigError};
 pub use http::{Client, DEFAULT_MAX_BODY_BYTES};
 pub use incluster::SERVICE_ACCOUNT_DIR;
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use rate_limit::RateLimit;
 pub use resource::{ApiResource, Resource};
+pub use secrecy::{ExposeSecret, SecretSlice, SecretString};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use watch_body::WatchBody;

@@ -8,6 +8,8 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
+use secrecy::ExposeSecret as _;
+
 use super::config::ClusterConfig;
 use super::error::ConfigError;
 
@@ -23,6 +25,11 @@ pub(crate) fn tls_config(config: &ClusterConfig) -> Result<rustls::ClientConfig,
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_err("protocol versions", e))?;
+    if config.insecure_skip_tls_verify && config.certificate_authority.is_some() {
+        return Err(ConfigError::Tls(
+            "insecure_skip_tls_verify cannot be set together with a certificate authority".into(),
+        ));
+    }
     let builder = if config.insecure_skip_tls_verify {
         tracing::warn!(
             server = %config.server,
@@ -58,7 +65,7 @@ pub(crate) fn tls_config(config: &ClusterConfig) -> Result<rustls::ClientConfig,
                     "client-certificate: no certificate in the PEM data".into(),
                 ));
             }
-            let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key.as_slice())
+            let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut key.expose_secret())
                 .map_err(|e| tls_err("client-key", e))?
                 .ok_or_else(|| {
                     ConfigError::Tls("client-key: no private key in the PEM data".into())

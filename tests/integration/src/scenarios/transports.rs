@@ -52,7 +52,7 @@ async fn one(transport: Transport) -> Outcome {
                 .ok_or_else(|| Failure("a TLS simulator without TLS material".into()))?;
             config.credentials = Credentials::None;
             config.client_certificate = Some(tls.client_cert_pem.as_bytes().to_vec());
-            config.client_key = Some(tls.client_key_pem.as_bytes().to_vec());
+            config.client_key = Some(tls.client_key_pem.as_bytes().to_vec().into());
         }
         Transport::H2c => config.http2_prior_knowledge = true,
     }
