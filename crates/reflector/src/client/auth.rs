@@ -259,22 +259,28 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A plugin that appends a line to `counter` on each run, runs `then`, and prints a credential
+    /// whose token is `token` (shell words: `tok'$n'` numbers it by run).
+    fn counting_plugin(counter: &std::path::Path, then: &str, token: &str) -> ExecConfig {
+        ExecConfig {
+            command: "sh".into(),
+            args: vec![
+                "-c".into(),
+                format!(
+                    r#"echo x >> {c}; n=$(wc -l < {c}); {then} echo '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"{token}","expirationTimestamp":"2999-01-01T00:00:00Z"}}}}'"#,
+                    c = counter.display()
+                ),
+            ],
+            ..Default::default()
+        }
+    }
+
     #[tokio::test]
     async fn exec_plugin_token_is_cached_until_expiry() {
         let dir = std::env::temp_dir().join(format!("reflector-exec-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let counter = dir.join("count");
-        let exec = ExecConfig {
-            command: "sh".into(),
-            args: vec![
-                "-c".into(),
-                format!(
-                    r#"echo x >> {c}; n=$(wc -l < {c}); echo '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"tok'$n'","expirationTimestamp":"2999-01-01T00:00:00Z"}}}}'"#,
-                    c = counter.display()
-                ),
-            ],
-            ..Default::default()
-        };
+        let exec = counting_plugin(&counter, "", "tok'$n'");
         let auth = Authenticator::new(Credentials::Exec(exec));
         assert_eq!(auth.header().await.unwrap().unwrap(), "Bearer tok1");
         assert_eq!(auth.header().await.unwrap().unwrap(), "Bearer tok1");
@@ -322,17 +328,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("reflector-exec-once-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let counter = dir.join("count");
-        let exec = ExecConfig {
-            command: "sh".into(),
-            args: vec![
-                "-c".into(),
-                format!(
-                    r#"echo x >> {c}; sleep 0.2; echo '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"t","expirationTimestamp":"2999-01-01T00:00:00Z"}}}}'"#,
-                    c = counter.display()
-                ),
-            ],
-            ..Default::default()
-        };
+        // A slow plugin, so that the four requests overlap its run.
+        let exec = counting_plugin(&counter, "sleep 0.2;", "t");
         let auth = std::sync::Arc::new(Authenticator::new(Credentials::Exec(exec)));
         let calls: Vec<_> = (0..4)
             .map(|_| {
