@@ -352,13 +352,7 @@ async fn a_malformed_line_or_an_unknown_event_type_ends_the_watch_and_the_reflec
     for unknown_type in [false, true] {
         let sim = SimServer::start().await.unwrap();
         create_pods(&sim, "default", 2);
-        let (_r, store, cancel, task) = start::<DynamicObject>(
-            &config_for(&sim),
-            ReflectorOptions {
-                backoff: fast_backoff(),
-                ..Default::default()
-            },
-        );
+        let (_r, store, cancel, task) = start_with(pods_lw(&sim), fast());
         store.until("initial list", |s| s.len() == 2).await;
         if unknown_type {
             sim.faults().unknown_event_type();

@@ -41,6 +41,13 @@ struct Entry {
     task: Option<JoinHandle<()>>,
 }
 
+/// Where the factory's client comes from.
+enum Connection {
+    /// Not built yet: built from this configuration on first use.
+    Config(ClusterConfig),
+    Client(Client),
+}
+
 struct State {
     /// Keyed by the resource's path and the Rust type, so the same resource as two types (say
     /// `CompactObject` and `DynamicObject`) gets two informers.
@@ -48,7 +55,7 @@ struct State {
     /// The one client every informer of this factory lists and watches through: one connection
     /// pool, one credential cache (an exec plugin runs once, not once per informer), one rate
     /// limiter. Built from the configuration with the first informer.
-    client: Option<Client>,
+    connection: Connection,
     shutting_down: bool,
 }
 
@@ -79,7 +86,6 @@ struct State {
 /// # Ok(()) }
 /// ```
 pub struct SharedInformerFactory {
-    config: ClusterConfig,
     namespace: Option<String>,
     label_selector: Option<Selector>,
     field_selector: Option<String>,
@@ -92,8 +98,17 @@ pub struct SharedInformerFactory {
 impl SharedInformerFactory {
     /// A factory for the cluster `config` points at, watching all namespaces.
     pub fn new(config: ClusterConfig) -> Self {
+        Self::with_connection(Connection::Config(config))
+    }
+
+    /// A factory whose informers use `client`: share it with the code that writes to the same
+    /// cluster.
+    pub fn with_client(client: Client) -> Self {
+        Self::with_connection(Connection::Client(client))
+    }
+
+    fn with_connection(connection: Connection) -> Self {
         SharedInformerFactory {
-            config,
             namespace: None,
             label_selector: None,
             field_selector: None,
@@ -102,33 +117,24 @@ impl SharedInformerFactory {
             reflector: ReflectorOptions::default(),
             state: Mutex::new(State {
                 informers: BTreeMap::new(),
-                client: None,
+                connection,
                 shutting_down: false,
             }),
         }
     }
 
-    /// A factory whose informers use `client` (share it with the code that writes to the same
-    /// cluster); `config` is kept for what the client does not say (none of it is re-read).
-    pub fn with_client(config: ClusterConfig, client: Client) -> Self {
-        let factory = Self::new(config);
-        factory.state.lock().client = Some(client);
-        factory
-    }
-
     /// The client every informer of this factory uses, built from the configuration on first
     /// use.
     pub fn client(&self) -> Result<Client, ConfigError> {
-        let mut state = self.state.lock();
-        Self::client_in(&mut state, &self.config)
+        Self::client_in(&mut self.state.lock())
     }
 
-    fn client_in(state: &mut State, config: &ClusterConfig) -> Result<Client, ConfigError> {
-        if let Some(client) = &state.client {
-            return Ok(client.clone());
-        }
-        let client = Client::new(config)?;
-        state.client = Some(client.clone());
+    fn client_in(state: &mut State) -> Result<Client, ConfigError> {
+        let client = match &state.connection {
+            Connection::Client(client) => return Ok(client.clone()),
+            Connection::Config(config) => Client::new(config)?,
+        };
+        state.connection = Connection::Client(client.clone());
         Ok(client)
     }
 
@@ -186,7 +192,7 @@ impl SharedInformerFactory {
                 return Ok(informer.clone());
             }
         }
-        let client = Self::client_in(&mut state, &self.config)?;
+        let client = Self::client_in(&mut state)?;
         let mut lw = HttpListerWatcher::<K>::with_client(client, resource.clone());
         if let Some(ns) = &self.namespace {
             lw = lw.namespace(ns.clone());
