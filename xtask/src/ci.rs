@@ -55,7 +55,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     tools::step("tests", || {
         tools::run(&cargo, &["test", "--workspace", "--all-features"])
     })?;
-    // End to end, in release mode: every scenario of tests/integration (about 5 minutes).
+    // End to end, in release mode: every scenario of tests/integration (about 9 minutes).
     tools::step("integration", || crate::integration::run(&[]))?;
     println!("ci: all steps passed");
     Ok(())

@@ -31,7 +31,7 @@ fn usage() -> &'static str {
        layering     check that each workspace crate depends only on the crate below it\n  \
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N, or --kubeconfig PATH [--context NAME] for a real cluster)\n  \
-       integration  run the end-to-end scenarios against the simulated API server (about 5 minutes)\n               \
+       integration  run the end-to-end scenarios against the simulated API server (about 9 minutes)\n               \
        ([FILTER...] to pick scenarios by name, --list, --soak-seconds N)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
        (--quick for shorter runs, --no-write to print only)\n"
