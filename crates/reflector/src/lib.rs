@@ -57,8 +57,9 @@ mod watch_stream;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
-    ApiResource, BoxError, Client, ClientError, ClusterConfig, ConfigError, Credentials,
-    ExecConfig, ExposeSecret, ListOptions, RateLimit, Resource, ResourceVersionMatch, SecretString,
+    default_user_agent, ApiResource, BoxError, Client, ClientError, ClusterConfig, ConfigError,
+    Credentials, ExecConfig, ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigWarning,
+    ListOptions, OidcConfig, RateLimit, Resource, ResourceVersionMatch, SecretSlice, SecretString,
     Status, StatusCause, StatusDetails, WatchBody, WatchOptions, DEFAULT_MAX_BODY_BYTES,
     SERVICE_ACCOUNT_DIR,
 };

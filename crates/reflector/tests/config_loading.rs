@@ -267,3 +267,132 @@ fn insecure_skip_tls_verify_together_with_a_certificate_authority_is_refused() {
         Err(ConfigError::Tls(m)) if m.contains("insecure")
     ));
 }
+
+fn load_fields(context: &str) -> Result<reflector::KubeconfigLoad, ConfigError> {
+    ClusterConfig::load_kubeconfig_files(&[fixture("kubeconfig/fields.yaml")], Some(context))
+}
+
+fn warned(load: &reflector::KubeconfigLoad) -> Vec<String> {
+    load.warnings.iter().map(|w| w.field.clone()).collect()
+}
+
+#[test]
+fn impersonation_fields_become_an_impersonate_setting() {
+    let load = load_fields("impersonate").unwrap();
+    let imp = load.config.impersonate.clone().expect("impersonation");
+    assert_eq!(imp.user, "jane");
+    assert_eq!(imp.uid.as_deref(), Some("1234"));
+    assert_eq!(imp.groups, ["developers", "system:authenticated"]);
+    assert_eq!(imp.extra["example.com/scopes"], ["view", "edit"]);
+    // `extensions` and `preferences` are known and ignored without a warning.
+    assert!(load.warnings.is_empty(), "{:?}", load.warnings);
+}
+
+#[test]
+fn impersonating_groups_without_a_user_is_refused() {
+    let err = load_fields("groups-alone").unwrap_err();
+    assert_eq!(field_of(err), "users[groups-alone].user.as");
+}
+
+#[test]
+fn an_oidc_auth_provider_is_read_with_its_tokens_kept_secret() {
+    let load = load_fields("oidc").unwrap();
+    let Credentials::Oidc(oidc) = &load.config.credentials else {
+        panic!("{:?}", load.config.credentials)
+    };
+    assert_eq!(
+        oidc.issuer_url.as_str(),
+        "https://issuer.example/realms/k8s"
+    );
+    assert_eq!(oidc.client_id, "kubectl");
+    assert_eq!(
+        oidc.id_token.as_ref().unwrap().expose_secret(),
+        "oidc-id-token"
+    );
+    assert_eq!(
+        oidc.refresh_token.as_ref().unwrap().expose_secret(),
+        "oidc-refresh-token"
+    );
+    assert!(oidc.issuer_certificate_authority.is_some());
+    assert_eq!(
+        warned(&load),
+        ["users[oidc].user.auth-provider.config.flavour"]
+    );
+    let debug = format!("{:?} {:?}", load.config, load.warnings);
+    for secret in ["oidc-id-token", "oidc-refresh-token", "oidc-client-secret"] {
+        assert!(!debug.contains(secret), "{secret} in {debug}");
+    }
+    let err = load_fields("oidc-no-token").unwrap_err();
+    assert_eq!(
+        field_of(err),
+        "users[oidc-no-token].user.auth-provider.config.id-token"
+    );
+}
+
+#[test]
+fn other_auth_providers_are_an_error_naming_them_and_what_to_use() {
+    let err = load_fields("gcp").unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("\"gcp\"") && text.contains("gke-gcloud-auth-plugin"),
+        "{text}"
+    );
+    assert!(!text.contains("gcp-access-token"), "{text}");
+    assert_eq!(field_of(err), "users[gcp].user.auth-provider.name");
+}
+
+#[test]
+fn exec_install_hint_cluster_info_and_interactive_mode_are_read() {
+    let load = load_fields("exec-full").unwrap();
+    let Credentials::Exec(exec) = &load.config.credentials else {
+        panic!("{:?}", load.config.credentials)
+    };
+    assert_eq!(
+        exec.install_hint.as_deref(),
+        Some("install get-token with: apt install get-token")
+    );
+    assert!(exec.provide_cluster_info);
+    assert_eq!(exec.timeout, reflector::ExecConfig::DEFAULT_TIMEOUT);
+    assert_eq!(warned(&load), ["users[exec-full].user.exec.color"]);
+    let err = load_fields("exec-always").unwrap_err();
+    assert_eq!(
+        field_of(err),
+        "users[exec-always].user.exec.interactiveMode"
+    );
+}
+
+#[test]
+fn unknown_and_superseded_fields_are_warnings_naming_them() {
+    let load = load_fields("token-and-exec").unwrap();
+    assert!(matches!(load.config.credentials, Credentials::Token(_)));
+    assert_eq!(
+        warned(&load),
+        [
+            "contexts[token-and-exec].context.colour",
+            "clusters[typo].cluster.certificate-authority-dta",
+            "users[token-and-exec].user.nickname",
+            "users[token-and-exec].user.exec",
+        ]
+    );
+    let text = load.warnings[3].to_string();
+    assert!(text.contains("token is set"), "{text}");
+    let err = load_fields("token-and-basic").unwrap_err();
+    assert!(!err.to_string().contains("basic-password"));
+    assert_eq!(field_of(err), "users[token-and-basic].user.username");
+}
+
+#[test]
+fn a_yaml_alias_bomb_is_an_error_not_an_exhausted_machine() {
+    // Nine levels of nine aliases: a billion strings if expanded.
+    let mut yaml = String::from("a0: &a0 [\"lol\"]\n");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        let refs = [prev.as_str(); 9].join(", ");
+        yaml.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+    }
+    // Under a field the loader ignores, so that nothing but a budget stops the expansion.
+    yaml.push_str("preferences: *a9\n");
+    let err = load_text("bomb", &yaml, None).unwrap_err();
+    assert!(matches!(err, ConfigError::Yaml { .. }), "{err}");
+    assert!(err.to_string().contains("budget"), "{err}");
+}

@@ -1,17 +1,25 @@
-//! Request authentication: static tokens, token files re-read when they change, basic auth and
-//! exec credential plugins cached until their expiry.
+//! Request authentication: static tokens, token files re-read when they change, basic auth,
+//! exec credential plugins (tokens and client certificates) cached until their expiry, and
+//! OpenID Connect tokens refreshed when they expire.
+//!
+//! A credential that can be renewed (exec, OIDC) is renewed once when the server answers
+//! 401 Unauthorized to it: [`Authenticator::invalidate`] drops it if it is still the current one,
+//! so that many requests failing together cause one renewal, not one each.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use http::HeaderValue;
 use parking_lot::Mutex;
-use secrecy::ExposeSecret as _;
+use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
 
-use super::config::{Credentials, ExecConfig};
-use super::error::ClientError;
+use super::config::{ClusterConfig, Credentials, ExecConfig};
+use super::error::{ClientError, ConfigError};
+use super::oidc::{jwt_expiry, OidcIssuer};
+use super::tls::ClientCertSlot;
 
 #[derive(Deserialize)]
 struct ExecCredential {
@@ -26,24 +34,56 @@ struct ExecStatus {
     token: Option<String>,
     #[serde(default)]
     expiration_timestamp: Option<String>,
+    #[serde(default)]
+    client_certificate_data: Option<String>,
+    #[serde(default)]
+    client_key_data: Option<String>,
+}
+
+/// What an exec plugin returned.
+struct ExecOutput {
+    token: Option<String>,
+    expires: Option<SystemTime>,
+    /// PEM certificate chain and key.
+    client_cert: Option<(String, SecretString)>,
 }
 
 #[derive(Default)]
 struct Cache {
+    /// The credential's `Authorization` header (`None` with a certificate-only exec credential).
     header: Option<HeaderValue>,
+    /// Whether `header` holds a credential at all (an exec plugin may return only a certificate).
+    valid: bool,
     /// Token file: modification time and length of the file the header was read from.
     file_stamp: Option<(SystemTime, u64)>,
-    /// Exec plugin: when the credential expires (`None`: never).
+    /// Exec plugin or OIDC: when the credential expires (`None`: never).
     expires: Option<SystemTime>,
+    /// Counts credential renewals: a request remembers the generation it was sent with, and a
+    /// 401 invalidates only that generation.
+    generation: u64,
+    /// OIDC: the refresh token, replaced when the issuer rotates it.
+    refresh_token: Option<SecretString>,
+}
+
+/// A request's credential: its `Authorization` header, and the generation it belongs to.
+pub(crate) struct Credential {
+    pub(crate) header: Option<HeaderValue>,
+    pub(crate) generation: u64,
 }
 
 /// Produces the `Authorization` header of each request.
 pub(crate) struct Authenticator {
     credentials: Credentials,
     cache: Mutex<Cache>,
-    /// Held while an exec plugin runs, so that concurrent requests (several informers sharing a
-    /// client, at start-up) wait for one run instead of each starting their own.
+    /// Held while an exec plugin or an OIDC refresh runs, so that concurrent requests (several
+    /// informers sharing a client, at start-up) wait for one run instead of each starting their
+    /// own.
     refreshing: tokio::sync::Mutex<()>,
+    /// Where an exec plugin's client certificate goes (the TLS configuration reads it).
+    client_cert: Arc<ClientCertSlot>,
+    /// `KUBERNETES_EXEC_INFO`'s `spec.cluster`, for plugins that asked for it.
+    cluster_info: Option<serde_json::Value>,
+    oidc: Option<OidcIssuer>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -59,31 +99,108 @@ fn bearer(token: &str) -> Result<HeaderValue, ClientError> {
     Ok(v)
 }
 
+/// A credential is renewed this long before it expires, so no request carries an expired one.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(10);
+
 impl Authenticator {
+    /// An authenticator for `credentials` alone (no cluster information for exec plugins).
+    #[cfg(test)]
     pub(crate) fn new(credentials: Credentials) -> Self {
-        Authenticator {
+        let config = ClusterConfig {
             credentials,
-            cache: Mutex::new(Cache::default()),
-            refreshing: tokio::sync::Mutex::new(()),
+            ..ClusterConfig::new("https://unused.invalid").expect("a valid URL")
+        };
+        Self::for_config(&config).expect("valid credentials")
+    }
+
+    /// The authenticator of `config`'s credentials.
+    pub(crate) fn for_config(config: &ClusterConfig) -> Result<Self, ConfigError> {
+        let cluster_info = match &config.credentials {
+            Credentials::Exec(e) if e.provide_cluster_info => Some(cluster_info(config)),
+            _ => None,
+        };
+        let (oidc, refresh_token) = match &config.credentials {
+            Credentials::Oidc(o) => (Some(OidcIssuer::new(o.clone())?), o.refresh_token.clone()),
+            _ => (None, None),
+        };
+        let mut cache = Cache {
+            refresh_token,
+            ..Cache::default()
+        };
+        if let Credentials::Oidc(o) = &config.credentials {
+            if let Some(token) = &o.id_token {
+                // An id token that is not a JWT has no known expiry: it is used until the server
+                // rejects it, then refreshed.
+                cache.expires = jwt_expiry(token.expose_secret());
+                cache.header =
+                    Some(
+                        bearer(token.expose_secret()).map_err(|_| ConfigError::Field {
+                            field: "auth-provider.config.id-token".into(),
+                            reason: "not a valid header value".into(),
+                        })?,
+                    );
+                cache.valid = true;
+            }
         }
+        Ok(Authenticator {
+            credentials: config.credentials.clone(),
+            cache: Mutex::new(cache),
+            refreshing: tokio::sync::Mutex::new(()),
+            client_cert: Arc::new(ClientCertSlot::default()),
+            cluster_info,
+            oidc,
+        })
+    }
+
+    /// Where exec plugins put their client certificate (`None` for other credentials).
+    pub(crate) fn client_cert_slot(&self) -> Option<Arc<ClientCertSlot>> {
+        matches!(self.credentials, Credentials::Exec(_)).then(|| self.client_cert.clone())
     }
 
     /// The `Authorization` header value, if any.
+    #[cfg(test)]
     pub(crate) async fn header(&self) -> Result<Option<HeaderValue>, ClientError> {
-        match &self.credentials {
-            Credentials::None => Ok(None),
-            Credentials::Token(t) => bearer(t.expose_secret()).map(Some),
+        self.credential().await.map(|c| c.header)
+    }
+
+    /// The current credential, renewed first if it is missing or about to expire.
+    pub(crate) async fn credential(&self) -> Result<Credential, ClientError> {
+        let header = match &self.credentials {
+            Credentials::None => None,
+            Credentials::Token(t) => Some(bearer(t.expose_secret())?),
             Credentials::Basic { username, password } => {
                 let enc = base64::engine::general_purpose::STANDARD
                     .encode(format!("{username}:{}", password.expose_secret()));
                 let mut v = HeaderValue::from_str(&format!("Basic {enc}"))
                     .map_err(|_| ClientError::Auth("invalid basic credentials".into()))?;
                 v.set_sensitive(true);
-                Ok(Some(v))
+                Some(v)
             }
-            Credentials::TokenFile(path) => self.token_file(path).map(Some),
-            Credentials::Exec(exec) => self.exec(exec).await.map(Some),
+            Credentials::TokenFile(path) => Some(self.token_file(path)?),
+            Credentials::Exec(exec) => return self.renewable(Some(exec)).await,
+            Credentials::Oidc(_) => return self.renewable(None).await,
+        };
+        Ok(Credential {
+            header,
+            generation: 0,
+        })
+    }
+
+    /// After a 401 to a request sent with `generation`: drops that credential if it is still the
+    /// current one and can be renewed. `true` when the request is worth sending again (a newer
+    /// credential exists or will be made).
+    pub(crate) fn invalidate(&self, generation: u64) -> bool {
+        let mut cache = self.cache.lock();
+        match &self.credentials {
+            Credentials::Exec(_) => {}
+            Credentials::Oidc(_) if cache.refresh_token.is_some() => {}
+            _ => return false,
         }
+        if cache.generation == generation {
+            cache.valid = false;
+            cache.header = None;
+        }
+        true
     }
 
     fn token_file(&self, path: &PathBuf) -> Result<HeaderValue, ClientError> {
@@ -104,87 +221,198 @@ impl Authenticator {
         Ok(header)
     }
 
-    /// The cached exec credential, while it is not about to expire: a little before expiry it
-    /// is refreshed, so a request never carries an expired token.
-    fn fresh_exec_header(&self) -> Option<HeaderValue> {
+    /// The cached exec or OIDC credential, while it is valid and not about to expire.
+    fn fresh(&self) -> Option<Credential> {
         let cache = self.cache.lock();
-        let fresh = cache
-            .expires
-            .is_none_or(|e| SystemTime::now() + Duration::from_secs(10) < e);
-        cache.header.clone().filter(|_| fresh)
+        let fresh = cache.valid
+            && cache
+                .expires
+                .is_none_or(|e| SystemTime::now() + EXPIRY_MARGIN < e);
+        fresh.then(|| Credential {
+            header: cache.header.clone(),
+            generation: cache.generation,
+        })
     }
 
-    async fn exec(&self, exec: &ExecConfig) -> Result<HeaderValue, ClientError> {
-        if let Some(h) = self.fresh_exec_header() {
-            return Ok(h);
+    /// An exec plugin's credential (`exec`) or an OIDC one (`None`), renewed when needed.
+    async fn renewable(&self, exec: Option<&ExecConfig>) -> Result<Credential, ClientError> {
+        if let Some(c) = self.fresh() {
+            return Ok(c);
         }
-        // Single flight: whoever waited here while another ran the plugin takes its result.
+        // Single flight: whoever waited here while another renewed takes its result.
         let _running = self.refreshing.lock().await;
-        if let Some(h) = self.fresh_exec_header() {
-            return Ok(h);
+        if let Some(c) = self.fresh() {
+            return Ok(c);
         }
-        let (token, expires) = run_exec(exec).await?;
-        let header = bearer(&token)?;
+        let (header, expires) = match exec {
+            Some(exec) => {
+                let out = run_exec(exec, self.cluster_info.as_ref()).await?;
+                if let Some((cert, key)) = &out.client_cert {
+                    self.client_cert
+                        .set(cert.as_bytes(), key.expose_secret().as_bytes())
+                        .map_err(|e| {
+                            ClientError::Auth(format!("{}: {e}", exec.command.display()))
+                        })?;
+                }
+                (out.token.as_deref().map(bearer).transpose()?, out.expires)
+            }
+            None => {
+                let issuer = self.oidc.as_ref().expect("OIDC credentials have an issuer");
+                let refresh_token = self.cache.lock().refresh_token.clone().ok_or_else(|| {
+                    ClientError::Auth(format!(
+                        "the OIDC id-token for {} has expired (or was refused) and there is no \
+                         refresh-token to renew it",
+                        issuer.config().client_id
+                    ))
+                })?;
+                let new = issuer.refresh(&refresh_token).await?;
+                if let Some(rotated) = new.refresh_token {
+                    self.cache.lock().refresh_token = Some(rotated);
+                }
+                let expires = jwt_expiry(new.id_token.expose_secret());
+                (Some(bearer(new.id_token.expose_secret())?), expires)
+            }
+        };
         let mut cache = self.cache.lock();
-        cache.header = Some(header.clone());
+        cache.header = header.clone();
+        cache.valid = true;
         cache.expires = expires;
-        Ok(header)
+        cache.generation += 1;
+        Ok(Credential {
+            header,
+            generation: cache.generation,
+        })
     }
 }
 
-async fn run_exec(exec: &ExecConfig) -> Result<(String, Option<SystemTime>), ClientError> {
+/// `KUBERNETES_EXEC_INFO`'s `spec.cluster` for `config` (`provideClusterInfo`).
+fn cluster_info(config: &ClusterConfig) -> serde_json::Value {
+    let mut cluster = serde_json::json!({ "server": config.server.as_str() });
+    if let Some(ca) = &config.certificate_authority {
+        cluster["certificate-authority-data"] =
+            base64::engine::general_purpose::STANDARD.encode(ca).into();
+    }
+    if let Some(name) = &config.tls_server_name {
+        cluster["tls-server-name"] = name.clone().into();
+    }
+    if config.insecure_skip_tls_verify {
+        cluster["insecure-skip-tls-verify"] = true.into();
+    }
+    cluster
+}
+
+fn auth_err(exec: &ExecConfig, message: impl std::fmt::Display) -> ClientError {
+    ClientError::Auth(format!("exec plugin {}: {message}", exec.command.display()))
+}
+
+async fn run_exec(
+    exec: &ExecConfig,
+    cluster: Option<&serde_json::Value>,
+) -> Result<ExecOutput, ClientError> {
     let api_version = if exec.api_version.is_empty() {
         "client.authentication.k8s.io/v1"
     } else {
         exec.api_version.as_str()
     };
+    let mut spec = serde_json::json!({"interactive": false});
+    if let Some(cluster) = cluster {
+        spec["cluster"] = cluster.clone();
+    }
     let info = serde_json::json!({
         "apiVersion": api_version,
         "kind": "ExecCredential",
-        "spec": {"interactive": false},
+        "spec": spec,
     });
-    let output = tokio::process::Command::new(&exec.command)
+    let run = tokio::process::Command::new(&exec.command)
         .args(&exec.args)
         .envs(exec.env.iter().map(|(k, v)| (k, v)))
         .env("KUBERNETES_EXEC_INFO", info.to_string())
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
-        .output()
-        .await
-        .map_err(|e| ClientError::Auth(format!("running {}: {e}", exec.command.display())))?;
+        .output();
+    // On timeout the future is dropped, and with it the child, which `kill_on_drop` kills.
+    let output = match tokio::time::timeout(exec.timeout, run).await {
+        Err(_) => {
+            return Err(auth_err(
+                exec,
+                format!("killed after running for {:?}", exec.timeout),
+            ))
+        }
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            let hint = exec
+                .install_hint
+                .as_deref()
+                .map(|h| format!("\n{}", h.trim()))
+                .unwrap_or_default();
+            return Err(auth_err(exec, format!("executable not found{hint}")));
+        }
+        Ok(Err(e)) => return Err(auth_err(exec, e)),
+        Ok(Ok(output)) => output,
+    };
     if !output.status.success() {
-        return Err(ClientError::Auth(format!(
-            "{} exited with {}: {}",
-            exec.command.display(),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )));
+        return Err(auth_err(
+            exec,
+            format!(
+                "exited with {}: {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ),
+        ));
     }
     // The error names where the output went wrong, never what it held: it holds the token.
     let cred: ExecCredential = serde_json::from_slice(&output.stdout).map_err(|e| {
-        ClientError::Auth(format!(
-            "{}: its output is not an ExecCredential ({:?} error at line {} column {})",
-            exec.command.display(),
-            e.classify(),
-            e.line(),
-            e.column()
-        ))
+        auth_err(
+            exec,
+            format!(
+                "its output is not an ExecCredential ({:?} error at line {} column {})",
+                e.classify(),
+                e.line(),
+                e.column()
+            ),
+        )
     })?;
     let status = cred
         .status
-        .ok_or_else(|| ClientError::Auth("exec plugin output has no status".into()))?;
-    let token = status
-        .token
-        .ok_or_else(|| ClientError::Auth("exec plugin returned no token".into()))?;
+        .ok_or_else(|| auth_err(exec, "its output has no status"))?;
+    let token = status.token.filter(|t| !t.is_empty());
+    let cert = status.client_certificate_data.filter(|c| !c.is_empty());
+    let key = status
+        .client_key_data
+        .filter(|k| !k.is_empty())
+        .map(SecretString::from);
+    let client_cert = match (cert, key) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(auth_err(
+                exec,
+                "clientCertificateData without clientKeyData",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(auth_err(
+                exec,
+                "clientKeyData without clientCertificateData",
+            ))
+        }
+    };
+    if token.is_none() && client_cert.is_none() {
+        return Err(auth_err(
+            exec,
+            "returned neither a token nor a client certificate and key",
+        ));
+    }
     let expires = match status.expiration_timestamp {
         Some(ts) => Some(parse_rfc3339(&ts).ok_or_else(|| {
-            ClientError::Auth(format!(
-                "exec plugin expirationTimestamp {ts:?} is not RFC 3339"
-            ))
+            auth_err(exec, format!("expirationTimestamp {ts:?} is not RFC 3339"))
         })?),
         None => None,
     };
-    Ok((token, expires))
+    Ok(ExecOutput {
+        token,
+        expires,
+        client_cert,
+    })
 }
 
 /// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.

@@ -62,6 +62,8 @@ pub struct ClusterConfig {
     /// informer-rs/version`, see [`default_user_agent`]); audit logs and API priority and
     /// fairness rules match on it, so set it to name your controller.
     pub user_agent: String,
+    /// Act as another user (kubeconfig `as` and friends); `None`: as the authenticated user.
+    pub impersonate: Option<Impersonate>,
 }
 
 /// client-go's `User-Agent` shape: the running program's name and this library's version, the
@@ -101,6 +103,45 @@ pub enum Credentials {
     },
     /// An exec credential plugin (`client.authentication.k8s.io/v1`).
     Exec(ExecConfig),
+    /// OpenID Connect tokens (kubeconfig `auth-provider: oidc`): the id token is used until it
+    /// expires, then refreshed at the issuer with the refresh token.
+    Oidc(OidcConfig),
+}
+
+/// The OpenID Connect provider of kubeconfig's `auth-provider: {name: oidc}`. Tokens and the
+/// client secret are [`SecretString`]s; refreshed tokens are kept in memory only (the kubeconfig
+/// file is never rewritten).
+#[derive(Debug, Clone)]
+pub struct OidcConfig {
+    /// The issuer (`idp-issuer-url`); its `/.well-known/openid-configuration` names the token
+    /// endpoint used to refresh.
+    pub issuer_url: url::Url,
+    /// The OAuth2 client id (`client-id`).
+    pub client_id: String,
+    /// The OAuth2 client secret (`client-secret`), if the client has one.
+    pub client_secret: Option<SecretString>,
+    /// The current id token (`id-token`), sent as the bearer token while it has not expired.
+    pub id_token: Option<SecretString>,
+    /// The refresh token (`refresh-token`); without one, an expired id token is an error.
+    pub refresh_token: Option<SecretString>,
+    /// PEM bundle trusted for the issuer (`idp-certificate-authority[-data]`); `None`: the
+    /// system's trust roots.
+    pub issuer_certificate_authority: Option<Vec<u8>>,
+}
+
+/// Acting as another user (kubeconfig `as`, `as-uid`, `as-groups`, `as-user-extra`): sent as the
+/// `Impersonate-*` headers of every request. The server checks that the authenticated user may
+/// impersonate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Impersonate {
+    /// The user to act as (`Impersonate-User`).
+    pub user: String,
+    /// Their UID (`Impersonate-Uid`).
+    pub uid: Option<String>,
+    /// Their groups (one `Impersonate-Group` header each).
+    pub groups: Vec<String>,
+    /// Extra attributes (`Impersonate-Extra-<key>`, the key percent-encoded).
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl ClusterConfig {
@@ -139,12 +180,15 @@ impl ClusterConfig {
             rate_limit: Some(RateLimit::DEFAULT_REQUESTS),
             watch_rate_limit: Some(RateLimit::DEFAULT_WATCHES),
             user_agent: default_user_agent(),
+            impersonate: None,
         })
     }
 }
 
-/// An exec credential plugin (kubeconfig `users[].user.exec`).
-#[derive(Clone, Default, PartialEq, Eq)]
+/// An exec credential plugin (kubeconfig `users[].user.exec`). The plugin may return a token,
+/// a client certificate and key, or both; it is run again when the credential expires and once
+/// when the server answers 401 Unauthorized, never by two requests at a time.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ExecConfig {
     /// The program (resolved against the kubeconfig's directory when it contains a `/`).
     pub command: PathBuf,
@@ -154,6 +198,32 @@ pub struct ExecConfig {
     pub env: Vec<(String, String)>,
     /// The `ExecCredential` API version (`client.authentication.k8s.io/v1`).
     pub api_version: String,
+    /// Shown in the error when the program cannot be found (`installHint`).
+    pub install_hint: Option<String>,
+    /// Pass the cluster's server, CA and TLS server name to the plugin in
+    /// `KUBERNETES_EXEC_INFO` (`provideClusterInfo`).
+    pub provide_cluster_info: bool,
+    /// How long one run may take before it is killed and the request fails (default 60 s).
+    pub timeout: Duration,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig {
+            command: PathBuf::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            api_version: String::new(),
+            install_hint: None,
+            provide_cluster_info: false,
+            timeout: ExecConfig::DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl ExecConfig {
+    /// The default bound on one run of the plugin: 60 s.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 }
 
 impl std::fmt::Debug for ExecConfig {
@@ -169,6 +239,9 @@ impl std::fmt::Debug for ExecConfig {
             .field("args", &self.args)
             .field("env", &env)
             .field("api_version", &self.api_version)
+            .field("install_hint", &self.install_hint)
+            .field("provide_cluster_info", &self.provide_cluster_info)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -196,6 +269,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("rate_limit", &self.rate_limit)
             .field("watch_rate_limit", &self.watch_rate_limit)
             .field("user_agent", &self.user_agent)
+            .field("impersonate", &self.impersonate)
             .finish()
     }
 }

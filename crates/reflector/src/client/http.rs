@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::ServerName;
 
 use super::auth::Authenticator;
-use super::config::ClusterConfig;
+use super::config::{ClusterConfig, Impersonate};
 use super::error::{ClientError, ConfigError};
 use super::rate_limit::TokenBucket;
 use super::status::Status;
@@ -27,10 +27,20 @@ use super::watch_body::{send_on_dedicated_http1, WatchBody};
 
 type HyperClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
 
+/// The connection pool, made again when an exec plugin's client certificate changes (so that no
+/// request goes out on a connection that presents the old one).
+struct Pool {
+    client: HyperClient,
+    /// The exec client certificate's version the pool's connections present.
+    cert_version: u64,
+}
+
 /// A client for one API server. Cheap to clone (connections are pooled and shared).
 #[derive(Clone)]
 pub struct Client {
-    inner: HyperClient,
+    pool: Arc<parking_lot::Mutex<Pool>>,
+    /// How `pool` is built.
+    builder: Arc<hyper_util::client::legacy::Builder>,
     /// The pool's connector, also used to open dedicated watch connections.
     connector: HttpsConnector<HttpConnector>,
     /// Set once the server answered over HTTP/2 (by ALPN or prior knowledge): watches then share
@@ -40,6 +50,8 @@ pub struct Client {
     auth: Arc<Authenticator>,
     request_timeout: Option<Duration>,
     user_agent: http::HeaderValue,
+    /// `Impersonate-*` headers, sent with every request.
+    impersonate: Arc<http::HeaderMap>,
     /// Shared by every clone: requests other than watches, and watches.
     requests: Option<Arc<TokenBucket>>,
     watches: Option<Arc<TokenBucket>>,
@@ -69,7 +81,8 @@ impl Client {
         http.set_nodelay(true);
         http.set_connect_timeout(config.connect_timeout);
         http.set_keepalive(config.tcp_keepalive);
-        let tls = tls_config(config)?;
+        let auth = Authenticator::for_config(config)?;
+        let tls = tls_config(config, auth.client_cert_slot())?;
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http();
@@ -100,12 +113,18 @@ impl Client {
             });
         }
         base.shrink_to_fit();
+        let pool = Pool {
+            client: b.build(connector.clone()),
+            cert_version: 0,
+        };
         Ok(Client {
-            inner: b.build(connector.clone()),
+            pool: Arc::new(parking_lot::Mutex::new(pool)),
+            builder: Arc::new(b),
             connector,
             http2: Arc::new(AtomicBool::new(config.http2_prior_knowledge)),
             base,
-            auth: Arc::new(Authenticator::new(config.credentials.clone())),
+            auth: Arc::new(auth),
+            impersonate: Arc::new(impersonation_headers(config.impersonate.as_ref())?),
             request_timeout: config.request_timeout,
             user_agent: http::HeaderValue::from_str(&config.user_agent).map_err(|_| {
                 ConfigError::Field {
@@ -129,32 +148,77 @@ impl Client {
         self.send_now(path_and_query).await
     }
 
-    /// [`send`](Self::send) without the rate limiter (the caller has waited for its own).
+    /// [`send`](Self::send) without the rate limiter (the caller has waited for its own). A 401
+    /// to a credential that can be renewed (exec plugin, OIDC) renews it and sends once more.
     async fn send_now(&self, path_and_query: &str) -> Result<Response<Incoming>, ClientError> {
         let uri = format!("{}{}", self.base, path_and_query);
-        let req = self.request(&uri, &uri).await?;
-        let resp = self
-            .inner
-            .request(req)
-            .await
-            .map_err(|e| ClientError::transport(format!("GET {uri}"), Box::new(e)))?;
-        if resp.version() == http::Version::HTTP_2 {
-            self.http2.store(true, Ordering::Relaxed);
+        let mut retried = false;
+        loop {
+            let (req, generation) = self.request(&uri, &uri).await?;
+            let resp = self
+                .pooled()
+                .request(req)
+                .await
+                .map_err(|e| ClientError::transport(format!("GET {uri}"), Box::new(e)))?;
+            if resp.version() == http::Version::HTTP_2 {
+                self.http2.store(true, Ordering::Relaxed);
+            }
+            if self.renew_after(&resp, generation, &mut retried) {
+                continue;
+            }
+            return Ok(resp);
         }
-        Ok(resp)
+    }
+
+    /// After `resp` to a request sent with credential `generation`: whether to send it again,
+    /// once, because it was a 401 and the credential is being renewed.
+    fn renew_after<B>(&self, resp: &Response<B>, generation: u64, retried: &mut bool) -> bool {
+        if resp.status() != StatusCode::UNAUTHORIZED || *retried {
+            return false;
+        }
+        *retried = true;
+        let again = self.auth.invalidate(generation);
+        if again {
+            tracing::info!(server = %self.base, "401 Unauthorized: renewing the credential and sending again");
+        }
+        again
+    }
+
+    /// The pool, made again first if an exec plugin has replaced the client certificate.
+    fn pooled(&self) -> HyperClient {
+        let mut pool = self.pool.lock();
+        if let Some(slot) = self.auth.client_cert_slot() {
+            let version = slot.version();
+            if version != pool.cert_version {
+                pool.client = self.builder.build(self.connector.clone());
+                pool.cert_version = version;
+            }
+        }
+        pool.client.clone()
     }
 
     /// A `GET` of `target` (absolute for the pool, origin-form on a dedicated connection), with
-    /// the credentials' current `Authorization` header; `uri` names it in errors.
-    async fn request(&self, uri: &str, target: &str) -> Result<Request<Empty<Bytes>>, ClientError> {
+    /// the credentials' current `Authorization` header and the impersonation headers; `uri`
+    /// names it in errors. Also returns the credential's generation.
+    async fn request(
+        &self,
+        uri: &str,
+        target: &str,
+    ) -> Result<(Request<Empty<Bytes>>, u64), ClientError> {
+        let credential = self.auth.credential().await?;
         let mut req = Request::get(target)
             .header(ACCEPT, "application/json")
             .header(USER_AGENT, self.user_agent.clone());
-        if let Some(h) = self.auth.header().await? {
+        if let Some(h) = credential.header {
             req = req.header(AUTHORIZATION, h);
         }
-        req.body(Empty::new())
-            .map_err(|e| ClientError::transport(format!("building request for {uri}"), Box::new(e)))
+        let mut req = req.body(Empty::new()).map_err(|e| {
+            ClientError::transport(format!("building request for {uri}"), Box::new(e))
+        })?;
+        for (name, value) in self.impersonate.iter() {
+            req.headers_mut().append(name, value.clone());
+        }
+        Ok((req, credential.generation))
     }
 
     /// Opens a watch (`GET path_and_query` whose body streams): returns the body of a successful
@@ -172,9 +236,16 @@ impl Client {
         }
         let resp = self
             .with_timeout(async {
-                if !self.http2.load(Ordering::Relaxed) {
-                    if let Some(resp) = self.watch_on_dedicated_connection(path_and_query).await? {
-                        return Ok(resp);
+                let mut retried = false;
+                while !self.http2.load(Ordering::Relaxed) {
+                    match self.watch_on_dedicated_connection(path_and_query).await? {
+                        Some((resp, generation)) => {
+                            if self.renew_after(&resp, generation, &mut retried) {
+                                continue;
+                            }
+                            return Ok(resp);
+                        }
+                        None => break,
                     }
                 }
                 Ok::<_, ClientError>(
@@ -213,11 +284,12 @@ impl Client {
         ClientError::api(Status::from_response(code, &body))
     }
 
-    /// Sends the watch on a new HTTP/1.1 connection; `None` when the server picked HTTP/2.
+    /// Sends the watch on a new HTTP/1.1 connection; `None` when the server picked HTTP/2. Also
+    /// returns the credential's generation.
     async fn watch_on_dedicated_connection(
         &self,
         path_and_query: &str,
-    ) -> Result<Option<Response<WatchBody>>, ClientError> {
+    ) -> Result<Option<(Response<WatchBody>, u64)>, ClientError> {
         use tower_service::Service as _;
         let full = format!("{}{}", self.base, path_and_query);
         let uri: http::Uri = full.parse().map_err(|e| {
@@ -226,6 +298,10 @@ impl Client {
         let connect_err = |e: Box<dyn std::error::Error + Send + Sync>| {
             ClientError::transport(format!("GET {full}"), e)
         };
+        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        // The credential first: an exec plugin may return the client certificate the TLS
+        // handshake is to present.
+        let (mut req, generation) = self.request(&full, target).await?;
         let mut connector = self.connector.clone();
         futures::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -235,8 +311,6 @@ impl Client {
             self.http2.store(true, Ordering::Relaxed);
             return Ok(None);
         }
-        let target = uri.path_and_query().map_or("/", |p| p.as_str());
-        let mut req = self.request(&full, target).await?;
         if let Some(authority) = uri.authority() {
             let host = http::HeaderValue::from_str(authority.as_str()).map_err(|e| {
                 ClientError::transport(format!("building request for {full}"), Box::new(e))
@@ -246,7 +320,7 @@ impl Client {
         let resp = send_on_dedicated_http1(io, req)
             .await
             .map_err(|e| ClientError::transport(format!("GET {full}"), Box::new(e)))?;
-        Ok(Some(resp))
+        Ok(Some((resp, generation)))
     }
 
     /// Sends `GET path_and_query` and returns a successful response's head; an error status is
@@ -310,6 +384,46 @@ impl Client {
             None => Ok(fut.await),
         }
     }
+}
+
+/// The `Impersonate-*` headers of `impersonate`. Extra keys are percent-encoded as client-go
+/// does, since header names allow fewer characters than keys (`example.com/scopes` is fine,
+/// `a b` is not).
+fn impersonation_headers(
+    impersonate: Option<&Impersonate>,
+) -> Result<http::HeaderMap, ConfigError> {
+    let mut headers = http::HeaderMap::new();
+    let Some(imp) = impersonate else {
+        return Ok(headers);
+    };
+    let bad = |what: &str| ConfigError::Field {
+        field: format!("impersonate.{what}"),
+        reason: "not a valid HTTP header value".into(),
+    };
+    let value = |v: &str, what: &str| http::HeaderValue::from_str(v).map_err(|_| bad(what));
+    headers.insert("impersonate-user", value(&imp.user, "user")?);
+    if let Some(uid) = &imp.uid {
+        headers.insert("impersonate-uid", value(uid, "uid")?);
+    }
+    for g in &imp.groups {
+        headers.append("impersonate-group", value(g, "groups")?);
+    }
+    for (key, values) in &imp.extra {
+        let mut name = String::from("impersonate-extra-");
+        for b in key.bytes() {
+            // RFC 7230 token characters pass; everything else (and `%`) is percent-encoded.
+            if b.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&b) {
+                name.push(b.to_ascii_lowercase() as char);
+            } else {
+                name.push_str(&format!("%{b:02X}"));
+            }
+        }
+        let name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad("extra"))?;
+        for v in values {
+            headers.append(name.clone(), value(v, "extra")?);
+        }
+    }
+    Ok(headers)
 }
 
 /// Reads a body into one buffer, dropping each frame once copied (the body is held once). More

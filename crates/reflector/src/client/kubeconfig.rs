@@ -3,15 +3,28 @@
 //! With several files (`KUBECONFIG=a:b`), the first file to define a cluster, user or context
 //! name wins, and the first file to set `current-context` sets it. Relative paths in a file are
 //! resolved against that file's directory.
+//!
+//! Every field kubectl knows is either used or refused with an error naming it; a field this
+//! loader does not know (a typo, a newer field) is a [`KubeconfigWarning`], logged and returned by
+//! [`ClusterConfig::load_kubeconfig_files`]. Only the entries the chosen context uses are checked,
+//! as kubectl only reads those.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use secrecy::SecretSlice;
+use secrecy::{SecretSlice, SecretString};
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 
-use super::config::{ClusterConfig, Credentials, ExecConfig};
+use super::config::{ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig};
 use super::error::ConfigError;
+
+/// Fields a kubeconfig may hold that this loader ignores on purpose (no warning).
+const IGNORED: &[&str] = &["extensions"];
+
+/// Fields of a kubeconfig the loader did not use, by name.
+type Other = BTreeMap<String, IgnoredAny>;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -24,6 +37,8 @@ struct KubeconfigFile {
     contexts: Option<Vec<Named<Context>>>,
     #[serde(default)]
     users: Option<Vec<NamedUser>>,
+    #[serde(flatten)]
+    other: Other,
 }
 
 #[derive(Deserialize)]
@@ -33,13 +48,23 @@ struct Named<T> {
     value: Option<T>,
 }
 
+impl<T> Named<T> {
+    /// The entry as `(name, value)`; a missing value is an error naming `kind[name].inner`.
+    fn required(self, kind: &str, inner: &str) -> Result<(String, T), ConfigError> {
+        match self.value {
+            Some(v) => Ok((self.name, v)),
+            None => Err(field(format!("{kind}[{}].{inner}", self.name), "missing")),
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct NamedUser {
     name: String,
     user: Option<User>,
 }
 
-#[derive(Deserialize, Default, Clone)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 struct Cluster {
     server: Option<String>,
@@ -48,16 +73,20 @@ struct Cluster {
     #[serde(default)]
     insecure_skip_tls_verify: bool,
     tls_server_name: Option<String>,
+    #[serde(flatten)]
+    other: Other,
 }
 
-#[derive(Deserialize, Default, Clone)]
+#[derive(Deserialize, Default)]
 struct Context {
     cluster: Option<String>,
     user: Option<String>,
     namespace: Option<String>,
+    #[serde(flatten)]
+    other: Other,
 }
 
-#[derive(Deserialize, Default, Clone)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 struct User {
     token: Option<String>,
@@ -70,9 +99,17 @@ struct User {
     username: Option<String>,
     password: Option<String>,
     exec: Option<Exec>,
+    auth_provider: Option<AuthProvider>,
+    #[serde(rename = "as")]
+    as_user: Option<String>,
+    as_uid: Option<String>,
+    as_groups: Option<Vec<String>>,
+    as_user_extra: Option<BTreeMap<String, Vec<String>>>,
+    #[serde(flatten)]
+    other: Other,
 }
 
-#[derive(Deserialize, Default, Clone)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct Exec {
     api_version: Option<String>,
@@ -81,12 +118,72 @@ struct Exec {
     args: Option<Vec<String>>,
     #[serde(default)]
     env: Option<Vec<EnvVar>>,
+    install_hint: Option<String>,
+    #[serde(default)]
+    provide_cluster_info: bool,
+    interactive_mode: Option<String>,
+    #[serde(flatten)]
+    other: Other,
 }
 
-#[derive(Deserialize, Default, Clone)]
+#[derive(Deserialize, Default)]
 struct EnvVar {
     name: String,
     value: String,
+}
+
+#[derive(Deserialize, Default)]
+struct AuthProvider {
+    name: Option<String>,
+    #[serde(default)]
+    config: Option<BTreeMap<String, String>>,
+}
+
+/// A kubeconfig field that was present but not used: unknown to this loader (a typo, or a field
+/// newer than it), or superseded by another (a token wins over an exec plugin, as in kubectl).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeconfigWarning {
+    /// Path of the field (`users[admin].user.foo`).
+    pub field: String,
+    /// Why it was not used.
+    pub reason: String,
+}
+
+impl std::fmt::Display for KubeconfigWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "kubeconfig field {}: {}", self.field, self.reason)
+    }
+}
+
+/// A configuration loaded from kubeconfig files, with the warnings about fields it did not use.
+#[derive(Debug, Clone)]
+pub struct KubeconfigLoad {
+    /// The configuration of the chosen context.
+    pub config: ClusterConfig,
+    /// Fields present but not used (each also logged at WARN).
+    pub warnings: Vec<KubeconfigWarning>,
+}
+
+/// Collects warnings for the entries in use.
+#[derive(Default)]
+struct Warnings(Vec<KubeconfigWarning>);
+
+impl Warnings {
+    fn unknown(&mut self, path: &str, other: &Other) {
+        for name in other.keys().filter(|n| !IGNORED.contains(&n.as_str())) {
+            self.0.push(KubeconfigWarning {
+                field: format!("{path}.{name}"),
+                reason: "not a field this library knows; ignored".into(),
+            });
+        }
+    }
+
+    fn ignored(&mut self, field: String, reason: impl Into<String>) {
+        self.0.push(KubeconfigWarning {
+            field,
+            reason: reason.into(),
+        });
+    }
 }
 
 /// One entry with the directory of the file that defined it.
@@ -143,33 +240,87 @@ fn pem(
     }
 }
 
+/// Parses one kubeconfig file. The parser's message keeps its words and position but neither a
+/// snippet of the input nor the values it quotes: a kubeconfig holds tokens and keys.
+fn parse(path: &Path, text: &[u8]) -> Result<KubeconfigFile, ConfigError> {
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return Ok(KubeconfigFile::default());
+    }
+    let options = serde_saphyr::options! { with_snippet: false };
+    serde_saphyr::from_slice_with_options(text, options).map_err(|e| ConfigError::Yaml {
+        path: path.to_path_buf(),
+        reason: super::error::redact_quoted(&e.to_string()),
+    })
+}
+
+/// Adds `(name, value)` entries not yet defined, remembering the file's directory.
+fn merge<T>(
+    into: &mut Vec<(String, Defined<T>)>,
+    entries: impl IntoIterator<Item = Result<(String, T), ConfigError>>,
+    dir: &Path,
+) -> Result<(), ConfigError> {
+    for entry in entries {
+        let (name, value) = entry?;
+        if !into.iter().any(|(n, _)| *n == name) {
+            let dir = dir.to_path_buf();
+            into.push((name, Defined { value, dir }));
+        }
+    }
+    Ok(())
+}
+
 impl ClusterConfig {
     /// Loads the kubeconfig named by `KUBECONFIG` (several files separated by `:`), else
-    /// `~/.kube/config`, using `context` or the current context.
+    /// `~/.kube/config`, using `context` or the current context. Warnings about unused fields
+    /// are logged; [`load_kubeconfig_files`](Self::load_kubeconfig_files) returns them.
     pub fn from_kubeconfig(context: Option<&str>) -> Result<Self, ConfigError> {
-        let paths: Vec<PathBuf> = match std::env::var_os("KUBECONFIG") {
-            Some(v) if !v.is_empty() => std::env::split_paths(&v)
+        Self::from_kubeconfig_files(&Self::kubeconfig_paths()?, context)
+    }
+
+    /// The kubeconfig files kubectl would read: those of `KUBECONFIG` (split as the platform
+    /// splits `PATH`, empty entries skipped), else `~/.kube/config`.
+    pub fn kubeconfig_paths() -> Result<Vec<PathBuf>, ConfigError> {
+        match std::env::var_os("KUBECONFIG") {
+            Some(v) if !v.is_empty() => Ok(std::env::split_paths(&v)
                 .filter(|p| !p.as_os_str().is_empty())
-                .collect(),
+                .collect()),
             _ => {
                 let home = std::env::var_os("HOME")
                     .ok_or_else(|| field("KUBECONFIG", "neither KUBECONFIG nor HOME is set"))?;
-                vec![PathBuf::from(home).join(".kube").join("config")]
+                Ok(vec![PathBuf::from(home).join(".kube").join("config")])
             }
-        };
-        Self::from_kubeconfig_files(&paths, context)
+        }
     }
 
     /// Loads and merges these kubeconfig files (missing files are skipped, as kubectl does, unless
-    /// none exists), using `context` or the current context.
+    /// none exists), using `context` or the current context. Warnings are logged.
     pub fn from_kubeconfig_files(
         paths: &[PathBuf],
         context: Option<&str>,
     ) -> Result<Self, ConfigError> {
+        Self::load_kubeconfig_files(paths, context).map(|load| load.config)
+    }
+
+    /// [`from_kubeconfig_files`](Self::from_kubeconfig_files), returning the warnings too.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), reflector::ConfigError> {
+    /// let paths = reflector::ClusterConfig::kubeconfig_paths()?;
+    /// let load = reflector::ClusterConfig::load_kubeconfig_files(&paths, None)?;
+    /// for warning in &load.warnings {
+    ///     eprintln!("{warning}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn load_kubeconfig_files(
+        paths: &[PathBuf],
+        context: Option<&str>,
+    ) -> Result<KubeconfigLoad, ConfigError> {
         let mut current: Option<String> = None;
         let mut clusters: Vec<(String, Defined<Cluster>)> = Vec::new();
         let mut contexts: Vec<(String, Defined<Context>)> = Vec::new();
         let mut users: Vec<(String, Defined<User>)> = Vec::new();
+        let mut warnings = Warnings::default();
         let mut found = false;
         for path in paths {
             let text = match std::fs::read(path) {
@@ -183,57 +334,40 @@ impl ClusterConfig {
                 }
             };
             found = true;
-            let file: KubeconfigFile = if text.iter().all(u8::is_ascii_whitespace) {
-                KubeconfigFile::default()
-            } else {
-                serde_yaml::from_slice(&text).map_err(|source| ConfigError::Yaml {
-                    path: path.clone(),
-                    reason: super::error::redact_quoted(&source.to_string()),
-                })?
-            };
+            let file = parse(path, &text)?;
             let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+            for name in file.other.keys() {
+                if !matches!(
+                    name.as_str(),
+                    "apiVersion" | "kind" | "preferences" | "extensions"
+                ) {
+                    warnings.ignored(
+                        format!("{}: {name}", path.display()),
+                        "not a field this library knows; ignored",
+                    );
+                }
+            }
             if current.is_none() {
                 current = file.current_context.filter(|c| !c.is_empty());
             }
-            for c in file.clusters.unwrap_or_default() {
-                if !clusters.iter().any(|(n, _)| *n == c.name) {
-                    let value = c
-                        .value
-                        .ok_or_else(|| field(format!("clusters[{}].cluster", c.name), "missing"))?;
-                    clusters.push((
-                        c.name,
-                        Defined {
-                            value,
-                            dir: dir.clone(),
-                        },
-                    ));
-                }
-            }
-            for c in file.contexts.unwrap_or_default() {
-                if !contexts.iter().any(|(n, _)| *n == c.name) {
-                    let value = c
-                        .value
-                        .ok_or_else(|| field(format!("contexts[{}].context", c.name), "missing"))?;
-                    contexts.push((
-                        c.name,
-                        Defined {
-                            value,
-                            dir: dir.clone(),
-                        },
-                    ));
-                }
-            }
-            for u in file.users.unwrap_or_default() {
-                if !users.iter().any(|(n, _)| *n == u.name) {
-                    users.push((
-                        u.name,
-                        Defined {
-                            value: u.user.unwrap_or_default(),
-                            dir: dir.clone(),
-                        },
-                    ));
-                }
-            }
+            let cs = file.clusters.unwrap_or_default().into_iter();
+            merge(
+                &mut clusters,
+                cs.map(|c| c.required("clusters", "cluster")),
+                &dir,
+            )?;
+            let cs = file.contexts.unwrap_or_default().into_iter();
+            merge(
+                &mut contexts,
+                cs.map(|c| c.required("contexts", "context")),
+                &dir,
+            )?;
+            let us = file.users.unwrap_or_default().into_iter();
+            merge(
+                &mut users,
+                us.map(|u| Ok((u.name, u.user.unwrap_or_default()))),
+                &dir,
+            )?;
         }
         if !found {
             return Err(field("KUBECONFIG", "no kubeconfig file exists"));
@@ -249,6 +383,7 @@ impl ClusterConfig {
             .ok_or_else(|| field(format!("contexts[{ctx_name}]"), "no such context"))?
             .1
             .value;
+        warnings.unknown(&format!("contexts[{ctx_name}].context"), &ctx.other);
         let cluster_name = ctx
             .cluster
             .as_deref()
@@ -265,30 +400,7 @@ impl ClusterConfig {
                 )
             })?;
         let cpath = format!("clusters[{cluster_name}].cluster");
-        let server = cluster
-            .value
-            .server
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| field(format!("{cpath}.server"), "missing"))?;
-        let mut config = ClusterConfig::new(server)
-            .map_err(|e| field(format!("{cpath}.server"), e.to_string()))?;
-        config.certificate_authority = pem(
-            &cluster.dir,
-            &cluster.value.certificate_authority,
-            &cluster.value.certificate_authority_data,
-            &cpath,
-            "certificate-authority",
-        )?;
-        config.insecure_skip_tls_verify = cluster.value.insecure_skip_tls_verify;
-        if config.insecure_skip_tls_verify && config.certificate_authority.is_some() {
-            // kubectl refuses the combination: which of the two was meant is anyone's guess.
-            return Err(field(
-                format!("{cpath}.insecure-skip-tls-verify"),
-                "cannot be set together with certificate-authority",
-            ));
-        }
-        config.tls_server_name = cluster.value.tls_server_name.clone();
+        let mut config = apply_cluster(cluster, &cpath, &mut warnings)?;
         if let Some(ns) = ctx.namespace.as_deref().filter(|n| !n.is_empty()) {
             config.default_namespace = ns.to_string();
         }
@@ -303,18 +415,60 @@ impl ClusterConfig {
                         format!("no user named {user_name:?}"),
                     )
                 })?;
-            apply_user(&mut config, user, &format!("users[{user_name}].user"))?;
+            let upath = format!("users[{user_name}].user");
+            apply_user(&mut config, user, &upath, &mut warnings)?;
         }
-        Ok(config)
+        for w in &warnings.0 {
+            tracing::warn!(field = %w.field, "kubeconfig: {}", w.reason);
+        }
+        Ok(KubeconfigLoad {
+            config,
+            warnings: warnings.0,
+        })
     }
+}
+
+fn apply_cluster(
+    cluster: &Defined<Cluster>,
+    cpath: &str,
+    warnings: &mut Warnings,
+) -> Result<ClusterConfig, ConfigError> {
+    let c = &cluster.value;
+    warnings.unknown(cpath, &c.other);
+    let server = c
+        .server
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| field(format!("{cpath}.server"), "missing"))?;
+    let mut config =
+        ClusterConfig::new(server).map_err(|e| field(format!("{cpath}.server"), e.to_string()))?;
+    config.certificate_authority = pem(
+        &cluster.dir,
+        &c.certificate_authority,
+        &c.certificate_authority_data,
+        cpath,
+        "certificate-authority",
+    )?;
+    config.insecure_skip_tls_verify = c.insecure_skip_tls_verify;
+    if config.insecure_skip_tls_verify && config.certificate_authority.is_some() {
+        // kubectl refuses the combination: which of the two was meant is anyone's guess.
+        return Err(field(
+            format!("{cpath}.insecure-skip-tls-verify"),
+            "cannot be set together with certificate-authority",
+        ));
+    }
+    config.tls_server_name = c.tls_server_name.clone().filter(|n| !n.is_empty());
+    Ok(config)
 }
 
 fn apply_user(
     config: &mut ClusterConfig,
     user: &Defined<User>,
     upath: &str,
+    warnings: &mut Warnings,
 ) -> Result<(), ConfigError> {
     let u = &user.value;
+    warnings.unknown(upath, &u.other);
     config.client_certificate = pem(
         &user.dir,
         &u.client_certificate,
@@ -345,53 +499,228 @@ fn apply_user(
         }
         _ => {}
     }
-    config.credentials = if let Some(t) = u.token.as_deref().filter(|t| !t.is_empty()) {
-        Credentials::Token(t.into())
-    } else if let Some(f) = u.token_file.as_deref().filter(|f| !f.is_empty()) {
-        Credentials::TokenFile(resolve(&user.dir, f))
-    } else if let Some(exec) = &u.exec {
-        let command = exec
-            .command
-            .as_deref()
-            .filter(|c| !c.is_empty())
-            .ok_or_else(|| field(format!("{upath}.exec.command"), "missing"))?;
-        let api_version = exec
-            .api_version
-            .clone()
-            .ok_or_else(|| field(format!("{upath}.exec.apiVersion"), "missing"))?;
-        if !api_version.starts_with("client.authentication.k8s.io/") {
-            return Err(field(
-                format!("{upath}.exec.apiVersion"),
-                format!("unsupported {api_version:?}"),
-            ));
+    config.impersonate = impersonation(u, upath)?;
+    let token = u.token.as_deref().filter(|t| !t.is_empty());
+    let token_file = u.token_file.as_deref().filter(|f| !f.is_empty());
+    let basic = u.username.as_deref().filter(|n| !n.is_empty());
+    if (token.is_some() || token_file.is_some()) && basic.is_some() {
+        // As client-go: which of the two was meant is anyone's guess.
+        return Err(field(
+            format!("{upath}.username"),
+            "cannot be set together with a bearer token",
+        ));
+    }
+    if u.exec.is_some() && u.auth_provider.is_some() {
+        return Err(field(
+            format!("{upath}.exec"),
+            "cannot be set together with auth-provider",
+        ));
+    }
+    // client-go's order: a token, a token file, basic auth or a client certificate make the exec
+    // plugin and the auth provider unused.
+    let static_credential = if token.is_some() {
+        Some("token")
+    } else if token_file.is_some() {
+        Some("tokenFile")
+    } else if basic.is_some() {
+        Some("username")
+    } else if config.client_certificate.is_some() {
+        Some("client-certificate")
+    } else {
+        None
+    };
+    if let Some(by) = static_credential {
+        if u.exec.is_some() {
+            warnings.ignored(format!("{upath}.exec"), format!("not used: {by} is set"));
         }
-        let command = if command.contains('/') {
-            resolve(&user.dir, command)
-        } else {
-            PathBuf::from(command)
-        };
-        Credentials::Exec(ExecConfig {
-            command,
-            args: exec.args.clone().unwrap_or_default(),
-            env: exec
-                .env
-                .iter()
-                .flatten()
-                .map(|e| (e.name.clone(), e.value.clone()))
-                .collect(),
-            api_version,
-        })
-    } else if let Some(username) = &u.username {
+        if u.auth_provider.is_some() {
+            warnings.ignored(
+                format!("{upath}.auth-provider"),
+                format!("not used: {by} is set"),
+            );
+        }
+    }
+    if token.is_some() && token_file.is_some() {
+        warnings.ignored(format!("{upath}.tokenFile"), "not used: token is set");
+    }
+    config.credentials = if let Some(t) = token {
+        Credentials::Token(t.into())
+    } else if let Some(f) = token_file {
+        Credentials::TokenFile(resolve(&user.dir, f))
+    } else if let Some(username) = basic {
         let password = u
             .password
             .clone()
             .ok_or_else(|| field(format!("{upath}.password"), "missing while username is set"))?;
         Credentials::Basic {
-            username: username.clone(),
+            username: username.to_string(),
             password: password.into(),
         }
+    } else if static_credential.is_some() {
+        Credentials::None
+    } else if let Some(exec) = &u.exec {
+        Credentials::Exec(exec_config(exec, &user.dir, upath, warnings)?)
+    } else if let Some(provider) = &u.auth_provider {
+        Credentials::Oidc(oidc_config(provider, &user.dir, upath, warnings)?)
     } else {
         Credentials::None
     };
     Ok(())
+}
+
+fn impersonation(u: &User, upath: &str) -> Result<Option<Impersonate>, ConfigError> {
+    let groups = u.as_groups.clone().unwrap_or_default();
+    let extra = u.as_user_extra.clone().unwrap_or_default();
+    let uid = u.as_uid.clone().filter(|s| !s.is_empty());
+    match u.as_user.as_deref().filter(|s| !s.is_empty()) {
+        Some(user) => Ok(Some(Impersonate {
+            user: user.to_string(),
+            uid,
+            groups,
+            extra,
+        })),
+        None if !groups.is_empty() || !extra.is_empty() || uid.is_some() => Err(field(
+            format!("{upath}.as"),
+            "missing while as-groups, as-uid or as-user-extra is set (the server needs the user to impersonate)",
+        )),
+        None => Ok(None),
+    }
+}
+
+fn exec_config(
+    exec: &Exec,
+    dir: &Path,
+    upath: &str,
+    warnings: &mut Warnings,
+) -> Result<ExecConfig, ConfigError> {
+    let epath = format!("{upath}.exec");
+    warnings.unknown(&epath, &exec.other);
+    let command = exec
+        .command
+        .as_deref()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| field(format!("{epath}.command"), "missing"))?;
+    let api_version = exec
+        .api_version
+        .clone()
+        .ok_or_else(|| field(format!("{epath}.apiVersion"), "missing"))?;
+    if !api_version.starts_with("client.authentication.k8s.io/") {
+        return Err(field(
+            format!("{epath}.apiVersion"),
+            format!("unsupported {api_version:?}"),
+        ));
+    }
+    match exec.interactive_mode.as_deref() {
+        None | Some("Never") | Some("IfAvailable") => {}
+        Some("Always") => {
+            return Err(field(
+                format!("{epath}.interactiveMode"),
+                "Always needs a terminal for the plugin, which a controller does not give it",
+            ))
+        }
+        Some(other) => {
+            return Err(field(
+                format!("{epath}.interactiveMode"),
+                format!("{other:?} is not Never, IfAvailable or Always"),
+            ))
+        }
+    }
+    let command = if command.contains('/') {
+        resolve(dir, command)
+    } else {
+        PathBuf::from(command)
+    };
+    Ok(ExecConfig {
+        command,
+        args: exec.args.clone().unwrap_or_default(),
+        env: exec
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone()))
+            .collect(),
+        api_version,
+        install_hint: exec.install_hint.clone().filter(|h| !h.is_empty()),
+        provide_cluster_info: exec.provide_cluster_info,
+        ..ExecConfig::default()
+    })
+}
+
+fn oidc_config(
+    provider: &AuthProvider,
+    dir: &Path,
+    upath: &str,
+    warnings: &mut Warnings,
+) -> Result<OidcConfig, ConfigError> {
+    let apath = format!("{upath}.auth-provider");
+    let name = provider.name.as_deref().unwrap_or_default();
+    if name != "oidc" {
+        let advice = match name {
+            "gcp" => {
+                "it was removed from client-go in 1.26; use the exec plugin gke-gcloud-auth-plugin"
+            }
+            "azure" => "it was removed from client-go in 1.26; use the exec plugin kubelogin",
+            "" => "the provider has no name",
+            _ => "only oidc is supported; use an exec credential plugin",
+        };
+        return Err(field(
+            format!("{apath}.name"),
+            format!("auth-provider {name:?} is not supported: {advice}"),
+        ));
+    }
+    let cfg = provider.config.clone().unwrap_or_default();
+    let get = |key: &str| cfg.get(key).filter(|v| !v.is_empty()).cloned();
+    for key in cfg.keys() {
+        if !matches!(
+            key.as_str(),
+            "client-id"
+                | "client-secret"
+                | "id-token"
+                | "refresh-token"
+                | "idp-issuer-url"
+                | "idp-certificate-authority"
+                | "idp-certificate-authority-data"
+                | "extra-scopes"
+        ) {
+            warnings.ignored(
+                format!("{apath}.config.{key}"),
+                "not a field this library knows; ignored",
+            );
+        }
+    }
+    let cpath = format!("{apath}.config");
+    let issuer =
+        get("idp-issuer-url").ok_or_else(|| field(format!("{cpath}.idp-issuer-url"), "missing"))?;
+    let issuer_url = url::Url::parse(&issuer)
+        .map_err(|e| field(format!("{cpath}.idp-issuer-url"), e.to_string()))?;
+    if !matches!(issuer_url.scheme(), "https" | "http") {
+        return Err(field(
+            format!("{cpath}.idp-issuer-url"),
+            "scheme must be https or http",
+        ));
+    }
+    let client_id =
+        get("client-id").ok_or_else(|| field(format!("{cpath}.client-id"), "missing"))?;
+    let id_token = get("id-token").map(SecretString::from);
+    let refresh_token = get("refresh-token").map(SecretString::from);
+    if id_token.is_none() && refresh_token.is_none() {
+        return Err(field(
+            format!("{cpath}.id-token"),
+            "missing, and there is no refresh-token to get one",
+        ));
+    }
+    Ok(OidcConfig {
+        issuer_url,
+        client_id,
+        client_secret: get("client-secret").map(SecretString::from),
+        id_token,
+        refresh_token,
+        issuer_certificate_authority: pem(
+            dir,
+            &get("idp-certificate-authority"),
+            &get("idp-certificate-authority-data"),
+            &cpath,
+            "idp-certificate-authority",
+        )?,
+    })
 }

@@ -18,6 +18,7 @@ mod error;
 mod http;
 mod incluster;
 mod kubeconfig;
+mod oidc;
 mod params;
 mod rate_limit;
 mod resource;
@@ -25,10 +26,13 @@ mod status;
 mod tls;
 mod watch_body;
 
-pub use config::{default_user_agent, ClusterConfig, Credentials, ExecConfig};
+pub use config::{
+    default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig,
+};
 pub use error::{BoxError, ClientError, ConfigError};
 pub use http::{Client, DEFAULT_MAX_BODY_BYTES};
 pub use incluster::SERVICE_ACCOUNT_DIR;
+pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning};
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use rate_limit::RateLimit;
 pub use resource::{ApiResource, Resource};
