@@ -30,7 +30,7 @@ fn usage() -> &'static str {
        ci           install missing tools, then layering, fmt, clippy, doc, all tests and the integration suite\n  \
        layering     check that each workspace crate depends only on the crate below it\n  \
        demo         run the demo against the embedded simulated API server\n               \
-       (--seconds N, --rate N, --pods N, or --kubeconfig PATH [--context NAME] for a real cluster)\n  \
+       (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster)\n  \
        integration  run the end-to-end scenarios against the simulated API server (about 9 minutes)\n               \
        ([FILTER...] to pick scenarios by name, --list, --soak-seconds N)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \

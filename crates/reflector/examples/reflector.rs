@@ -1,5 +1,6 @@
-//! A reflector listing and watching pods into a DeltaFIFO, against the simulated API server (or
-//! a real cluster: set `KUBECONFIG`). Run with `cargo run -p reflector --example reflector`.
+//! A reflector listing and watching pods into a DeltaFIFO, against the simulated API server. Run
+//! with `cargo run -p reflector --example reflector`; add `-- --real-cluster` to use the cluster of
+//! `KUBECONFIG` (or `~/.kube/config`) instead.
 
 use std::time::Duration;
 
@@ -11,9 +12,10 @@ use tokio_util::sync::CancellationToken;
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sim;
-    let config = match std::env::var("KUBECONFIG") {
-        Ok(_) => ClusterConfig::from_kubeconfig(None)?,
-        Err(_) => {
+    let real_cluster = std::env::args().any(|a| a == "--real-cluster");
+    let config = match real_cluster {
+        true => ClusterConfig::from_kubeconfig(None)?,
+        false => {
             sim = sim_apiserver::SimServer::start().await?;
             for i in 0..5 {
                 sim.create(

@@ -1,8 +1,9 @@
 //! `cargo xtask demo`: a `SharedInformerFactory` with pod and configmap informers, and a workqueue
 //! controller that keeps one summary configmap per namespace in step with the pods there, against
 //! the embedded simulated API server under churn; live progress every second, then a consistency
-//! verdict (caches = server state, summaries = pod counts). With `--kubeconfig PATH` (or
-//! `KUBECONFIG`) the same informers run read-only against a real cluster instead.
+//! verdict (caches = server state, summaries = pod counts). With `--kubeconfig PATH`,
+//! `--context NAME` or `--real-cluster` the same informers run read-only against a real cluster
+//! instead; never because `KUBECONFIG` happens to be set.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -34,11 +35,16 @@ struct Args {
     pods: usize,
     kubeconfig: Option<String>,
     context: Option<String>,
+    real_cluster: bool,
 }
 
 fn usage() -> &'static str {
-    "usage: cargo xtask demo [--seconds N] [--rate EVENTS_PER_SEC] [--pods N] [--kubeconfig PATH [--context NAME]]\n\
-     Without --kubeconfig (or KUBECONFIG) the demo runs against the embedded simulated API server."
+    "usage: cargo xtask demo [--seconds N] [--rate EVENTS_PER_SEC] [--pods N]\n\
+     \x20                       [--real-cluster] [--kubeconfig PATH] [--context NAME]\n\
+     By default the demo runs against the embedded simulated API server. A real cluster is used\n\
+     only when asked: --kubeconfig PATH reads that file; --context NAME or --real-cluster read the\n\
+     files of KUBECONFIG (several, separated by ':', merged as kubectl merges them) or\n\
+     ~/.kube/config, with NAME or the current context."
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -46,8 +52,9 @@ fn parse_args() -> Result<Args, String> {
         seconds: 15,
         rate: 600.0,
         pods: 2_000,
-        kubeconfig: std::env::var("KUBECONFIG").ok().filter(|v| !v.is_empty()),
+        kubeconfig: None,
         context: None,
+        real_cluster: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -73,6 +80,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--kubeconfig" => args.kubeconfig = Some(value("--kubeconfig")?),
             "--context" => args.context = Some(value("--context")?),
+            "--real-cluster" => args.real_cluster = true,
             "-h" | "--help" => return Err(usage().to_string()),
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
         }
@@ -94,9 +102,19 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let result = match &args.kubeconfig {
-        Some(path) => real_cluster(path, args.context.as_deref(), args.seconds).await,
-        None => simulated(&args).await,
+    let real = args.real_cluster || args.kubeconfig.is_some() || args.context.is_some();
+    if !real && std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
+        println!("KUBECONFIG is set but not used: pass --real-cluster to run against that cluster");
+    }
+    let result = if real {
+        real_cluster(
+            args.kubeconfig.as_deref(),
+            args.context.as_deref(),
+            args.seconds,
+        )
+        .await
+    } else {
+        simulated(&args).await
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -394,13 +412,31 @@ fn check(sim: &SimServer, pods: &Pods, cms: &ConfigMaps) -> Result<String, Strin
     ))
 }
 
-async fn real_cluster(path: &str, context: Option<&str>, seconds: u64) -> Result<(), String> {
-    if !std::path::Path::new(path).exists() {
-        return Err(format!("kubeconfig {path:?} does not exist"));
+async fn real_cluster(
+    path: Option<&str>,
+    context: Option<&str>,
+    seconds: u64,
+) -> Result<(), String> {
+    // The library's own file list and merge: what kubectl would read.
+    let paths = match path {
+        Some(p) if !std::path::Path::new(p).exists() => {
+            return Err(format!("kubeconfig {p:?} does not exist"))
+        }
+        Some(p) => vec![std::path::PathBuf::from(p)],
+        None => ClusterConfig::kubeconfig_paths().map_err(|e| e.to_string())?,
+    };
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let load = ClusterConfig::load_kubeconfig_files(&paths, context)
+        .map_err(|e| format!("loading kubeconfig {}: {e}", shown.join(":")))?;
+    for warning in &load.warnings {
+        println!("warning: {warning}");
     }
-    let config = ClusterConfig::from_kubeconfig_files(&[std::path::PathBuf::from(path)], context)
-        .map_err(|e| format!("loading kubeconfig {path:?}: {e}"))?;
-    println!("cluster {} (read-only: pods and configmaps)", config.server);
+    let config = load.config;
+    println!(
+        "cluster {} from {} (read-only: pods and configmaps)",
+        config.server,
+        shown.join(":")
+    );
     let cancel = CancellationToken::new();
     let factory = SharedInformerFactory::new(config);
     let pod_informer: Pods = factory.informer(pods()).map_err(|e| e.to_string())?;
