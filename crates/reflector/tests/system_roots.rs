@@ -31,7 +31,11 @@ async fn system_roots_are_used_only_when_no_certificate_authority_is_configured(
 
     // A system store that does not hold the server's root: refused.
     std::env::set_var("SSL_CERT_FILE", &other_ca);
-    let err = Client::new(&config).unwrap().get_bytes(PODS).await.unwrap_err();
+    let err = Client::new(&config)
+        .unwrap()
+        .get_bytes(PODS)
+        .await
+        .unwrap_err();
     assert!(is_unknown_issuer(&err), "{err:?}");
 
     // One that does: accepted, with no CA in the configuration.
@@ -41,7 +45,11 @@ async fn system_roots_are_used_only_when_no_certificate_authority_is_configured(
     // A configured CA is the only one trusted, whatever the system store holds.
     let mut pinned = config.clone();
     pinned.certificate_authority = Some(std::fs::read(&other_ca).unwrap());
-    let err = Client::new(&pinned).unwrap().get_bytes(PODS).await.unwrap_err();
+    let err = Client::new(&pinned)
+        .unwrap()
+        .get_bytes(PODS)
+        .await
+        .unwrap_err();
     assert!(is_unknown_issuer(&err), "{err:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

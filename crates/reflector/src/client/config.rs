@@ -66,6 +66,19 @@ pub struct ClusterConfig {
     pub impersonate: Option<Impersonate>,
 }
 
+/// `url` with whatever sits between `scheme://` and `@` (user and password) replaced by
+/// `[REDACTED]`; it works on text that is not a valid URL, which is when it is needed most.
+pub(crate) fn redact_userinfo(url: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let authority_end = url[start..]
+        .find(['/', '?', '#'])
+        .map_or(url.len(), |i| start + i);
+    match url[start..authority_end].rfind('@') {
+        Some(at) => format!("{}[REDACTED]{}", &url[..start], &url[start + at..]),
+        None => url.to_string(),
+    }
+}
+
 /// client-go's `User-Agent` shape: the running program's name and this library's version, the
 /// platform, then the library: `my-controller/0.1.0 (linux/x86_64) informer-rs/0.1.0`.
 pub fn default_user_agent() -> String {
@@ -147,21 +160,22 @@ pub struct Impersonate {
 impl ClusterConfig {
     /// A configuration for `server` with defaults: no credentials, namespace `default`.
     pub fn new(server: &str) -> Result<Self, ConfigError> {
-        let url = url::Url::parse(server).map_err(|e| ConfigError::Url {
-            url: server.to_string(),
-            reason: e.to_string(),
-        })?;
+        let invalid = |reason: &str| ConfigError::Url {
+            url: redact_userinfo(server),
+            reason: reason.into(),
+        };
+        let url = url::Url::parse(server).map_err(|e| invalid(&e.to_string()))?;
         if url.scheme() != "https" && url.scheme() != "http" {
-            return Err(ConfigError::Url {
-                url: server.to_string(),
-                reason: "scheme must be http or https".into(),
-            });
+            return Err(invalid("scheme must be http or https"));
         }
         if url.host_str().is_none() {
-            return Err(ConfigError::Url {
-                url: server.to_string(),
-                reason: "no host".into(),
-            });
+            return Err(invalid("no host"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(invalid(
+                "user information in the server URL is not supported: credentials belong to the \
+                 kubeconfig user",
+            ));
         }
         Ok(ClusterConfig {
             server: url,
@@ -271,5 +285,28 @@ impl std::fmt::Debug for ClusterConfig {
             .field("user_agent", &self.user_agent)
             .field("impersonate", &self.impersonate)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_information_is_redacted_from_urls_valid_or_not() {
+        assert_eq!(
+            redact_userinfo("http://u:pw@proxy:3128/x@y"),
+            "http://[REDACTED]@proxy:3128/x@y"
+        );
+        assert_eq!(redact_userinfo("u:p w@host"), "[REDACTED]@host");
+        assert_eq!(redact_userinfo("https://host/a@b"), "https://host/a@b");
+        let err = ClusterConfig::new("https://admin:hunter2@api.example").unwrap_err();
+        let text = format!("{err} {err:?}");
+        assert!(
+            !text.contains("hunter2") && !text.contains("admin"),
+            "{text}"
+        );
+        let err = ClusterConfig::new("https://admin:hunter2@bad host").unwrap_err();
+        assert!(!format!("{err} {err:?}").contains("hunter2"));
     }
 }
