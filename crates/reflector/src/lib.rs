@@ -58,9 +58,9 @@ mod watch_stream;
 pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
     ApiResource, BoxError, Client, ClientError, ClusterConfig, ConfigError, Credentials,
-    ExecConfig, ExposeSecret, ListOptions, RateLimit, Resource, ResourceVersionMatch, SecretString,
-    Status, StatusCause, StatusDetails, WatchBody, WatchOptions, DEFAULT_MAX_BODY_BYTES,
-    SERVICE_ACCOUNT_DIR,
+    ExecConfig, ExposeSecret, ListOptions, Proxy, RateLimit, Resource, ResourceVersionMatch,
+    SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
+    DEFAULT_MAX_BODY_BYTES, SERVICE_ACCOUNT_DIR,
 };
 pub use decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,

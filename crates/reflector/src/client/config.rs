@@ -6,6 +6,7 @@ use std::time::Duration;
 use secrecy::{SecretSlice, SecretString};
 
 use super::error::ConfigError;
+use super::proxy::Proxy;
 use super::rate_limit::RateLimit;
 
 /// How to reach and authenticate to one API server. Build it by hand, from a kubeconfig
@@ -62,6 +63,10 @@ pub struct ClusterConfig {
     /// informer-rs/version`, see [`default_user_agent`]); audit logs and API priority and
     /// fairness rules match on it, so set it to name your controller.
     pub user_agent: String,
+    /// Whether connections go through an HTTP proxy (default [`Proxy::FromEnvironment`], as
+    /// client-go: `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`); a kubeconfig's `proxy-url` is
+    /// [`Proxy::Url`]. A password in the proxy URL is redacted in `Debug`.
+    pub proxy: Proxy,
 }
 
 /// client-go's `User-Agent` shape: the running program's name and this library's version, the
@@ -139,6 +144,7 @@ impl ClusterConfig {
             rate_limit: Some(RateLimit::DEFAULT_REQUESTS),
             watch_rate_limit: Some(RateLimit::DEFAULT_WATCHES),
             user_agent: default_user_agent(),
+            proxy: Proxy::FromEnvironment,
         })
     }
 }
@@ -196,6 +202,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("rate_limit", &self.rate_limit)
             .field("watch_rate_limit", &self.watch_rate_limit)
             .field("user_agent", &self.user_agent)
+            .field("proxy", &self.proxy)
             .finish()
     }
 }

@@ -1,14 +1,14 @@
 //! [`Client`]: the HTTP client on hyper 1.x — TLS by rustls (ring), HTTP/1.1 or HTTP/2 chosen by
 //! ALPN, pooled connections, HTTP/2 keep-alive pings, connect and request timeouts (on watches,
-//! only until the response head). HTTP/1.1 watches read on a dedicated connection they drive
-//! themselves ([`WatchBody`]).
+//! only until the response head), HTTP proxies (`proxy.rs`). HTTP/1.1 watches read on a dedicated
+//! connection they drive themselves ([`WatchBody`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, USER_AGENT};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, PROXY_AUTHORIZATION, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Incoming;
@@ -20,19 +20,21 @@ use rustls::pki_types::ServerName;
 use super::auth::Authenticator;
 use super::config::ClusterConfig;
 use super::error::{ClientError, ConfigError};
+use super::proxy::{describe_route, forward_authorization, ProxyConnector, ProxySettings};
 use super::rate_limit::TokenBucket;
 use super::status::Status;
 use super::tls::{tls_config, tls_err};
 use super::watch_body::{send_on_dedicated_http1, WatchBody};
 
-type HyperClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+type Connector = HttpsConnector<ProxyConnector>;
+type HyperClient = hyper_util::client::legacy::Client<Connector, Empty<Bytes>>;
 
 /// A client for one API server. Cheap to clone (connections are pooled and shared).
 #[derive(Clone)]
 pub struct Client {
     inner: HyperClient,
     /// The pool's connector, also used to open dedicated watch connections.
-    connector: HttpsConnector<HttpConnector>,
+    connector: Connector,
     /// Set once the server answered over HTTP/2 (by ALPN or prior knowledge): watches then share
     /// the pool's multiplexed connection instead of opening their own.
     http2: Arc<AtomicBool>,
@@ -40,6 +42,8 @@ pub struct Client {
     auth: Arc<Authenticator>,
     request_timeout: Option<Duration>,
     user_agent: http::HeaderValue,
+    /// `Proxy-Authorization` of every request, when they go to a forwarding proxy that wants it.
+    proxy_authorization: Option<http::HeaderValue>,
     /// Shared by every clone: requests other than watches, and watches.
     requests: Option<Arc<TokenBucket>>,
     watches: Option<Arc<TokenBucket>>,
@@ -69,6 +73,32 @@ impl Client {
         http.set_nodelay(true);
         http.set_connect_timeout(config.connect_timeout);
         http.set_keepalive(config.tcp_keepalive);
+        let mut base = config.server.as_str().trim_end_matches('/').to_string();
+        if config.server.query().is_some() {
+            return Err(ConfigError::Url {
+                url: base,
+                reason: "the server URL must not have a query".into(),
+            });
+        }
+        base.shrink_to_fit();
+        let server: http::Uri =
+            base.parse()
+                .map_err(|e: http::uri::InvalidUri| ConfigError::Url {
+                    url: base.clone(),
+                    reason: e.to_string(),
+                })?;
+        let proxies = Arc::new(ProxySettings::from_process(&config.proxy)?);
+        if let Some(proxy) = describe_route(&proxies, &server) {
+            tracing::debug!(server = %base, %proxy, "connecting through a proxy");
+        }
+        let proxy_authorization =
+            forward_authorization(&proxies, &server, config.http2_prior_knowledge);
+        let http = ProxyConnector::new(
+            http,
+            proxies,
+            config.http2_prior_knowledge,
+            config.connect_timeout,
+        );
         let tls = tls_config(config)?;
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
@@ -92,14 +122,6 @@ impl Client {
         if config.http2_prior_knowledge {
             b.http2_only(true);
         }
-        let mut base = config.server.as_str().trim_end_matches('/').to_string();
-        if config.server.query().is_some() {
-            return Err(ConfigError::Url {
-                url: base,
-                reason: "the server URL must not have a query".into(),
-            });
-        }
-        base.shrink_to_fit();
         Ok(Client {
             inner: b.build(connector.clone()),
             connector,
@@ -113,6 +135,7 @@ impl Client {
                     reason: "not a valid HTTP header value".into(),
                 }
             })?,
+            proxy_authorization,
             requests: config.rate_limit.map(|l| Arc::new(TokenBucket::new(l))),
             watches: config
                 .watch_rate_limit
@@ -144,12 +167,16 @@ impl Client {
         Ok(resp)
     }
 
-    /// A `GET` of `target` (absolute for the pool, origin-form on a dedicated connection), with
-    /// the credentials' current `Authorization` header; `uri` names it in errors.
+    /// A `GET` of `target` (absolute for the pool and for a forwarding proxy, origin-form on a
+    /// dedicated connection to the server), with the credentials' current `Authorization`
+    /// header; `uri` names it in errors.
     async fn request(&self, uri: &str, target: &str) -> Result<Request<Empty<Bytes>>, ClientError> {
         let mut req = Request::get(target)
             .header(ACCEPT, "application/json")
             .header(USER_AGENT, self.user_agent.clone());
+        if let Some(h) = &self.proxy_authorization {
+            req = req.header(PROXY_AUTHORIZATION, h.clone());
+        }
         if let Some(h) = self.auth.header().await? {
             req = req.header(AUTHORIZATION, h);
         }
@@ -231,11 +258,17 @@ impl Client {
             .await
             .map_err(connect_err)?;
         let io = connector.call(uri.clone()).await.map_err(connect_err)?;
-        if io.connected().is_negotiated_h2() {
+        let connected = io.connected();
+        if connected.is_negotiated_h2() {
             self.http2.store(true, Ordering::Relaxed);
             return Ok(None);
         }
-        let target = uri.path_and_query().map_or("/", |p| p.as_str());
+        // A forwarding proxy needs to be told where the request goes: absolute form.
+        let target = if connected.is_proxied() {
+            full.as_str()
+        } else {
+            uri.path_and_query().map_or("/", |p| p.as_str())
+        };
         let mut req = self.request(&full, target).await?;
         if let Some(authority) = uri.authority() {
             let host = http::HeaderValue::from_str(authority.as_str()).map_err(|e| {
