@@ -59,9 +59,9 @@ pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
     default_user_agent, ApiResource, BoxError, Client, ClientError, ClusterConfig, ConfigError,
     Credentials, ExecConfig, ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigWarning,
-    ListOptions, OidcConfig, RateLimit, Resource, ResourceVersionMatch, SecretSlice, SecretString,
-    Status, StatusCause, StatusDetails, WatchBody, WatchOptions, DEFAULT_MAX_BODY_BYTES,
-    SERVICE_ACCOUNT_DIR,
+    ListOptions, OidcConfig, Proxy, RateLimit, Resource, ResourceVersionMatch, SecretSlice,
+    SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
+    DEFAULT_MAX_BODY_BYTES, SERVICE_ACCOUNT_DIR,
 };
 pub use decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,

@@ -284,6 +284,11 @@ fn impersonation_fields_become_an_impersonate_setting() {
     assert_eq!(imp.uid.as_deref(), Some("1234"));
     assert_eq!(imp.groups, ["developers", "system:authenticated"]);
     assert_eq!(imp.extra["example.com/scopes"], ["view", "edit"]);
+    match &load.config.proxy {
+        reflector::Proxy::Url(u) => assert_eq!(u.host_str(), Some("proxy.example")),
+        other => panic!("{other:?}"),
+    }
+    assert!(!format!("{:?}", load.config).contains("proxy-password"));
     // `extensions` and `preferences` are known and ignored without a warning.
     assert!(load.warnings.is_empty(), "{:?}", load.warnings);
 }

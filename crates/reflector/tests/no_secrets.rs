@@ -64,6 +64,10 @@ fn config(credentials: Credentials) -> ClusterConfig {
     let mut config = ClusterConfig::new("https://api.example:6443").unwrap();
     config.credentials = credentials;
     config.client_key = Some(b"-----BEGIN PRIVATE KEY-----KEY-MARKER".to_vec().into());
+    // Requests go through a proxy whose URL holds a password (and which is not there).
+    config.proxy = reflector::Proxy::Url(
+        url::Url::parse("http://user:URL-PASSWORD-MARKER@127.0.0.1:9").unwrap(),
+    );
     config.impersonate = Some(Impersonate {
         user: "jane".into(),
         ..Impersonate::default()
@@ -100,6 +104,12 @@ fn configuration_errors_never_show_a_secret() {
     // A server URL with a password.
     errors.push(ClusterConfig::new("https://u:URL-PASSWORD-MARKER@api.example").unwrap_err());
     errors.push(ClusterConfig::new("https://u:URL-PASSWORD-MARKER@bad host").unwrap_err());
+    // A proxy the client cannot use.
+    let mut socks = config(Credentials::None);
+    socks.client_key = None;
+    socks.proxy =
+        reflector::Proxy::Url(url::Url::parse("socks5://u:URL-PASSWORD-MARKER@h:1080").unwrap());
+    errors.push(Client::new(&socks).unwrap_err());
     // Kubeconfigs: invalid YAML around a token, a wrong type holding one, token plus password,
     // an unsupported auth provider holding a token.
     let kubeconfigs = [
@@ -108,6 +118,7 @@ fn configuration_errors_never_show_a_secret() {
         "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\nclusters: [{name: c, cluster: {server: 'https://h'}}]\nusers: [{name: u, user: {token: TOKEN-MARKER, username: u, password: PASSWORD-MARKER}}]\n",
         "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\nclusters: [{name: c, cluster: {server: 'https://h'}}]\nusers: [{name: u, user: {auth-provider: {name: gcp, config: {access-token: TOKEN-MARKER}}}}]\n",
         "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\nclusters: [{name: c, cluster: {server: 'https://u:URL-PASSWORD-MARKER@h'}}]\nusers: [{name: u, user: {}}]\n",
+        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\nclusters: [{name: c, cluster: {server: 'https://h', proxy-url: 'http://u:URL-PASSWORD-MARKER@bad host'}}]\nusers: [{name: u, user: {}}]\n",
     ];
     let dir = std::env::temp_dir().join(format!("no-secrets-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,6 +6,7 @@ use std::time::Duration;
 use secrecy::{SecretSlice, SecretString};
 
 use super::error::ConfigError;
+use super::proxy::Proxy;
 use super::rate_limit::RateLimit;
 
 /// How to reach and authenticate to one API server. Build it by hand, from a kubeconfig
@@ -64,6 +65,10 @@ pub struct ClusterConfig {
     pub user_agent: String,
     /// Act as another user (kubeconfig `as` and friends); `None`: as the authenticated user.
     pub impersonate: Option<Impersonate>,
+    /// Whether connections go through an HTTP proxy (default [`Proxy::FromEnvironment`], as
+    /// client-go: `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY`); a kubeconfig's `proxy-url` is
+    /// [`Proxy::Url`]. A password in the proxy URL is redacted in `Debug`.
+    pub proxy: Proxy,
 }
 
 /// `url` with whatever sits between `scheme://` and `@` (user and password) replaced by
@@ -195,6 +200,7 @@ impl ClusterConfig {
             watch_rate_limit: Some(RateLimit::DEFAULT_WATCHES),
             user_agent: default_user_agent(),
             impersonate: None,
+            proxy: Proxy::FromEnvironment,
         })
     }
 }
@@ -284,6 +290,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("watch_rate_limit", &self.watch_rate_limit)
             .field("user_agent", &self.user_agent)
             .field("impersonate", &self.impersonate)
+            .field("proxy", &self.proxy)
             .finish()
     }
 }

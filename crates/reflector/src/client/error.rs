@@ -46,6 +46,15 @@ pub enum ConfigError {
     /// Certificates or keys are unusable.
     #[error("TLS configuration: {0}")]
     Tls(String),
+    /// A proxy setting cannot be used; `setting` names it (`HTTPS_PROXY`, the configuration's
+    /// `proxy` field). Its value is never quoted: a proxy URL may hold a password.
+    #[error("proxy setting {setting}: {reason}")]
+    Proxy {
+        /// The environment variable or configuration field.
+        setting: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The server URL is invalid.
     #[error("invalid server URL {url:?}: {reason}")]
     Url {

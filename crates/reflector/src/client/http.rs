@@ -1,14 +1,14 @@
 //! [`Client`]: the HTTP client on hyper 1.x — TLS by rustls (ring), HTTP/1.1 or HTTP/2 chosen by
 //! ALPN, pooled connections, HTTP/2 keep-alive pings, connect and request timeouts (on watches,
-//! only until the response head). HTTP/1.1 watches read on a dedicated connection they drive
-//! themselves ([`WatchBody`]).
+//! only until the response head), HTTP proxies (`proxy.rs`). HTTP/1.1 watches read on a dedicated
+//! connection they drive themselves ([`WatchBody`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, USER_AGENT};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, PROXY_AUTHORIZATION, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Incoming;
@@ -20,12 +20,14 @@ use rustls::pki_types::ServerName;
 use super::auth::Authenticator;
 use super::config::{ClusterConfig, Impersonate};
 use super::error::{ClientError, ConfigError};
+use super::proxy::{describe_route, forward_authorization, ProxyConnector, ProxySettings};
 use super::rate_limit::TokenBucket;
 use super::status::Status;
 use super::tls::{tls_config, tls_err};
 use super::watch_body::{send_on_dedicated_http1, WatchBody};
 
-type HyperClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+type Connector = HttpsConnector<ProxyConnector>;
+type HyperClient = hyper_util::client::legacy::Client<Connector, Empty<Bytes>>;
 
 /// The connection pool, made again when an exec plugin's client certificate changes (so that no
 /// request goes out on a connection that presents the old one).
@@ -42,7 +44,7 @@ pub struct Client {
     /// How `pool` is built.
     builder: Arc<hyper_util::client::legacy::Builder>,
     /// The pool's connector, also used to open dedicated watch connections.
-    connector: HttpsConnector<HttpConnector>,
+    connector: Connector,
     /// Set once the server answered over HTTP/2 (by ALPN or prior knowledge): watches then share
     /// the pool's multiplexed connection instead of opening their own.
     http2: Arc<AtomicBool>,
@@ -52,6 +54,8 @@ pub struct Client {
     user_agent: http::HeaderValue,
     /// `Impersonate-*` headers, sent with every request.
     impersonate: Arc<http::HeaderMap>,
+    /// `Proxy-Authorization` of every request, when they go to a forwarding proxy that wants it.
+    proxy_authorization: Option<http::HeaderValue>,
     /// Shared by every clone: requests other than watches, and watches.
     requests: Option<Arc<TokenBucket>>,
     watches: Option<Arc<TokenBucket>>,
@@ -81,6 +85,32 @@ impl Client {
         http.set_nodelay(true);
         http.set_connect_timeout(config.connect_timeout);
         http.set_keepalive(config.tcp_keepalive);
+        let mut base = config.server.as_str().trim_end_matches('/').to_string();
+        if config.server.query().is_some() {
+            return Err(ConfigError::Url {
+                url: base,
+                reason: "the server URL must not have a query".into(),
+            });
+        }
+        base.shrink_to_fit();
+        let server: http::Uri =
+            base.parse()
+                .map_err(|e: http::uri::InvalidUri| ConfigError::Url {
+                    url: base.clone(),
+                    reason: e.to_string(),
+                })?;
+        let proxies = Arc::new(ProxySettings::from_process(&config.proxy)?);
+        if let Some(proxy) = describe_route(&proxies, &server) {
+            tracing::debug!(server = %base, %proxy, "connecting through a proxy");
+        }
+        let proxy_authorization =
+            forward_authorization(&proxies, &server, config.http2_prior_knowledge);
+        let http = ProxyConnector::new(
+            http,
+            proxies,
+            config.http2_prior_knowledge,
+            config.connect_timeout,
+        );
         let auth = Authenticator::for_config(config)?;
         let tls = tls_config(config, auth.client_cert_slot())?;
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
@@ -105,14 +135,6 @@ impl Client {
         if config.http2_prior_knowledge {
             b.http2_only(true);
         }
-        let mut base = config.server.as_str().trim_end_matches('/').to_string();
-        if config.server.query().is_some() {
-            return Err(ConfigError::Url {
-                url: base,
-                reason: "the server URL must not have a query".into(),
-            });
-        }
-        base.shrink_to_fit();
         let pool = Pool {
             client: b.build(connector.clone()),
             cert_version: 0,
@@ -132,6 +154,7 @@ impl Client {
                     reason: "not a valid HTTP header value".into(),
                 }
             })?,
+            proxy_authorization,
             requests: config.rate_limit.map(|l| Arc::new(TokenBucket::new(l))),
             watches: config
                 .watch_rate_limit
@@ -197,9 +220,10 @@ impl Client {
         pool.client.clone()
     }
 
-    /// A `GET` of `target` (absolute for the pool, origin-form on a dedicated connection), with
-    /// the credentials' current `Authorization` header and the impersonation headers; `uri`
-    /// names it in errors. Also returns the credential's generation.
+    /// A `GET` of `target` (absolute for the pool and for a forwarding proxy, origin-form on a
+    /// dedicated connection to the server), with the credentials' current `Authorization`
+    /// header and the impersonation headers; `uri` names it in errors. Also returns the
+    /// credential's generation.
     async fn request(
         &self,
         uri: &str,
@@ -209,6 +233,9 @@ impl Client {
         let mut req = Request::get(target)
             .header(ACCEPT, "application/json")
             .header(USER_AGENT, self.user_agent.clone());
+        if let Some(h) = &self.proxy_authorization {
+            req = req.header(PROXY_AUTHORIZATION, h.clone());
+        }
         if let Some(h) = credential.header {
             req = req.header(AUTHORIZATION, h);
         }
@@ -307,9 +334,14 @@ impl Client {
             .await
             .map_err(connect_err)?;
         let io = connector.call(uri.clone()).await.map_err(connect_err)?;
-        if io.connected().is_negotiated_h2() {
+        let connected = io.connected();
+        if connected.is_negotiated_h2() {
             self.http2.store(true, Ordering::Relaxed);
             return Ok(None);
+        }
+        // A forwarding proxy needs to be told where the request goes: absolute form.
+        if connected.is_proxied() {
+            *req.uri_mut() = uri.clone();
         }
         if let Some(authority) = uri.authority() {
             let host = http::HeaderValue::from_str(authority.as_str()).map_err(|e| {

@@ -19,6 +19,7 @@ use serde::Deserialize;
 
 use super::config::{ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig};
 use super::error::ConfigError;
+use super::proxy::Proxy;
 
 /// Fields a kubeconfig may hold that this loader ignores on purpose (no warning).
 const IGNORED: &[&str] = &["extensions"];
@@ -73,6 +74,7 @@ struct Cluster {
     #[serde(default)]
     insecure_skip_tls_verify: bool,
     tls_server_name: Option<String>,
+    proxy_url: Option<String>,
     #[serde(flatten)]
     other: Other,
 }
@@ -458,6 +460,12 @@ fn apply_cluster(
         ));
     }
     config.tls_server_name = c.tls_server_name.clone().filter(|n| !n.is_empty());
+    if let Some(proxy) = c.proxy_url.as_deref().filter(|p| !p.is_empty()) {
+        // The value may hold a password: the error names the field, never the value.
+        let url = url::Url::parse(proxy)
+            .map_err(|e| field(format!("{cpath}.proxy-url"), format!("not a URL: {e}")))?;
+        config.proxy = Proxy::Url(url);
+    }
     Ok(config)
 }
 
