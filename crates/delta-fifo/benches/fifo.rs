@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use delta_fifo::store_index::{DynamicObject, Indexer, Indexers};
-use delta_fifo::{DeltaFifo, DeltaFifoOptions, DeltaType, FifoError, ProcessError, RealFifo};
+use delta_fifo::{
+    DeltaFifo, DeltaFifoOptions, DeltaType, FifoError, Popped, ProcessError, RealFifo,
+    RealFifoOptions,
+};
 
 const OPS: usize = 1_000_000;
 const KEYS: usize = 10_000;
@@ -114,12 +117,16 @@ fn bench(c: &mut Criterion) {
             rt.block_on(async {
                 let cache: Indexer<DynamicObject> =
                     Indexer::new(Indexers::new().with_namespace_index());
-                let fifo = RealFifo::new(cache.clone(), DeltaFifoOptions::new());
+                let fifo = RealFifo::new(RealFifoOptions::new(cache.clone()));
                 let consumer = {
                     let fifo = fifo.clone();
                     tokio::spawn(async move {
                         loop {
-                            match fifo.pop(|d, _| apply(&cache, d)).await {
+                            let popped = fifo.pop(|popped, _| match popped {
+                                Popped::Deltas(d) => apply(&cache, d),
+                                _ => unreachable!("a non-atomic queue holds deltas only"),
+                            });
+                            match popped.await {
                                 Ok(_) => {}
                                 Err(FifoError::Closed) => return,
                                 Err(e) => panic!("{e}"),

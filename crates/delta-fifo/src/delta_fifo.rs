@@ -4,18 +4,16 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use store_index::{
-    describe, DeletedFinalStateUnknown, KeyError, KeyFn, Object, ObjectKey, ObjectOrTombstone,
-    ResourceVersion,
+    DeletedFinalStateUnknown, KeyError, Object, ObjectKey, ObjectOrTombstone, ResourceVersion,
 };
 
+use crate::core::{Locked, QueueCore};
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::FifoError;
-use crate::options::{DeltaFifoOptions, KnownObjects, Transformer};
+use crate::options::{DeltaFifoOptions, KnownObjects};
 use crate::process::{finish, ProcessError};
-use crate::queue::Queue;
-use crate::signals::Signals;
+use crate::queue::{Popped, Queue};
 use crate::store::Store;
 
 /// A process call slower than this, with more than [`SLOW_DEPTH`] items still queued, is logged.
@@ -52,99 +50,78 @@ const SLOW_DEPTH: usize = 10;
 /// # }
 /// ```
 pub struct DeltaFifo<K> {
-    shared: Arc<Shared<K>>,
+    core: Arc<QueueCore<K, Items<K>>>,
+    config: Arc<Config<K>>,
 }
 
 impl<K> Clone for DeltaFifo<K> {
     fn clone(&self) -> Self {
         DeltaFifo {
-            shared: Arc::clone(&self.shared),
+            core: Arc::clone(&self.core),
+            config: Arc::clone(&self.config),
         }
     }
 }
 
-struct Shared<K> {
-    key_fn: KeyFn<K>,
+/// What only a `DeltaFifo` has.
+struct Config<K> {
     known_objects: Option<KnownObjects<K>>,
     emit_replaced: bool,
-    transformer: Option<Transformer<K>>,
-    name: String,
-    state: Mutex<State<K>>,
-    /// The resource version the reflector last synced to: the last replaced list's, then every
-    /// later one it reports (`Store::update_resource_version`).
-    last_sync_rv: Mutex<ResourceVersion>,
-    /// Woken on every enqueue and on close.
-    signals: Signals,
 }
 
-/// The queue's state.
+/// The queue's items.
 ///
 /// Invariants (checked by the property tests in `tests/properties.rs`):
 /// - **F1:** a key is in `queue` iff it is in `items`, and `queue` holds no key twice;
 /// - **F2:** every `Deltas` in `items` is non-empty, oldest first;
 /// - **F3:** `has_synced()` = `populated && initial_population_count == 0`, and once true stays true
-///   (nothing increases the count after the first population).
-struct State<K> {
+///   (the queue core's invariant Q1).
+struct Items<K> {
     items: HashMap<ObjectKey, Deltas<K>>,
     queue: VecDeque<ObjectKey>,
-    populated: bool,
-    initial_population_count: usize,
-    closed: bool,
 }
 
-impl<K> State<K> {
-    fn has_synced(&self) -> bool {
-        self.populated && self.initial_population_count == 0
-    }
-}
+type State<K> = Locked<Items<K>>;
 
 impl<K: Object> DeltaFifo<K> {
     /// An empty queue.
     pub fn new(options: DeltaFifoOptions<K>) -> Self {
+        let items = Items {
+            items: HashMap::new(),
+            queue: VecDeque::new(),
+        };
         DeltaFifo {
-            shared: Arc::new(Shared {
-                key_fn: options.key_fn,
+            core: Arc::new(QueueCore::new(
+                options.key_fn,
+                options.transformer,
+                options.name,
+                items,
+            )),
+            config: Arc::new(Config {
                 known_objects: options.known_objects,
                 emit_replaced: options.emit_replaced,
-                transformer: options.transformer,
-                name: options.name,
-                state: Mutex::new(State {
-                    items: HashMap::new(),
-                    queue: VecDeque::new(),
-                    populated: false,
-                    initial_population_count: 0,
-                    closed: false,
-                }),
-                last_sync_rv: Mutex::new(ResourceVersion::default()),
-                signals: Signals::new(),
             }),
         }
     }
 
     /// The queue's name (for logs).
     pub fn name(&self) -> &str {
-        &self.shared.name
+        self.core.name()
     }
 
     /// The key of an object or tombstone (contract B3): a tombstone's own key, else the key
     /// function's answer.
     pub fn key_of(&self, obj: &ObjectOrTombstone<K>) -> Result<ObjectKey, FifoError> {
-        match obj {
-            ObjectOrTombstone::Tombstone(t) => Ok(t.key.clone()),
-            ObjectOrTombstone::Object(o) => self.object_key(o),
-        }
+        self.core.key_of(obj)
     }
 
     fn object_key(&self, obj: &K) -> Result<ObjectKey, FifoError> {
-        (self.shared.key_fn)(obj).map_err(|source| FifoError::Key {
-            object: describe(obj),
-            source,
-        })
+        self.core.object_key(obj)
     }
 
     /// Appends an `Added` delta.
     pub fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         state.populated = true;
         self.queue_action(
             &mut state,
@@ -158,7 +135,7 @@ impl<K: Object> DeltaFifo<K> {
 
     /// Appends an `Updated` delta.
     pub fn update(&self, obj: Arc<K>) -> Result<(), FifoError> {
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         state.populated = true;
         self.queue_action(
             &mut state,
@@ -176,10 +153,10 @@ impl<K: Object> DeltaFifo<K> {
     pub fn delete(&self, obj: impl Into<ObjectOrTombstone<K>>) -> Result<(), FifoError> {
         let obj = obj.into();
         let key = self.key_of(&obj)?;
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         state.populated = true;
-        let queued = state.items.contains_key(&key);
-        let skip = match &self.shared.known_objects {
+        let queued = state.items.items.contains_key(&key);
+        let skip = match &self.config.known_objects {
             None => !queued,
             Some(known) => matches!(known.get_by_key(key.as_str()), Ok(None)) && !queued,
         };
@@ -199,12 +176,12 @@ impl<K: Object> DeltaFifo<K> {
         list: Vec<Arc<K>>,
         resource_version: impl Into<ResourceVersion>,
     ) -> Result<(), FifoError> {
-        let kind = if self.shared.emit_replaced {
+        let kind = if self.config.emit_replaced {
             DeltaType::Replaced
         } else {
             DeltaType::Sync
         };
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         let mut listed: HashSet<ObjectKey> = HashSet::with_capacity(list.len());
         for obj in list {
             let key = self.object_key(&obj)?;
@@ -215,6 +192,7 @@ impl<K: Object> DeltaFifo<K> {
 
         // B8.2: queued keys missing from the list get a tombstone of their newest object.
         let missing_queued: Vec<(ObjectKey, ObjectOrTombstone<K>)> = state
+            .items
             .items
             .iter()
             .filter(|(key, _)| !listed.contains(*key))
@@ -228,19 +206,19 @@ impl<K: Object> DeltaFifo<K> {
         }
 
         // B8.3: known keys neither listed nor queued get a tombstone of the known object.
-        if let Some(known) = &self.shared.known_objects {
+        if let Some(known) = &self.config.known_objects {
             for key in known.list_keys() {
-                if listed.contains(&key) || state.items.contains_key(&key) {
+                if listed.contains(&key) || state.items.items.contains_key(&key) {
                     continue;
                 }
                 let obj = match known.get_by_key(key.as_str()) {
                     Ok(Some(obj)) => Some(obj),
                     Ok(None) => {
-                        tracing::debug!(fifo = %self.shared.name, %key, "known key vanished during replace; queueing an empty tombstone");
+                        tracing::debug!(fifo = %self.core.name(), %key, "known key vanished during replace; queueing an empty tombstone");
                         None
                     }
                     Err(error) => {
-                        tracing::warn!(fifo = %self.shared.name, %key, %error, "known object lookup failed during replace; queueing an empty tombstone");
+                        tracing::warn!(fifo = %self.core.name(), %key, %error, "known object lookup failed during replace; queueing an empty tombstone");
                         None
                     }
                 };
@@ -256,7 +234,8 @@ impl<K: Object> DeltaFifo<K> {
         }
         self.signal_if_synced(&state);
         drop(state);
-        *self.shared.last_sync_rv.lock() = resource_version.into();
+        self.core
+            .set_last_sync_resource_version(&resource_version.into());
         Ok(())
     }
 
@@ -275,30 +254,30 @@ impl<K: Object> DeltaFifo<K> {
     /// assert_eq!(fifo.last_sync_resource_version(), "12");
     /// ```
     pub fn last_sync_resource_version(&self) -> ResourceVersion {
-        self.shared.last_sync_rv.lock().clone()
+        self.core.last_sync_resource_version()
     }
 
     /// Queues a `Sync` delta for every known object whose key has nothing queued (contract B9).
     /// Without known objects, does nothing.
     pub fn resync(&self) -> Result<(), FifoError> {
-        let Some(known) = &self.shared.known_objects else {
+        let Some(known) = &self.config.known_objects else {
             return Ok(());
         };
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         for key in known.list_keys() {
             let obj = match known.get_by_key(key.as_str()) {
                 Ok(Some(obj)) => obj,
                 Ok(None) => {
-                    tracing::debug!(fifo = %self.shared.name, %key, "resync: known key has no object");
+                    tracing::debug!(fifo = %self.core.name(), %key, "resync: known key has no object");
                     continue;
                 }
                 Err(error) => {
-                    tracing::warn!(fifo = %self.shared.name, %key, %error, "resync: lookup failed");
+                    tracing::warn!(fifo = %self.core.name(), %key, %error, "resync: lookup failed");
                     continue;
                 }
             };
             let obj_key = self.object_key(&obj)?;
-            if state.items.contains_key(&obj_key) {
+            if state.items.items.contains_key(&obj_key) {
                 continue;
             }
             self.queue_action(&mut state, DeltaType::Sync, obj.into(), false)?;
@@ -310,10 +289,10 @@ impl<K: Object> DeltaFifo<K> {
     /// Legacy client-go API (contract B13.2), kept by this project.
     pub fn add_if_not_present(&self, deltas: Deltas<K>) -> Result<(), FifoError> {
         let key = self.deltas_key(&deltas)?;
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         state.populated = true;
         Self::insert_if_absent(&mut state, key, deltas);
-        self.shared.signals.wake_all();
+        self.core.wake();
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -329,11 +308,11 @@ impl<K: Object> DeltaFifo<K> {
     }
 
     fn insert_if_absent(state: &mut State<K>, key: ObjectKey, deltas: Deltas<K>) {
-        if deltas.is_empty() || state.items.contains_key(&key) {
+        if deltas.is_empty() || state.items.items.contains_key(&key) {
             return;
         }
-        state.queue.push_back(key.clone());
-        state.items.insert(key, deltas);
+        state.items.queue.push_back(key.clone());
+        state.items.items.insert(key, deltas);
     }
 
     /// Appends one delta for the object's key, transforming first when asked (never tombstones),
@@ -346,26 +325,21 @@ impl<K: Object> DeltaFifo<K> {
         transform: bool,
     ) -> Result<(), FifoError> {
         let key = self.key_of(&object)?;
-        let object = match (object, &self.shared.transformer) {
-            (ObjectOrTombstone::Object(obj), Some(t)) if transform => {
-                ObjectOrTombstone::Object(t(obj).map_err(FifoError::Transform)?)
-            }
-            (object, _) => object,
-        };
+        let object = self.core.prepare(object, transform)?;
         let delta = Delta { kind, object };
-        match state.items.get_mut(&key) {
+        match state.items.items.get_mut(&key) {
             Some(deltas) => deltas.push_deduped(delta),
             None => {
-                state.queue.push_back(key.clone());
-                state.items.insert(key, Deltas(vec![delta]));
+                state.items.queue.push_back(key.clone());
+                state.items.items.insert(key, Deltas(vec![delta]));
             }
         }
-        self.shared.signals.wake_all();
+        self.core.wake();
         Ok(())
     }
 
     fn signal_if_synced(&self, state: &State<K>) {
-        self.shared.signals.synced_if(state.has_synced());
+        self.core.signal_if_synced(state);
     }
 
     /// Waits for the next key and hands its deltas to `process`, which runs **synchronously under
@@ -381,13 +355,11 @@ impl<K: Object> DeltaFifo<K> {
         F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError>,
     {
         let mut process = Some(process);
-        self.shared
-            .signals
-            .wait_until(|| {
-                let mut state = self.shared.state.lock();
-                while let Some(key) = state.queue.pop_front() {
-                    let Some(deltas) = state.items.remove(&key) else {
-                        tracing::error!(fifo = %self.shared.name, %key, "queued key has no deltas; skipping");
+        self.core
+            .pop_with(|state| {
+                while let Some(key) = state.items.queue.pop_front() {
+                    let Some(deltas) = state.items.items.remove(&key) else {
+                        tracing::error!(fifo = %self.core.name(), %key, "queued key has no deltas; skipping");
                         continue;
                     };
                     let is_in_initial_list = !state.has_synced();
@@ -397,15 +369,15 @@ impl<K: Object> DeltaFifo<K> {
                     let Some(process) = process.take() else {
                         unreachable!("process is taken once, right before returning");
                     };
-                    let depth = state.queue.len();
+                    let depth = state.items.queue.len();
                     let started = Instant::now();
                     let result = process(&deltas, is_in_initial_list);
                     let took = started.elapsed();
                     if took > SLOW_PROCESS && depth > SLOW_DEPTH {
-                        tracing::warn!(fifo = %self.shared.name, %key, ?took, depth, "slow process function while the queue is deep");
+                        tracing::warn!(fifo = %self.core.name(), %key, ?took, depth, "slow process function while the queue is deep");
                     }
-                    let outcome = finish(result, || Self::insert_if_absent(&mut state, key, deltas));
-                    self.signal_if_synced(&state);
+                    let outcome = finish(result, || Self::insert_if_absent(state, key, deltas));
+                    self.signal_if_synced(state);
                     return Some(outcome);
                 }
                 state.closed.then_some(Err(FifoError::Closed))
@@ -416,30 +388,29 @@ impl<K: Object> DeltaFifo<K> {
     /// True once the first `replace` and all of its items have been popped, or once anything was
     /// added, updated or deleted before the first `replace` (contract B11). Stays true.
     pub fn has_synced(&self) -> bool {
-        self.shared.state.lock().has_synced()
+        self.core.lock().has_synced()
     }
 
     /// Waits until [`has_synced`](Self::has_synced) is true and the process call of the last
     /// initial item has returned. Returns at once if that already happened.
     pub async fn wait_synced(&self) {
-        self.shared.signals.wait_synced().await;
+        self.core.wait_synced().await;
     }
 
     /// Closes the queue: every waiting popper wakes and, once the queue is empty, gets
     /// [`FifoError::Closed`]. Producers can still add.
     pub fn close(&self) {
-        self.shared.state.lock().closed = true;
-        self.shared.signals.wake_all();
+        self.core.close();
     }
 
     /// Whether [`close`](Self::close) was called.
     pub fn is_closed(&self) -> bool {
-        self.shared.state.lock().closed
+        self.core.is_closed()
     }
 
     /// Number of queued keys.
     pub fn len(&self) -> usize {
-        self.shared.state.lock().queue.len()
+        self.core.lock().items.queue.len()
     }
 
     /// True when no key is queued.
@@ -449,22 +420,23 @@ impl<K: Object> DeltaFifo<K> {
 
     /// The newest object (or tombstone) of every queued key, in queue order.
     pub fn list(&self) -> Vec<ObjectOrTombstone<K>> {
-        let state = self.shared.state.lock();
+        let state = self.core.lock();
         state
+            .items
             .queue
             .iter()
-            .filter_map(|k| state.items.get(k)?.newest().map(|d| d.object.clone()))
+            .filter_map(|k| state.items.items.get(k)?.newest().map(|d| d.object.clone()))
             .collect()
     }
 
     /// The queued keys, in queue order.
     pub fn list_keys(&self) -> Vec<ObjectKey> {
-        self.shared.state.lock().queue.iter().cloned().collect()
+        self.core.lock().items.queue.iter().cloned().collect()
     }
 
     /// A copy of the deltas queued under `key` (later appends do not change it).
     pub fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
-        self.shared.state.lock().items.get(key).cloned()
+        self.core.lock().items.items.get(key).cloned()
     }
 
     /// A copy of the deltas queued under `obj`'s key.
@@ -495,23 +467,23 @@ impl<K: Object> Store<K> for DeltaFifo<K> {
         DeltaFifo::resync(self)
     }
     fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
-        match &self.shared.transformer {
-            Some(t) => t(obj).map_err(FifoError::Transform),
-            None => Ok(obj),
-        }
+        self.core.transform(obj)
     }
     fn update_resource_version(&self, resource_version: &ResourceVersion) {
-        resource_version.clone_into(&mut self.shared.last_sync_rv.lock());
+        self.core.set_last_sync_resource_version(resource_version);
     }
 }
 
 impl<K: Object> Queue<K> for DeltaFifo<K> {
-    async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
+    async fn pop_entry<R, F>(&self, _max_batch: usize, process: F) -> Result<Option<R>, FifoError>
     where
-        F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError> + Send,
+        F: FnOnce(Popped<'_, K>, bool) -> Result<R, ProcessError> + Send,
         R: Send,
     {
-        DeltaFifo::pop(self, process).await
+        DeltaFifo::pop(self, |deltas, initial| {
+            process(Popped::Deltas(deltas), initial)
+        })
+        .await
     }
     fn has_synced(&self) -> bool {
         DeltaFifo::has_synced(self)
@@ -527,5 +499,8 @@ impl<K: Object> Queue<K> for DeltaFifo<K> {
     }
     fn len(&self) -> usize {
         DeltaFifo::len(self)
+    }
+    fn last_sync_resource_version(&self) -> ResourceVersion {
+        DeltaFifo::last_sync_resource_version(self)
     }
 }

@@ -3,13 +3,12 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use store_index::{describe, KeyFn, Object, ObjectKey, ObjectOrTombstone, ResourceVersion};
+use store_index::{KeyFn, Object, ObjectKey, ObjectOrTombstone, ResourceVersion};
 
+use crate::core::{Locked, QueueCore};
 use crate::error::FifoError;
 use crate::options::DeltaFifoOptions;
 use crate::process::{finish, ProcessError};
-use crate::signals::Signals;
 use crate::store::Store;
 
 /// A producer/consumer queue holding only the latest object per key (contract B14).
@@ -34,37 +33,22 @@ use crate::store::Store;
 /// # });
 /// ```
 pub struct Fifo<K> {
-    shared: Arc<Shared<K>>,
+    core: Arc<QueueCore<K, Items<K>>>,
 }
 
 impl<K> Clone for Fifo<K> {
     fn clone(&self) -> Self {
         Fifo {
-            shared: Arc::clone(&self.shared),
+            core: Arc::clone(&self.core),
         }
     }
 }
 
-struct Shared<K> {
-    key_fn: KeyFn<K>,
-    state: Mutex<State<K>>,
-    signals: Signals,
-}
-
 /// Invariant: every key of `items` is in `queue` (a deleted key may linger in `queue` without an
 /// item, and is skipped by pop).
-struct State<K> {
+struct Items<K> {
     items: HashMap<ObjectKey, Arc<K>>,
     queue: VecDeque<ObjectKey>,
-    populated: bool,
-    initial_population_count: usize,
-    closed: bool,
-}
-
-impl<K> State<K> {
-    fn has_synced(&self) -> bool {
-        self.populated && self.initial_population_count == 0
-    }
 }
 
 impl<K: Object> Default for Fifo<K> {
@@ -81,38 +65,29 @@ impl<K: Object> Fifo<K> {
 
     /// An empty FIFO with a custom key function.
     pub fn with_key_fn(key_fn: KeyFn<K>) -> Self {
+        let items = Items {
+            items: HashMap::new(),
+            queue: VecDeque::new(),
+        };
         Fifo {
-            shared: Arc::new(Shared {
-                key_fn,
-                state: Mutex::new(State {
-                    items: HashMap::new(),
-                    queue: VecDeque::new(),
-                    populated: false,
-                    initial_population_count: 0,
-                    closed: false,
-                }),
-                signals: Signals::new(),
-            }),
+            core: Arc::new(QueueCore::new(key_fn, None, "FIFO".into(), items)),
         }
     }
 
     fn key_of(&self, obj: &K) -> Result<ObjectKey, FifoError> {
-        (self.shared.key_fn)(obj).map_err(|source| FifoError::Key {
-            object: describe(obj),
-            source,
-        })
+        self.core.object_key(obj)
     }
 
     /// Queues `obj` (or replaces the queued object of its key, keeping its place).
     pub fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
         let key = self.key_of(&obj)?;
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         state.populated = true;
-        if !state.items.contains_key(&key) {
-            state.queue.push_back(key.clone());
+        if !state.items.items.contains_key(&key) {
+            state.items.queue.push_back(key.clone());
         }
-        state.items.insert(key, obj);
-        self.shared.signals.wake_all();
+        state.items.items.insert(key, obj);
+        self.core.wake();
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -129,9 +104,9 @@ impl<K: Object> Fifo<K> {
             ObjectOrTombstone::Object(obj) => self.key_of(&obj)?,
             ObjectOrTombstone::Tombstone(t) => t.key,
         };
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         state.populated = true;
-        state.items.remove(&key);
+        state.items.items.remove(&key);
         self.signal_if_synced(&state);
         Ok(())
     }
@@ -150,31 +125,31 @@ impl<K: Object> Fifo<K> {
                 queue.push_back(key);
             }
         }
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         if !state.populated {
             state.populated = true;
             state.initial_population_count = items.len();
         }
-        state.items = items;
-        state.queue = queue;
-        self.shared.signals.wake_all();
+        state.items = Items { items, queue };
+        self.core.wake();
         self.signal_if_synced(&state);
         Ok(())
     }
 
     /// Re-queues any item whose key is missing from the queue (normally none).
     pub fn resync(&self) -> Result<(), FifoError> {
-        let mut state = self.shared.state.lock();
-        let queued: HashSet<ObjectKey> = state.queue.iter().cloned().collect();
+        let mut state = self.core.lock();
+        let queued: HashSet<ObjectKey> = state.items.queue.iter().cloned().collect();
         let missing: Vec<ObjectKey> = state
+            .items
             .items
             .keys()
             .filter(|k| !queued.contains(*k))
             .cloned()
             .collect();
         if !missing.is_empty() {
-            state.queue.extend(missing);
-            self.shared.signals.wake_all();
+            state.items.queue.extend(missing);
+            self.core.wake();
         }
         Ok(())
     }
@@ -182,19 +157,19 @@ impl<K: Object> Fifo<K> {
     /// Queues `obj` only if its key has no queued object (legacy API, contract B14.6).
     pub fn add_if_not_present(&self, obj: Arc<K>) -> Result<(), FifoError> {
         let key = self.key_of(&obj)?;
-        let mut state = self.shared.state.lock();
+        let mut state = self.core.lock();
         state.populated = true;
-        if !state.items.contains_key(&key) {
-            state.queue.push_back(key.clone());
-            state.items.insert(key, obj);
-            self.shared.signals.wake_all();
+        if !state.items.items.contains_key(&key) {
+            state.items.queue.push_back(key.clone());
+            state.items.items.insert(key, obj);
+            self.core.wake();
         }
         self.signal_if_synced(&state);
         Ok(())
     }
 
-    fn signal_if_synced(&self, state: &State<K>) {
-        self.shared.signals.synced_if(state.has_synced());
+    fn signal_if_synced(&self, state: &Locked<Items<K>>) {
+        self.core.signal_if_synced(state);
     }
 
     /// Waits for the next object and runs `process` on it under the lock; outcomes as in
@@ -204,18 +179,16 @@ impl<K: Object> Fifo<K> {
         F: FnOnce(&Arc<K>, bool) -> Result<R, ProcessError>,
     {
         let mut process = Some(process);
-        self.shared
-            .signals
-            .wait_until(|| {
-                let mut state = self.shared.state.lock();
-                while let Some(key) = state.queue.pop_front() {
+        self.core
+            .pop_with(|state| {
+                while let Some(key) = state.items.queue.pop_front() {
                     let is_in_initial_list = !state.has_synced();
                     if state.initial_population_count > 0 {
                         state.initial_population_count -= 1;
                     }
-                    let Some(obj) = state.items.remove(&key) else {
+                    let Some(obj) = state.items.items.remove(&key) else {
                         // Deleted while queued (B14.2); the entry still counted above.
-                        self.signal_if_synced(&state);
+                        self.signal_if_synced(state);
                         continue;
                     };
                     let Some(process) = process.take() else {
@@ -223,12 +196,12 @@ impl<K: Object> Fifo<K> {
                     };
                     let result = process(&obj, is_in_initial_list);
                     let outcome = finish(result, || {
-                        if !state.items.contains_key(&key) {
-                            state.queue.push_back(key.clone());
-                            state.items.insert(key, obj);
+                        if !state.items.items.contains_key(&key) {
+                            state.items.queue.push_back(key.clone());
+                            state.items.items.insert(key, obj);
                         }
                     });
-                    self.signal_if_synced(&state);
+                    self.signal_if_synced(state);
                     return Some(outcome);
                 }
                 state.closed.then_some(Err(FifoError::Closed))
@@ -238,28 +211,27 @@ impl<K: Object> Fifo<K> {
 
     /// Whether the initial population has been popped (contract B11 without duplicate keys).
     pub fn has_synced(&self) -> bool {
-        self.shared.state.lock().has_synced()
+        self.core.has_synced()
     }
 
     /// Waits until synced.
     pub async fn wait_synced(&self) {
-        self.shared.signals.wait_synced().await;
+        self.core.wait_synced().await;
     }
 
     /// Closes the FIFO; poppers get [`FifoError::Closed`] once it is empty.
     pub fn close(&self) {
-        self.shared.state.lock().closed = true;
-        self.shared.signals.wake_all();
+        self.core.close();
     }
 
     /// Whether the FIFO is closed.
     pub fn is_closed(&self) -> bool {
-        self.shared.state.lock().closed
+        self.core.is_closed()
     }
 
     /// Number of queued objects.
     pub fn len(&self) -> usize {
-        self.shared.state.lock().items.len()
+        self.core.lock().items.items.len()
     }
 
     /// True when no object is queued.
@@ -269,31 +241,33 @@ impl<K: Object> Fifo<K> {
 
     /// The queued objects, in queue order.
     pub fn list(&self) -> Vec<Arc<K>> {
-        let state = self.shared.state.lock();
+        let state = self.core.lock();
         let mut seen = HashSet::new();
         state
+            .items
             .queue
             .iter()
             .filter(|k| seen.insert(*k))
-            .filter_map(|k| state.items.get(k).cloned())
+            .filter_map(|k| state.items.items.get(k).cloned())
             .collect()
     }
 
     /// The keys of the queued objects, in queue order.
     pub fn list_keys(&self) -> Vec<ObjectKey> {
-        let state = self.shared.state.lock();
+        let state = self.core.lock();
         let mut seen = HashSet::new();
         state
+            .items
             .queue
             .iter()
-            .filter(|k| state.items.contains_key(*k) && seen.insert(*k))
+            .filter(|k| state.items.items.contains_key(*k) && seen.insert(*k))
             .cloned()
             .collect()
     }
 
     /// The queued object under `key`.
     pub fn get_by_key(&self, key: &str) -> Option<Arc<K>> {
-        self.shared.state.lock().items.get(key).cloned()
+        self.core.lock().items.items.get(key).cloned()
     }
 }
 

@@ -51,6 +51,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod core;
 mod delta;
 mod delta_fifo;
 mod error;
@@ -68,8 +69,10 @@ pub use error::FifoError;
 pub use fifo::Fifo;
 pub use options::{DeltaFifoOptions, KnownObjects, Transformer};
 pub use process::ProcessError;
-pub use queue::Queue;
-pub use real_fifo::RealFifo;
+pub use queue::{Popped, Queue};
+pub use real_fifo::{
+    Atomic, RealFifo, RealFifoOptions, DEFAULT_BATCH_SIZE, UNLOCK_WHILE_PROCESSING_MAX_DEPTH,
+};
 pub use store::Store;
 
 /// What a user of this layer needs, in one import (the layer below's included):
@@ -77,8 +80,8 @@ pub use store::Store;
 pub mod prelude {
     pub use crate::store_index::prelude::*;
     pub use crate::{
-        Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, FifoError, ProcessError,
-        Queue, RealFifo, Store,
+        Atomic, Delta, DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, Fifo, FifoError, Popped,
+        ProcessError, Queue, RealFifo, RealFifoOptions, Store,
     };
 }
 

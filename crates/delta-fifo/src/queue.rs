@@ -1,20 +1,71 @@
 //! [`Queue`]: the consumer-facing side shared by [`DeltaFifo`](crate::DeltaFifo) and
-//! [`RealFifo`](crate::RealFifo), so an informer can be built on either.
+//! [`RealFifo`](crate::RealFifo), which the informer is generic over; [`Popped`]: what one pop
+//! hands to the process function.
 
 use std::future::Future;
+use std::sync::Arc;
 
-use crate::delta::Deltas;
+use store_index::ResourceVersion;
+
+use crate::delta::{Delta, Deltas};
 use crate::error::FifoError;
 use crate::process::ProcessError;
 use crate::store::Store;
 
+/// What one pop hands to its process function.
+#[derive(Debug)]
+pub enum Popped<'a, K> {
+    /// The deltas of one key: all of those queued (a [`DeltaFifo`](crate::DeltaFifo)), or one
+    /// (a [`RealFifo`](crate::RealFifo)).
+    Deltas(&'a Deltas<K>),
+    /// Several deltas of **distinct** keys, in queue order (a `RealFifo`'s batched pop, contract
+    /// B15.5); the consumer may apply them in one store transaction.
+    Batch(&'a [Delta<K>]),
+    /// A whole relist, queued as one entry by an atomic `RealFifo` (client-go's `ReplacedAll`,
+    /// B15.3): the consumer replaces its store with `objects` at once and works out the deletions
+    /// and updates itself (D2.5).
+    ReplacedAll {
+        /// The listed objects, transformed, in list order.
+        objects: &'a [Arc<K>],
+        /// The list's resource version.
+        resource_version: &'a ResourceVersion,
+    },
+    /// A periodic resync queued as one entry by an atomic `RealFifo` (`SyncAll`): the consumer
+    /// resyncs every object it holds.
+    SyncAll,
+    /// The reflector reached this resource version (`Bookmark`, atomic `RealFifo` with bookmarks):
+    /// everything before it has been popped.
+    Bookmark(&'a ResourceVersion),
+}
+
+impl<K> Popped<'_, K> {
+    /// How many entries of the queue this pop took (a batch's length, else 1).
+    pub fn len(&self) -> usize {
+        match self {
+            Popped::Batch(b) => b.len(),
+            _ => 1,
+        }
+    }
+
+    /// Never true: a pop takes at least one entry.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
 /// A queue of deltas that a reflector fills (through [`Store`]) and an informer drains.
 pub trait Queue<K>: Store<K> + Clone + Send + Sync + 'static {
-    /// Waits for the next item and runs `process` on it under the queue's lock; see
-    /// [`DeltaFifo::pop`](crate::DeltaFifo::pop) for the outcomes.
-    fn pop<R, F>(&self, process: F) -> impl Future<Output = Result<Option<R>, FifoError>> + Send
+    /// Waits for the next entry (or, in a queue that batches, up to `max_batch` deltas of
+    /// distinct keys) and runs `process` on it with `is_in_initial_list`; outcomes as in
+    /// [`DeltaFifo::pop`](crate::DeltaFifo::pop). Queues that do not batch ignore `max_batch`.
+    /// One consumer pops at a time: order is only guaranteed to it.
+    fn pop_entry<R, F>(
+        &self,
+        max_batch: usize,
+        process: F,
+    ) -> impl Future<Output = Result<Option<R>, FifoError>> + Send
     where
-        F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError> + Send,
+        F: FnOnce(Popped<'_, K>, bool) -> Result<R, ProcessError> + Send,
         R: Send;
     /// Whether the initial population has been fully popped.
     fn has_synced(&self) -> bool;
@@ -24,10 +75,13 @@ pub trait Queue<K>: Store<K> + Clone + Send + Sync + 'static {
     fn close(&self);
     /// Whether the queue is closed.
     fn is_closed(&self) -> bool;
-    /// Number of queued items.
+    /// Number of queued entries.
     fn len(&self) -> usize;
     /// True when nothing is queued.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The resource version the reflector feeding this queue last synced to (`""` before its
+    /// first list).
+    fn last_sync_resource_version(&self) -> ResourceVersion;
 }

@@ -1,164 +1,273 @@
-//! [`RealFifo`]: the in-order queue, every event kept in arrival order (client-go's `RealFIFO`,
-//! contract B15, non-atomic mode).
+//! [`RealFifo`]: the in-order queue, every change kept in arrival order (client-go's `RealFIFO`,
+//! contract B15), in its two modes: tombstones computed at relist time from the known objects
+//! (B15.2), or atomic entries for whole relists and resyncs (B15.3); with batched pops (B15.5).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use store_index::{
-    describe, DeletedFinalStateUnknown, KeyFn, Object, ObjectKey, ObjectOrTombstone,
-    ResourceVersion,
+    meta_namespace_key, BoxError, DeletedFinalStateUnknown, KeyFn, KeyListerGetter, Object,
+    ObjectKey, ObjectOrTombstone, ResourceVersion,
 };
 
+use crate::core::{Locked, QueueCore};
 use crate::delta::{Delta, DeltaType, Deltas};
 use crate::error::FifoError;
-use crate::options::{DeltaFifoOptions, KnownObjects, Transformer};
+use crate::options::{KnownObjects, Transformer};
 use crate::process::{finish, ProcessError};
-use crate::queue::Queue;
-use crate::signals::Signals;
+use crate::queue::{Popped, Queue};
 use crate::store::Store;
 
-/// A queue that keeps every change as its own delta, in arrival order: no per-key merging, and a
-/// delete is always enqueued. Each pop hands out a one-element [`Deltas`].
+/// The most deltas one batched pop hands out by default (client-go's `defaultBatchSize`).
+pub const DEFAULT_BATCH_SIZE: usize = 1000;
+
+/// Below this many queued entries, an atomic queue with
+/// [`Atomic::unlock_while_processing`] releases its lock while the consumer processes; above
+/// it, the producer waits, which keeps a fast producer from running away from a slow consumer.
+pub const UNLOCK_WHILE_PROCESSING_MAX_DEPTH: usize = 2000;
+
+/// A process call slower than this, with more than [`SLOW_DEPTH`] entries still queued, is logged.
+const SLOW_PROCESS: Duration = Duration::from_millis(100);
+const SLOW_DEPTH: usize = 10;
+
+/// The atomic mode of a [`RealFifo`] (client-go's `AtomicFIFO`): a relist is one
+/// [`Popped::ReplacedAll`] entry and a resync one [`Popped::SyncAll`], so that the consumer can
+/// apply a relist to its store at once and no reader ever sees a half-replaced cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Atomic {
+    /// Queue a [`Popped::Bookmark`] for every resource version the reflector reports (watch
+    /// events' and bookmarks'), so that the consumer learns which one its store has reached.
+    pub emit_bookmarks: bool,
+    /// Release the queue's lock while the consumer processes an entry, when fewer than
+    /// [`UNLOCK_WHILE_PROCESSING_MAX_DEPTH`] entries are queued (client-go's
+    /// `UnlockWhileProcessingFIFO`): the reflector keeps queueing meanwhile. Safe only in atomic
+    /// mode, where nothing the queue does depends on the consumer's store.
+    pub unlock_while_processing: bool,
+}
+
+enum Mode<K> {
+    /// Non-atomic (B15.2): a relist queues tombstones worked out against these known objects.
+    Tombstones(KnownObjects<K>),
+    Atomic(Atomic),
+}
+
+/// Options of a [`RealFifo`]. Its two constructors are its two modes, so that the combinations
+/// client-go rejects at run time (atomic with known objects, non-atomic without, bookmarks or
+/// unlocking without atomic) cannot be written.
 ///
-/// A relist queues its deletions (tombstones) **before** the listed objects, which are always
-/// `Replaced`. It needs `known_objects` (the informer's indexer), which is why the constructor takes
-/// it directly.
+/// ```
+/// use delta_fifo::{Atomic, RealFifo, RealFifoOptions};
+/// use delta_fifo::store_index::{DynamicObject, Indexer};
+///
+/// let indexer: Indexer<DynamicObject> = Indexer::default();
+/// let tombstones = RealFifo::new(RealFifoOptions::new(indexer.clone()).name("pods"));
+/// let atomic = RealFifo::<DynamicObject>::new(RealFifoOptions::atomic(Atomic {
+///     emit_bookmarks: true,
+///     unlock_while_processing: true,
+/// }));
+/// assert!(tombstones.is_empty() && atomic.is_empty());
+/// ```
+pub struct RealFifoOptions<K> {
+    key_fn: KeyFn<K>,
+    transformer: Option<Transformer<K>>,
+    name: String,
+    mode: Mode<K>,
+}
+
+impl<K: Object> RealFifoOptions<K> {
+    /// Non-atomic mode (B15.2): a relist queues a tombstone for every key that `known_objects`
+    /// (the consumer's store) or the queue holds and the list does not, then a `Replaced` delta
+    /// per listed object.
+    pub fn new(known_objects: impl KeyListerGetter<K> + 'static) -> Self {
+        Self::with_mode(Mode::Tombstones(Arc::new(known_objects)))
+    }
+
+    /// Atomic mode (B15.3): see [`Atomic`].
+    pub fn atomic(atomic: Atomic) -> Self {
+        Self::with_mode(Mode::Atomic(atomic))
+    }
+
+    fn with_mode(mode: Mode<K>) -> Self {
+        RealFifoOptions {
+            key_fn: Arc::new(|obj: &K| meta_namespace_key(obj)),
+            transformer: None,
+            name: "RealFIFO".into(),
+            mode,
+        }
+    }
+
+    /// The key function (default `namespace/name`; tombstones keep their own key).
+    pub fn key_fn(mut self, key_fn: KeyFn<K>) -> Self {
+        self.key_fn = key_fn;
+        self
+    }
+
+    /// A transformer applied to objects as they are queued (never to tombstones or resyncs); it
+    /// must be idempotent.
+    pub fn transformer(
+        mut self,
+        f: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
+    ) -> Self {
+        self.transformer = Some(Arc::new(f));
+        self
+    }
+
+    /// A shared transformer.
+    pub fn transformer_arc(mut self, f: Transformer<K>) -> Self {
+        self.transformer = Some(f);
+        self
+    }
+
+    /// The name used in logs.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+}
+
+/// One queued entry.
+enum Entry<K> {
+    Delta(ObjectKey, Delta<K>),
+    ReplacedAll {
+        resource_version: ResourceVersion,
+        objects: Vec<Arc<K>>,
+    },
+    SyncAll,
+    Bookmark(ResourceVersion),
+}
+
+/// The queue's entries.
+///
+/// Invariant **R1:** `queued[k]` is the number of `Entry::Delta` entries of `queue` with key `k`,
+/// and `k` is absent when that number is zero.
+struct Items<K> {
+    queue: VecDeque<Entry<K>>,
+    queued: HashMap<ObjectKey, usize>,
+}
+
+impl<K> Items<K> {
+    fn push(&mut self, entry: Entry<K>) {
+        if let Entry::Delta(key, _) = &entry {
+            *self.queued.entry(key.clone()).or_default() += 1;
+        }
+        self.queue.push_back(entry);
+    }
+
+    fn forget(&mut self, entry: &Entry<K>) {
+        if let Entry::Delta(key, _) = entry {
+            if let Some(n) = self.queued.get_mut(key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.queued.remove(key);
+                }
+            }
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Entry<K>> {
+        let entry = self.queue.pop_front()?;
+        self.forget(&entry);
+        Some(entry)
+    }
+}
+
+/// A queue that keeps every change as its own delta, in arrival order: no per-key merging, and a
+/// delete is always queued. Each pop hands out one entry, or with
+/// [`pop_batch`](Self::pop_batch) up to a number of deltas of distinct keys.
 ///
 /// ```
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// use std::sync::Arc;
-/// use delta_fifo::{RealFifo, DeltaFifoOptions, ProcessError};
+/// use delta_fifo::{Popped, ProcessError, RealFifo, RealFifoOptions};
 /// use delta_fifo::store_index::{DynamicObject, Indexer, Object};
 ///
 /// let known: Indexer<DynamicObject> = Indexer::default();
-/// let fifo = RealFifo::new(known, DeltaFifoOptions::new());
+/// let fifo = RealFifo::new(RealFifoOptions::new(known));
 /// let pod = |name: &str| Arc::new(DynamicObject::new("v1", "Pod").named(name));
 /// fifo.add(pod("a")).unwrap();
 /// fifo.add(pod("b")).unwrap();
 /// fifo.update(pod("a")).unwrap();
 /// let mut order = Vec::new();
 /// for _ in 0..3 {
-///     let name = fifo.pop(|d, _| Ok::<_, ProcessError>(d.newest().unwrap().object().unwrap().name().to_string())).await.unwrap();
+///     let name = fifo
+///         .pop(|popped, _| match popped {
+///             Popped::Deltas(d) => Ok::<_, ProcessError>(d.newest().unwrap().object().unwrap().name().to_string()),
+///             _ => unreachable!("a non-atomic queue holds deltas only"),
+///         })
+///         .await
+///         .unwrap();
 ///     order.extend(name);
 /// }
 /// assert_eq!(order, ["a", "b", "a"]);
 /// # });
 /// ```
 pub struct RealFifo<K> {
-    shared: Arc<Shared<K>>,
+    core: Arc<QueueCore<K, Items<K>>>,
+    mode: Arc<Mode<K>>,
 }
 
 impl<K> Clone for RealFifo<K> {
     fn clone(&self) -> Self {
         RealFifo {
-            shared: Arc::clone(&self.shared),
+            core: Arc::clone(&self.core),
+            mode: Arc::clone(&self.mode),
         }
-    }
-}
-
-struct Shared<K> {
-    key_fn: KeyFn<K>,
-    known_objects: KnownObjects<K>,
-    transformer: Option<Transformer<K>>,
-    name: String,
-    state: Mutex<State<K>>,
-    signals: Signals,
-}
-
-/// Invariant: `queued[k]` is the number of entries of `queue` with key `k` (absent when zero).
-struct State<K> {
-    queue: VecDeque<(ObjectKey, Delta<K>)>,
-    queued: HashMap<ObjectKey, usize>,
-    populated: bool,
-    initial_population_count: usize,
-    closed: bool,
-}
-
-impl<K> State<K> {
-    fn has_synced(&self) -> bool {
-        self.populated && self.initial_population_count == 0
-    }
-
-    fn push(&mut self, key: ObjectKey, delta: Delta<K>) {
-        *self.queued.entry(key.clone()).or_default() += 1;
-        self.queue.push_back((key, delta));
-    }
-
-    fn pop_front(&mut self) -> Option<(ObjectKey, Delta<K>)> {
-        let (key, delta) = self.queue.pop_front()?;
-        if let Some(n) = self.queued.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                self.queued.remove(&key);
-            }
-        }
-        Some((key, delta))
     }
 }
 
 impl<K: Object> RealFifo<K> {
-    /// An empty queue over `known_objects` (the store the consumer keeps up to date). From the
-    /// options, the key function, transformer and name are used (`emit_replaced` does not apply:
-    /// relisted objects are always `Replaced`).
-    pub fn new(
-        known_objects: impl store_index::KeyListerGetter<K> + 'static,
-        options: DeltaFifoOptions<K>,
-    ) -> Self {
+    /// An empty queue.
+    pub fn new(options: RealFifoOptions<K>) -> Self {
+        let items = Items {
+            queue: VecDeque::new(),
+            queued: HashMap::new(),
+        };
         RealFifo {
-            shared: Arc::new(Shared {
-                key_fn: options.key_fn,
-                known_objects: Arc::new(known_objects),
-                transformer: options.transformer,
-                name: options.name,
-                state: Mutex::new(State {
-                    queue: VecDeque::new(),
-                    queued: HashMap::new(),
-                    populated: false,
-                    initial_population_count: 0,
-                    closed: false,
-                }),
-                signals: Signals::new(),
-            }),
+            core: Arc::new(QueueCore::new(
+                options.key_fn,
+                options.transformer,
+                options.name,
+                items,
+            )),
+            mode: Arc::new(options.mode),
         }
     }
 
-    fn key_of(&self, obj: &ObjectOrTombstone<K>) -> Result<ObjectKey, FifoError> {
-        match obj {
-            ObjectOrTombstone::Tombstone(t) => Ok(t.key.clone()),
-            ObjectOrTombstone::Object(o) => {
-                (self.shared.key_fn)(o).map_err(|source| FifoError::Key {
-                    object: describe(o.as_ref()),
-                    source,
-                })
-            }
-        }
+    /// Whether this queue is in atomic mode.
+    pub fn is_atomic(&self) -> bool {
+        matches!(*self.mode, Mode::Atomic(_))
+    }
+
+    /// The queue's name (for logs).
+    pub fn name(&self) -> &str {
+        self.core.name()
+    }
+
+    /// The key of an object (the key function's) or of a tombstone (its own).
+    pub fn key_of(&self, obj: &ObjectOrTombstone<K>) -> Result<ObjectKey, FifoError> {
+        self.core.key_of(obj)
     }
 
     fn enqueue(
         &self,
-        state: &mut State<K>,
+        locked: &mut Locked<Items<K>>,
         kind: DeltaType,
         object: ObjectOrTombstone<K>,
         transform: bool,
     ) -> Result<(), FifoError> {
-        let key = self.key_of(&object)?;
-        let object = match (object, &self.shared.transformer) {
-            (ObjectOrTombstone::Object(o), Some(t)) if transform => {
-                ObjectOrTombstone::Object(t(o).map_err(FifoError::Transform)?)
-            }
-            (object, _) => object,
-        };
-        state.push(key, Delta { kind, object });
-        self.shared.signals.wake_all();
+        let key = self.core.key_of(&object)?;
+        let object = self.core.prepare(object, transform)?;
+        locked.items.push(Entry::Delta(key, Delta { kind, object }));
+        self.core.wake();
         Ok(())
     }
 
     fn change(&self, kind: DeltaType, object: ObjectOrTombstone<K>) -> Result<(), FifoError> {
-        let mut state = self.shared.state.lock();
-        state.populated = true;
-        self.enqueue(&mut state, kind, object, true)?;
-        self.signal_if_synced(&state);
+        let mut locked = self.core.lock();
+        locked.populated = true;
+        self.enqueue(&mut locked, kind, object, true)?;
+        self.core.signal_if_synced(&locked);
         Ok(())
     }
 
@@ -177,26 +286,68 @@ impl<K: Object> RealFifo<K> {
         self.change(DeltaType::Deleted, obj.into())
     }
 
-    /// A relist (contract B15.2): tombstones for queued keys missing from the list (one per key,
-    /// in order of first appearance, from the key's last queued delta, unless that is already a
-    /// deletion), then tombstones for known keys neither listed nor queued, then one `Replaced`
-    /// delta per listed object in list order.
+    /// A relist. Atomic mode (B15.3): one `ReplacedAll` entry holding the transformed list.
+    /// Otherwise (B15.2): tombstones for queued keys missing from the list (one per key, in order
+    /// of first appearance, from the key's last queued delta, unless that is already a deletion),
+    /// then tombstones for known keys neither listed nor queued, then one `Replaced` delta per
+    /// listed object in list order. Either way the list's resource version becomes
+    /// [`last_sync_resource_version`](Self::last_sync_resource_version).
     pub fn replace(
         &self,
         list: Vec<Arc<K>>,
-        _resource_version: impl Into<ResourceVersion>,
+        resource_version: impl Into<ResourceVersion>,
     ) -> Result<(), FifoError> {
+        let resource_version = resource_version.into();
         let mut listed: HashSet<ObjectKey> = HashSet::with_capacity(list.len());
         for obj in &list {
-            listed.insert(self.key_of(&ObjectOrTombstone::Object(Arc::clone(obj)))?);
+            listed.insert(self.core.object_key(obj)?);
         }
-        let mut state = self.shared.state.lock();
+        let mut locked = self.core.lock();
+        match &*self.mode {
+            Mode::Atomic(_) => {
+                let objects = list
+                    .into_iter()
+                    .map(|o| self.core.transform(o))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| FifoError::Enqueue(Box::new(e)))?;
+                locked.items.push(Entry::ReplacedAll {
+                    resource_version: resource_version.clone(),
+                    objects,
+                });
+                self.core.wake();
+            }
+            Mode::Tombstones(known) => {
+                self.queue_relist_deletions(&mut locked, known, &listed)?;
+                for obj in list {
+                    self.enqueue(&mut locked, DeltaType::Replaced, obj.into(), true)
+                        .map_err(|e| FifoError::Enqueue(Box::new(e)))?;
+                }
+            }
+        }
+        if !locked.populated {
+            locked.populated = true;
+            locked.initial_population_count = locked.items.queue.len();
+        }
+        self.core.signal_if_synced(&locked);
+        drop(locked);
+        self.core.set_last_sync_resource_version(&resource_version);
+        Ok(())
+    }
 
+    /// B15.2's deletions: queued keys first, then known ones.
+    fn queue_relist_deletions(
+        &self,
+        locked: &mut Locked<Items<K>>,
+        known: &KnownObjects<K>,
+        listed: &HashSet<ObjectKey>,
+    ) -> Result<(), FifoError> {
         let mut last: HashMap<&ObjectKey, &Delta<K>> = HashMap::new();
         let mut first_seen: Vec<&ObjectKey> = Vec::new();
-        for (key, delta) in &state.queue {
-            if last.insert(key, delta).is_none() {
-                first_seen.push(key);
+        for entry in &locked.items.queue {
+            if let Entry::Delta(key, delta) = entry {
+                if last.insert(key, delta).is_none() {
+                    first_seen.push(key);
+                }
             }
         }
         let queued_deletions: Vec<(ObjectKey, ObjectOrTombstone<K>)> = first_seen
@@ -209,121 +360,323 @@ impl<K: Object> RealFifo<K> {
             .collect();
         for (key, newest) in queued_deletions {
             let tombstone = newest.into_tombstone(key);
-            self.enqueue(&mut state, DeltaType::Deleted, tombstone.into(), false)?;
+            self.enqueue(locked, DeltaType::Deleted, tombstone.into(), false)?;
         }
-
-        let known = &self.shared.known_objects;
         for key in known.list_keys() {
-            if listed.contains(&key) || state.queued.contains_key(&key) {
+            if listed.contains(&key) || locked.items.queued.contains_key(&key) {
                 continue;
             }
-            let obj = known.get_by_key(key.as_str()).ok().flatten();
+            let obj = match known.get_by_key(key.as_str()) {
+                Ok(obj) => obj,
+                Err(error) => {
+                    tracing::warn!(fifo = %self.core.name(), %key, %error, "known object lookup failed during replace; queueing an empty tombstone");
+                    None
+                }
+            };
             let tombstone = DeletedFinalStateUnknown { key, obj };
-            self.enqueue(&mut state, DeltaType::Deleted, tombstone.into(), false)?;
+            self.enqueue(locked, DeltaType::Deleted, tombstone.into(), false)?;
         }
-
-        for obj in list {
-            self.enqueue(&mut state, DeltaType::Replaced, obj.into(), true)
-                .map_err(|e| FifoError::Enqueue(Box::new(e)))?;
-        }
-
-        if !state.populated {
-            state.populated = true;
-            state.initial_population_count = state.queue.len();
-        }
-        self.signal_if_synced(&state);
         Ok(())
     }
 
-    /// Queues a `Sync` delta for every known object whose key has nothing queued.
+    /// A periodic resync. Atomic mode: one `SyncAll` entry (the consumer resyncs what it holds).
+    /// Otherwise: a `Sync` delta for every known object whose key has nothing queued.
     pub fn resync(&self) -> Result<(), FifoError> {
-        let known = &self.shared.known_objects;
-        let mut state = self.shared.state.lock();
-        for key in known.list_keys() {
-            if state.queued.contains_key(&key) {
-                continue;
+        let mut locked = self.core.lock();
+        match &*self.mode {
+            Mode::Atomic(_) => {
+                locked.items.push(Entry::SyncAll);
+                self.core.wake();
             }
-            match known.get_by_key(key.as_str()) {
-                Ok(Some(obj)) => self.enqueue(&mut state, DeltaType::Sync, obj.into(), false)?,
-                Ok(None) => {}
-                Err(error) => {
-                    tracing::warn!(fifo = %self.shared.name, %key, %error, "resync: lookup failed")
+            Mode::Tombstones(known) => {
+                for key in known.list_keys() {
+                    if locked.items.queued.contains_key(&key) {
+                        continue;
+                    }
+                    match known.get_by_key(key.as_str()) {
+                        Ok(Some(obj)) => {
+                            self.enqueue(&mut locked, DeltaType::Sync, obj.into(), false)?
+                        }
+                        Ok(None) => {}
+                        Err(error) => {
+                            tracing::warn!(fifo = %self.core.name(), %key, %error, "resync: lookup failed")
+                        }
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    fn signal_if_synced(&self, state: &State<K>) {
-        self.shared.signals.synced_if(state.has_synced());
+    /// The reflector reached `resource_version`: recorded as
+    /// [`last_sync_resource_version`](Self::last_sync_resource_version), and queued as a
+    /// `Bookmark` entry when the atomic mode emits bookmarks.
+    pub fn bookmark(&self, resource_version: &ResourceVersion) {
+        self.core.set_last_sync_resource_version(resource_version);
+        if let Mode::Atomic(Atomic {
+            emit_bookmarks: true,
+            ..
+        }) = &*self.mode
+        {
+            let mut locked = self.core.lock();
+            locked.items.push(Entry::Bookmark(resource_version.clone()));
+            self.core.wake();
+        }
     }
 
-    /// Waits for the next delta and runs `process` on it (a one-element [`Deltas`]) under the
-    /// lock. The initial-population count drops **after** `process` returns (B15.4). A requeue puts
-    /// the delta back at the end unless its key was queued again meanwhile.
+    /// The resource version the reflector feeding this queue last synced to: its last list's,
+    /// then each watch event's and bookmark's; `""` before the first list.
+    pub fn last_sync_resource_version(&self) -> ResourceVersion {
+        self.core.last_sync_resource_version()
+    }
+
+    /// Waits for the next entry and runs `process` on it: a one-delta [`Popped::Deltas`], or an
+    /// atomic entry. See [`pop_batch`](Self::pop_batch).
     pub async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
     where
-        F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError>,
+        F: FnOnce(Popped<'_, K>, bool) -> Result<R, ProcessError>,
     {
-        let mut process = Some(process);
-        self.shared
-            .signals
-            .wait_until(|| {
-                let mut state = self.shared.state.lock();
-                if let Some((key, delta)) = state.pop_front() {
-                    let is_in_initial_list = !state.has_synced();
-                    let deltas = Deltas(vec![delta]);
-                    let Some(process) = process.take() else {
-                        unreachable!("process is taken once, right before returning");
-                    };
-                    let result = process(&deltas, is_in_initial_list);
-                    if state.initial_population_count > 0 {
-                        state.initial_population_count -= 1;
-                    }
-                    let outcome = finish(result, || {
-                        if !state.queued.contains_key(&key) {
-                            for delta in deltas {
-                                state.push(key.clone(), delta);
-                            }
-                        }
-                    });
-                    self.signal_if_synced(&state);
-                    return Some(outcome);
-                }
-                state.closed.then_some(Err(FifoError::Closed))
+        self.pop_batch(1, process).await
+    }
+
+    /// Waits for the next entry and runs `process` on it, with up to `max_batch` deltas of
+    /// distinct keys taken together as one [`Popped::Batch`] (B15.5). A batch ends before a key
+    /// already in it, before an atomic entry (which is popped alone when it comes first), and at
+    /// the end of the initial population; a batch of one is handed out as
+    /// [`Popped::Deltas`].
+    ///
+    /// `process` runs under the queue's lock (so the consumer's store update is atomic with the
+    /// pop), except in atomic mode with `unlock_while_processing` and a short queue. The initial
+    /// population count drops **after** `process` returns (B15.4). A requeue puts the entries back
+    /// at the end, except deltas whose key was queued again meanwhile. Outcomes as in
+    /// [`DeltaFifo::pop`](crate::DeltaFifo::pop).
+    pub async fn pop_batch<R, F>(
+        &self,
+        max_batch: usize,
+        process: F,
+    ) -> Result<Option<R>, FifoError>
+    where
+        F: FnOnce(Popped<'_, K>, bool) -> Result<R, ProcessError>,
+    {
+        let unlock = matches!(
+            &*self.mode,
+            Mode::Atomic(Atomic {
+                unlock_while_processing: true,
+                ..
             })
-            .await
+        );
+        let mut process = Some(process);
+        let taken = self
+            .core
+            .pop_with(|locked| {
+                if locked.items.queue.is_empty() {
+                    return locked.closed.then_some(Err(FifoError::Closed));
+                }
+                let is_in_initial_list = !locked.has_synced();
+                let taken = Self::take(locked, max_batch.max(1));
+                let depth = locked.items.queue.len();
+                if unlock && depth < UNLOCK_WHILE_PROCESSING_MAX_DEPTH {
+                    return Some(Ok((taken, is_in_initial_list, None)));
+                }
+                let Some(process) = process.take() else {
+                    unreachable!("process is taken once, right before returning");
+                };
+                let result = self.run(process, &taken, is_in_initial_list, depth);
+                Some(Ok((taken, is_in_initial_list, Some(result))))
+            })
+            .await;
+        let (taken, is_in_initial_list, result) = match taken {
+            Ok(t) => t,
+            Err(e) => return Err(e),
+        };
+        let result = match result {
+            Some(r) => r,
+            None => {
+                let Some(process) = process.take() else {
+                    unreachable!("process runs either under the lock or here");
+                };
+                self.run(process, &taken, is_in_initial_list, 0)
+            }
+        };
+        let mut locked = self.core.lock();
+        locked.count_processed(taken.len());
+        let outcome = finish(result, || {
+            for entry in taken {
+                let requeued_meanwhile =
+                    matches!(&entry, Entry::Delta(key, _) if locked.items.queued.contains_key(key));
+                if !requeued_meanwhile {
+                    locked.items.push(entry);
+                }
+            }
+            self.core.wake();
+        });
+        self.core.signal_if_synced(&locked);
+        outcome
+    }
+
+    /// Takes the next entry, or a batch of deltas of distinct keys (B15.5), off the queue.
+    fn take(locked: &mut Locked<Items<K>>, max_batch: usize) -> Vec<Entry<K>> {
+        let mut limit = max_batch;
+        if locked.initial_population_count > 0 {
+            limit = limit.min(locked.initial_population_count);
+        }
+        let mut taken = Vec::with_capacity(limit.min(locked.items.queue.len()));
+        let mut keys: HashSet<ObjectKey> = HashSet::new();
+        while taken.len() < limit {
+            let next_fits = match locked.items.queue.front() {
+                None => false,
+                Some(Entry::Delta(key, _)) => !keys.contains(key),
+                // An atomic entry goes alone.
+                Some(_) => taken.is_empty(),
+            };
+            if !next_fits {
+                break;
+            }
+            let Some(entry) = locked.items.pop_front() else {
+                break;
+            };
+            match &entry {
+                Entry::Delta(key, _) => {
+                    if limit > 1 {
+                        keys.insert(key.clone());
+                    }
+                    taken.push(entry);
+                }
+                _ => {
+                    taken.push(entry);
+                    break;
+                }
+            }
+        }
+        taken
+    }
+
+    /// Hands `taken` to `process` in the right [`Popped`] shape, logging a slow call on a deep
+    /// queue.
+    fn run<R>(
+        &self,
+        process: impl FnOnce(Popped<'_, K>, bool) -> Result<R, ProcessError>,
+        taken: &[Entry<K>],
+        is_in_initial_list: bool,
+        depth: usize,
+    ) -> Result<R, ProcessError> {
+        let started = Instant::now();
+        let result = match taken {
+            [Entry::Delta(_, delta)] => {
+                let deltas = Deltas(vec![delta.clone()]);
+                process(Popped::Deltas(&deltas), is_in_initial_list)
+            }
+            [Entry::ReplacedAll {
+                resource_version,
+                objects,
+            }] => process(
+                Popped::ReplacedAll {
+                    objects,
+                    resource_version,
+                },
+                is_in_initial_list,
+            ),
+            [Entry::SyncAll] => process(Popped::SyncAll, is_in_initial_list),
+            [Entry::Bookmark(rv)] => process(Popped::Bookmark(rv), is_in_initial_list),
+            batch => {
+                let deltas: Vec<Delta<K>> = batch
+                    .iter()
+                    .filter_map(|e| match e {
+                        Entry::Delta(_, d) => Some(d.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                process(Popped::Batch(&deltas), is_in_initial_list)
+            }
+        };
+        let took = started.elapsed();
+        if took > SLOW_PROCESS.saturating_mul(taken.len().min(10) as u32) && depth > SLOW_DEPTH {
+            tracing::warn!(fifo = %self.core.name(), ?took, depth, batch = taken.len(), "slow process function while the queue is deep");
+        }
+        result
     }
 
     /// Whether the initial population has been processed.
     pub fn has_synced(&self) -> bool {
-        self.shared.state.lock().has_synced()
+        self.core.has_synced()
     }
 
     /// Waits until synced.
     pub async fn wait_synced(&self) {
-        self.shared.signals.wait_synced().await;
+        self.core.wait_synced().await;
     }
 
     /// Closes the queue; poppers get [`FifoError::Closed`] once it is empty.
     pub fn close(&self) {
-        self.shared.state.lock().closed = true;
-        self.shared.signals.wake_all();
+        self.core.close();
     }
 
     /// Whether the queue is closed.
     pub fn is_closed(&self) -> bool {
-        self.shared.state.lock().closed
+        self.core.is_closed()
     }
 
-    /// Number of queued deltas.
+    /// Number of queued entries.
     pub fn len(&self) -> usize {
-        self.shared.state.lock().queue.len()
+        self.core.lock().items.queue.len()
     }
 
     /// True when nothing is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The queued deltas, in queue order (atomic entries are not deltas and are left out).
+    pub fn list(&self) -> Vec<Delta<K>> {
+        let locked = self.core.lock();
+        locked
+            .items
+            .queue
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Delta(_, d) => Some(d.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The keys that have deltas queued, each once, in order of first appearance.
+    pub fn list_keys(&self) -> Vec<ObjectKey> {
+        let locked = self.core.lock();
+        let mut seen = HashSet::new();
+        locked
+            .items
+            .queue
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Delta(k, _) if seen.insert(k) => Some(k.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The deltas queued under `key`, oldest first (`None` when it has none).
+    pub fn get_by_key(&self, key: &str) -> Option<Deltas<K>> {
+        let locked = self.core.lock();
+        if !locked.items.queued.contains_key(key) {
+            return None;
+        }
+        let deltas: Vec<Delta<K>> = locked
+            .items
+            .queue
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Delta(k, d) if k.as_str() == key => Some(d.clone()),
+                _ => None,
+            })
+            .collect();
+        Some(Deltas(deltas))
+    }
+
+    /// The deltas queued under `obj`'s key.
+    pub fn get(&self, obj: &ObjectOrTombstone<K>) -> Result<Option<Deltas<K>>, FifoError> {
+        let key = self.key_of(obj)?;
+        Ok(self.get_by_key(key.as_str()))
     }
 }
 
@@ -348,20 +701,20 @@ impl<K: Object> Store<K> for RealFifo<K> {
         RealFifo::resync(self)
     }
     fn transform(&self, obj: Arc<K>) -> Result<Arc<K>, FifoError> {
-        match &self.shared.transformer {
-            Some(t) => t(obj).map_err(FifoError::Transform),
-            None => Ok(obj),
-        }
+        self.core.transform(obj)
+    }
+    fn update_resource_version(&self, resource_version: &ResourceVersion) {
+        self.bookmark(resource_version);
     }
 }
 
 impl<K: Object> Queue<K> for RealFifo<K> {
-    async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
+    async fn pop_entry<R, F>(&self, max_batch: usize, process: F) -> Result<Option<R>, FifoError>
     where
-        F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError> + Send,
+        F: FnOnce(Popped<'_, K>, bool) -> Result<R, ProcessError> + Send,
         R: Send,
     {
-        RealFifo::pop(self, process).await
+        self.pop_batch(max_batch, process).await
     }
     fn has_synced(&self) -> bool {
         RealFifo::has_synced(self)
@@ -377,5 +730,8 @@ impl<K: Object> Queue<K> for RealFifo<K> {
     }
     fn len(&self) -> usize {
         RealFifo::len(self)
+    }
+    fn last_sync_resource_version(&self) -> ResourceVersion {
+        RealFifo::last_sync_resource_version(self)
     }
 }

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use delta_fifo::store_index::ObjectOrTombstone;
-use delta_fifo::{DeltaFifoOptions, DeltaType::*, Fifo, ProcessError, RealFifo};
+use delta_fifo::{DeltaType::*, Fifo, Popped, ProcessError, RealFifo, RealFifoOptions};
 
 async fn fifo_pop(f: &Fifo<Obj>) -> (i64, bool) {
     f.pop(|o, initial| Ok::<_, ProcessError>((o.val, initial)))
@@ -100,11 +100,14 @@ async fn fifo_requeue_and_close() {
 }
 
 fn real(objs: &[(&str, i64)]) -> RealFifo<Obj> {
-    RealFifo::new(known(objs), DeltaFifoOptions::new())
+    RealFifo::new(RealFifoOptions::new(known(objs)))
 }
 
 async fn real_pop(f: &RealFifo<Obj>) -> (Vec<D>, bool) {
-    f.pop(|d, initial| {
+    f.pop(|popped, initial| {
+        let Popped::Deltas(d) = popped else {
+            panic!("a non-atomic queue holds deltas only")
+        };
         assert_eq!(d.len(), 1, "the in-order queue pops one delta at a time");
         Ok::<_, ProcessError>((describe(d), initial))
     })
