@@ -74,6 +74,12 @@ impl<K: PartialEq> PartialEq for Deltas<K> {
     }
 }
 
+impl<K> FromIterator<Delta<K>> for Deltas<K> {
+    fn from_iter<I: IntoIterator<Item = Delta<K>>>(iter: I) -> Self {
+        Deltas(iter.into_iter().collect())
+    }
+}
+
 impl<K> Default for Deltas<K> {
     fn default() -> Self {
         Deltas(Vec::new())
