@@ -14,7 +14,7 @@ use reflector::{
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::informer::{InformerOptions, SharedIndexInformer};
+use crate::informer::{InformerOptions, InformerQueue, SharedIndexInformer};
 use crate::synced::{wait_for_cache_sync, HasSynced, SyncReport};
 
 /// What the factory needs of an informer whose object type it has forgotten.
@@ -42,6 +42,8 @@ struct Entry {
 }
 
 /// Where the factory's client comes from.
+// One per factory, so the size difference of the variants costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Connection {
     /// Not built yet: built from this configuration on first use.
     Config(ClusterConfig),
@@ -92,6 +94,7 @@ pub struct SharedInformerFactory {
     default_resync: Duration,
     resync_overrides: HashMap<String, Duration>,
     reflector: ReflectorOptions,
+    queue: InformerQueue,
     state: Mutex<State>,
 }
 
@@ -115,6 +118,7 @@ impl SharedInformerFactory {
             default_resync: Duration::ZERO,
             resync_overrides: HashMap::new(),
             reflector: ReflectorOptions::default(),
+            queue: InformerQueue::default(),
             state: Mutex::new(State {
                 informers: BTreeMap::new(),
                 connection,
@@ -175,6 +179,12 @@ impl SharedInformerFactory {
         self
     }
 
+    /// The queue every informer runs on (default: in order; see [`InformerQueue`]).
+    pub fn queue(mut self, queue: InformerQueue) -> Self {
+        self.queue = queue;
+        self
+    }
+
     /// The informer for `resource` as `K`, created on first request; the same instance afterwards.
     /// It has the namespace index (D13.3).
     pub fn informer<K>(&self, resource: Resource) -> Result<SharedIndexInformer<K>, ConfigError>
@@ -216,6 +226,7 @@ impl SharedInformerFactory {
                 resync_period: resync,
                 indexers: Indexers::new().with_namespace_index(),
                 reflector: self.reflector.clone(),
+                queue: self.queue,
             },
         );
         state.informers.insert(

@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use reflector::delta_fifo::{
-    DeltaFifo, DeltaFifoOptions, DeltaType, Deltas, FifoError, ProcessError, Transformer,
+    Atomic, Delta, DeltaFifo, DeltaFifoOptions, DeltaType, FifoError, Popped, ProcessError, Queue,
+    RealFifo, RealFifoOptions, Transformer, DEFAULT_BATCH_SIZE,
 };
 use reflector::store_index::{
-    BoxError, Indexer, Indexers, Lister, Object, ReadOnlyIndexer, ResourceVersion,
+    BoxError, DeletedFinalStateUnknown, Indexer, Indexers, Lister, Object, ObjectKey,
+    ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion,
 };
 use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WatchErrorHandler};
 use tokio::time::Instant;
@@ -39,6 +41,9 @@ pub struct InformerOptions<K> {
     pub indexers: Indexers<K>,
     /// Options of the reflector (its `resync_period` is set by the informer).
     pub reflector: ReflectorOptions,
+    /// The queue between the reflector and the cache (default: in order, as client-go's
+    /// informers are since 1.33).
+    pub queue: InformerQueue,
 }
 
 impl<K: Object> Default for InformerOptions<K> {
@@ -48,6 +53,72 @@ impl<K: Object> Default for InformerOptions<K> {
             resync_period: Duration::ZERO,
             indexers: Indexers::new().with_namespace_index(),
             reflector: ReflectorOptions::default(),
+            queue: InformerQueue::default(),
+        }
+    }
+}
+
+/// Which queue an informer runs on.
+///
+/// - [`InformerQueue::InOrder`] (the default, client-go's `InOrderInformers`): a
+///   [`RealFifo`]. Every change reaches the cache and the handlers in the order the server sent
+///   it, each one (two updates of a key are two notifications); deltas of distinct keys are
+///   applied in batches; a relist is applied to the cache at once (atomic mode), so no reader
+///   ever sees half of it.
+/// - [`InformerQueue::DeltaFifo`]: the [`DeltaFifo`] the classic informer design describes.
+///   Changes to one key queued while the informer is busy are handed over together, in the order
+///   the key was first queued; a relist reaches the cache key by key. Choose it to keep the
+///   behaviour of client-go before 1.33, or when fewer notifications under load matter more than
+///   seeing each change.
+///
+/// Either way the cache ends up equal to the server, deletions are never lost (tombstones),
+/// and each key's notifications come in the order of its changes.
+///
+/// ```
+/// use shared_informer::{InformerOptions, InformerQueue, InOrder};
+/// use shared_informer::reflector::store_index::DynamicObject;
+///
+/// let classic = InformerOptions::<DynamicObject> { queue: InformerQueue::DeltaFifo, ..Default::default() };
+/// let small_batches = InformerOptions::<DynamicObject> {
+///     queue: InformerQueue::InOrder(InOrder { batch_size: 50, ..InOrder::default() }),
+///     ..Default::default()
+/// };
+/// # let _ = (classic, small_batches);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InformerQueue {
+    /// The in-order [`RealFifo`].
+    InOrder(InOrder),
+    /// The classic [`DeltaFifo`].
+    DeltaFifo,
+}
+
+impl Default for InformerQueue {
+    fn default() -> Self {
+        InformerQueue::InOrder(InOrder::default())
+    }
+}
+
+/// Options of the in-order queue; the defaults are client-go 1.36's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InOrder {
+    /// The most deltas of distinct keys applied to the cache in one transaction (default
+    /// [`DEFAULT_BATCH_SIZE`], 1000; 1 turns batching off).
+    pub batch_size: usize,
+    /// Relists and resyncs as single entries applied at once (client-go's `AtomicFIFO`, default
+    /// on); off, a relist is queued as tombstones and `Replaced` deltas.
+    pub atomic: bool,
+    /// With `atomic`, let the reflector keep queueing while the informer applies an entry to the
+    /// cache (client-go's `UnlockWhileProcessingFIFO`, default on).
+    pub unlock_while_processing: bool,
+}
+
+impl Default for InOrder {
+    fn default() -> Self {
+        InOrder {
+            batch_size: DEFAULT_BATCH_SIZE,
+            atomic: true,
+            unlock_while_processing: true,
         }
     }
 }
@@ -71,14 +142,15 @@ struct Inner<K, L> {
     lifecycle: Mutex<Lifecycle<L>>,
     transform: Mutex<Option<Transformer<K>>>,
     reflector_options: ReflectorOptions,
+    queue_kind: InformerQueue,
     /// Serialises delta processing with handler registration, so a late handler's replay of the
     /// cache is never interleaved with a notification (D6.1).
     block_deltas: Mutex<()>,
     /// The informer's HasSynced; stopped without syncing when `run` ends first.
     synced: Arc<SyncLatch>,
-    /// The queue of the running (or last) `run`: it records the resource version the reflector
-    /// last synced to.
-    queue: OnceLock<DeltaFifo<K>>,
+    /// The resource version the reflector of the running (or last) `run` last synced to, as its
+    /// queue records it.
+    reflector_rv: OnceLock<Box<dyn Fn() -> ResourceVersion + Send + Sync>>,
     next_listener_id: AtomicU64,
 }
 
@@ -139,9 +211,10 @@ where
                 }),
                 transform: Mutex::new(None),
                 reflector_options: options.reflector,
+                queue_kind: options.queue,
                 block_deltas: Mutex::new(()),
                 synced: Arc::default(),
-                queue: OnceLock::new(),
+                reflector_rv: OnceLock::new(),
                 next_listener_id: AtomicU64::new(1),
             }),
         }
@@ -181,13 +254,26 @@ where
         self.inner.synced.wait().await
     }
 
-    /// The resource version of the last list or event applied; `""` before `run`.
+    /// The resource version the reflector last synced to (its last list's, then each watch
+    /// event's and bookmark's), whether or not the cache has caught up; `""` before `run`.
     pub fn last_sync_resource_version(&self) -> ResourceVersion {
         self.inner
-            .queue
+            .reflector_rv
             .get()
-            .map(DeltaFifo::last_sync_resource_version)
+            .map(|rv| rv())
             .unwrap_or_default()
+    }
+
+    /// The resource version the cache itself has reached (contract A6): the last applied
+    /// relist's, bookmark's or object's; `""` before the first. Behind
+    /// [`last_sync_resource_version`](Self::last_sync_resource_version) while changes are queued.
+    pub fn last_store_sync_resource_version(&self) -> ResourceVersion {
+        self.inner.indexer.resource_version()
+    }
+
+    /// The queue this informer runs on.
+    pub fn queue(&self) -> InformerQueue {
+        self.inner.queue_kind
     }
 
     /// Whether `run` has been called.
@@ -336,14 +422,53 @@ where
             (lw, lifecycle.check_period, lifecycle.error_handler.clone())
         };
 
-        let mut fifo_options = DeltaFifoOptions::new()
-            .known_objects(self.inner.indexer.clone())
-            .emit_replaced(true)
-            .name(self.inner.id.name.clone());
-        if let Some(t) = self.inner.transform.lock().clone() {
-            fifo_options = fifo_options.transformer_arc(t);
+        let transform = self.inner.transform.lock().clone();
+        let name = self.inner.id.name.clone();
+        match self.inner.queue_kind {
+            InformerQueue::DeltaFifo => {
+                let mut options = DeltaFifoOptions::new()
+                    .known_objects(self.inner.indexer.clone())
+                    .emit_replaced(true)
+                    .name(name);
+                if let Some(t) = transform {
+                    options = options.transformer_arc(t);
+                }
+                let fifo = DeltaFifo::new(options);
+                self.run_on(fifo, 1, lw, check_period, error_handler, cancel)
+                    .await
+            }
+            InformerQueue::InOrder(in_order) => {
+                let mut options = if in_order.atomic {
+                    RealFifoOptions::atomic(Atomic {
+                        // The cache learns the RV the reflector reached (A6).
+                        emit_bookmarks: true,
+                        unlock_while_processing: in_order.unlock_while_processing,
+                    })
+                } else {
+                    RealFifoOptions::new(self.inner.indexer.clone())
+                };
+                options = options.name(name);
+                if let Some(t) = transform {
+                    options = options.transformer_arc(t);
+                }
+                let fifo = RealFifo::new(options);
+                let batch = in_order.batch_size.max(1);
+                self.run_on(fifo, batch, lw, check_period, error_handler, cancel)
+                    .await
+            }
         }
-        let fifo = DeltaFifo::new(fifo_options);
+    }
+
+    /// The informer's loop on queue `fifo`, popping up to `batch` deltas at a time.
+    async fn run_on<Q: Queue<K>>(
+        &self,
+        fifo: Q,
+        batch: usize,
+        lw: L,
+        check_period: Duration,
+        error_handler: Option<WatchErrorHandler>,
+        cancel: CancellationToken,
+    ) {
         let reflector_options = ReflectorOptions {
             resync_period: check_period,
             name: self.inner.id.name.clone(),
@@ -366,7 +491,10 @@ where
         if let Some(h) = error_handler {
             reflector.set_watch_error_handler(h);
         }
-        let _ = self.inner.queue.set(fifo.clone());
+        let _ = self.inner.reflector_rv.set({
+            let fifo = fifo.clone();
+            Box::new(move || fifo.last_sync_resource_version())
+        });
         self.inner.processor.run(tokio::runtime::Handle::current());
         tracing::debug!(
             handlers = self.inner.processor.listeners().len(),
@@ -395,7 +523,7 @@ where
         loop {
             let popped = tokio::select! {
                 _ = cancel.cancelled() => break,
-                r = fifo.pop(|deltas, initial| self.handle_deltas(deltas, initial)) => r,
+                r = fifo.pop_entry(batch, |popped, initial| self.handle_popped(popped, initial)) => r,
             };
             match popped {
                 Ok(_) => {}
@@ -414,63 +542,144 @@ where
         tracing::debug!("informer stopped");
     }
 
-    /// Applies one key's deltas to the cache, then notifies (D2, D3): the store is written before
+    /// Applies a popped entry to the cache, then notifies (D2, D3): the store is written before
     /// any handler hears of the change; store presence, not the delta type, chooses add or update.
-    fn handle_deltas(
+    fn handle_popped(
         &self,
-        deltas: &Deltas<K>,
+        popped: Popped<'_, K>,
         is_in_initial_list: bool,
     ) -> Result<(), ProcessError> {
         let _block = self.inner.block_deltas.lock();
-        let indexer = &self.inner.indexer;
-        for delta in deltas {
-            match delta.kind {
-                DeltaType::Deleted => {
-                    indexer
-                        .delete(delta.object.clone())
-                        .map_err(ProcessError::failed)?;
-                    self.inner
-                        .processor
-                        .distribute(Notification::Delete(delta.object.clone()), false);
+        match popped {
+            Popped::Deltas(deltas) => {
+                for delta in deltas {
+                    self.apply_delta(delta, is_in_initial_list)?;
                 }
-                DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
-                    let Some(obj) = delta.object() else {
-                        continue;
-                    };
-                    match indexer
-                        .upsert(Arc::clone(obj))
-                        .map_err(ProcessError::failed)?
-                    {
-                        Some(old) => {
-                            let resync_class =
-                                match (old.resource_version(), obj.resource_version()) {
-                                    (Some(a), Some(b)) => {
-                                        old.has_meta() && obj.has_meta() && a == b
-                                    }
-                                    _ => false,
-                                };
-                            self.inner.processor.distribute(
-                                Notification::Update {
-                                    old,
-                                    new: Arc::clone(obj),
-                                },
-                                resync_class,
-                            );
-                        }
-                        None => {
-                            self.inner.processor.distribute(
-                                Notification::Add {
-                                    obj: Arc::clone(obj),
-                                    is_in_initial_list,
-                                },
-                                false,
-                            );
-                        }
-                    }
+                Ok(())
+            }
+            Popped::Batch(batch) => self.apply_batch(batch, is_in_initial_list),
+            Popped::ReplacedAll {
+                objects,
+                resource_version,
+            } => self.apply_replaced_all(objects, resource_version, is_in_initial_list),
+            Popped::SyncAll => {
+                // D2.5: every cached object is resynced as an update to itself.
+                for obj in self.inner.indexer.list() {
+                    self.notify_update(Arc::clone(&obj), obj);
+                }
+                Ok(())
+            }
+            Popped::Bookmark(resource_version) => {
+                self.inner.indexer.bookmark(resource_version.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// One delta (D2.1, D2.2).
+    fn apply_delta(&self, delta: &Delta<K>, is_in_initial_list: bool) -> Result<(), ProcessError> {
+        let indexer = &self.inner.indexer;
+        match delta.kind {
+            DeltaType::Deleted => {
+                indexer
+                    .delete(delta.object.clone())
+                    .map_err(ProcessError::failed)?;
+                self.inner
+                    .processor
+                    .distribute(Notification::Delete(delta.object.clone()), false);
+            }
+            DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
+                let Some(obj) = delta.object() else {
+                    return Ok(());
+                };
+                match indexer
+                    .upsert(Arc::clone(obj))
+                    .map_err(ProcessError::failed)?
+                {
+                    Some(old) => self.notify_update(old, Arc::clone(obj)),
+                    None => self.notify_add(Arc::clone(obj), is_in_initial_list),
                 }
             }
         }
         Ok(())
+    }
+
+    /// Deltas of distinct keys (D2.6). Each is applied in turn under the informer's lock, and
+    /// a failure stops the batch there, as D2.3 has it for one key's deltas.
+    fn apply_batch(
+        &self,
+        batch: &[Delta<K>],
+        is_in_initial_list: bool,
+    ) -> Result<(), ProcessError> {
+        for delta in batch {
+            self.apply_delta(delta, is_in_initial_list)?;
+        }
+        Ok(())
+    }
+
+    /// A whole relist (D2.5): the deletions and old/new pairs are worked out against the cache,
+    /// the cache is replaced at once (no reader sees half of it), then handlers hear of every
+    /// deletion, then of every listed object in list order.
+    fn apply_replaced_all(
+        &self,
+        objects: &[Arc<K>],
+        resource_version: &ResourceVersion,
+        is_in_initial_list: bool,
+    ) -> Result<(), ProcessError> {
+        let indexer = &self.inner.indexer;
+        let mut listed: Vec<(Arc<K>, Option<Arc<K>>)> = Vec::with_capacity(objects.len());
+        let mut keys: std::collections::HashSet<ObjectKey> =
+            std::collections::HashSet::with_capacity(objects.len());
+        for obj in objects {
+            let key = indexer.key_of(obj).map_err(ProcessError::failed)?;
+            listed.push((Arc::clone(obj), indexer.get_by_key(key.as_str())));
+            keys.insert(key);
+        }
+        let deleted: Vec<ObjectOrTombstone<K>> = indexer
+            .list_keys()
+            .into_iter()
+            .filter(|key| !keys.contains(key))
+            .map(|key| {
+                let obj = indexer.get_by_key(key.as_str());
+                DeletedFinalStateUnknown { key, obj }.into()
+            })
+            .collect();
+        indexer
+            .replace(objects.iter().cloned(), resource_version.clone())
+            .map_err(ProcessError::failed)?;
+        for tombstone in deleted {
+            self.inner
+                .processor
+                .distribute(Notification::Delete(tombstone), false);
+        }
+        for (obj, old) in listed {
+            match old {
+                Some(old) => self.notify_update(old, obj),
+                None => self.notify_add(obj, is_in_initial_list),
+            }
+        }
+        Ok(())
+    }
+
+    fn notify_add(&self, obj: Arc<K>, is_in_initial_list: bool) {
+        self.inner.processor.distribute(
+            Notification::Add {
+                obj,
+                is_in_initial_list,
+            },
+            false,
+        );
+    }
+
+    /// An update; resync-class (D3.2) when both sides have metadata and equal RVs.
+    fn notify_update(&self, old: Arc<K>, new: Arc<K>) {
+        let resync_class = match (old.resource_version(), new.resource_version()) {
+            (Some(a), Some(b)) => old.has_meta() && new.has_meta() && a == b,
+            _ => false,
+        };
+        self.inner
+            .processor
+            .distribute(Notification::Update { old, new }, resync_class);
     }
 
     /// The registered handlers' counters, for observability.

@@ -32,7 +32,8 @@ pub use error::InformerError;
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{
-    HandlerStats, InformerId, InformerOptions, SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
+    HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, SharedIndexInformer,
+    MINIMUM_RESYNC_PERIOD,
 };
 pub use registration::HandlerRegistration;
 pub use synced::{wait_for_cache_sync, HasSynced, SyncReport};
@@ -45,8 +46,8 @@ pub use reflector::CancellationToken;
 pub mod prelude {
     pub use crate::reflector::prelude::*;
     pub use crate::{
-        EventHandlerFns, HandlerRegistration, InformerError, InformerOptions, ResourceEventHandler,
-        SharedIndexInformer, SharedInformerFactory,
+        EventHandlerFns, HandlerRegistration, InformerError, InformerOptions, InformerQueue,
+        ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
     };
 }
 

@@ -57,8 +57,8 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache() {
     config.credentials = Credentials::Exec(ExecConfig {
         command: "sh".into(),
         args: vec![script.display().to_string()],
-        env: Vec::new(),
         api_version: "client.authentication.k8s.io/v1".into(),
+        ..ExecConfig::default()
     });
     let factory = SharedInformerFactory::new(config);
     let pods = factory.informer::<DynamicObject>(pods()).unwrap();

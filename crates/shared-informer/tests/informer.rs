@@ -10,7 +10,9 @@ use common::{pod, until, FakeLw};
 use parking_lot::Mutex;
 use shared_informer::reflector::store_index::{DynamicObject, Indexers, Object};
 use shared_informer::reflector::{ReflectorError, Status, WatchEvent};
-use shared_informer::{EventHandlerFns, InformerError, InformerOptions, SharedIndexInformer};
+use shared_informer::{
+    EventHandlerFns, InOrder, InformerError, InformerOptions, InformerQueue, SharedIndexInformer,
+};
 use tokio_util::sync::CancellationToken;
 
 type Log = Arc<Mutex<Vec<String>>>;
@@ -42,16 +44,54 @@ fn recorder(log: &Log, tag: &'static str) -> EventHandlerFns<DynamicObject> {
         })
 }
 
-fn informer(lw: FakeLw, resync: Duration) -> SharedIndexInformer<DynamicObject, FakeLw> {
+fn informer_on(
+    queue: InformerQueue,
+    lw: FakeLw,
+    resync: Duration,
+) -> SharedIndexInformer<DynamicObject, FakeLw> {
     SharedIndexInformer::new(
         lw,
         InformerOptions {
             name: "pods".into(),
             resync_period: resync,
             indexers: Indexers::new().with_namespace_index(),
+            queue,
             ..InformerOptions::default()
         },
     )
+}
+
+/// The queues every test runs on: the in-order queue in its atomic and tombstone modes, batched
+/// and not, and the DeltaFifo.
+const IN_ORDER: InformerQueue = InformerQueue::InOrder(InOrder {
+    batch_size: 1000,
+    atomic: true,
+    unlock_while_processing: true,
+});
+const IN_ORDER_TOMBSTONES: InformerQueue = InformerQueue::InOrder(InOrder {
+    batch_size: 1,
+    atomic: false,
+    unlock_while_processing: false,
+});
+
+/// Runs the test function `$test(queue)` once per queue, as tests named `$test::<queue>`.
+macro_rules! on_every_queue {
+    ($test:ident, $($attr:tt)*) => {
+        mod $test {
+            #[tokio::test($($attr)*)]
+            async fn in_order() {
+                super::$test(super::IN_ORDER).await
+            }
+            #[tokio::test($($attr)*)]
+            async fn in_order_tombstones_unbatched() {
+                super::$test(super::IN_ORDER_TOMBSTONES).await
+            }
+            #[tokio::test($($attr)*)]
+            async fn delta_fifo() {
+                super::$test(super::InformerQueue::DeltaFifo).await
+            }
+        }
+    };
 }
 
 fn start(
@@ -66,10 +106,13 @@ fn start(
     (cancel, task)
 }
 
-#[tokio::test(start_paused = true)]
-async fn handlers_see_adds_updates_and_deletes_after_the_cache_is_written() {
+on_every_queue!(
+    handlers_see_adds_updates_and_deletes_after_the_cache_is_written,
+    start_paused = true
+);
+async fn handlers_see_adds_updates_and_deletes_after_the_cache_is_written(queue: InformerQueue) {
     let lw = FakeLw::new(vec![pod("a", 1), pod("b", 2)], "2");
-    let inf = informer(lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     let log: Log = Arc::default();
     let seen_in_cache = Arc::new(AtomicUsize::new(0));
     let indexer = inf.indexer().clone();
@@ -115,10 +158,13 @@ async fn handlers_see_adds_updates_and_deletes_after_the_cache_is_written() {
     assert!(inf.is_started() && inf.is_stopped());
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_relist_after_410_delivers_missing_objects_as_tombstones() {
+on_every_queue!(
+    a_relist_after_410_delivers_missing_objects_as_tombstones,
+    start_paused = true
+);
+async fn a_relist_after_410_delivers_missing_objects_as_tombstones(queue: InformerQueue) {
     let lw = FakeLw::new(vec![pod("a", 1), pod("b", 2)], "2");
-    let inf = informer(lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     let log: Log = Arc::default();
     inf.add_event_handler(recorder(&log, "h")).unwrap();
     let (cancel, task) = start(&inf);
@@ -160,11 +206,14 @@ async fn a_relist_after_410_delivers_missing_objects_as_tombstones() {
     task.await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn resync_reaches_only_the_listeners_that_are_due() {
+on_every_queue!(
+    resync_reaches_only_the_listeners_that_are_due,
+    start_paused = true
+);
+async fn resync_reaches_only_the_listeners_that_are_due(queue: InformerQueue) {
     // Contract D5.4: informer default 1 s; listeners 0, 2 s, 3 s.
     let lw = FakeLw::new(vec![pod("pod1", 1), pod("pod2", 2)], "2");
-    let inf = informer(lw.clone(), Duration::from_secs(1));
+    let inf = informer_on(queue, lw.clone(), Duration::from_secs(1));
     let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
     for (period, count) in [0u64, 2, 3].into_iter().zip(&counts) {
         let (a, u) = (Arc::clone(count), Arc::clone(count));
@@ -201,10 +250,13 @@ async fn resync_reaches_only_the_listeners_that_are_due() {
     task.await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn resync_periods_follow_the_check_period_rules() {
+on_every_queue!(
+    resync_periods_follow_the_check_period_rules,
+    start_paused = true
+);
+async fn resync_periods_follow_the_check_period_rules(queue: InformerQueue) {
     // Contract D5.3: informer default 12 h; handlers asking 0, 1 min, 55 s, 5 s before start.
-    let inf = informer(FakeLw::default(), Duration::from_secs(12 * 3600));
+    let inf = informer_on(queue, FakeLw::default(), Duration::from_secs(12 * 3600));
     let noop = EventHandlerFns::<DynamicObject>::new;
     let regs: Vec<_> = [0u64, 60, 55, 5]
         .into_iter()
@@ -225,7 +277,7 @@ async fn resync_periods_follow_the_check_period_rules() {
         .unwrap();
     assert_eq!(tiny.resync_period(), Duration::from_secs(1));
     // An informer created with period 0 never resyncs, whatever handlers ask (D5.3 rule 4).
-    let never = informer(FakeLw::new(vec![pod("p", 1)], "1"), Duration::ZERO);
+    let never = informer_on(queue, FakeLw::new(vec![pod("p", 1)], "1"), Duration::ZERO);
     let count = Arc::new(AtomicUsize::new(0));
     let c = Arc::clone(&count);
     never
@@ -244,10 +296,13 @@ async fn resync_periods_follow_the_check_period_rules() {
     task.await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_late_handler_receives_the_cache_and_syncs_after_handling_it() {
+on_every_queue!(
+    a_late_handler_receives_the_cache_and_syncs_after_handling_it,
+    start_paused = true
+);
+async fn a_late_handler_receives_the_cache_and_syncs_after_handling_it(queue: InformerQueue) {
     let lw = FakeLw::new(vec![pod("a", 1), pod("b", 2)], "2");
-    let inf = informer(lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     let early = inf.add_event_handler(EventHandlerFns::new()).unwrap();
     assert!(!early.has_synced(), "not synced before run");
     let (cancel, task) = start(&inf);
@@ -282,10 +337,10 @@ async fn a_late_handler_receives_the_cache_and_syncs_after_handling_it() {
     task.await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_removed_handler_receives_nothing_more() {
+on_every_queue!(a_removed_handler_receives_nothing_more, start_paused = true);
+async fn a_removed_handler_receives_nothing_more(queue: InformerQueue) {
     let lw = FakeLw::new(vec![pod("a", 1)], "1");
-    let inf = informer(lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     let log: Log = Arc::default();
     let keep: Log = Arc::default();
     let reg = inf.add_event_handler(recorder(&log, "gone")).unwrap();
@@ -302,10 +357,13 @@ async fn a_removed_handler_receives_nothing_more() {
     task.await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_panicking_handler_keeps_receiving_and_others_are_unaffected() {
+on_every_queue!(
+    a_panicking_handler_keeps_receiving_and_others_are_unaffected,
+    start_paused = true
+);
+async fn a_panicking_handler_keeps_receiving_and_others_are_unaffected(queue: InformerQueue) {
     let lw = FakeLw::new((0..5).map(|i| pod(&format!("p{i}"), i)).collect(), "5");
-    let inf = informer(lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     let panicky: Vec<_> = (0..2)
         .map(|_| {
             inf.add_event_handler(
@@ -332,10 +390,14 @@ async fn a_panicking_handler_keeps_receiving_and_others_are_unaffected() {
     task.await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_blocked_handler_does_not_slow_another() {
+on_every_queue!(
+    a_blocked_handler_does_not_slow_another,
+    flavor = "multi_thread",
+    worker_threads = 4
+);
+async fn a_blocked_handler_does_not_slow_another(queue: InformerQueue) {
     let lw = FakeLw::new((0..200).map(|i| pod(&format!("p{i}"), i)).collect(), "200");
-    let inf = informer(lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     let (release, wait) = std::sync::mpsc::channel::<()>();
     let wait = Mutex::new(wait);
     let slow = inf
@@ -370,10 +432,13 @@ async fn a_blocked_handler_does_not_slow_another() {
     task.await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn lifecycle_rules_for_transform_handlers_and_indexers() {
+on_every_queue!(
+    lifecycle_rules_for_transform_handlers_and_indexers,
+    start_paused = true
+);
+async fn lifecycle_rules_for_transform_handlers_and_indexers(queue: InformerQueue) {
     let lw = FakeLw::new(vec![pod("pod1", 1), pod("pod2", 2)], "2");
-    let inf = informer(lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     assert!(!inf.is_started() && !inf.is_stopped());
     inf.set_transform(|o: Arc<DynamicObject>| {
         let mut o = (*o).clone();
@@ -419,10 +484,13 @@ async fn lifecycle_rules_for_transform_handlers_and_indexers() {
     inf.run(CancellationToken::new()).await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_stopped_and_dropped_informer_frees_its_cache() {
+on_every_queue!(
+    a_stopped_and_dropped_informer_frees_its_cache,
+    start_paused = true
+);
+async fn a_stopped_and_dropped_informer_frees_its_cache(queue: InformerQueue) {
     let lw = FakeLw::new(vec![pod("a", 1)], "1");
-    let inf = informer(lw.clone(), Duration::from_secs(30));
+    let inf = informer_on(queue, lw.clone(), Duration::from_secs(30));
     let log: Log = Arc::default();
     let registration = inf.add_event_handler(recorder(&log, "h")).unwrap();
     let (cancel, task) = start(&inf);
@@ -446,12 +514,15 @@ async fn a_stopped_and_dropped_informer_frees_its_cache() {
 
 // D7 and D11 through the one waiting mechanism: an informer and its registrations waited for
 // together, the report naming what did not sync.
-#[tokio::test(start_paused = true)]
-async fn wait_for_cache_sync_names_the_registrations_that_did_not_sync() {
+on_every_queue!(
+    wait_for_cache_sync_names_the_registrations_that_did_not_sync,
+    start_paused = true
+);
+async fn wait_for_cache_sync_names_the_registrations_that_did_not_sync(queue: InformerQueue) {
     use shared_informer::{wait_for_cache_sync, HasSynced};
 
     let lw = FakeLw::new((0..3).map(|i| pod(&format!("p{i}"), i)).collect(), "3");
-    let inf = informer(lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     let healthy = inf.add_event_handler(EventHandlerFns::new()).unwrap();
     let slow = inf
         .add_event_handler(
@@ -506,10 +577,13 @@ async fn wait_for_cache_sync_names_the_registrations_that_did_not_sync() {
     task.await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_registration_of_another_informer_is_not_removed() {
-    let a = informer(FakeLw::new(vec![pod("a", 1)], "1"), Duration::ZERO);
-    let b = informer(FakeLw::new(vec![pod("b", 1)], "1"), Duration::ZERO);
+on_every_queue!(
+    a_registration_of_another_informer_is_not_removed,
+    start_paused = true
+);
+async fn a_registration_of_another_informer_is_not_removed(queue: InformerQueue) {
+    let a = informer_on(queue, FakeLw::new(vec![pod("a", 1)], "1"), Duration::ZERO);
+    let b = informer_on(queue, FakeLw::new(vec![pod("b", 1)], "1"), Duration::ZERO);
     assert_eq!(a.id().name, b.id().name, "same name and type");
     assert_ne!(a.id(), b.id(), "still two informers");
     let log: Log = Arc::default();
@@ -518,6 +592,147 @@ async fn a_registration_of_another_informer_is_not_removed() {
     let (cancel, task) = start(&a);
     until(|| reg.has_synced()).await;
     assert_eq!(log.lock().len(), 1, "still registered with a");
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+fn gone() -> ReflectorError {
+    ReflectorError::api(Status {
+        code: 410,
+        reason: "Expired".into(),
+        message: "too old resource version".into(),
+        ..Status::default()
+    })
+}
+
+/// D2.5's check line, on the in-order queue in both modes: a relist's deletions reach handlers
+/// first, then the listed objects in list order.
+async fn a_relist_notifies_deletions_then_the_list_in_order(queue: InformerQueue) {
+    let lw = FakeLw::new(vec![pod("pod-1", 1), pod("pod-2", 2), pod("pod-3", 3)], "3");
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
+    let log: Log = Arc::default();
+    inf.add_event_handler(recorder(&log, "h")).unwrap();
+    let (cancel, task) = start(&inf);
+    assert!(inf.wait_for_sync().await);
+    until(|| lw.watches() == 1 && log.lock().len() == 3).await;
+    lw.break_watch(
+        gone(),
+        vec![pod("pod-1", 4), pod("pod-2", 5), pod("pod-4", 6)],
+        "6",
+    );
+    until(|| log.lock().len() == 7).await;
+    assert_eq!(
+        log.lock()[3..],
+        [
+            "h delete ns/pod-3 tombstone=true",
+            "h update pod-1 1->4",
+            "h update pod-2 2->5",
+            "h add pod-4 6 initial=false",
+        ]
+    );
+    assert_eq!(inf.last_store_sync_resource_version(), "6");
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_notifies_deletions_then_the_list_in_order_atomic() {
+    a_relist_notifies_deletions_then_the_list_in_order(IN_ORDER).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_relist_notifies_deletions_then_the_list_in_order_tombstones() {
+    a_relist_notifies_deletions_then_the_list_in_order(IN_ORDER_TOMBSTONES).await
+}
+
+/// Whether a reader polling the cache during a relist of 3000 objects ever sees part of the old
+/// list beside part of the new one.
+async fn a_reader_sees_a_half_applied_relist(queue: InformerQueue) -> bool {
+    let old: Vec<DynamicObject> = (0..3000).map(|i| pod(&format!("p{i}"), 1)).collect();
+    let new: Vec<DynamicObject> = (0..3000).map(|i| pod(&format!("p{i}"), 2)).collect();
+    let lw = FakeLw::new(old, "1");
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
+    let (cancel, task) = start(&inf);
+    assert!(inf.wait_for_sync().await);
+    until(|| lw.watches() == 1).await;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (cache, done) = (inf.indexer().clone(), Arc::clone(&done));
+        std::thread::spawn(move || {
+            let mut mixed = false;
+            while !done.load(Ordering::SeqCst) && !mixed {
+                let (mut one, mut two) = (0, 0);
+                for o in cache.list() {
+                    match o.resource_version() {
+                        Some("1") => one += 1,
+                        _ => two += 1,
+                    }
+                }
+                mixed = one > 0 && two > 0;
+            }
+            mixed
+        })
+    };
+    lw.break_watch(gone(), new, "2");
+    let cache = inf.indexer().clone();
+    let updated = move || {
+        cache
+            .list()
+            .iter()
+            .all(|o| o.resource_version() == Some("2"))
+    };
+    while !updated() {
+        tokio::task::yield_now().await;
+    }
+    done.store(true, Ordering::SeqCst);
+    let mixed = reader.join().unwrap();
+    cancel.cancel();
+    task.await.unwrap();
+    mixed
+}
+
+/// An atomic relist replaces the cache at once: no reader ever sees half of it. (The DeltaFifo,
+/// which applies a relist key by key, is the control: a reader does see it half applied, which
+/// shows the test can tell.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_atomic_relist_is_never_seen_half_applied() {
+    assert!(!a_reader_sees_a_half_applied_relist(IN_ORDER).await);
+    // The control depends on the reader thread running while the relist is applied: a few tries
+    // make a busy machine's scheduling irrelevant.
+    let mut control = false;
+    for _ in 0..5 {
+        control = a_reader_sees_a_half_applied_relist(InformerQueue::DeltaFifo).await;
+        if control {
+            break;
+        }
+    }
+    assert!(
+        control,
+        "the DeltaFifo control never showed a half-applied relist"
+    );
+}
+
+/// The cache's own resource version (A6) follows what it has applied, bookmarks included, while
+/// the reflector's may be ahead.
+#[tokio::test(start_paused = true)]
+async fn the_store_resource_version_follows_what_the_cache_applied() {
+    let lw = FakeLw::new(vec![pod("a", 1)], "10");
+    let inf = informer_on(IN_ORDER, lw.clone(), Duration::ZERO);
+    assert_eq!(inf.last_store_sync_resource_version(), "");
+    let (cancel, task) = start(&inf);
+    assert!(inf.wait_for_sync().await);
+    until(|| inf.last_store_sync_resource_version() == "10").await;
+    until(|| lw.watches() == 1).await;
+    assert!(lw.send(WatchEvent::Modified(pod("a", 12))));
+    until(|| inf.last_store_sync_resource_version() == "12").await;
+    assert_eq!(inf.last_sync_resource_version(), "12");
+    assert!(
+        lw.send(WatchEvent::Bookmark(shared_informer::reflector::Bookmark {
+            resource_version: "15".into(),
+            initial_events_end: false,
+        }))
+    );
+    until(|| inf.last_store_sync_resource_version() == "15").await;
     cancel.cancel();
     task.await.unwrap();
 }
