@@ -11,7 +11,7 @@ use workqueue::shared_informer::reflector::store_index::Object;
 use workqueue::shared_informer::reflector::{
     BackoffConfig, ClusterConfig, Credentials, ListerWatcher, ReflectorOptions, Resource,
 };
-use workqueue::shared_informer::SharedIndexInformer;
+use workqueue::shared_informer::{InformerQueue, SharedIndexInformer, SharedInformerFactory};
 
 use crate::check::{eventually, Failure};
 
@@ -23,6 +23,32 @@ pub fn pods() -> Resource {
 /// The core/v1 configmaps resource.
 pub fn configmaps() -> Resource {
     Resource::namespaced("", "v1", "configmaps")
+}
+
+/// The queue of the scenario running now (scenarios run one at a time; `main` sets it before
+/// each): 0 the in-order queue, 1 the DeltaFifo.
+static QUEUE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Makes the scenarios that start from now on build their informers on `queue`.
+pub fn use_queue(queue: InformerQueue) {
+    let n = match queue {
+        InformerQueue::InOrder(_) => 0,
+        InformerQueue::DeltaFifo => 1,
+    };
+    QUEUE.store(n, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The queue the running scenario's informers use.
+pub fn queue() -> InformerQueue {
+    match QUEUE.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => InformerQueue::default(),
+        _ => InformerQueue::DeltaFifo,
+    }
+}
+
+/// A factory for `config` whose informers run on the scenario's queue.
+pub fn factory(config: ClusterConfig) -> SharedInformerFactory {
+    SharedInformerFactory::new(config).queue(queue())
 }
 
 /// A client configuration for `sim`: its URL, its CA when serving TLS, its token when it has one.

@@ -12,7 +12,9 @@
 //! 8 passed, 1 failed
 //! ```
 //!
-//! Arguments: `[FILTER…]` (substrings of scenario names), `--list`, `--soak-seconds N`.
+//! Arguments: `[FILTER…]` (substrings of scenario names), `--list`, `--soak-seconds N`,
+//! `--queue in-order|delta-fifo|both` (the informers' queue; default `in-order`, client-go's
+//! default; `both` runs every scenario on each, twice as long).
 
 mod check;
 mod harness;
@@ -24,6 +26,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
+use workqueue::shared_informer::{InOrder, InformerQueue};
 
 use crate::check::{Outcome, INJECTED_PANIC};
 
@@ -48,20 +51,34 @@ pub struct Scenario {
 
 fn usage() -> &'static str {
     "usage: cargo xtask integration [FILTER...] [--list] [--soak-seconds N]\n\
-     Runs the end-to-end scenarios whose names contain any FILTER (all without one)."
+     \x20                              [--queue in-order|delta-fifo|both]\n\
+     Runs the end-to-end scenarios whose names contain any FILTER (all without one), with the\n\
+     informers on the in-order queue (default), the DeltaFifo, or each in turn."
 }
 
 struct Args {
     filters: Vec<String>,
     list: bool,
     opts: Opts,
+    queues: Vec<(&'static str, InformerQueue)>,
 }
+
+const IN_ORDER: (&str, InformerQueue) = (
+    "in-order",
+    InformerQueue::InOrder(InOrder {
+        batch_size: workqueue::shared_informer::reflector::delta_fifo::DEFAULT_BATCH_SIZE,
+        atomic: true,
+        unlock_while_processing: true,
+    }),
+);
+const DELTA_FIFO: (&str, InformerQueue) = ("delta-fifo", InformerQueue::DeltaFifo);
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         filters: Vec::new(),
         list: false,
         opts: Opts { soak_seconds: 120 },
+        queues: vec![IN_ORDER],
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -77,6 +94,17 @@ fn parse_args() -> Result<Args, String> {
                 if args.opts.soak_seconds < 6 {
                     return Err("--soak-seconds must be at least 6".into());
                 }
+            }
+            "--queue" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| format!("--queue needs a value\n{}", usage()))?;
+                args.queues = match v.as_str() {
+                    "in-order" => vec![IN_ORDER],
+                    "delta-fifo" => vec![DELTA_FIFO],
+                    "both" => vec![IN_ORDER, DELTA_FIFO],
+                    other => return Err(format!("--queue {other:?}\n{}", usage())),
+                };
             }
             "-h" | "--help" => return Err(usage().to_string()),
             flag if flag.starts_with('-') => {
@@ -180,20 +208,32 @@ fn main() -> ExitCode {
     };
     let started = Instant::now();
     let (mut passed, mut failed) = (0, 0);
+    let several = args.queues.len() > 1;
     runtime.block_on(async {
-        for s in &chosen {
-            println!("....  {:<28} {}", s.name, s.about);
-            let t = Instant::now();
-            let outcome = run_one(s, args.opts).await;
-            let secs = t.elapsed().as_secs_f64();
-            match outcome {
-                Ok(detail) => {
-                    passed += 1;
-                    println!("PASS  {:<28} {secs:>6.1}s  {detail}", s.name);
-                }
-                Err(reason) => {
-                    failed += 1;
-                    println!("FAIL  {:<28} {secs:>6.1}s  {reason}", s.name);
+        for (queue_name, queue) in &args.queues {
+            harness::use_queue(*queue);
+            if several {
+                println!("informers on the {queue_name} queue");
+            }
+            for s in &chosen {
+                let name = if several {
+                    format!("{}@{queue_name}", s.name)
+                } else {
+                    s.name.to_string()
+                };
+                println!("....  {name:<28} {}", s.about);
+                let t = Instant::now();
+                let outcome = run_one(s, args.opts).await;
+                let secs = t.elapsed().as_secs_f64();
+                match outcome {
+                    Ok(detail) => {
+                        passed += 1;
+                        println!("PASS  {name:<28} {secs:>6.1}s  {detail}");
+                    }
+                    Err(reason) => {
+                        failed += 1;
+                        println!("FAIL  {name:<28} {secs:>6.1}s  {reason}");
+                    }
                 }
             }
         }

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use sim_apiserver::{RequestKind, SimServer};
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{CompactObject, DynamicObject};
-use workqueue::shared_informer::SharedInformerFactory;
 
 use crate::check::{cache_state, converge, diff, server_state, Failure, Outcome, Recorder};
 use crate::harness::{churn, config_for, fast_backoff, finish_all, pods, seed, synced, Progress};
@@ -18,7 +17,7 @@ pub async fn big_list_then_churn(_: Opts) -> Outcome {
     const SEEDED: usize = 10_000;
     let sim = SimServer::start().await?;
     seed(&sim, "pods", "big", 10, SEEDED, 300)?;
-    let factory = SharedInformerFactory::new(config_for(&sim)?);
+    let factory = crate::harness::factory(config_for(&sim)?);
     let informer = factory.informer::<CompactObject>(pods())?;
     let (recorder, seq) = Recorder::new();
     let registration = informer.add_event_handler(recorder)?;
@@ -122,7 +121,7 @@ async fn watch_faults_in(watch_list: bool) -> Outcome {
         .await?;
     seed(&sim, "pods", "wf", 2, 600, 100)?;
     let factory =
-        SharedInformerFactory::new(config_for(&sim)?).reflector_options(fast_backoff(watch_list));
+        crate::harness::factory(config_for(&sim)?).reflector_options(fast_backoff(watch_list));
     let informer = factory.informer::<DynamicObject>(pods())?;
     let (a, seq_a) = Recorder::new();
     let (b, seq_b) = Recorder::new();

@@ -12,7 +12,6 @@ use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
 use workqueue::shared_informer::reflector::ReflectorOptions;
-use workqueue::shared_informer::SharedInformerFactory;
 
 use crate::check::{converge, eventually, Outcome, Recorder};
 use crate::harness::{config_for, pods, seed, synced};
@@ -61,7 +60,7 @@ async fn rounds(relist: Relist) -> Outcome {
         },
         ..ReflectorOptions::default()
     };
-    let factory = SharedInformerFactory::new(config_for(&sim)?).reflector_options(options);
+    let factory = crate::harness::factory(config_for(&sim)?).reflector_options(options);
     let informer = factory.informer::<DynamicObject>(pods())?;
     let (a, seq_a) = Recorder::new();
     let (b, seq_b) = Recorder::new();

@@ -14,7 +14,6 @@ use parking_lot::Mutex;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{DynamicObject, Object};
-use workqueue::shared_informer::SharedInformerFactory;
 use workqueue::{
     Action, BucketRateLimiter, Controller, ItemExponentialFailureRateLimiter, KeyEnqueuer, MaxOf,
     RateLimitingQueue,
@@ -47,8 +46,7 @@ fn class(key: &str) -> u64 {
 pub async fn controller_retries(_: Opts) -> Outcome {
     let sim = SimServer::start().await?;
     seed(&sim, "pods", "ct", 2, 300, 100)?;
-    let factory =
-        SharedInformerFactory::new(config_for(&sim)?).reflector_options(fast_backoff(false));
+    let factory = crate::harness::factory(config_for(&sim)?).reflector_options(fast_backoff(false));
     let informer = factory.informer::<DynamicObject>(pods())?;
     // client-go's default controller limiter holds every retry to 10/s overall (bucket of 100),
     // which would stretch this many injected failures over minutes: the same shape, scaled up.

@@ -10,7 +10,6 @@ use std::time::Duration;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
-use workqueue::shared_informer::SharedInformerFactory;
 
 use crate::check::{converge, eventually, Failure, Misbehave, Outcome, Recorder};
 use crate::harness::{churn, config_for, finish_all, pods, seed, synced};
@@ -20,7 +19,7 @@ use crate::{ensure, Opts};
 pub async fn slow_and_panicking(_: Opts) -> Outcome {
     let sim = SimServer::start().await?;
     seed(&sim, "pods", "hd", 2, 400, 100)?;
-    let factory = SharedInformerFactory::new(config_for(&sim)?);
+    let factory = crate::harness::factory(config_for(&sim)?);
     let informer = factory.informer::<DynamicObject>(pods())?;
     let (h1, healthy_1) = Recorder::new();
     let (h2, healthy_2) = Recorder::new();

@@ -86,6 +86,7 @@ pub async fn run(_: Opts, case: &'static Case) -> Outcome {
     let informer = SharedIndexInformer::new(
         lw,
         InformerOptions {
+            queue: crate::harness::queue(),
             name: "hostile".into(),
             reflector: fast_backoff(case.watch_list),
             ..InformerOptions::default()

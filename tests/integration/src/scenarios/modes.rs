@@ -8,7 +8,6 @@ use serde_json::json;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::CompactObject;
-use workqueue::shared_informer::SharedInformerFactory;
 
 use crate::check::{converge, eventually, Failure, Outcome, Recorder};
 use crate::harness::{churn, config_for, fast_backoff, finish_all, pods, seed, synced};
@@ -26,7 +25,7 @@ async fn one(bookmarks: bool, watch_list: bool) -> Outcome {
         .await?;
     seed(&sim, "pods", "md", 2, 500, 100)?;
     let factory =
-        SharedInformerFactory::new(config_for(&sim)?).reflector_options(fast_backoff(watch_list));
+        crate::harness::factory(config_for(&sim)?).reflector_options(fast_backoff(watch_list));
     let informer = factory.informer::<CompactObject>(pods())?;
     let (recorder, seq) = Recorder::new();
     informer.add_event_handler(recorder)?;

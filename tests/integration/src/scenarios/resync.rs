@@ -8,7 +8,6 @@ use std::time::Duration;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::CompactObject;
-use workqueue::shared_informer::SharedInformerFactory;
 
 use crate::check::{converge, Outcome, Recorder};
 use crate::harness::{churn, config_for, fast_backoff, finish_all, pods, seed, synced};
@@ -18,7 +17,7 @@ use crate::{ensure, Opts};
 pub async fn resync_under_churn(_: Opts) -> Outcome {
     let sim = SimServer::start().await?;
     seed(&sim, "pods", "rs", 2, 300, 100)?;
-    let factory = SharedInformerFactory::new(config_for(&sim)?)
+    let factory = crate::harness::factory(config_for(&sim)?)
         .default_resync(Duration::from_secs(1))
         .reflector_options(fast_backoff(false));
     let informer = factory.informer::<CompactObject>(pods())?;

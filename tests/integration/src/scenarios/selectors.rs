@@ -9,7 +9,6 @@ use serde_json::{json, Value};
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
-use workqueue::shared_informer::SharedInformerFactory;
 
 use crate::check::{cache_state, diff, eventually, server_state_where, Failure, Outcome, Recorder};
 use crate::harness::{churn, config_for, fast_backoff, pods, synced};
@@ -32,7 +31,7 @@ pub async fn selector_transitions(_: Opts) -> Outcome {
             json!({"metadata": {"name": format!("p-{i}"), "labels": {"tier": tier}}}),
         )?;
     }
-    let factory = SharedInformerFactory::new(config_for(&sim)?)
+    let factory = crate::harness::factory(config_for(&sim)?)
         .label_selector("tier=a".parse()?)
         .reflector_options(fast_backoff(false));
     let informer = factory.informer::<DynamicObject>(pods())?;

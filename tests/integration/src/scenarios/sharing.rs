@@ -46,7 +46,7 @@ pub async fn five_consumers(_: Opts) -> Outcome {
     let sim = SimServer::start().await?;
     seed(&sim, "pods", "sh", 3, 1_000, 200)?;
     seed(&sim, "configmaps", "sh", 3, 300, 200)?;
-    let factory = SharedInformerFactory::new(config_for(&sim)?);
+    let factory = crate::harness::factory(config_for(&sim)?);
     let mut consumers = (0..4)
         .map(|_| consumer(&factory))
         .collect::<Result<Vec<_>, _>>()?;

@@ -16,7 +16,6 @@ use parking_lot::Mutex;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{CompactObject, DynamicObject};
-use workqueue::shared_informer::SharedInformerFactory;
 use workqueue::{
     default_controller_rate_limiter, Action, Controller, KeyEnqueuer, RateLimitingQueue,
 };
@@ -69,8 +68,7 @@ pub async fn soak(opts: Opts) -> Outcome {
     let seconds = opts.soak_seconds as f64;
     let sim = SimServer::start().await?;
     seed(&sim, "pods", "soak", 3, 3_000, 1_000)?;
-    let factory =
-        SharedInformerFactory::new(config_for(&sim)?).reflector_options(fast_backoff(false));
+    let factory = crate::harness::factory(config_for(&sim)?).reflector_options(fast_backoff(false));
     let pod_informer = factory.informer::<CompactObject>(pods())?;
     let cm_informer = factory.informer::<DynamicObject>(configmaps())?;
     let queue: RateLimitingQueue<String> =

@@ -9,7 +9,6 @@ use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{CompactObject, DynamicObject};
 use workqueue::shared_informer::reflector::{Client, ClusterConfig, Credentials};
-use workqueue::shared_informer::SharedInformerFactory;
 
 use crate::check::{converge, Failure, Outcome, Recorder};
 use crate::harness::{churn, config_for, configmaps, fast_backoff, finish_all, pods, seed, synced};
@@ -72,7 +71,7 @@ async fn one(transport: Transport) -> Outcome {
 
     seed(&sim, "pods", "tp", 2, 300, 200)?;
     seed(&sim, "configmaps", "tp", 2, 100, 200)?;
-    let factory = SharedInformerFactory::new(config).reflector_options(fast_backoff(false));
+    let factory = crate::harness::factory(config).reflector_options(fast_backoff(false));
     let pod_informer = factory.informer::<CompactObject>(pods())?;
     let cm_informer = factory.informer::<DynamicObject>(configmaps())?;
     let (pr, pod_seq) = Recorder::new();
