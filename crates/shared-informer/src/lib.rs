@@ -19,6 +19,7 @@
 //! handler added late first receives the whole cache, atomically with respect to new changes.
 #![deny(missing_docs)]
 
+mod adaptors;
 mod error;
 mod factory;
 mod handler;
@@ -28,6 +29,7 @@ mod processor;
 mod registration;
 mod synced;
 
+pub use adaptors::FilteringHandler;
 pub use error::InformerError;
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
@@ -36,7 +38,7 @@ pub use informer::{
     MINIMUM_RESYNC_PERIOD,
 };
 pub use registration::HandlerRegistration;
-pub use synced::{wait_for_cache_sync, HasSynced, SyncReport};
+pub use synced::{wait_for, wait_for_cache_sync, HasSynced, SyncReport};
 
 /// The cancellation token that stops informers and factories.
 pub use reflector::CancellationToken;

@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use reflector::CancellationToken;
 use tokio::sync::watch;
 
 /// Where a latch stands.
@@ -179,9 +180,100 @@ pub async fn wait_for_cache_sync<'a>(
     }
 }
 
+/// Waits until every named checker has synced, or `cancel` fires (client-go's `WaitFor`,
+/// D11.2): event-driven, no polling. On cancellation a last look is taken, so a checker that
+/// synced at that very moment counts. With a non-empty `what`, logs `Waiting for <what>`, then
+/// `Done waiting for <what>`, or `Timed out waiting for <what>` naming (sorted) the checkers that
+/// did not sync. No checker: synced at once.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use shared_informer::{wait_for, CancellationToken};
+/// let cancel = CancellationToken::new();
+/// let report = wait_for(&cancel, "nothing", []).await;
+/// assert!(report.all_synced() && report.is_empty());
+/// # }
+/// ```
+pub async fn wait_for<'a>(
+    cancel: &CancellationToken,
+    what: &str,
+    checkers: impl IntoIterator<Item = (&'a str, &'a dyn HasSynced)>,
+) -> SyncReport {
+    let checkers: Vec<(&str, &dyn HasSynced)> = checkers.into_iter().collect();
+    if !what.is_empty() {
+        tracing::info!(what, checkers = checkers.len(), "Waiting for {what}");
+    }
+    let all = futures::future::join_all(checkers.iter().map(|(_, c)| c.wait_synced()));
+    let cancelled = tokio::select! {
+        _ = all => false,
+        _ = cancel.cancelled() => true,
+    };
+    let report = SyncReport {
+        synced: checkers
+            .iter()
+            .map(|(name, c)| (name.to_string(), c.has_synced()))
+            .collect(),
+    };
+    if !what.is_empty() {
+        if report.all_synced() {
+            tracing::info!(what, "Done waiting for {what}");
+        } else {
+            let cause = if cancelled {
+                "cancelled"
+            } else {
+                "a checker stopped"
+            };
+            tracing::warn!(what, cause, not_synced = ?report.not_synced(), "Timed out waiting for {what}");
+        }
+    }
+    report
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A checker whose latch the test drives.
+    struct Latched(std::sync::Arc<SyncLatch>);
+
+    impl HasSynced for Latched {
+        fn has_synced(&self) -> bool {
+            self.0.is_synced()
+        }
+        fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+            Box::pin(self.0.wait())
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_for_reports_by_name_and_ends_on_sync_or_cancel() {
+        let (a, b) = (Latched(Default::default()), Latched(Default::default()));
+        let cancel = CancellationToken::new();
+        a.0.set_synced();
+        let waiting = {
+            let (a, b, cancel) = (&a, &b, cancel.clone());
+            async move { wait_for(&cancel, "caches", [("b", b as _), ("a", a as _)]).await }
+        };
+        let (report, ()) = tokio::join!(waiting, async {
+            tokio::task::yield_now().await;
+            b.0.set_synced();
+        });
+        assert!(report.all_synced(), "{report}");
+        let c = Latched(Default::default());
+        let late = {
+            let cancel = cancel.clone();
+            async move {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                cancel.cancel();
+            }
+        };
+        let (report, ()) = tokio::join!(
+            wait_for(&cancel, "caches", [("c", &c as _), ("a", &a as _)]),
+            late
+        );
+        assert_eq!(report.not_synced(), ["c"]);
+        assert_eq!(report.to_string(), "not synced: c");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_latch_latches_and_a_stop_after_sync_changes_nothing() {
