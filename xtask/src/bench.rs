@@ -147,6 +147,8 @@ const CRITERION_ROWS: &[CriterionRow] = &[
 
 /// Targets of the custom benches' figures: the first whose text the figure's name contains.
 const CUSTOM_TARGETS: &[(&str, &str)] = &[
+    // Issue 19: batched in-order processing must not be slower than the DeltaFifo.
+    ("in-order queue", "≥ 1.0"),
     // A diagnostic second baseline, not what issue 6's target is set against.
     ("against decode + replace", ""),
     ("informer watch", "≥ 0.75"),

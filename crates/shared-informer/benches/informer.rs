@@ -36,7 +36,7 @@ use shared_informer::reflector::store_index::{
     meta_namespace_key, CompactObject, DynamicObject, Object, ObjectKey,
 };
 use shared_informer::reflector::{Client, ClusterConfig, Decode, Resource};
-use shared_informer::{EventHandlerFns, SharedInformerFactory};
+use shared_informer::{EventHandlerFns, InformerQueue, SharedInformerFactory};
 use sim_apiserver::fixtures::realistic_pod_json;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
@@ -169,7 +169,15 @@ fn decode_time<K: DeserializeOwned>(bytes: &[u8]) -> (Duration, usize) {
 }
 
 async fn sync_time<K: Object + Decode>(config: &ClusterConfig) -> (Duration, usize) {
-    let factory = SharedInformerFactory::new(config.clone());
+    sync_time_on::<K>(config, InformerQueue::default()).await
+}
+
+/// [`sync_time`] with the informer on `queue`.
+async fn sync_time_on<K: Object + Decode>(
+    config: &ClusterConfig,
+    queue: InformerQueue,
+) -> (Duration, usize) {
+    let factory = SharedInformerFactory::new(config.clone()).queue(queue);
     let informer = factory.informer::<K>(pods()).expect("informer");
     informer
         .add_indexers(
@@ -452,8 +460,13 @@ pub fn run(allocator: &'static str) {
     // `-- sync`, `-- watch` (the simulator's watch) and `-- fast` (the fast server's) pick
     // figures, any combination of them; with none, all run.
     let picked = |name: &str| std::env::args().skip(1).any(|a| a == name);
-    let (sync, watch, fast) = (picked("sync"), picked("watch"), picked("fast"));
-    let all = !(sync || watch || fast);
+    let (sync, watch, fast, queues) = (
+        picked("sync"),
+        picked("watch"),
+        picked("fast"),
+        picked("queues"),
+    );
+    let all = !(sync || watch || fast || queues);
     if picked("handoff") {
         rt.block_on(handoff(200_000));
         return;
@@ -466,6 +479,9 @@ pub fn run(allocator: &'static str) {
         if all || watch {
             let rounds = env_number("BENCH_ROUNDS", 5).max(1);
             watch_throughput(10_000, 50_000, rounds).await;
+        }
+        if all || queues {
+            queue_comparison(10_000, env_number("BENCH_EVENTS", 50_000)).await;
         }
         if all || fast {
             let events = env_number("BENCH_EVENTS", 50_000);
@@ -613,6 +629,51 @@ where
     );
 }
 
+/// The in-order informer (client-go's default, and ours) beside the DeltaFifo informer in the same
+/// run: watch events/s from the fast server, and the initial sync of `cached` pods from the
+/// simulator, each interleaved round by round and reported as the median of the rounds' ratios.
+async fn queue_comparison(cached: usize, events: usize) {
+    let repeat = env_number("BENCH_REPEAT", 5).max(1);
+    let mut watch: Vec<(f64, f64)> = Vec::with_capacity(repeat);
+    for _ in 0..repeat {
+        let in_order =
+            fast_server_watch_on::<CompactObject>(cached, events, InformerQueue::default()).await;
+        let delta =
+            fast_server_watch_on::<CompactObject>(cached, events, InformerQueue::DeltaFifo).await;
+        watch.push((in_order.rate, delta.rate));
+    }
+    watch.sort_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
+    let (in_order, delta) = watch[watch.len() / 2];
+    report(
+        &format!(
+            "informer watch, fast server, {events} events, CompactObject, in-order queue (median of {repeat})"
+        ),
+        in_order,
+        "events/s",
+        delta,
+        "DeltaFifo informer",
+        in_order / delta,
+    );
+    let sim = seeded(cached).await;
+    let config = ClusterConfig::new(&sim.url()).expect("config");
+    let mut sync: Vec<(f64, f64)> = Vec::with_capacity(repeat);
+    for _ in 0..repeat {
+        let (a, _) = sync_time_on::<CompactObject>(&config, InformerQueue::default()).await;
+        let (b, _) = sync_time_on::<CompactObject>(&config, InformerQueue::DeltaFifo).await;
+        sync.push((a.as_secs_f64(), b.as_secs_f64()));
+    }
+    sync.sort_by(|a, b| (a.1 / a.0).total_cmp(&(b.1 / b.0)));
+    let (a, b) = sync[sync.len() / 2];
+    report(
+        &format!("informer initial sync, {cached} pods, CompactObject, in-order queue (median of {repeat})"),
+        cached as f64 / a,
+        "objects/s",
+        cached as f64 / b,
+        "DeltaFifo informer",
+        b / a,
+    );
+}
+
 /// One fast-server run's figures.
 #[derive(Clone, Copy)]
 struct FastRun {
@@ -628,6 +689,14 @@ struct FastRun {
 }
 
 async fn fast_server_watch_once<K>(cached: usize, events: usize) -> FastRun
+where
+    K: Object + Decode + DeserializeOwned + Send + Sync + 'static,
+{
+    fast_server_watch_on::<K>(cached, events, InformerQueue::default()).await
+}
+
+/// [`fast_server_watch_once`] with the informers on `queue`.
+async fn fast_server_watch_on<K>(cached: usize, events: usize, queue: InformerQueue) -> FastRun
 where
     K: Object + Decode + DeserializeOwned + Send + Sync + 'static,
 {
@@ -659,7 +728,8 @@ where
     let (release, released) = tokio::sync::watch::channel(false);
     let (url, _server) =
         fast_server::start_released(bytes::Bytes::from(list), Arc::clone(&lines), released);
-    let factory = SharedInformerFactory::new(ClusterConfig::new(&url).expect("config"));
+    let factory =
+        SharedInformerFactory::new(ClusterConfig::new(&url).expect("config")).queue(queue);
     let informer = factory.informer::<K>(pods()).expect("informer");
     let updates = UpdateCounter::new(events);
     // NO_HANDLER=1: no handler at all; completion is seen through the last-synced resource version.
