@@ -34,6 +34,7 @@
 
 mod compact;
 mod compact_meta;
+mod deleted_object;
 mod dynamic;
 mod error;
 mod index;
@@ -48,6 +49,7 @@ mod thread_safe_store;
 mod tombstone;
 
 pub use compact::CompactObject;
+pub use deleted_object::DeletedObject;
 pub use dynamic::DynamicObject;
 pub use error::{describe, BoxError, KeyError, StoreError};
 pub use index::{namespace_index_fn, IndexFn, Indexers, NoMetaError, NAMESPACE_INDEX};
@@ -63,9 +65,9 @@ pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTom
 /// What a user of this layer needs, in one import: `use store_index::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        CompactObject, DeletedFinalStateUnknown, DynamicObject, IndexFn, Indexer, Indexers, Lister,
-        Object, ObjectKey, ObjectMeta, ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion,
-        Selector, StoreError,
+        CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, IndexFn, Indexer,
+        Indexers, Lister, Object, ObjectKey, ObjectMeta, ObjectOrTombstone, ReadOnlyIndexer,
+        ResourceVersion, Selector, StoreError,
     };
 }
 
