@@ -48,6 +48,7 @@ mod resource_version;
 mod selector;
 mod thread_safe_store;
 mod tombstone;
+mod transaction;
 
 pub use compact::CompactObject;
 pub use deleted_object::DeletedObject;
@@ -63,13 +64,14 @@ pub use read_only::ReadOnlyIndexer;
 pub use resource_version::ResourceVersion;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
+pub use transaction::{Transaction, TransactionError, TransactionKind};
 
 /// What a user of this layer needs, in one import: `use store_index::prelude::*;`.
 pub mod prelude {
     pub use crate::{
         CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, IndexFn, Indexer,
         Indexers, Lister, Object, ObjectKey, ObjectMeta, ObjectOrTombstone, ReadOnlyIndexer,
-        ResourceVersion, Selector, StoreError,
+        ResourceVersion, Selector, StoreError, Transaction,
     };
 }
 
