@@ -32,11 +32,13 @@
 //! ```
 #![deny(missing_docs)]
 
+mod clock;
 mod compact;
 mod compact_meta;
 mod deleted_object;
 mod dynamic;
 mod error;
+mod expiration_cache;
 mod index;
 mod index_key_adapter;
 mod indexer;
@@ -50,10 +52,12 @@ mod thread_safe_store;
 mod tombstone;
 mod transaction;
 
+pub use clock::{Clock, FakeClock, SystemClock};
 pub use compact::CompactObject;
 pub use deleted_object::DeletedObject;
 pub use dynamic::DynamicObject;
 pub use error::{describe, BoxError, KeyError, StoreError};
+pub use expiration_cache::ExpirationCache;
 pub use index::{namespace_index_fn, IndexFn, Indexers, NoMetaError, NAMESPACE_INDEX};
 pub use index_key_adapter::index_fn_to_key_fn;
 pub use indexer::{Indexer, KeyListerGetter};
@@ -69,9 +73,9 @@ pub use transaction::{Transaction, TransactionError, TransactionKind};
 /// What a user of this layer needs, in one import: `use store_index::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, IndexFn, Indexer,
-        Indexers, Lister, Object, ObjectKey, ObjectMeta, ObjectOrTombstone, ReadOnlyIndexer,
-        ResourceVersion, Selector, StoreError, Transaction,
+        CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, ExpirationCache,
+        IndexFn, Indexer, Indexers, Lister, Object, ObjectKey, ObjectMeta, ObjectOrTombstone,
+        ReadOnlyIndexer, ResourceVersion, Selector, StoreError, Transaction,
     };
 }
 
