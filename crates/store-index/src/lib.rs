@@ -51,6 +51,7 @@ mod selector;
 mod thread_safe_store;
 mod tombstone;
 mod transaction;
+mod undelta_store;
 
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use compact::CompactObject;
@@ -69,13 +70,14 @@ pub use resource_version::ResourceVersion;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
 pub use transaction::{Transaction, TransactionError, TransactionKind};
+pub use undelta_store::UndeltaStore;
 
 /// What a user of this layer needs, in one import: `use store_index::prelude::*;`.
 pub mod prelude {
     pub use crate::{
         CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, ExpirationCache,
         IndexFn, Indexer, Indexers, Lister, Object, ObjectKey, ObjectMeta, ObjectOrTombstone,
-        ReadOnlyIndexer, ResourceVersion, Selector, StoreError, Transaction,
+        ReadOnlyIndexer, ResourceVersion, Selector, StoreError, Transaction, UndeltaStore,
     };
 }
 
