@@ -39,6 +39,7 @@ mod deleted_object;
 mod dynamic;
 mod error;
 mod expiration_cache;
+mod heap;
 mod index;
 mod index_key_adapter;
 mod indexer;
@@ -59,6 +60,7 @@ pub use deleted_object::DeletedObject;
 pub use dynamic::DynamicObject;
 pub use error::{describe, BoxError, KeyError, StoreError};
 pub use expiration_cache::ExpirationCache;
+pub use heap::{Heap, HeapError};
 pub use index::{namespace_index_fn, IndexFn, Indexers, NoMetaError, NAMESPACE_INDEX};
 pub use index_key_adapter::index_fn_to_key_fn;
 pub use indexer::{Indexer, KeyListerGetter};
@@ -76,7 +78,7 @@ pub use undelta_store::UndeltaStore;
 pub mod prelude {
     pub use crate::{
         CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, ExpirationCache,
-        IndexFn, Indexer, Indexers, Lister, Object, ObjectKey, ObjectMeta, ObjectOrTombstone,
+        Heap, IndexFn, Indexer, Indexers, Lister, Object, ObjectKey, ObjectMeta, ObjectOrTombstone,
         ReadOnlyIndexer, ResourceVersion, Selector, StoreError, Transaction, UndeltaStore,
     };
 }
