@@ -45,6 +45,7 @@ mod index_key_adapter;
 mod indexer;
 mod key;
 mod lister;
+mod mutation_cache;
 mod object;
 mod read_only;
 mod resource_version;
@@ -66,6 +67,7 @@ pub use index_key_adapter::index_fn_to_key_fn;
 pub use indexer::{Indexer, KeyListerGetter};
 pub use key::{meta_namespace_key, split_meta_namespace_key, KeyFn, ObjectKey, ObjectName};
 pub use lister::{Lister, NamespaceLister};
+pub use mutation_cache::MutationCache;
 pub use object::{Object, ObjectMeta, OwnerReference};
 pub use read_only::ReadOnlyIndexer;
 pub use resource_version::ResourceVersion;
@@ -78,8 +80,9 @@ pub use undelta_store::UndeltaStore;
 pub mod prelude {
     pub use crate::{
         CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, ExpirationCache,
-        Heap, IndexFn, Indexer, Indexers, Lister, Object, ObjectKey, ObjectMeta, ObjectOrTombstone,
-        ReadOnlyIndexer, ResourceVersion, Selector, StoreError, Transaction, UndeltaStore,
+        Heap, IndexFn, Indexer, Indexers, Lister, MutationCache, Object, ObjectKey, ObjectMeta,
+        ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion, Selector, StoreError, Transaction,
+        UndeltaStore,
     };
 }
 
