@@ -8,9 +8,9 @@
 //! once the heap is closed and empty.
 //!
 //! Invariants of `HeapState` (checked after every step by `proptest_heap_against_a_sorted_vec`):
-//! - **H1 (heap order):** no entry compares `Greater` than either of its children, so the root is
+//! - **Q1 (heap order):** no entry compares `Greater` than either of its children, so the root is
 //!   a least entry.
-//! - **H2 (positions):** `positions` maps exactly the keys in `queue` to their index in it; a key
+//! - **Q2 (positions):** `positions` maps exactly the keys in `queue` to their index in it; a key
 //!   is in the heap at most once.
 
 use std::cmp::Ordering;
@@ -45,11 +45,11 @@ struct Entry<K> {
     obj: Arc<K>,
 }
 
-/// The heap proper (H1, H2); behind the `Heap`'s lock.
+/// The heap proper (Q1, Q2); behind the `Heap`'s lock.
 struct HeapState<K> {
-    /// A binary heap by the user's comparison (H1).
+    /// A binary heap by the user's comparison (Q1).
     queue: Vec<Entry<K>>,
-    /// Key → index in `queue` (H2).
+    /// Key → index in `queue` (Q2).
     positions: HashMap<ObjectKey, usize>,
     closed: bool,
 }
@@ -57,7 +57,7 @@ struct HeapState<K> {
 type CompareFn<K> = Box<dyn Fn(&K, &K) -> Ordering + Send + Sync>;
 
 /// A thread-safe priority queue of objects, at most one per key, that pops the least object first
-/// under a user comparison (see the module's invariants H1, H2). Share it with an `Arc`.
+/// under a user comparison (see the module's invariants Q1, Q2). Share it with an `Arc`.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -291,7 +291,7 @@ impl<K: Object> Heap<K> {
         }
     }
 
-    /// Moves the entry at `at` towards the root while it is less than its parent (H1).
+    /// Moves the entry at `at` towards the root while it is less than its parent (Q1).
     fn sift_up(&self, state: &mut HeapState<K>, mut at: usize) -> usize {
         while at > 0 {
             let parent = (at - 1) / 2;
@@ -304,7 +304,7 @@ impl<K: Object> Heap<K> {
         at
     }
 
-    /// Moves the entry at `at` towards the leaves while a child is less than it (H1).
+    /// Moves the entry at `at` towards the leaves while a child is less than it (Q1).
     fn sift_down(&self, state: &mut HeapState<K>, mut at: usize) {
         let len = state.queue.len();
         loop {
@@ -324,7 +324,7 @@ impl<K: Object> Heap<K> {
         }
     }
 
-    /// Restores H1 around `at` after its entry changed.
+    /// Restores Q1 around `at` after its entry changed.
     fn fix(&self, state: &mut HeapState<K>, at: usize) {
         if self.sift_up(state, at) == at {
             self.sift_down(state, at);
@@ -367,19 +367,19 @@ impl<K: Object> Heap<K> {
             let parent = (at - 1) / 2;
             assert!(
                 !self.less(&state, at, parent),
-                "H1: entry {at} less than its parent"
+                "Q1: entry {at} less than its parent"
             );
         }
         assert_eq!(
             state.positions.len(),
             state.queue.len(),
-            "H2: one position per entry"
+            "Q2: one position per entry"
         );
         for (at, entry) in state.queue.iter().enumerate() {
             assert_eq!(
                 state.positions.get(&entry.key),
                 Some(&at),
-                "H2: position of {}",
+                "Q2: position of {}",
                 entry.key
             );
         }
@@ -602,7 +602,7 @@ mod tests {
 #[cfg(test)]
 mod proptest_heap_against_a_sorted_vec {
     //! Any sequence of add, add_if_not_present, delete and pop gives the same results as a model
-    //! kept as a sorted `Vec`, and H1 and H2 hold after every step.
+    //! kept as a sorted `Vec`, and Q1 and Q2 hold after every step.
 
     use proptest::prelude::*;
 

@@ -14,12 +14,20 @@
 //!   Lister<K> / NamespaceLister<K> ── filtered by Selector
 //! ```
 //!
+//! Beside the indexer, the rest of client-go's `tools/cache` stores, each in a module of its own:
+//! [`Indexer::transaction`] (a batch of writes under one lock), [`UndeltaStore`] (the whole
+//! contents to a callback after every write), [`ExpirationCache`] (entries with a time to live),
+//! [`Heap`] (a priority queue keyed by object key, with an async `pop`) and [`MutationCache`] (the
+//! controller's own writes overlaid on an informer's cache), plus [`DeletedObject`] for typed
+//! delete handlers and [`index_fn_to_key_fn`]. The time-based ones read an injectable [`Clock`].
+//!
 //! Invariants the store keeps (written out next to the data in `thread_safe_store.rs`, checked by a
 //! property test):
 //! - every index equals one rebuilt from scratch from the items;
 //! - no index bucket is ever empty (buckets that lose their last key are removed);
 //! - a write either changes items and all indexes or nothing at all;
-//! - every read answers from one consistent snapshot; objects are shared `Arc`s, never copied.
+//! - every read answers from one consistent snapshot; objects are shared `Arc`s, never copied;
+//! - a transaction is seen whole or not at all (T1–T3, in `transaction.rs`).
 //!
 //! ```
 //! use std::sync::Arc;

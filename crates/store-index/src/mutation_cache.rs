@@ -21,11 +21,11 @@
 //! ones when more than `capacity` are remembered.
 //!
 //! Invariants (tests below):
-//! - **M1 (never older):** a read never returns a mutation the informer has caught up with by the
+//! - **N1 (never older):** a read never returns a mutation the informer has caught up with by the
 //!   rule above, nor one past its time to live.
-//! - **M2 (adds only when asked):** an object the informer does not hold is returned only with
+//! - **N2 (adds only when asked):** an object the informer does not hold is returned only with
 //!   `include_adds`, and then only from a live mutation.
-//! - **M3 (one view):** `by_index(name, value)` returns exactly the objects `get_by_key` would
+//! - **N3 (one view):** `by_index(name, value)` returns exactly the objects `get_by_key` would
 //!   return for some key whose index values under `name` include `value`.
 
 use std::collections::{HashMap, HashSet};
@@ -73,7 +73,7 @@ fn caught_up<K: Object>(cached: &K, mutation: &Mutation<K>) -> bool {
 }
 
 /// A read view of an informer's cache that also returns the objects the controller just wrote,
-/// until the informer catches up (see the module docs for the rule and invariants M1–M3).
+/// until the informer catches up (see the module docs for the rule and invariants N1–N3).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -212,7 +212,7 @@ impl<K: Object> MutationCache<K> {
         Ok(())
     }
 
-    /// The newer of the informer's copy of `key` and a live mutation of it (M1), forgetting a
+    /// The newer of the informer's copy of `key` and a live mutation of it (N1), forgetting a
     /// mutation the informer has caught up with. `cached` is the informer's copy.
     fn newer(
         &self,
@@ -238,7 +238,7 @@ impl<K: Object> MutationCache<K> {
                 state.entries.remove(key);
                 Some(cached)
             }
-            // M2: without include_adds, a key the informer does not hold is absent.
+            // N2: without include_adds, a key the informer does not hold is absent.
             None if !self.include_adds => None,
             _ => {
                 state.uses += 1;
@@ -265,7 +265,7 @@ impl<K: Object> MutationCache<K> {
     }
 
     /// The objects [`get_by_key`](Self::get_by_key) would return whose values under index
-    /// `index_name` include `value` (M3). Fails for an unknown index.
+    /// `index_name` include `value` (N3). Fails for an unknown index.
     ///
     /// **Difference from client-go:** client-go returns the newer copy of every object in the
     /// informer's bucket, even one the controller's write moved to another value, and adds mutated
@@ -407,7 +407,7 @@ mod tests {
         assert_eq!(
             rv_of(cache.get_by_key("ns/a")).as_deref(),
             Some("5"),
-            "M1: past its ttl"
+            "N1: past its ttl"
         );
         assert_eq!(cache.remembered(), 0);
     }
@@ -459,8 +459,8 @@ mod tests {
     fn without_include_adds_an_object_the_informer_lacks_is_absent() {
         let (_informer, cache, _clock) = setup(false);
         cache.mutation(pod("new", "3", "web")).unwrap();
-        assert!(cache.get_by_key("ns/new").is_none(), "M2");
-        assert!(cache.by_index("app", "web").unwrap().is_empty(), "M2");
+        assert!(cache.get_by_key("ns/new").is_none(), "N2");
+        assert!(cache.by_index("app", "web").unwrap().is_empty(), "N2");
     }
 
     #[test]
@@ -486,7 +486,7 @@ mod tests {
         clock.advance(TTL + Duration::from_secs(1));
         assert!(
             cache.get_by_key("ns/other").is_none(),
-            "M2: only from a live mutation"
+            "N2: only from a live mutation"
         );
     }
 
@@ -503,12 +503,12 @@ mod tests {
         assert_eq!(
             names(cache.by_index("app", "web").unwrap()),
             ["bumped@14", "joins@13", "stays@1"],
-            "M3"
+            "N3"
         );
         assert_eq!(
             names(cache.by_index("app", "db").unwrap()),
             ["leaves@12"],
-            "M3"
+            "N3"
         );
 
         informer.update(pod("joins", "20", "db")).unwrap(); // the informer moved past our write
