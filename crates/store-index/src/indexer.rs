@@ -301,6 +301,12 @@ impl<K: Object> Indexer<K> {
         f(self.shared.state.read().items.get(key))
     }
 
+    /// Runs `f` on the state under the write lock: one acquisition, so no reader sees any of
+    /// `f`'s writes before all of them (what a transaction needs).
+    pub(crate) fn write_state<R>(&self, f: impl FnOnce(&mut State<K>) -> R) -> R {
+        f(&mut self.shared.state.write())
+    }
+
     #[cfg(test)]
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&State<K>) -> R) -> R {
         f(&self.shared.state.read())

@@ -14,12 +14,20 @@
 //!   Lister<K> / NamespaceLister<K> ── filtered by Selector
 //! ```
 //!
+//! Beside the indexer, the rest of client-go's `tools/cache` stores, each in a module of its own:
+//! [`Indexer::transaction`] (a batch of writes under one lock), [`UndeltaStore`] (the whole
+//! contents to a callback after every write), [`ExpirationCache`] (entries with a time to live),
+//! [`Heap`] (a priority queue keyed by object key, with an async `pop`) and [`MutationCache`] (the
+//! controller's own writes overlaid on an informer's cache), plus [`DeletedObject`] for typed
+//! delete handlers and [`index_fn_to_key_fn`]. The time-based ones read an injectable [`Clock`].
+//!
 //! Invariants the store keeps (written out next to the data in `thread_safe_store.rs`, checked by a
 //! property test):
 //! - every index equals one rebuilt from scratch from the items;
 //! - no index bucket is ever empty (buckets that lose their last key are removed);
 //! - a write either changes items and all indexes or nothing at all;
-//! - every read answers from one consistent snapshot; objects are shared `Arc`s, never copied.
+//! - every read answers from one consistent snapshot; objects are shared `Arc`s, never copied;
+//! - a transaction is seen whole or not at all (T1–T3, in `transaction.rs`).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -32,40 +40,57 @@
 //! ```
 #![deny(missing_docs)]
 
+mod clock;
 mod compact;
 mod compact_meta;
+mod deleted_object;
 mod dynamic;
 mod error;
+mod expiration_cache;
+mod heap;
 mod index;
+mod index_key_adapter;
 mod indexer;
 mod key;
 mod lister;
+mod mutation_cache;
 mod object;
 mod read_only;
 mod resource_version;
 mod selector;
 mod thread_safe_store;
 mod tombstone;
+mod transaction;
+mod undelta_store;
 
+pub use clock::{Clock, FakeClock, SystemClock};
 pub use compact::CompactObject;
+pub use deleted_object::DeletedObject;
 pub use dynamic::DynamicObject;
 pub use error::{describe, BoxError, KeyError, StoreError};
+pub use expiration_cache::ExpirationCache;
+pub use heap::{Heap, HeapError};
 pub use index::{namespace_index_fn, IndexFn, Indexers, NoMetaError, NAMESPACE_INDEX};
+pub use index_key_adapter::index_fn_to_key_fn;
 pub use indexer::{Indexer, KeyListerGetter};
 pub use key::{meta_namespace_key, split_meta_namespace_key, KeyFn, ObjectKey, ObjectName};
 pub use lister::{Lister, NamespaceLister};
+pub use mutation_cache::MutationCache;
 pub use object::{Object, ObjectMeta, OwnerReference};
 pub use read_only::ReadOnlyIndexer;
 pub use resource_version::ResourceVersion;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
+pub use transaction::{Transaction, TransactionError, TransactionKind};
+pub use undelta_store::UndeltaStore;
 
 /// What a user of this layer needs, in one import: `use store_index::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        CompactObject, DeletedFinalStateUnknown, DynamicObject, IndexFn, Indexer, Indexers, Lister,
-        Object, ObjectKey, ObjectMeta, ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion,
-        Selector, StoreError,
+        CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, ExpirationCache,
+        Heap, IndexFn, Indexer, Indexers, Lister, MutationCache, Object, ObjectKey, ObjectMeta,
+        ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion, Selector, StoreError, Transaction,
+        UndeltaStore,
     };
 }
 

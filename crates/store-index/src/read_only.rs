@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use crate::error::StoreError;
+use crate::index::Indexers;
 use crate::indexer::Indexer;
 use crate::key::ObjectKey;
 use crate::lister::Lister;
@@ -121,6 +122,11 @@ impl<K: Object> ReadOnlyIndexer<K> {
     /// Every value of index `index_name` that has at least one object.
     pub fn list_index_func_values(&self, index_name: &str) -> Vec<String> {
         self.indexer.list_index_func_values(index_name)
+    }
+
+    /// The registered index functions.
+    pub fn get_indexers(&self) -> Indexers<K> {
+        self.indexer.get_indexers()
     }
 
     /// Runs `f` on the object under `key` while the store's read lock is held.
