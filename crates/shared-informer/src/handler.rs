@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use reflector::store_index::ObjectOrTombstone;
+use reflector::store_index::{DeletedObject, ObjectOrTombstone};
 
 /// Receives an informer's notifications. Each registered handler runs on its own task, one
 /// notification at a time, in order; a slow handler delays only itself. Every method has a no-op
@@ -66,6 +66,32 @@ impl<K> EventHandlerFns<K> {
     /// Called for deletes.
     pub fn on_delete(mut self, f: impl Fn(&ObjectOrTombstone<K>) + Send + Sync + 'static) -> Self {
         self.delete = Some(Box::new(f));
+        self
+    }
+
+    /// Called for deletes with a [`DeletedObject`] (D12.3): the object (a tombstone's last known
+    /// copy, when the deletion was inferred by a relist) and the tombstone, if any, with a name,
+    /// namespace and key that never fail. Replaces [`on_delete`](Self::on_delete).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use shared_informer::{EventHandlerFns, ResourceEventHandler};
+    /// use shared_informer::reflector::store_index::{DeletedFinalStateUnknown, DynamicObject, ObjectOrTombstone};
+    ///
+    /// let handler = EventHandlerFns::<DynamicObject>::new().on_deleted(|gone| {
+    ///     // No tombstone to unwrap, no key that can fail.
+    ///     assert_eq!((gone.namespace(), gone.name(), gone.is_tombstone()), ("ns", "web", true));
+    /// });
+    /// let inferred = DeletedFinalStateUnknown { key: "ns/web".into(), obj: None };
+    /// ResourceEventHandler::on_delete(&handler, &ObjectOrTombstone::Tombstone(inferred));
+    /// ```
+    pub fn on_deleted(mut self, f: impl Fn(&DeletedObject<K>) + Send + Sync + 'static) -> Self
+    where
+        K: 'static,
+    {
+        self.delete = Some(Box::new(move |obj: &ObjectOrTombstone<K>| {
+            f(&DeletedObject::from(obj.clone()))
+        }));
         self
     }
 }

@@ -14,7 +14,7 @@ use reflector::delta_fifo::{
 };
 use reflector::store_index::{
     BoxError, DeletedFinalStateUnknown, Indexer, Indexers, Lister, Object, ObjectKey,
-    ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion,
+    ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion, Transaction, TransactionError,
 };
 use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WatchErrorHandler};
 use tokio::time::Instant;
@@ -604,17 +604,55 @@ where
         Ok(())
     }
 
-    /// Deltas of distinct keys (D2.6). Each is applied in turn under the informer's lock, and
-    /// a failure stops the batch there, as D2.3 has it for one key's deltas.
+    /// Deltas of distinct keys (D2.6): applied to the cache in one transaction, so a reader sees
+    /// all of the batch or none of it; then handlers hear of each operation that was applied.
+    /// Operations the cache refused are skipped and reported as the batch's error.
     fn apply_batch(
         &self,
         batch: &[Delta<K>],
         is_in_initial_list: bool,
     ) -> Result<(), ProcessError> {
-        for delta in batch {
-            self.apply_delta(delta, is_in_initial_list)?;
+        let indexer = &self.inner.indexer;
+        // What each key held before: it decides add or update. Only this informer writes the
+        // cache, and it holds `block_deltas`, so nothing moves between here and the transaction.
+        let before: Vec<Option<Arc<K>>> = batch
+            .iter()
+            .map(|d| match d.object() {
+                Some(obj) if d.kind != DeltaType::Deleted => indexer
+                    .key_of(obj)
+                    .ok()
+                    .and_then(|k| indexer.get_by_key(k.as_str())),
+                _ => None,
+            })
+            .collect();
+        let ops = batch.iter().map(|d| match (d.kind, d.object()) {
+            (DeltaType::Deleted, _) | (_, None) => Transaction::delete(d.object.clone()),
+            (_, Some(obj)) => Transaction::update(Arc::clone(obj)),
+        });
+        let (applied, error): (Vec<usize>, Option<TransactionError>) =
+            match indexer.transaction(ops) {
+                Ok(()) => ((0..batch.len()).collect(), None),
+                Err(e) => (e.successful_indices.clone(), Some(e)),
+            };
+        for i in applied {
+            let delta = &batch[i];
+            match (delta.kind, delta.object()) {
+                (DeltaType::Deleted, _) => self
+                    .inner
+                    .processor
+                    .distribute(Notification::Delete(delta.object.clone()), false),
+                (_, Some(obj)) => match before[i].clone() {
+                    Some(old) => self.notify_update(old, Arc::clone(obj)),
+                    None => self.notify_add(Arc::clone(obj), is_in_initial_list),
+                },
+                // A tombstone without an object outside a deletion does not occur.
+                (_, None) => {}
+            }
         }
-        Ok(())
+        match error {
+            None => Ok(()),
+            Some(e) => Err(ProcessError::failed(e)),
+        }
     }
 
     /// A whole relist (D2.5): the deletions and old/new pairs are worked out against the cache,

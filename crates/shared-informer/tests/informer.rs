@@ -736,3 +736,47 @@ async fn the_store_resource_version_follows_what_the_cache_applied() {
     cancel.cancel();
     task.await.unwrap();
 }
+
+/// A batch is one transaction (D2.6): an object the cache refuses (here, one its index function
+/// cannot index) is skipped and reported, and the rest of the batch is applied and notified.
+#[tokio::test(start_paused = true)]
+async fn a_batch_applies_what_the_cache_accepts_and_notifies_only_that() {
+    let lw = FakeLw::new(vec![pod("a", 1), pod("bad", 2), pod("c", 3)], "3");
+    let inf = SharedIndexInformer::new(
+        lw.clone(),
+        InformerOptions {
+            name: "pods".into(),
+            indexers: Indexers::new().with("strict", |o: &DynamicObject| {
+                if o.name() == "bad" {
+                    Err("cannot index this one".into())
+                } else {
+                    Ok(vec![o.name().to_string()])
+                }
+            }),
+            queue: InformerQueue::InOrder(InOrder {
+                batch_size: 1000,
+                atomic: false,
+                unlock_while_processing: false,
+            }),
+            ..InformerOptions::default()
+        },
+    );
+    let log: Log = Arc::default();
+    inf.add_event_handler(recorder(&log, "h")).unwrap();
+    let (cancel, task) = start(&inf);
+    assert!(inf.wait_for_sync().await);
+    until(|| log.lock().len() == 2).await;
+    let mut seen = log.lock().clone();
+    seen.sort();
+    assert_eq!(seen, ["h add a 1 initial=true", "h add c 3 initial=true"]);
+    let mut keys: Vec<String> = inf
+        .indexer()
+        .list_keys()
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["ns/a", "ns/c"]);
+    cancel.cancel();
+    task.await.unwrap();
+}
