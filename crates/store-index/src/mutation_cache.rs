@@ -20,6 +20,13 @@
 //! is older than the time to live (strictly: `now - recorded > ttl`), and the least recently used
 //! ones when more than `capacity` are remembered.
 //!
+//! **Informer hooks.** A handler of the informer may tell the cache what it saw:
+//! [`on_add_or_update`](MutationCache::on_add_or_update) forgets a mutation the informer has
+//! caught up with (keeping the cache small), and [`on_delete`](MutationCache::on_delete) forgets a
+//! mutation of the deleted object (same UID, or not newer than the deletion) and remembers the
+//! deletion for the time to live, so that a late [`mutation`](MutationCache::mutation) of that
+//! object (same UID, or a version not newer than the deletion's) cannot bring it back.
+//!
 //! Invariants (tests below):
 //! - **N1 (never older):** a read never returns a mutation the informer has caught up with by the
 //!   rule above, nor one past its time to live.
@@ -56,7 +63,24 @@ struct Mutation<K> {
 
 struct Mutations<K> {
     entries: HashMap<ObjectKey, Mutation<K>>,
+    /// Deletions the informer reported (`on_delete`), remembered for the time to live.
+    deleted: HashMap<ObjectKey, Deleted>,
     uses: u64,
+}
+
+/// A deletion reported by the informer: what a later mutation is compared with.
+struct Deleted {
+    uid: Option<String>,
+    rv: String,
+    recorded: Instant,
+}
+
+/// Whether `a`'s version is known to be at least `b`'s: both integers and `a >= b`, or equal.
+fn at_least(a: &str, b: &str) -> bool {
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a >= b,
+        _ => a == b,
+    }
 }
 
 fn rv<K: Object>(obj: &K) -> &str {
@@ -126,6 +150,7 @@ impl<K: Object> MutationCache<K> {
             clock: Arc::new(SystemClock),
             mutations: Mutex::new(Mutations {
                 entries: HashMap::new(),
+                deleted: HashMap::new(),
                 uses: 0,
             }),
         }
@@ -167,8 +192,18 @@ impl<K: Object> MutationCache<K> {
         state
             .entries
             .retain(|_, m| now.saturating_duration_since(m.recorded) <= self.ttl);
+        state
+            .deleted
+            .retain(|_, d| now.saturating_duration_since(d.recorded) <= self.ttl);
 
         let written = rv(obj.as_ref()).to_string();
+        if let Some(deleted) = state.deleted.get(&key) {
+            let same_object = deleted.uid.is_some() && deleted.uid.as_deref() == obj.uid();
+            if same_object || at_least(&deleted.rv, &written) {
+                // A write the informer has since seen deleted: it must not come back.
+                return Ok(());
+            }
+        }
         let mut superseded = Vec::new();
         if let Some(previous) = state.entries.get(&key) {
             let previous_rv = rv(previous.obj.as_ref());
@@ -311,6 +346,47 @@ impl<K: Object> MutationCache<K> {
             }
         }
         Ok(out)
+    }
+
+    /// An informer hook: the informer added or updated `obj`. A mutation it has caught up with
+    /// is forgotten at once instead of at the next read.
+    pub fn on_add_or_update(&self, obj: &K) {
+        let Ok(key) = self.backing.key_of(obj) else {
+            return;
+        };
+        let mut state = self.mutations.lock();
+        if state.entries.get(&key).is_some_and(|m| caught_up(obj, m)) {
+            state.entries.remove(&key);
+        }
+    }
+
+    /// An informer hook: the informer deleted `obj`. A mutation of the same object (same UID) or
+    /// one not newer than the deletion is forgotten, and the deletion is remembered for the time
+    /// to live, so that a late [`mutation`](Self::mutation) of that object is ignored. A mutation
+    /// known to be newer (a re-creation) is kept, and then no deletion is remembered.
+    pub fn on_delete(&self, obj: &K) {
+        let Ok(key) = self.backing.key_of(obj) else {
+            return;
+        };
+        let deleted_rv = rv(obj).to_string();
+        let now = self.clock.now();
+        let mut state = self.mutations.lock();
+        if let Some(m) = state.entries.get(&key) {
+            let same_object = obj.uid().is_some() && obj.uid() == m.obj.uid();
+            if same_object || at_least(&deleted_rv, rv(m.obj.as_ref())) {
+                state.entries.remove(&key);
+            } else {
+                return;
+            }
+        }
+        state.deleted.insert(
+            key,
+            Deleted {
+                uid: obj.uid().map(str::to_string),
+                rv: deleted_rv,
+                recorded: now,
+            },
+        );
     }
 
     #[cfg(test)]
@@ -560,6 +636,41 @@ mod tests {
         );
         assert!(cache.get(&pod("a", "1", "web")).is_err());
         assert_eq!(cache.remembered(), 0);
+    }
+
+    #[test]
+    fn hooks_forget_caught_up_mutations_and_keep_deleted_objects_deleted() {
+        let (informer, cache, clock) = setup(false);
+        informer.add(pod("a", "10", "x")).unwrap();
+        cache.mutation(pod("a", "11", "x")).unwrap();
+        cache.on_add_or_update(&pod("a", "10", "x"));
+        assert_eq!(cache.remembered(), 1, "the informer has not caught up");
+        cache.on_add_or_update(&pod("a", "11", "x"));
+        assert_eq!(cache.remembered(), 0);
+
+        // A deletion at 20 forgets the write at 12 and refuses a late write at 15 or 20.
+        cache.mutation(pod("a", "12", "x")).unwrap();
+        cache.on_delete(&pod("a", "20", "x"));
+        assert_eq!(cache.remembered(), 0);
+        cache.mutation(pod("a", "15", "x")).unwrap();
+        cache.mutation(pod("a", "20", "x")).unwrap();
+        assert_eq!(cache.remembered(), 0, "a deleted object does not come back");
+        // A newer write (a re-creation) is accepted; past the TTL the deletion is forgotten.
+        cache.mutation(pod("a", "21", "x")).unwrap();
+        assert_eq!(cache.remembered(), 1);
+        cache.on_delete(&pod("a", "19", "x"));
+        assert_eq!(
+            cache.remembered(),
+            1,
+            "a newer write survives an older deletion"
+        );
+        clock.advance(TTL + Duration::from_secs(1));
+        cache.mutation(pod("b", "1", "x")).unwrap();
+        let state = cache.mutations.lock();
+        assert!(
+            state.deleted.is_empty(),
+            "deletions are remembered for the TTL only"
+        );
     }
 
     #[test]
