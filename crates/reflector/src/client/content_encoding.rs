@@ -3,14 +3,14 @@
 //!
 //! kube-apiserver compresses a response of 128 KiB or more when the request says
 //! `Accept-Encoding: gzip`, which a list of thousands of objects always is: the wire carries
-//! about a tenth of the JSON. Decompressing must not undo the bounds a body read whole keeps
-//! (docs/semantics.md, H3): the compressed body is never held (each frame is inflated and dropped),
-//! the *decompressed* body is bounded by the same `max_bytes` as an identity body, and inflating
-//! stops as soon as that bound is crossed, so a few KiB that would expand to gigabytes (a gzip
-//! bomb) cost at most one inflate buffer beyond the bound. The compressed bytes are bounded
-//! too, a little above `max_bytes` (a gzip stream can be made of empty blocks that never
-//! produce a byte). A stream that is corrupt, truncated or followed by anything is an error,
-//! never a short body.
+//! an eighth to a tenth of the JSON. Decompressing must not undo the bounds a body read whole
+//! keeps (docs/semantics.md, C16 and H3): the compressed body is never held (each frame is
+//! inflated and dropped), the *decompressed* body is bounded by the same `max_bytes` as an
+//! identity body, and inflating stops as soon as that bound is crossed, so a few KiB that would
+//! expand to gigabytes (a gzip bomb) cost at most one inflate buffer beyond the bound. The
+//! compressed bytes are bounded too, a little above `max_bytes` (a gzip stream can be made of
+//! empty blocks that never produce a byte). A stream that is corrupt, truncated or followed by
+//! anything is an error, never a short body.
 
 use std::io::{self, Write as _};
 
@@ -71,8 +71,8 @@ pub(crate) enum InflateError {
 
 /// A gzip stream inflated frame by frame into one bounded buffer.
 ///
-/// Invariants: `out` never holds more than `max` bytes; at most `wire_max` compressed bytes are
-/// accepted; once a call has failed, the inflater is not used again (its methods take it by
+/// Invariants: the output buffer never holds more than `max` bytes; at most `wire_max`
+/// compressed bytes are accepted; once a call has failed, the inflater is not used again (its methods take it by
 /// value or are only called by a loop that stops at the first error).
 pub(crate) struct Inflater {
     decoder: GzDecoder<Bounded>,
