@@ -128,7 +128,8 @@ impl<K> HttpListerWatcher<K> {
     }
 
     /// Counts the body bytes received into `metrics` (share a reflector's
-    /// [`metrics_handle`](crate::Reflector::metrics_handle)).
+    /// [`metrics_handle`](crate::Reflector::metrics_handle)); a list compressed on the wire counts
+    /// as its decompressed size, the bytes that were decoded.
     pub fn count_bytes_into(mut self, metrics: Arc<ReflectorMetrics>) -> Self {
         self.metrics = Some(metrics);
         self

@@ -192,6 +192,36 @@ async fn paginated_list_of_10k_objects_fills_the_store() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reflector_syncs_and_watches_a_server_that_compresses_its_lists() {
+    let sim = SimServer::builder()
+        .watch_cache(false)
+        .gzip_responses(true)
+        .gzip_min_bytes(16 << 10)
+        .start()
+        .await
+        .unwrap();
+    create_pods(&sim, "default", 2_000);
+    let (r, store, cancel, task) =
+        start::<CompactObject>(&config_for(&sim), ReflectorOptions::default());
+    store.until("2k objects", |s| s.len() == 2_000).await;
+    assert_eq!(r.metrics().pages, 4, "2k objects in pages of 500");
+    assert_eq!(sim.counters().gzip_responses, 4, "every page compressed");
+    // The watch that follows is plain JSON lines.
+    sim.create(
+        "pods",
+        Some("default"),
+        json!({"metadata": {"name": "late"}}),
+    )
+    .unwrap();
+    store
+        .until("the watched pod", |s| s.has("default/late"))
+        .await;
+    assert_eq!(sim.counters().gzip_responses, 4);
+    assert_eq!(store.replaces.load(Ordering::SeqCst), 1);
+    stop(cancel, task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_watch_connection_resumes_without_relisting() {
     let sim = SimServer::start().await.unwrap();
     create_pods(&sim, "default", 3);

@@ -61,6 +61,22 @@ impl SimBody {
         }
     }
 
+    /// The body, if it is whole (not streamed) and not yet sent.
+    pub(crate) fn whole(&self) -> Option<&Bytes> {
+        match &self.kind {
+            Kind::Full(b) => b.as_ref(),
+            Kind::Stream(_) => None,
+        }
+    }
+
+    /// The same body's counters with `b` as its whole content (a re-encoded body).
+    pub(crate) fn with_whole(self, b: impl Into<Bytes>) -> Self {
+        Self {
+            kind: Kind::Full(Some(b.into())),
+            counters: self.counters,
+        }
+    }
+
     fn count(&self, n: usize) {
         if let Some(c) = &self.counters {
             c.bytes.fetch_add(n as u64, Ordering::Relaxed);

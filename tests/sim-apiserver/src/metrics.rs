@@ -15,6 +15,7 @@ pub struct Counters {
     pub(crate) bytes: AtomicU64,
     pub(crate) watch_events: AtomicU64,
     pub(crate) active_watches: AtomicU64,
+    pub(crate) gzip_responses: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -40,6 +41,9 @@ pub struct CounterSnapshot {
     pub watch_events: u64,
     /// Watch streams currently open.
     pub active_watches: u64,
+    /// Responses sent gzip-compressed (with
+    /// [`gzip_responses`](crate::SimServerBuilder::gzip_responses) on).
+    pub gzip_responses: u64,
 }
 
 impl Counters {
@@ -61,6 +65,7 @@ impl Counters {
             bytes: r(&self.bytes),
             watch_events: r(&self.watch_events),
             active_watches: r(&self.active_watches),
+            gzip_responses: r(&self.gzip_responses),
         }
     }
 }

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use crate::body::SimBody;
 use crate::churn::{self, ChurnConfig, ChurnHandle};
+use crate::compression::{accepts_gzip, gzip_response, DEFAULT_GZIP_MIN_BYTES};
 use crate::discovery;
 use crate::faults::{Faults, ListFault, RequestKind, REPEAT_CONTINUE_TOKEN};
 use crate::list;
@@ -56,6 +57,8 @@ pub struct SimServerBuilder {
     watch_cache: bool,
     resources: Vec<ResourceDef>,
     readonly_tokens: Vec<String>,
+    gzip: bool,
+    gzip_min_bytes: usize,
 }
 
 impl Default for SimServerBuilder {
@@ -72,6 +75,8 @@ impl Default for SimServerBuilder {
             watch_cache: true,
             resources: Vec::new(),
             readonly_tokens: Vec::new(),
+            gzip: false,
+            gzip_min_bytes: DEFAULT_GZIP_MIN_BYTES,
         }
     }
 }
@@ -136,6 +141,24 @@ impl SimServerBuilder {
     /// its writes get 403 Forbidden.
     pub fn readonly_token(mut self, token: impl Into<String>) -> Self {
         self.readonly_tokens.push(token.into());
+        self
+    }
+
+    /// Compress responses as kube-apiserver does: a whole body (a list, a get, discovery, an
+    /// error; never a watch) of at least [`gzip_min_bytes`](Self::gzip_min_bytes) is sent with
+    /// `Content-Encoding: gzip` when the request says `Accept-Encoding: gzip`. Default off, so
+    /// that benchmarks measure what they always did; counted in
+    /// [`CounterSnapshot::gzip_responses`].
+    pub fn gzip_responses(mut self, on: bool) -> Self {
+        self.gzip = on;
+        self
+    }
+
+    /// The smallest body [`gzip_responses`](Self::gzip_responses) compresses. Default
+    /// [`DEFAULT_GZIP_MIN_BYTES`] (128 KiB, kube-apiserver's); tests set it low to compress
+    /// small lists (0 compresses every whole body).
+    pub fn gzip_min_bytes(mut self, bytes: usize) -> Self {
+        self.gzip_min_bytes = bytes;
         self
     }
 
@@ -700,6 +723,20 @@ fn authenticate(shared: &Shared, req: &Request<Incoming>, client_cert: bool) -> 
 }
 
 async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    client_cert: bool,
+) -> Response<SimBody> {
+    let gzip = shared.cfg.gzip && accepts_gzip(req.headers());
+    let resp = respond(shared.clone(), req, client_cert).await;
+    if gzip {
+        gzip_response(resp, shared.cfg.gzip_min_bytes, &shared.counters)
+    } else {
+        resp
+    }
+}
+
+async fn respond(
     shared: Arc<Shared>,
     req: Request<Incoming>,
     client_cert: bool,

@@ -111,3 +111,45 @@ async fn the_binary_rejects_a_bad_fault_spec_with_the_valid_ones() {
     );
     assert!(err.contains("list-status-200[:N]"), "{err}");
 }
+
+#[tokio::test]
+async fn the_binary_gzips_responses_with_the_gzip_flags() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sim-apiserver"))
+        .args(["--pods", "2", "--gzip", "--gzip-min-bytes", "1"])
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = next(&mut lines).await;
+    let base = url.strip_prefix("url: ").expect("url line");
+    let c = common::Client::at(base);
+    let pods = "/api/v1/namespaces/default/pods";
+    let r = c
+        .raw_with(
+            http::Method::GET,
+            pods,
+            None,
+            &[("accept-encoding", "gzip")],
+        )
+        .await;
+    assert_eq!(r.headers()[http::header::CONTENT_ENCODING], "gzip");
+    let r = c.raw(http::Method::GET, pods, None).await;
+    assert!(r.headers().get(http::header::CONTENT_ENCODING).is_none());
+
+    let out = Command::new(env!("CARGO_BIN_EXE_sim-apiserver"))
+        .args(["--gzip-min-bytes", "lots"])
+        .stdin(Stdio::null())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), out)
+        .await
+        .expect("binary did not exit")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(r#"--gzip-min-bytes: "lots" is not a number of bytes"#),
+        "{err}"
+    );
+}

@@ -1,14 +1,17 @@
 //! [`Client`]: the HTTP client on hyper 1.x — TLS by rustls (ring), HTTP/1.1 or HTTP/2 chosen by
 //! ALPN, pooled connections, HTTP/2 keep-alive pings, connect and request timeouts (on watches,
 //! only until the response head), HTTP proxies (`proxy.rs`). HTTP/1.1 watches read on a dedicated
-//! connection they drive themselves ([`WatchBody`]).
+//! connection they drive themselves ([`WatchBody`]). Bodies read whole ask for gzip, as client-go
+//! does, and are decompressed as they arrive (`content_encoding.rs`); watches never do.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, PROXY_AUTHORIZATION, USER_AGENT};
+use http::header::{
+    ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, PROXY_AUTHORIZATION, USER_AGENT,
+};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Empty};
 use hyper::body::Incoming;
@@ -19,6 +22,7 @@ use rustls::pki_types::ServerName;
 
 use super::auth::Authenticator;
 use super::config::{ClusterConfig, Impersonate};
+use super::content_encoding::{read_gzip_body, Encoding};
 use super::error::{ClientError, ConfigError};
 use super::proxy::{describe_route, forward_authorization, ProxyConnector, ProxySettings};
 use super::rate_limit::TokenBucket;
@@ -51,6 +55,8 @@ pub struct Client {
     base: String,
     auth: Arc<Authenticator>,
     request_timeout: Option<Duration>,
+    /// Ask for gzip on requests whose body is read whole ([`ClusterConfig::compression`]).
+    compression: bool,
     user_agent: http::HeaderValue,
     /// `Impersonate-*` headers, sent with every request.
     impersonate: Arc<http::HeaderMap>,
@@ -148,6 +154,7 @@ impl Client {
             auth: Arc::new(auth),
             impersonate: Arc::new(impersonation_headers(config.impersonate.as_ref())?),
             request_timeout: config.request_timeout,
+            compression: config.compression,
             user_agent: http::HeaderValue::from_str(&config.user_agent).map_err(|_| {
                 ConfigError::Field {
                     field: "user_agent".into(),
@@ -168,16 +175,21 @@ impl Client {
         if let Some(bucket) = &self.requests {
             bucket.acquire(path_and_query).await;
         }
-        self.send_now(path_and_query).await
+        self.send_now(path_and_query, false).await
     }
 
     /// [`send`](Self::send) without the rate limiter (the caller has waited for its own). A 401
     /// to a credential that can be renewed (exec plugin, OIDC) renews it and sends once more.
-    async fn send_now(&self, path_and_query: &str) -> Result<Response<Incoming>, ClientError> {
+    /// `gzip`: say `Accept-Encoding: gzip` (only where the body is read whole and decoded).
+    async fn send_now(
+        &self,
+        path_and_query: &str,
+        gzip: bool,
+    ) -> Result<Response<Incoming>, ClientError> {
         let uri = format!("{}{}", self.base, path_and_query);
         let mut retried = false;
         loop {
-            let (req, generation) = self.request(&uri, &uri).await?;
+            let (req, generation) = self.request(&uri, &uri, gzip).await?;
             let resp = self
                 .pooled()
                 .request(req)
@@ -222,17 +234,21 @@ impl Client {
 
     /// A `GET` of `target` (absolute for the pool and for a forwarding proxy, origin-form on a
     /// dedicated connection to the server), with the credentials' current `Authorization`
-    /// header and the impersonation headers; `uri` names it in errors. Also returns the
-    /// credential's generation.
+    /// header, the impersonation headers and, if `gzip`, `Accept-Encoding: gzip`; `uri` names it
+    /// in errors. Also returns the credential's generation.
     async fn request(
         &self,
         uri: &str,
         target: &str,
+        gzip: bool,
     ) -> Result<(Request<Empty<Bytes>>, u64), ClientError> {
         let credential = self.auth.credential().await?;
         let mut req = Request::get(target)
             .header(ACCEPT, "application/json")
             .header(USER_AGENT, self.user_agent.clone());
+        if gzip {
+            req = req.header(ACCEPT_ENCODING, "gzip");
+        }
         if let Some(h) = &self.proxy_authorization {
             req = req.header(PROXY_AUTHORIZATION, h.clone());
         }
@@ -251,7 +267,8 @@ impl Client {
     /// Opens a watch (`GET path_and_query` whose body streams): returns the body of a successful
     /// response once its head arrives, within the request timeout; an error status is read and
     /// returned as [`ClientError::Api`]. The body itself has no timeout (the server ends a
-    /// watch after its `timeoutSeconds`).
+    /// watch after its `timeoutSeconds`). A watch never asks for compression (kube-apiserver
+    /// never compresses one); a stream that comes encoded anyway is a transport error.
     ///
     /// Over HTTP/1.1 the watch gets a connection of its own that its body drives as it is read
     /// (see [`WatchBody`] for why); over HTTP/2 it shares the pool's multiplexed connection. The
@@ -276,34 +293,50 @@ impl Client {
                     }
                 }
                 Ok::<_, ClientError>(
-                    self.send_now(path_and_query)
+                    self.send_now(path_and_query, false)
                         .await?
                         .map(WatchBody::without_driver),
                 )
             })
             .await??;
         if resp.status().is_success() {
+            if Encoding::of(resp.headers(), path_and_query)? != Encoding::Identity {
+                return Err(ClientError::transport(
+                    format!("watching {path_and_query}"),
+                    "the server compressed a watch stream, which was not asked for".into(),
+                ));
+            }
             return Ok(resp.into_body());
         }
         Err(self.error_response(resp).await)
     }
 
-    /// The error a non-success response means: its body read (bounded in size and time) as a
-    /// `Status`, or a status made from the HTTP code when the body is not one.
+    /// The error a non-success response means: its body read (bounded in size and time, and
+    /// decompressed within the same bound if gzip) as a `Status`, or a status made from the
+    /// HTTP code when the body is not one.
     async fn error_response<B>(&self, resp: Response<B>) -> ClientError
     where
         B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
     {
         let code = resp.status().as_u16();
-        let body = match self
-            .with_timeout(read_body(
-                resp.into_body(),
-                None,
-                MAX_ERROR_BODY_BYTES,
-                "error body",
-            ))
-            .await
-        {
+        // An encoding we cannot read leaves the code alone to say what happened.
+        let encoding = Encoding::of(resp.headers(), "error body").ok();
+        let read = async {
+            match encoding {
+                Some(encoding) => {
+                    read_body(
+                        resp.into_body(),
+                        encoding,
+                        None,
+                        MAX_ERROR_BODY_BYTES,
+                        "error body",
+                    )
+                    .await
+                }
+                None => Ok(Bytes::new()),
+            }
+        };
+        let body = match self.with_timeout(read).await {
             Ok(Ok(body)) => body,
             // The code alone still says what happened.
             Ok(Err(_)) | Err(_) => Bytes::new(),
@@ -328,7 +361,7 @@ impl Client {
         let target = uri.path_and_query().map_or("/", |p| p.as_str());
         // The credential first: an exec plugin may return the client certificate the TLS
         // handshake is to present.
-        let (mut req, generation) = self.request(&full, target).await?;
+        let (mut req, generation) = self.request(&full, target, false).await?;
         let mut connector = self.connector.clone();
         futures::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -369,7 +402,7 @@ impl Client {
     }
 
     /// `GET path_and_query` and the whole body, within the request timeout and at most
-    /// [`DEFAULT_MAX_BODY_BYTES`].
+    /// [`DEFAULT_MAX_BODY_BYTES`] (decompressed, see [`get_bytes_within`](Self::get_bytes_within)).
     pub async fn get_bytes(&self, path_and_query: &str) -> Result<Bytes, ClientError> {
         self.get_bytes_within(path_and_query, DEFAULT_MAX_BODY_BYTES)
             .await
@@ -378,6 +411,13 @@ impl Client {
     /// `GET path_and_query` and the whole body, within the request timeout; a body longer than
     /// `max_bytes` (announced by its `Content-Length` or found while reading) is
     /// [`ClientError::BodyTooLarge`], and reading stops there.
+    ///
+    /// With [`ClusterConfig::compression`] (the default) the request says `Accept-Encoding:
+    /// gzip`, as client-go's does. A gzip body (`Content-Encoding: gzip`, whether asked for or
+    /// not) is decompressed frame by frame as it arrives, never held compressed; `max_bytes`
+    /// bounds the decompressed body, and inflating stops as soon as it is crossed. A corrupt or
+    /// truncated gzip stream, or an encoding other than gzip and identity, is
+    /// [`ClientError::Transport`] naming the request.
     pub async fn get_bytes_within(
         &self,
         path_and_query: &str,
@@ -388,10 +428,11 @@ impl Client {
             bucket.acquire(path_and_query).await;
         }
         self.with_timeout(async {
-            let resp = self.send_now(path_and_query).await?;
+            let resp = self.send_now(path_and_query, self.compression).await?;
             if !resp.status().is_success() {
                 return Err(self.error_response(resp).await);
             }
+            let encoding = Encoding::of(resp.headers(), path_and_query)?;
             let len = resp
                 .headers()
                 .get(CONTENT_LENGTH)
@@ -400,7 +441,7 @@ impl Client {
             if resp.status() == StatusCode::NO_CONTENT {
                 return Ok(Bytes::new());
             }
-            read_body(resp.into_body(), len, max_bytes, path_and_query).await
+            read_body(resp.into_body(), encoding, len, max_bytes, path_and_query).await
         })
         .await?
     }
@@ -458,11 +499,12 @@ fn impersonation_headers(
     Ok(headers)
 }
 
-/// Reads a body into one buffer, dropping each frame once copied (the body is held once). More
-/// than `max` bytes, announced (`len`, the `Content-Length`) or read, is an error; `what` names the
-/// request in errors.
+/// Reads a body into one buffer, dropping each frame once copied (the body is held once) or,
+/// for gzip, once inflated. More than `max` bytes, announced (`len`, the `Content-Length`) or
+/// read (decompressed), is an error; `what` names the request in errors.
 async fn read_body<B>(
     mut body: B,
+    encoding: Encoding,
     len: Option<usize>,
     max: usize,
     what: &str,
@@ -470,6 +512,9 @@ async fn read_body<B>(
 where
     B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
 {
+    if encoding == Encoding::Gzip {
+        return read_gzip_body(body, len, max, what).await;
+    }
     let too_large = || ClientError::BodyTooLarge {
         what: what.to_string(),
         limit: max,

@@ -7,13 +7,15 @@
 //! [`ReflectorError`](crate::ReflectorError) wraps.
 //!
 //! ```text
-//!  ClusterConfig ──► Client ──┬─ get_bytes_within (lists: bounded body, request timeout)
-//!  (kubeconfig,        │      └─ watch (a streaming body; HTTP/1.1 on a connection of its own)
-//!   in-cluster)        └─ Authenticator (Authorization header), TokenBuckets (rate limits), TLS
+//!  ClusterConfig ──► Client ──┬─ get_bytes_within (lists: bounded body, request timeout,
+//!  (kubeconfig,        │      │                    gzip decompressed as it arrives)
+//!   in-cluster)        │      └─ watch (a streaming body; HTTP/1.1 on a connection of its own)
+//!                      └─ Authenticator (Authorization header), TokenBuckets (rate limits), TLS
 //! ```
 
 mod auth;
 mod config;
+mod content_encoding;
 mod error;
 mod http;
 mod incluster;

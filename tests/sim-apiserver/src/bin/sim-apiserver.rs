@@ -1,7 +1,8 @@
 //! Runs the simulated kube-apiserver by hand.
 //!
 //! Usage: `sim-apiserver [--tls] [--token TOKEN] [--http1] [--pods N] [--churn RATE]
-//! [--fault SPEC]... [--compact-every SECS] [--stall-every SECS] [--reset-connections-every SECS]`
+//! [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
+//! [--stall-every SECS] [--reset-connections-every SECS]`
 //!
 //! Prints the URL (and for TLS the CA path and token), then one `fault: ...` line per applied
 //! fault, then serves until Ctrl-C. `--fault` (repeatable) makes the server misbehave, so any
@@ -11,14 +12,20 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sim_apiserver::{apply_fault_spec, ChurnConfig, Faults, SimServer, FAULT_SPECS};
+use sim_apiserver::{
+    apply_fault_spec, ChurnConfig, Faults, SimServer, DEFAULT_GZIP_MIN_BYTES, FAULT_SPECS,
+};
 
 fn usage() -> String {
     format!(
         "sim-apiserver [--tls] [--token TOKEN] [--http1] [--pods N] [--churn OPS_PER_SEC]
-              [--fault SPEC]... [--compact-every SECS] [--stall-every SECS]
-              [--reset-connections-every SECS]
+              [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
+              [--stall-every SECS] [--reset-connections-every SECS]
 
+  --gzip                          gzip lists, gets and errors of at least --gzip-min-bytes
+                                  for requests with Accept-Encoding: gzip, as kube-apiserver
+                                  does (never watches)
+  --gzip-min-bytes BYTES          the smallest body --gzip compresses (default {})
   --fault SPEC                    make the server misbehave (repeatable); SPEC is one of
                                   {}
                                   `:N` = only the next N requests (or watch events for the
@@ -29,6 +36,7 @@ fn usage() -> String {
                                   of flow
   --reset-connections-every SECS  every SECS seconds, cut the next watch event in half and
                                   abort its connection",
+        DEFAULT_GZIP_MIN_BYTES,
         FAULT_SPECS.join("\n                                  ")
     )
 }
@@ -81,6 +89,16 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         match a.as_str() {
             "--tls" => b = b.tls(true),
             "--http1" => b = b.http2(false),
+            "--gzip" => b = b.gzip_responses(true),
+            "--gzip-min-bytes" => {
+                let v = args
+                    .next()
+                    .ok_or("--gzip-min-bytes needs a value (bytes)")?;
+                let n = v
+                    .parse()
+                    .map_err(|_| format!("--gzip-min-bytes: {v:?} is not a number of bytes"))?;
+                b = b.gzip_min_bytes(n);
+            }
             "--token" => b = b.token(args.next().ok_or("--token needs a value")?),
             "--pods" => pods = args.next().ok_or("--pods needs a value")?.parse()?,
             "--churn" => churn = args.next().ok_or("--churn needs a value")?.parse()?,

@@ -112,9 +112,23 @@ impl Client {
         path: &str,
         body: Option<(&str, Value)>,
     ) -> hyper::Response<Incoming> {
+        self.raw_with(method, path, body, &[]).await
+    }
+
+    /// [`raw`](Self::raw) with extra request headers.
+    pub async fn raw_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Value)>,
+        headers: &[(&str, &str)],
+    ) -> hyper::Response<Incoming> {
         let mut b = Request::builder()
             .method(method)
             .uri(format!("{}{}", self.base, path));
+        for (name, value) in headers {
+            b = b.header(*name, *value);
+        }
         if let Some(t) = &self.token {
             b = b.header("authorization", format!("Bearer {t}"));
         }
