@@ -289,6 +289,11 @@ fn impersonation_fields_become_an_impersonate_setting() {
         other => panic!("{other:?}"),
     }
     assert!(!format!("{:?}", load.config).contains("proxy-password"));
+    assert!(!load.config.compression, "disable-compression: true");
+    assert!(
+        load_fields("oidc-no-token").is_err()
+            && load_fields("token-and-exec").unwrap().config.compression
+    );
     // `extensions` and `preferences` are known and ignored without a warning.
     assert!(load.warnings.is_empty(), "{:?}", load.warnings);
 }

@@ -75,6 +75,8 @@ struct Cluster {
     insecure_skip_tls_verify: bool,
     tls_server_name: Option<String>,
     proxy_url: Option<String>,
+    #[serde(default)]
+    disable_compression: bool,
     #[serde(flatten)]
     other: Other,
 }
@@ -466,6 +468,7 @@ fn apply_cluster(
             .map_err(|e| field(format!("{cpath}.proxy-url"), format!("not a URL: {e}")))?;
         config.proxy = Proxy::Url(url);
     }
+    config.compression = !c.disable_compression;
     Ok(config)
 }
 
