@@ -453,3 +453,132 @@ proptest! {
         })?;
     }
 }
+
+/// An entry of the atomic model's queue.
+#[derive(Debug, Clone, PartialEq)]
+enum AtomicEntry {
+    Delta(String, D),
+    Replaced(Vec<i64>),
+    SyncAll,
+    Bookmark(String),
+}
+
+/// An operation of the atomic property test.
+#[derive(Debug, Clone)]
+enum AtomicOp {
+    Add(u8, i64),
+    Delete(u8),
+    Replace(Vec<(u8, i64)>),
+    Resync,
+    Bookmark(u32),
+    Pop(usize),
+}
+
+fn atomic_op() -> impl Strategy<Value = AtomicOp> {
+    prop_oneof![
+        4 => (0u8..6, 0i64..100).prop_map(|(k, v)| AtomicOp::Add(k, v)),
+        2 => (0u8..6).prop_map(AtomicOp::Delete),
+        1 => proptest::collection::vec((0u8..6, 0i64..100), 0..5).prop_map(AtomicOp::Replace),
+        1 => Just(AtomicOp::Resync),
+        1 => (0u32..1000).prop_map(AtomicOp::Bookmark),
+        4 => (1usize..5).prop_map(AtomicOp::Pop),
+    ]
+}
+
+/// B15.3 and B15.5 in atomic mode: every change and every relist, resync and bookmark is one
+/// entry, in order; a batch takes deltas of distinct keys and never an atomic entry with them.
+fn atomic_model_pop(queue: &mut Vec<AtomicEntry>, initial: &mut Option<usize>, max: usize) -> P {
+    let mut limit = max;
+    if let Some(n) = initial.filter(|n| *n > 0) {
+        limit = limit.min(n);
+    }
+    let first = queue.remove(0);
+    let mut taken = 1;
+    let popped = match first {
+        AtomicEntry::Delta(key, d) => {
+            let mut keys = vec![key];
+            let mut ds = vec![d];
+            while taken < limit {
+                match queue.first() {
+                    Some(AtomicEntry::Delta(k, _)) if !keys.contains(k) => {}
+                    _ => break,
+                }
+                let AtomicEntry::Delta(k, d) = queue.remove(0) else {
+                    unreachable!()
+                };
+                keys.push(k);
+                ds.push(d);
+                taken += 1;
+            }
+            if ds.len() == 1 {
+                P::Deltas(ds)
+            } else {
+                P::Batch(ds)
+            }
+        }
+        AtomicEntry::Replaced(vals) => P::ReplacedAll(vals, "1".into()),
+        AtomicEntry::SyncAll => P::SyncAll,
+        AtomicEntry::Bookmark(rv) => P::Bookmark(rv),
+    };
+    if let Some(n) = initial.as_mut() {
+        *n = n.saturating_sub(taken);
+    }
+    popped
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    /// The atomic RealFifo behaves as its model: the same entries in the same pops and batches,
+    /// the same HasSynced, and the reflector's RV recorded whether or not bookmarks are queued.
+    #[test]
+    fn proptest_atomic_real_fifo_matches_its_model(ops in proptest::collection::vec(atomic_op(), 1..40)) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            let f = atomic(true);
+            let mut queue: Vec<AtomicEntry> = Vec::new();
+            let mut initial: Option<usize> = None;
+            let mut populated = false;
+            for op in ops {
+                match op {
+                    AtomicOp::Add(k, v) => {
+                        f.add(obj(&name(k), v)).unwrap();
+                        queue.push(AtomicEntry::Delta(name(k), d(Added, &name(k), v)));
+                        populated = true;
+                    }
+                    AtomicOp::Delete(k) => {
+                        f.delete(obj(&name(k), -1)).unwrap();
+                        queue.push(AtomicEntry::Delta(name(k), d(Deleted, &name(k), -1)));
+                        populated = true;
+                    }
+                    AtomicOp::Replace(list) => {
+                        f.replace(list.iter().map(|(k, v)| obj(&name(*k), *v)).collect(), "1")
+                            .unwrap();
+                        queue.push(AtomicEntry::Replaced(list.iter().map(|(_, v)| *v).collect()));
+                        if !populated {
+                            populated = true;
+                            initial = Some(queue.len());
+                        }
+                    }
+                    AtomicOp::Resync => {
+                        f.resync().unwrap();
+                        queue.push(AtomicEntry::SyncAll);
+                    }
+                    AtomicOp::Bookmark(rv) => {
+                        f.update_resource_version(&ResourceVersion::from(rv.to_string()));
+                        queue.push(AtomicEntry::Bookmark(rv.to_string()));
+                        prop_assert_eq!(f.last_sync_resource_version(), rv.to_string());
+                    }
+                    AtomicOp::Pop(max) if !f.is_empty() => {
+                        let (got, _) = pop_batch(&f, max).await;
+                        prop_assert_eq!(got, atomic_model_pop(&mut queue, &mut initial, max));
+                    }
+                    AtomicOp::Pop(_) => {}
+                }
+                prop_assert_eq!(f.len(), queue.len());
+                prop_assert_eq!(f.has_synced(), populated && initial.unwrap_or(0) == 0);
+            }
+            Ok(())
+        })?;
+    }
+}
