@@ -5,7 +5,8 @@
 //! store, indexer and listers).
 //!
 //! ```text
-//!   Object (trait) ── DynamicObject | CompactObject | your serde type | k8s-openapi types
+//!   Object (trait) ── DynamicObject | CompactObject | PartialObjectMetadata | your serde type
+//!        │            | k8s-openapi types
 //!        │ key function: "namespace/name" or "name"
 //!        ▼
 //!   Indexer<K> ── items: key → Arc<K>
@@ -41,6 +42,7 @@ mod indexer;
 mod key;
 mod lister;
 mod object;
+mod partial_object_metadata;
 mod read_only;
 mod resource_version;
 mod selector;
@@ -55,6 +57,7 @@ pub use indexer::{Indexer, KeyListerGetter};
 pub use key::{meta_namespace_key, split_meta_namespace_key, KeyFn, ObjectKey, ObjectName};
 pub use lister::{Lister, NamespaceLister};
 pub use object::{Object, ObjectMeta, OwnerReference};
+pub use partial_object_metadata::PartialObjectMetadata;
 pub use read_only::ReadOnlyIndexer;
 pub use resource_version::ResourceVersion;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
@@ -64,8 +67,8 @@ pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTom
 pub mod prelude {
     pub use crate::{
         CompactObject, DeletedFinalStateUnknown, DynamicObject, IndexFn, Indexer, Indexers, Lister,
-        Object, ObjectKey, ObjectMeta, ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion,
-        Selector, StoreError,
+        Object, ObjectKey, ObjectMeta, ObjectOrTombstone, PartialObjectMetadata, ReadOnlyIndexer,
+        ResourceVersion, Selector, StoreError,
     };
 }
 
