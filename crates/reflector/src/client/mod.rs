@@ -9,7 +9,8 @@
 //! ```text
 //!  ClusterConfig ──► Client ──┬─ get_bytes_within (lists: bounded body, request timeout)
 //!  (kubeconfig,        │      └─ watch (a streaming body; HTTP/1.1 on a connection of its own)
-//!   in-cluster)        └─ Authenticator (Authorization header), TokenBuckets (rate limits), TLS
+//!   in-cluster)        │         (`*_accepting`: with a Representation's `Accept` header)
+//!                      └─ Authenticator (Authorization header), TokenBuckets (rate limits), TLS
 //! ```
 
 mod auth;
@@ -22,6 +23,7 @@ mod oidc;
 mod params;
 mod proxy;
 mod rate_limit;
+mod representation;
 mod resource;
 mod status;
 mod tls;
@@ -37,6 +39,7 @@ pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning};
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use proxy::Proxy;
 pub use rate_limit::RateLimit;
+pub use representation::Representation;
 pub use resource::{ApiResource, Resource};
 pub use secrecy::{ExposeSecret, SecretSlice, SecretString};
 pub use status::{Status, StatusCause, StatusDetails};
