@@ -113,4 +113,11 @@ impl ReflectorError {
         self.client_error()
             .is_some_and(ClientError::is_connection_refused)
     }
+
+    /// 406 Not Acceptable: the server knows none of the representations the request asked for
+    /// ([`ClientError::NotAcceptable`] names the `Accept` header).
+    pub fn is_not_acceptable(&self) -> bool {
+        self.client_error()
+            .is_some_and(ClientError::is_not_acceptable)
+    }
 }

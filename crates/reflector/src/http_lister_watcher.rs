@@ -8,8 +8,8 @@ use futures::StreamExt as _;
 use http_body_util::BodyExt as _;
 
 use crate::client::{
-    BoxError, Client, ClusterConfig, ConfigError, ListOptions, Resource, WatchOptions,
-    DEFAULT_MAX_BODY_BYTES,
+    BoxError, Client, ClusterConfig, ConfigError, ListOptions, Representation, Resource,
+    WatchOptions, DEFAULT_MAX_BODY_BYTES,
 };
 use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::ReflectorError;
@@ -22,7 +22,9 @@ use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body;
 
 /// Lists and watches one resource of an API server (client-go's `ListWatch` from a REST client,
-/// contract C15): namespace or all, label and field selectors applied to every request.
+/// contract C15): namespace or all, label and field selectors applied to every request, and the
+/// `Accept` header of `K`'s [`Representation`] (`HttpListerWatcher<PartialObjectMetadata>` lists
+/// and watches metadata only, as client-go's metadata informers do).
 ///
 /// ```no_run
 /// use reflector::{ClusterConfig, HttpListerWatcher, Resource};
@@ -161,7 +163,11 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             .or_else(|| self.field_selector.clone());
         let body = self
             .client
-            .get_bytes_within(&self.path(&options.to_query()), self.max_list_page_bytes)
+            .get_bytes_accepting(
+                &self.path(&options.to_query()),
+                K::REPRESENTATION.list_accept(),
+                self.max_list_page_bytes,
+            )
             .await?;
         if let Some(m) = &self.metrics {
             m.add_bytes(body.len() as u64);
@@ -179,7 +185,13 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         let idle = self
             .watch_idle_timeout
             .unwrap_or_else(|| idle_timeout_for(options.timeout_seconds));
-        let body = self.client.watch(&self.path(&options.to_query())).await?;
+        let body = self
+            .client
+            .watch_accepting(
+                &self.path(&options.to_query()),
+                K::REPRESENTATION.object_accept(),
+            )
+            .await?;
         let activity = Activity::default();
         let chunks = body.into_data_stream().map({
             let metrics = self.metrics.clone();
@@ -198,5 +210,9 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
 
     fn supports_watch_list(&self) -> bool {
         self.watch_list
+    }
+
+    fn representation(&self) -> Representation {
+        K::REPRESENTATION
     }
 }

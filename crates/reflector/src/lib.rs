@@ -59,8 +59,8 @@ pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
     default_user_agent, ApiResource, BoxError, Client, ClientError, ClusterConfig, ConfigError,
     Credentials, ExecConfig, ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigWarning,
-    ListOptions, OidcConfig, Proxy, RateLimit, Resource, ResourceVersionMatch, SecretSlice,
-    SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
+    ListOptions, OidcConfig, Proxy, RateLimit, Representation, Resource, ResourceVersionMatch,
+    SecretSlice, SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
     DEFAULT_MAX_BODY_BYTES, SERVICE_ACCOUNT_DIR,
 };
 pub use decoder::{

@@ -9,8 +9,7 @@ use bytes::Bytes;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::client::ListOptions;
-use crate::client::Status;
+use crate::client::{ListOptions, Representation, Status};
 use crate::error::ReflectorError;
 use crate::lister_watcher::ListerWatcher;
 use crate::object::{Decode, DecodeSource};
@@ -343,13 +342,23 @@ pub(crate) struct PageLimits {
     pub(crate) max_pages: u32,
     /// The kind every page must have (`PodList`), when the caller knows it.
     pub(crate) expected_kind: Option<String>,
+    /// The representation the lister-watcher asked for: its own list type
+    /// (`PartialObjectMetadataList` of `meta.k8s.io/v1`) is as good as the expected kind, and the
+    /// expected kind is what a server that does not know the representation answers with.
+    pub(crate) representation: Representation,
 }
 
 impl PageLimits {
-    /// Refuses a page whose kind is not the expected one (pages of scripted listers name no kind).
+    /// Refuses a page whose kind is not the expected one, nor the list type of the representation
+    /// asked for (pages of scripted listers name no kind).
     fn check_kind<K>(&self, page: &ObjectList<K>) -> Result<(), ListError> {
+        let of_representation = self.representation.list_type().is_some_and(|(av, kind)| {
+            page.kind.as_deref() == Some(kind) && page.api_version.as_deref() == Some(av)
+        });
         match (&self.expected_kind, &page.kind) {
-            (Some(expected), Some(kind)) if kind != expected && !page.is_table() => {
+            (Some(expected), Some(kind))
+                if kind != expected && !page.is_table() && !of_representation =>
+            {
                 Err(ListError {
                     problem: format!("kind {kind:?} where {expected:?} was expected"),
                     snippet: String::new(),
@@ -552,7 +561,7 @@ mod tests {
     ) -> Result<FullList<DynamicObject>, ReflectorError> {
         let limits = PageLimits {
             max_pages,
-            expected_kind: None,
+            ..PageLimits::default()
         };
         futures::executor::block_on(list_all(pages, ListOptions::default(), &limits, |_| {}))
     }
@@ -694,6 +703,7 @@ mod tests {
         let limits = PageLimits {
             max_pages: 10,
             expected_kind: Some("PodList".into()),
+            representation: Representation::Object,
         };
         let got =
             futures::executor::block_on(list_all(&pages, ListOptions::default(), &limits, |_| {}));
@@ -701,6 +711,33 @@ mod tests {
             matches!(&got, Err(ReflectorError::InvalidList(e)) if e.problem.contains("PodList")),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn a_metadata_list_passes_for_the_expected_kind_only_when_metadata_was_asked_for() {
+        const META_PAGE: &str = r#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"5"},"items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a"}}]}"#;
+        const POD_PAGE: &str = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"a"}}]}"#;
+        let list = |page: &'static str, representation| {
+            let limits = PageLimits {
+                max_pages: 10,
+                expected_kind: Some("PodList".into()),
+                representation,
+            };
+            let pages = Pages::new(&[page]);
+            futures::executor::block_on(list_all(&pages, ListOptions::default(), &limits, |_| {}))
+        };
+        let meta = Representation::PartialObjectMetadata;
+        assert_eq!(list(META_PAGE, meta).unwrap().items.len(), 1);
+        // A server that does not know the representation answers with the resource's own list.
+        assert_eq!(list(POD_PAGE, meta).unwrap().items.len(), 1);
+        let got = list(META_PAGE, Representation::Object);
+        assert!(
+            matches!(&got, Err(ReflectorError::InvalidList(e)) if e.problem.contains("PartialObjectMetadataList")),
+            "{got:?}"
+        );
+        // The representation's list kind of another group is not it.
+        let other = r#"{"kind":"PartialObjectMetadataList","apiVersion":"example.com/v1","metadata":{"resourceVersion":"5"},"items":[]}"#;
+        assert!(list(other, meta).is_err());
     }
 
     mod props {

@@ -4,7 +4,7 @@ use std::future::Future;
 
 use futures::stream::BoxStream;
 
-use crate::client::{ListOptions, WatchOptions};
+use crate::client::{ListOptions, Representation, WatchOptions};
 use crate::decoder::WatchEvent;
 use crate::error::ReflectorError;
 use crate::list::ObjectList;
@@ -31,5 +31,13 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     /// Whether watch-list streaming may be tried (contract C1.3). Default: yes.
     fn supports_watch_list(&self) -> bool {
         true
+    }
+
+    /// The representation this lister-watcher asks the server for: with
+    /// [`ReflectorOptions::expected_gvk`](crate::ReflectorOptions::expected_gvk) set, the
+    /// reflector also accepts lists and objects of that representation's own type
+    /// (`PartialObjectMetadataList`, `PartialObjectMetadata`). Default: the objects as they are.
+    fn representation(&self) -> Representation {
+        Representation::Object
     }
 }

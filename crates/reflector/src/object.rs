@@ -3,12 +3,16 @@
 //! Serde types decode in one pass straight from the frame's text. [`CompactObject`] instead
 //! decodes only its metadata and keeps the object's bytes, sliced out of the frame (watch) or
 //! copied once (list pages, so that a page's buffer is freed as soon as the page is decoded).
+//! [`PartialObjectMetadata`] asks the server for the metadata representation
+//! ([`Decode::REPRESENTATION`]), so that the rest of each object is never sent at all.
 
 use bytes::Bytes;
-use delta_fifo::store_index::{CompactObject, DynamicObject, Object};
+use delta_fifo::store_index::{CompactObject, DynamicObject, Object, PartialObjectMetadata};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
+
+use crate::client::Representation;
 
 /// The text an object is being decoded from (a watch event's line, or a list page), and the
 /// buffer that holds it, so that an object keeping its raw bytes can slice them rather than copy.
@@ -41,9 +45,16 @@ impl<'a> DecodeSource<'a> {
 
 /// An object type the reflector can decode from list pages and watch events.
 ///
-/// Implemented for [`DynamicObject`] and [`CompactObject`]; implement it for your own serde types
-/// with [`decode_with_serde!`](crate::decode_with_serde).
+/// Implemented for [`DynamicObject`], [`CompactObject`] and [`PartialObjectMetadata`]; implement it
+/// for your own serde types with [`decode_with_serde!`](crate::decode_with_serde).
 pub trait Decode: Object + Sized {
+    /// How the server is asked to write the objects of this type:
+    /// [`HttpListerWatcher`](crate::HttpListerWatcher) sends this representation's `Accept`
+    /// header with every list and watch. Default: the objects as they are. A type asking for
+    /// another representation must still decode the whole objects a server that does not know
+    /// it sends instead.
+    const REPRESENTATION: Representation = Representation::Object;
+
     /// Decodes one object. `frame` holds the text the deserializer reads from.
     fn decode<'de, D: Deserializer<'de>>(
         deserializer: D,
@@ -112,6 +123,19 @@ impl Decode for CompactObject {
     }
 }
 
+/// Asks for the metadata representation; decodes it, or the whole object a server that does not
+/// know it sends, in one pass that skips everything but `apiVersion`, `kind` and `metadata`.
+impl Decode for PartialObjectMetadata {
+    const REPRESENTATION: Representation = Representation::PartialObjectMetadata;
+
+    fn decode<'de, D: Deserializer<'de>>(
+        deserializer: D,
+        _frame: &DecodeSource<'de>,
+    ) -> Result<Self, D::Error> {
+        PartialObjectMetadata::deserialize(deserializer)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +152,54 @@ mod tests {
         let copied = DecodeSource::new(text, &bytes, false).bytes_of(sub);
         assert_ne!(copied.as_ptr(), bytes[10..].as_ptr());
         assert_eq!(frame.bytes_of("elsewhere").as_ref(), b"elsewhere");
+    }
+
+    #[test]
+    fn partial_object_metadata_decodes_its_representation_and_whole_objects_alike() {
+        use crate::{ObjectList, WatchDecoder, WatchEvent};
+
+        assert_eq!(
+            <PartialObjectMetadata as Decode>::REPRESENTATION,
+            Representation::PartialObjectMetadata
+        );
+        assert_eq!(
+            <DynamicObject as Decode>::REPRESENTATION,
+            Representation::Object
+        );
+        let meta_page = Bytes::from_static(
+            br#"{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"9"},"items":[{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"ns","labels":{"app":"web"}}}]}"#,
+        );
+        let page = ObjectList::<PartialObjectMetadata>::from_json(&meta_page).unwrap();
+        assert_eq!(page.resource_version, "9");
+        assert!(page.items[0].is_metadata_representation());
+        assert_eq!(page.items[0].label("app"), Some("web"));
+        // What a server that does not know the representation sends: whole objects, no type meta
+        // on the items of a built-in list. Only the metadata is kept.
+        let pod_page = Bytes::from_static(
+            br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[{"metadata":{"name":"a","namespace":"ns"},"spec":{"containers":[{"name":"c"}]},"status":{}}]}"#,
+        );
+        let page = ObjectList::<PartialObjectMetadata>::from_json(&pod_page).unwrap();
+        assert_eq!((page.items[0].name(), page.items[0].kind()), ("a", None));
+        assert!(!serde_json::to_string(&page.items[0])
+            .unwrap()
+            .contains("containers"));
+        let mut decoder = WatchDecoder::<PartialObjectMetadata>::default();
+        let mut events = Vec::new();
+        decoder
+            .decode(
+                Bytes::from_static(
+                    b"{\"type\":\"MODIFIED\",\"object\":{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"10\"}}}\n\
+                      {\"type\":\"DELETED\",\"object\":{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{\"name\":\"b\"},\"spec\":{}}}\n",
+                ),
+                &mut events,
+            )
+            .unwrap();
+        match &events[..] {
+            [WatchEvent::Modified(a), WatchEvent::Deleted(b)] => {
+                assert_eq!((a.name(), a.resource_version()), ("a", Some("10")));
+                assert_eq!((b.name(), b.kind()), ("b", Some("Pod")));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -62,7 +62,8 @@ pub struct ReflectorOptions {
     /// Try watch-list streaming (`sendInitialEvents`) before listing (contract C13).
     pub watch_list: bool,
     /// Skip watch events whose `(apiVersion, kind)` differ from this; list pages must then be of
-    /// kind `<kind>List`.
+    /// kind `<kind>List`. Objects and lists of the representation the lister-watcher asks for
+    /// ([`ListerWatcher::representation`], `PartialObjectMetadata` and its list) pass too.
     pub expected_gvk: Option<(String, String)>,
     /// Most pages of one list (default [`DEFAULT_MAX_LIST_PAGES`]); a list that needs more, or
     /// whose server repeats a `continue` token, fails and is retried after a backoff delay.
@@ -405,6 +406,7 @@ where
                 .expected_gvk
                 .as_ref()
                 .map(|(_, kind)| format!("{kind}List")),
+            representation: self.lw.representation(),
         };
         let listing = list_all(&self.lw, options, &limits, |n| {
             metrics.add_pages(1);
@@ -652,10 +654,21 @@ where
         }
     }
 
-    /// Whether the object is to be skipped (contract C10.1 steps 3–5).
+    /// Whether the object is to be skipped (contract C10.1 steps 3–5). An object of the
+    /// representation the lister-watcher asked for (`PartialObjectMetadata`) is of the expected
+    /// type.
     fn skip(&self, obj: &K) -> bool {
         if let Some((av, kind)) = &self.options.expected_gvk {
-            if obj.api_version() != Some(av.as_str()) || obj.kind() != Some(kind.as_str()) {
+            let expected =
+                obj.api_version() == Some(av.as_str()) && obj.kind() == Some(kind.as_str());
+            let of_representation =
+                self.lw
+                    .representation()
+                    .object_type()
+                    .is_some_and(|(av, kind)| {
+                        obj.api_version() == Some(av) && obj.kind() == Some(kind)
+                    });
+            if !expected && !of_representation {
                 tracing::debug!(kind = ?obj.kind(), "skipping object of unexpected kind");
                 return true;
             }

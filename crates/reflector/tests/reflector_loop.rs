@@ -12,8 +12,8 @@ use reflector::delta_fifo::{FifoError, Store};
 use reflector::store_index::{DynamicObject, Object, StoreError};
 use reflector::{
     BackoffConfig, Bookmark, ListError, ListOptions, ListerWatcher, ObjectList, Reflector,
-    ReflectorError, ReflectorOptions, ResourceVersionMatch, Status, WatchEvent, WatchOptions,
-    WatchStream,
+    ReflectorError, ReflectorOptions, Representation, ResourceVersionMatch, Status, WatchEvent,
+    WatchOptions, WatchStream,
 };
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -65,6 +65,7 @@ struct FakeLw {
     no_watch_list: bool,
     hang_lists: bool,
     dropped: Arc<AtomicUsize>,
+    representation: Representation,
 }
 
 impl FakeLw {
@@ -134,6 +135,10 @@ impl ListerWatcher<Obj> for Lw {
 
     fn supports_watch_list(&self) -> bool {
         !self.0.no_watch_list
+    }
+
+    fn representation(&self) -> Representation {
+        self.0.representation
     }
 }
 
@@ -532,6 +537,49 @@ async fn events_of_an_unexpected_kind_are_skipped_and_the_rest_applied_in_order(
         ])
     );
     assert_eq!(r.last_sync_resource_version(), "32");
+}
+
+// C10.1 with a metadata-only lister-watcher (D14): the representation's own list and object
+// types pass for the expected kind; other kinds are still skipped.
+#[tokio::test(start_paused = true)]
+async fn objects_of_the_representation_asked_for_pass_for_the_expected_kind() {
+    let meta = |name: &str, rv: &str| {
+        DynamicObject::new("meta.k8s.io/v1", "PartialObjectMetadata")
+            .within("ns")
+            .named(name)
+            .with_resource_version(rv)
+    };
+    let mut page = ObjectList::new(vec![meta("foo", "1")], "1");
+    page.kind = Some("PartialObjectMetadataList".into());
+    page.api_version = Some("meta.k8s.io/v1".into());
+    let lw = FakeLw {
+        representation: Representation::PartialObjectMetadata,
+        ..FakeLw::default()
+    }
+    .list(Ok(page))
+    .watch(WatchScript::Close(vec![
+        Ok(WatchEvent::Added(meta("bar", "2"))),
+        Ok(WatchEvent::Added(
+            DynamicObject::new("v1", "Service")
+                .within("ns")
+                .named("rejected")
+                .with_resource_version("3"),
+        )),
+        // A server that does not know the representation sends the resource's own kind.
+        Ok(WatchEvent::Added(pod("baz", "4"))),
+        Err(expired()),
+    ]));
+    let opts = ReflectorOptions {
+        expected_gvk: Some(("v1".into(), "Pod".into())),
+        ..no_jitter()
+    };
+    let (_, r) = reflector(lw, RecordingStore::default(), opts);
+    list_and_watch(&r).await.unwrap();
+    let items = r.store().items.lock().clone();
+    assert_eq!(
+        items.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["ns/bar", "ns/baz", "ns/foo"]
+    );
 }
 
 // C10.2: synthetic ADDED events of a watch at RV "0" do not move the RV

@@ -1,5 +1,6 @@
 //! [`SharedInformerFactory`]: one informer (one list+watch) per resource, however many consumers
-//! ask (client-go's `SharedInformerFactory`, contract D13).
+//! ask (client-go's `SharedInformerFactory`, contract D13), including metadata-only informers
+//! (client-go's `metadatainformer`, D14).
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap};
@@ -7,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use reflector::store_index::{DynamicObject, Indexers, Object, Selector};
+use reflector::store_index::{DynamicObject, Indexers, Object, PartialObjectMetadata, Selector};
 use reflector::{
     Client, ClusterConfig, ConfigError, Decode, HttpListerWatcher, ReflectorOptions, Resource,
 };
@@ -245,6 +246,40 @@ impl SharedInformerFactory {
         resource: Resource,
     ) -> Result<SharedIndexInformer<DynamicObject>, ConfigError> {
         self.informer::<DynamicObject>(resource)
+    }
+
+    /// The metadata-only informer of `resource` (client-go's `metadatainformer`, D14): it lists
+    /// and watches the `PartialObjectMetadata` representation, so neither the network nor its
+    /// cache carries the objects' spec and status, only their type meta and metadata (names,
+    /// labels, annotations, owner references, resource versions). A server that does not know
+    /// that representation answers with whole objects, of which only the metadata is kept. It is
+    /// an informer of its own, beside any full informer of the same resource; its lister and
+    /// handlers work as any informer's.
+    ///
+    /// ```no_run
+    /// # async fn demo(config: reflector::ClusterConfig) -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use shared_informer::SharedInformerFactory;
+    /// use shared_informer::reflector::Resource;
+    /// use shared_informer::reflector::store_index::{Object, Selector};
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// let factory = SharedInformerFactory::new(config);
+    /// let pods = factory.metadata_informer(Resource::namespaced("", "v1", "pods"))?;
+    /// let cancel = CancellationToken::new();
+    /// factory.start(&cancel);
+    /// factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+    /// for pod in pods.lister().namespaced("default").list(&"app=web".parse::<Selector>()?) {
+    ///     let owners = pod.metadata.owner_references.as_deref().unwrap_or_default();
+    ///     println!("{} owned by {:?}", pod.name(), owners.iter().map(|o| &o.name).collect::<Vec<_>>());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn metadata_informer(
+        &self,
+        resource: Resource,
+    ) -> Result<SharedIndexInformer<PartialObjectMetadata>, ConfigError> {
+        self.informer::<PartialObjectMetadata>(resource)
     }
 
     /// Starts every informer created and not yet started (safe to call again after creating more).

@@ -253,7 +253,7 @@ impl Builder<'_> {
 }
 
 /// Which of `names` a map key is, if any.
-struct FieldSeed(&'static [&'static str]);
+pub(crate) struct FieldSeed(pub(crate) &'static [&'static str]);
 
 impl<'de> DeserializeSeed<'de> for FieldSeed {
     type Value = Option<usize>;
@@ -273,7 +273,11 @@ impl<'de> Visitor<'de> for FieldSeed {
 }
 
 /// Marks field `i` seen; a second occurrence is an error, as for a derived struct.
-fn first_time<E: de::Error>(seen: &mut u32, i: usize, names: &[&'static str]) -> Result<(), E> {
+pub(crate) fn first_time<E: de::Error>(
+    seen: &mut u32,
+    i: usize,
+    names: &[&'static str],
+) -> Result<(), E> {
     if *seen & (1 << i) != 0 {
         return Err(E::duplicate_field(names[i]));
     }
@@ -413,7 +417,8 @@ impl<'de> Visitor<'de> for PairsSeed<'_, '_> {
     }
 }
 
-const TOP_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
+/// The fields of an object its metadata is read from, in the order [`FieldSeed`] numbers them.
+pub(crate) const TOP_FIELDS: &[&str] = &["apiVersion", "kind", "metadata"];
 
 /// The whole object: `apiVersion`, `kind` and `metadata` decoded, every other field skipped.
 struct TopSeed<'b, 'j>(&'b mut Builder<'j>);

@@ -5,7 +5,8 @@
 //! store, indexer and listers).
 //!
 //! ```text
-//!   Object (trait) ── DynamicObject | CompactObject | your serde type | k8s-openapi types
+//!   Object (trait) ── DynamicObject | CompactObject | PartialObjectMetadata | your serde type
+//!        │            | k8s-openapi types
 //!        │ key function: "namespace/name" or "name"
 //!        ▼
 //!   Indexer<K> ── items: key → Arc<K>
@@ -55,6 +56,7 @@ mod key;
 mod lister;
 mod mutation_cache;
 mod object;
+mod partial_object_metadata;
 mod read_only;
 mod resource_version;
 mod selector;
@@ -77,6 +79,7 @@ pub use key::{meta_namespace_key, split_meta_namespace_key, KeyFn, ObjectKey, Ob
 pub use lister::{Lister, NamespaceLister};
 pub use mutation_cache::MutationCache;
 pub use object::{Object, ObjectMeta, OwnerReference};
+pub use partial_object_metadata::PartialObjectMetadata;
 pub use read_only::ReadOnlyIndexer;
 pub use resource_version::ResourceVersion;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
@@ -89,8 +92,8 @@ pub mod prelude {
     pub use crate::{
         CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, ExpirationCache,
         Heap, IndexFn, Indexer, Indexers, Lister, MutationCache, Object, ObjectKey, ObjectMeta,
-        ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion, Selector, StoreError, Transaction,
-        UndeltaStore,
+        ObjectOrTombstone, PartialObjectMetadata, ReadOnlyIndexer, ResourceVersion, Selector,
+        StoreError, Transaction, UndeltaStore,
     };
 }
 

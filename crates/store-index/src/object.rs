@@ -2,8 +2,9 @@
 //!
 //! Everything below the informer reads objects only through the [`Object`] trait, so the same code
 //! serves users' own serde structs, [`DynamicObject`](crate::DynamicObject) for custom resources,
-//! [`CompactObject`](crate::CompactObject) for big caches and, behind the `k8s-openapi` feature,
-//! every `k8s_openapi` resource type.
+//! [`CompactObject`](crate::CompactObject) for big caches,
+//! [`PartialObjectMetadata`](crate::PartialObjectMetadata) for metadata-only caches and, behind the
+//! `k8s-openapi` feature, every `k8s_openapi` resource type.
 
 use std::collections::BTreeMap;
 

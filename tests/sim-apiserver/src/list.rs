@@ -1,5 +1,6 @@
 //! List semantics: resourceVersion unset / "0" / exact with `resourceVersionMatch`, pagination with
-//! continue tokens that pin the list's revision, and the list body.
+//! continue tokens that pin the list's revision, and the list body (of the objects, or of their
+//! metadata representation, `PartialObjectMetadataList`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 use crate::body::Chunk;
 use crate::continue_token::ContinueToken;
 use crate::params::ListParams;
+use crate::representation::{Representation, PARTIAL_OBJECT_METADATA_LIST};
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
 use crate::storage::{Obj, Storage};
@@ -73,13 +75,24 @@ pub(crate) fn first_page_with_token(
     })
 }
 
-/// The opening of a `ListFault::Endless` body: a list header at `rev` and the items array.
-pub(crate) fn endless_prefix(def: &ResourceDef, rev: u64) -> Bytes {
+/// The opening of a `ListFault::Endless` body: a list header at `rev` (in `representation`) and
+/// the items array.
+pub(crate) fn endless_prefix(def: &ResourceDef, rev: u64, representation: Representation) -> Bytes {
+    let (kind, api_version) = list_type(def, representation);
     Bytes::from(format!(
-        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rev}\"}},\"items\":[",
-        def.list_kind(),
-        def.api_version(),
+        "{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{rev}\"}},\"items\":[",
     ))
+}
+
+/// `(kind, apiVersion)` of a list of `def` in `representation`.
+fn list_type(def: &ResourceDef, representation: Representation) -> (String, String) {
+    match representation {
+        Representation::Object => (def.list_kind(), def.api_version()),
+        Representation::PartialObjectMetadata { api_version } => (
+            PARTIAL_OBJECT_METADATA_LIST.to_string(),
+            api_version.to_string(),
+        ),
+    }
 }
 
 /// Size of the chunks of a `ListFault::Endless` body.
@@ -232,17 +245,32 @@ fn render(
             m.remove("resourceVersion");
         }
     }
-    let size: usize = items.iter().map(|(_, o)| o.json.len() + 1).sum();
-    let mut b = BytesMut::with_capacity(size + 256);
-    b.put_slice(
-        format!(
-            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
-            def.list_kind(),
-            def.api_version(),
-            meta
-        )
-        .as_bytes(),
+    let (list_kind, list_api_version) = list_type(def, p.representation);
+    let header = format!(
+        "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{list_api_version}\",\"metadata\":{meta},\"items\":["
     );
+    if let Representation::PartialObjectMetadata { .. } = p.representation {
+        // Every item in the metadata representation, with its own kind and apiVersion (as
+        // kube-apiserver writes PartialObjectMetadataList items).
+        let items: Vec<Bytes> = items
+            .iter()
+            .map(|(_, o)| o.json_as(p.representation))
+            .collect();
+        let size: usize = items.iter().map(|o| o.len() + 1).sum();
+        let mut b = BytesMut::with_capacity(size + header.len() + 4);
+        b.put_slice(header.as_bytes());
+        for (i, o) in items.iter().enumerate() {
+            if i > 0 {
+                b.put_u8(b',');
+            }
+            b.put_slice(o);
+        }
+        b.put_slice(b"]}\n");
+        return b.freeze();
+    }
+    let size: usize = items.iter().map(|(_, o)| o.json.len() + 1).sum();
+    let mut b = BytesMut::with_capacity(size + header.len() + 4);
+    b.put_slice(header.as_bytes());
     // kube-apiserver omits kind and apiVersion on the items of built-in lists (they are set
     // on the list only); custom resources keep them.
     let prefix = format!(

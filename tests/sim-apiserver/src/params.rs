@@ -1,5 +1,6 @@
 //! Query parameters of list and watch requests, parsed strictly (bad values give 400).
 
+use crate::representation::Representation;
 use crate::selectors::{FieldSelector, LabelSelector, Selectors};
 use crate::status::ApiError;
 
@@ -24,6 +25,10 @@ pub struct ListParams {
     pub timeout_seconds: Option<u64>,
     /// `sendInitialEvents`.
     pub send_initial_events: Option<bool>,
+    /// How the objects are written: not a query parameter but negotiated from the `Accept`
+    /// header (see [`representation`](crate::representation)); the objects as they are unless
+    /// set.
+    pub representation: Representation,
 }
 
 /// Go's `strconv.ParseBool`.

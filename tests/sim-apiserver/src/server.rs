@@ -26,6 +26,7 @@ use crate::faults::{Faults, ListFault, RequestKind, REPEAT_CONTINUE_TOKEN};
 use crate::list;
 use crate::metrics::{CounterSnapshot, Counters};
 use crate::params::ListParams;
+use crate::representation::{self, Target};
 use crate::resources::{Registry, ResourceDef};
 use crate::status::ApiError;
 use crate::storage::{key_of, merge_patch, Storage};
@@ -55,6 +56,7 @@ pub struct SimServerBuilder {
     bookmark_interval: Duration,
     default_watch_timeout: Duration,
     watch_cache: bool,
+    partial_object_metadata: bool,
     resources: Vec<ResourceDef>,
     readonly_tokens: Vec<String>,
     gzip: bool,
@@ -73,6 +75,7 @@ impl Default for SimServerBuilder {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(1800),
             watch_cache: true,
+            partial_object_metadata: true,
             resources: Vec::new(),
             readonly_tokens: Vec::new(),
             gzip: false,
@@ -134,6 +137,16 @@ impl SimServerBuilder {
     /// Default on; off makes every list paginate.
     pub fn watch_cache(mut self, on: bool) -> Self {
         self.watch_cache = on;
+        self
+    }
+
+    /// Serve the metadata representation (`PartialObjectMetadata`, `PartialObjectMetadataList`)
+    /// when the `Accept` header asks for it. Default on; off, the server behaves as one that
+    /// does not know it (older or aggregated API servers): such ranges of the header are passed
+    /// over, so a client that lists plain `application/json` after them gets whole objects, and
+    /// one that does not gets 406.
+    pub fn partial_object_metadata(mut self, on: bool) -> Self {
+        self.partial_object_metadata = on;
         self
     }
 
@@ -820,12 +833,28 @@ async fn resource_request(
 ) -> Result<Response<SimBody>, ApiError> {
     let method = req.method().clone();
     let query = req.uri().query().map(str::to_string);
+    // An `Accept` header that is not visible ASCII names nothing the server can produce.
+    let accept = req.headers().get(header::ACCEPT).map(|v| v.to_str());
+    let negotiate = |target| match accept {
+        Some(Err(_)) => Err(ApiError::not_acceptable(
+            "only the following media types are accepted: application/json",
+        )),
+        Some(Ok(a)) => {
+            representation::negotiate(Some(a), target, shared.cfg.partial_object_metadata)
+        }
+        None => Ok(representation::Representation::Object),
+    };
     let ns = rp.ns.as_deref();
     let storage = &shared.storage;
     let def = &rp.def;
     match (&method, rp.name.as_deref()) {
         (&Method::GET, None) => {
-            let p = ListParams::parse_for(&def.kind, query.as_deref())?;
+            let mut p = ListParams::parse_for(&def.kind, query.as_deref())?;
+            p.representation = negotiate(if p.watch {
+                Target::Object
+            } else {
+                Target::List
+            })?;
             if p.watch {
                 Counters::inc(&shared.counters.watches);
                 if let Some(e) = shared.faults.take_failure(RequestKind::Watch) {
@@ -862,6 +891,7 @@ async fn resource_request(
         }
         (&Method::GET, Some(name)) => {
             Counters::inc(&shared.counters.gets);
+            let representation = negotiate(Target::Object)?;
             if let Some(e) = shared.faults.take_failure(RequestKind::Get) {
                 return Err(e);
             }
@@ -872,7 +902,11 @@ async fn resource_request(
             let o = storage
                 .get(rp.idx, &key_of(ns, name))
                 .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))?;
-            Ok(json_response(shared, StatusCode::OK, o.json.clone()))
+            Ok(json_response(
+                shared,
+                StatusCode::OK,
+                o.json_as(representation),
+            ))
         }
         (&Method::POST, None)
         | (&Method::PUT, Some(_))
@@ -999,7 +1033,7 @@ fn faulty_list(
         }
         ListFault::Endless => {
             let (tx, rx) = tokio::sync::mpsc::channel(2);
-            let prefix = list::endless_prefix(&rp.def, storage.revision());
+            let prefix = list::endless_prefix(&rp.def, storage.revision(), p.representation);
             let item_ns = rp
                 .def
                 .namespaced

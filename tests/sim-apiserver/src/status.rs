@@ -95,6 +95,12 @@ impl ApiError {
         .with_details(json!({}))
     }
 
+    /// 406 NotAcceptable: the `Accept` header asks for no representation the server can produce
+    /// (kube-apiserver's content negotiation error, without details).
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
     /// 409 AlreadyExists on create.
     pub fn already_exists(resource: &str, group: &str, name: &str) -> Self {
         let qualified = qualified(resource, group);

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
+use crate::representation::{partial_object_metadata, Representation};
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
 
@@ -29,6 +30,9 @@ pub struct Obj {
     line: Bytes,
     /// The event type `line` announces.
     line_type: EventType,
+    /// The object in the metadata representation of `meta.k8s.io/v1`, built for the first
+    /// metadata-only client that asks and then shared with every other.
+    partial: OnceLock<Bytes>,
 }
 
 impl Obj {
@@ -43,7 +47,36 @@ impl Obj {
             json,
             line,
             line_type,
+            partial: OnceLock::new(),
         })
+    }
+
+    /// The object as `representation` writes it.
+    pub fn json_as(&self, representation: Representation) -> Bytes {
+        match representation {
+            Representation::Object => self.json.clone(),
+            Representation::PartialObjectMetadata { api_version } => self.partial(api_version),
+        }
+    }
+
+    /// The watch event line announcing this object, as `representation` writes it, as `etype`.
+    pub(crate) fn event_line_as(&self, etype: EventType, representation: Representation) -> Bytes {
+        match representation {
+            Representation::Object => self.event_line(etype),
+            Representation::PartialObjectMetadata { api_version } => {
+                crate::watch::event_line(etype.as_str(), &self.partial(api_version))
+            }
+        }
+    }
+
+    fn partial(&self, api_version: &str) -> Bytes {
+        if api_version == "meta.k8s.io/v1" {
+            return self
+                .partial
+                .get_or_init(|| partial_object_metadata(&self.value, api_version))
+                .clone();
+        }
+        partial_object_metadata(&self.value, api_version)
     }
 
     /// The watch event line announcing this object as `etype`: the stored line when it is of

@@ -1,6 +1,7 @@
 //! Watch streams: one JSON event per line over a chunked (HTTP/1.1) or data-frame (HTTP/2) body,
 //! start semantics, bookmarks, `sendInitialEvents`, selectors (an object that stops matching is
-//! delivered as DELETED), timeouts, slow-watcher termination and stream faults.
+//! delivered as DELETED), timeouts, slow-watcher termination and stream faults. Objects, bookmarks
+//! included, are written in the representation negotiated for the request.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use crate::body::Chunk;
 use crate::faults::{Faults, OneShot, StreamFaults};
 use crate::metrics::Counters;
 use crate::params::ListParams;
+use crate::representation::{Representation, PARTIAL_OBJECT_METADATA};
 use crate::resources::ResourceDef;
 use crate::selectors::Selectors;
 use crate::status::ApiError;
@@ -79,10 +81,17 @@ pub(crate) fn open(
         }
     };
     let (tx, rx) = mpsc::channel::<Chunk>(16);
+    let (kind, api_version) = match p.representation {
+        Representation::Object => (def.kind.clone(), def.api_version()),
+        Representation::PartialObjectMetadata { api_version } => {
+            (PARTIAL_OBJECT_METADATA.to_string(), api_version.to_string())
+        }
+    };
     let stream = Stream {
         tx,
-        kind: def.kind.clone(),
-        api_version: def.api_version(),
+        kind,
+        api_version,
+        representation: p.representation,
         ns: ns.map(str::to_string),
         selectors: p.selectors.clone(),
         bookmarks: p.allow_bookmarks,
@@ -104,8 +113,12 @@ pub(crate) fn open(
 
 struct Stream {
     tx: mpsc::Sender<Chunk>,
+    /// `kind` and `apiVersion` of bookmark objects: the resource's, or the metadata
+    /// representation's (kube-apiserver converts bookmarks like any other object; ERROR events
+    /// keep their Status).
     kind: String,
     api_version: String,
+    representation: Representation,
     ns: Option<String>,
     selectors: Selectors,
     bookmarks: bool,
@@ -289,7 +302,10 @@ impl Stream {
         };
         self.last_rv = self.last_rv.max(ev.rv);
         match etype {
-            Some(t) => self.write_event(ev.obj.event_line(t), flush).await,
+            Some(t) => {
+                let line = ev.obj.event_line_as(t, self.representation);
+                self.write_event(line, flush).await
+            }
             None if flush => self.flush().await,
             None => Ok(()),
         }

@@ -72,6 +72,17 @@ pub enum ClientError {
     /// object was expected, or a watch `ERROR` event).
     #[error("the server reported {0}")]
     Api(Box<Status>),
+    /// The server answered `406 Not Acceptable`: it can write the answer in none of the media
+    /// types (and representations, `as=…`) the `Accept` header listed. Retrying cannot help;
+    /// ask for a representation the server knows, or add plain `application/json` to fall back
+    /// on.
+    #[error("the server cannot answer in a representation the request accepts (Accept: {accept}): {status}")]
+    NotAcceptable {
+        /// The `Accept` header sent.
+        accept: String,
+        /// The server's `Status` (`NotAcceptable`, 406).
+        status: Box<Status>,
+    },
     /// The request never got an answer: connection, TLS or protocol failure.
     #[error("transport: {message}")]
     Transport {
@@ -112,9 +123,15 @@ impl ClientError {
     /// The server's `Status`, if the server answered.
     pub fn status(&self) -> Option<&Status> {
         match self {
-            ClientError::Api(s) => Some(s.as_ref()),
+            ClientError::Api(s) | ClientError::NotAcceptable { status: s, .. } => Some(s.as_ref()),
             _ => None,
         }
+    }
+
+    /// 406 Not Acceptable: the server knows none of the representations asked for.
+    pub fn is_not_acceptable(&self) -> bool {
+        matches!(self, ClientError::NotAcceptable { .. })
+            || self.status().is_some_and(Status::is_not_acceptable)
     }
 
     /// The connection was refused.

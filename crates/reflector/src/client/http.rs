@@ -26,6 +26,7 @@ use super::content_encoding::{read_gzip_body, Encoding};
 use super::error::{ClientError, ConfigError};
 use super::proxy::{describe_route, forward_authorization, ProxyConnector, ProxySettings};
 use super::rate_limit::TokenBucket;
+use super::representation::Representation;
 use super::status::Status;
 use super::tls::{tls_config, tls_err};
 use super::watch_body::{send_on_dedicated_http1, WatchBody};
@@ -74,6 +75,9 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 1 << 30;
 
 /// Bound on an error response's body: a `Status` is a few hundred bytes.
 const MAX_ERROR_BODY_BYTES: usize = 64 << 10;
+
+/// The `Accept` header of requests that name none: the objects as they are.
+const JSON: &str = Representation::Object.list_accept();
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -172,24 +176,35 @@ impl Client {
     /// Sends `GET path_and_query` and returns the response head once it arrives (any status),
     /// after waiting for the client's rate limiter.
     pub async fn send(&self, path_and_query: &str) -> Result<Response<Incoming>, ClientError> {
+        self.send_accepting(path_and_query, JSON).await
+    }
+
+    /// [`send`](Self::send) with this `Accept` header (for instance a [`Representation`]'s).
+    pub async fn send_accepting(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+    ) -> Result<Response<Incoming>, ClientError> {
         if let Some(bucket) = &self.requests {
             bucket.acquire(path_and_query).await;
         }
-        self.send_now(path_and_query, false).await
+        self.send_now(path_and_query, accept, false).await
     }
 
-    /// [`send`](Self::send) without the rate limiter (the caller has waited for its own). A 401
-    /// to a credential that can be renewed (exec plugin, OIDC) renews it and sends once more.
-    /// `gzip`: say `Accept-Encoding: gzip` (only where the body is read whole and decoded).
+    /// [`send_accepting`](Self::send_accepting) without the rate limiter (the caller has waited
+    /// for its own). A 401 to a credential that can be renewed (exec plugin, OIDC) renews it and
+    /// sends once more. `gzip`: say `Accept-Encoding: gzip` (only where the body is read whole
+    /// and decoded).
     async fn send_now(
         &self,
         path_and_query: &str,
+        accept: &str,
         gzip: bool,
     ) -> Result<Response<Incoming>, ClientError> {
         let uri = format!("{}{}", self.base, path_and_query);
         let mut retried = false;
         loop {
-            let (req, generation) = self.request(&uri, &uri, gzip).await?;
+            let (req, generation) = self.request(&uri, &uri, accept, gzip).await?;
             let resp = self
                 .pooled()
                 .request(req)
@@ -234,17 +249,19 @@ impl Client {
 
     /// A `GET` of `target` (absolute for the pool and for a forwarding proxy, origin-form on a
     /// dedicated connection to the server), with the credentials' current `Authorization`
-    /// header, the impersonation headers and, if `gzip`, `Accept-Encoding: gzip`; `uri` names it
-    /// in errors. Also returns the credential's generation.
+    /// header, the impersonation headers, `accept` as the `Accept` header and, if `gzip`,
+    /// `Accept-Encoding: gzip`; `uri` names it in errors. Also returns the credential's
+    /// generation.
     async fn request(
         &self,
         uri: &str,
         target: &str,
+        accept: &str,
         gzip: bool,
     ) -> Result<(Request<Empty<Bytes>>, u64), ClientError> {
         let credential = self.auth.credential().await?;
         let mut req = Request::get(target)
-            .header(ACCEPT, "application/json")
+            .header(ACCEPT, accept)
             .header(USER_AGENT, self.user_agent.clone());
         if gzip {
             req = req.header(ACCEPT_ENCODING, "gzip");
@@ -275,6 +292,15 @@ impl Client {
     /// protocol is learned from the server's answers: a dedicated connection whose ALPN
     /// negotiation picks HTTP/2 is dropped and the watch goes to the pool, as do all later ones.
     pub async fn watch(&self, path_and_query: &str) -> Result<WatchBody, ClientError> {
+        self.watch_accepting(path_and_query, JSON).await
+    }
+
+    /// [`watch`](Self::watch) with this `Accept` header (for instance a [`Representation`]'s).
+    pub async fn watch_accepting(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+    ) -> Result<WatchBody, ClientError> {
         if let Some(bucket) = &self.watches {
             bucket.acquire(path_and_query).await;
         }
@@ -282,7 +308,10 @@ impl Client {
             .with_timeout(async {
                 let mut retried = false;
                 while !self.http2.load(Ordering::Relaxed) {
-                    match self.watch_on_dedicated_connection(path_and_query).await? {
+                    match self
+                        .watch_on_dedicated_connection(path_and_query, accept)
+                        .await?
+                    {
                         Some((resp, generation)) => {
                             if self.renew_after(&resp, generation, &mut retried) {
                                 continue;
@@ -293,7 +322,7 @@ impl Client {
                     }
                 }
                 Ok::<_, ClientError>(
-                    self.send_now(path_and_query, false)
+                    self.send_now(path_and_query, accept, false)
                         .await?
                         .map(WatchBody::without_driver),
                 )
@@ -308,13 +337,14 @@ impl Client {
             }
             return Ok(resp.into_body());
         }
-        Err(self.error_response(resp).await)
+        Err(self.error_response(resp, accept).await)
     }
 
-    /// The error a non-success response means: its body read (bounded in size and time, and
-    /// decompressed within the same bound if gzip) as a `Status`, or a status made from the
-    /// HTTP code when the body is not one.
-    async fn error_response<B>(&self, resp: Response<B>) -> ClientError
+    /// The error a non-success response to a request sent with `accept` means: its body read
+    /// (bounded in size and time, and decompressed within the same bound if gzip) as a `Status`,
+    /// or a status made from the HTTP code when the body is not one; a 406 is
+    /// [`ClientError::NotAcceptable`], naming `accept`.
+    async fn error_response<B>(&self, resp: Response<B>, accept: &str) -> ClientError
     where
         B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
     {
@@ -341,7 +371,14 @@ impl Client {
             // The code alone still says what happened.
             Ok(Err(_)) | Err(_) => Bytes::new(),
         };
-        ClientError::api(Status::from_response(code, &body))
+        let status = Status::from_response(code, &body);
+        if code == StatusCode::NOT_ACCEPTABLE.as_u16() {
+            return ClientError::NotAcceptable {
+                accept: accept.to_string(),
+                status: Box::new(status),
+            };
+        }
+        ClientError::api(status)
     }
 
     /// Sends the watch on a new HTTP/1.1 connection; `None` when the server picked HTTP/2. Also
@@ -349,6 +386,7 @@ impl Client {
     async fn watch_on_dedicated_connection(
         &self,
         path_and_query: &str,
+        accept: &str,
     ) -> Result<Option<(Response<WatchBody>, u64)>, ClientError> {
         use tower_service::Service as _;
         let full = format!("{}{}", self.base, path_and_query);
@@ -361,7 +399,7 @@ impl Client {
         let target = uri.path_and_query().map_or("/", |p| p.as_str());
         // The credential first: an exec plugin may return the client certificate the TLS
         // handshake is to present.
-        let (mut req, generation) = self.request(&full, target, false).await?;
+        let (mut req, generation) = self.request(&full, target, accept, false).await?;
         let mut connector = self.connector.clone();
         futures::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -398,7 +436,7 @@ impl Client {
         if resp.status().is_success() {
             return Ok(resp);
         }
-        Err(self.error_response(resp).await)
+        Err(self.error_response(resp, JSON).await)
     }
 
     /// `GET path_and_query` and the whole body, within the request timeout and at most
@@ -423,14 +461,29 @@ impl Client {
         path_and_query: &str,
         max_bytes: usize,
     ) -> Result<Bytes, ClientError> {
+        self.get_bytes_accepting(path_and_query, JSON, max_bytes)
+            .await
+    }
+
+    /// [`get_bytes_within`](Self::get_bytes_within) with this `Accept` header (for instance a
+    /// [`Representation`]'s): a server that cannot answer in any media type it lists answers
+    /// 406, [`ClientError::NotAcceptable`].
+    pub async fn get_bytes_accepting(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+        max_bytes: usize,
+    ) -> Result<Bytes, ClientError> {
         if let Some(bucket) = &self.requests {
             // Outside the request timeout: waiting for our own limiter is not the server's delay.
             bucket.acquire(path_and_query).await;
         }
         self.with_timeout(async {
-            let resp = self.send_now(path_and_query, self.compression).await?;
+            let resp = self
+                .send_now(path_and_query, accept, self.compression)
+                .await?;
             if !resp.status().is_success() {
-                return Err(self.error_response(resp).await);
+                return Err(self.error_response(resp, accept).await);
             }
             let encoding = Encoding::of(resp.headers(), path_and_query)?;
             let len = resp

@@ -10,6 +10,7 @@
 //!  ClusterConfig ──► Client ──┬─ get_bytes_within (lists: bounded body, request timeout,
 //!  (kubeconfig,        │      │                    gzip decompressed as it arrives)
 //!   in-cluster)        │      └─ watch (a streaming body; HTTP/1.1 on a connection of its own)
+//!                      │         (`*_accepting`: with a Representation's `Accept` header)
 //!                      └─ Authenticator (Authorization header), TokenBuckets (rate limits), TLS
 //! ```
 
@@ -24,6 +25,7 @@ mod oidc;
 mod params;
 mod proxy;
 mod rate_limit;
+mod representation;
 mod resource;
 mod status;
 mod tls;
@@ -39,6 +41,7 @@ pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning};
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use proxy::Proxy;
 pub use rate_limit::RateLimit;
+pub use representation::Representation;
 pub use resource::{ApiResource, Resource};
 pub use secrecy::{ExposeSecret, SecretSlice, SecretString};
 pub use status::{Status, StatusCause, StatusDetails};

@@ -102,6 +102,11 @@ impl Status {
         self.code == 500 || self.reason == "InternalError"
     }
 
+    /// 406 Not Acceptable (no media type or representation the request accepts).
+    pub fn is_not_acceptable(&self) -> bool {
+        self.code == 406 || self.reason == "NotAcceptable"
+    }
+
     /// Parses a response body as a `Status`; falls back to a status built from the HTTP code and
     /// the body's text when the body is not one.
     pub fn from_response(code: u16, body: &[u8]) -> Self {

@@ -147,19 +147,45 @@ impl Client {
 
     /// Sends a request and reads the JSON body.
     pub async fn send(&self, method: Method, path: &str, body: Option<(&str, Value)>) -> Resp {
-        let r = self.raw(method, path, body).await;
+        Self::read(self.raw(method, path, body).await).await.0
+    }
+
+    /// GET with this `Accept` header; the body read as JSON, and its size in bytes.
+    pub async fn get_accepting(&self, path: &str, accept: &str) -> (Resp, usize) {
+        let r = self
+            .raw_with(Method::GET, path, None, &[("accept", accept)])
+            .await;
+        Self::read(r).await
+    }
+
+    /// Opens a watch stream with this `Accept` header.
+    pub async fn watch_accepting(&self, path: &str, accept: &str) -> Watch {
+        let r = self
+            .raw_with(Method::GET, path, None, &[("accept", accept)])
+            .await;
+        Watch {
+            status: r.status(),
+            headers: r.headers().clone(),
+            body: r.into_body(),
+            buf: Vec::new(),
+            chunks: Vec::new(),
+        }
+    }
+
+    async fn read(r: hyper::Response<Incoming>) -> (Resp, usize) {
         let status = r.status();
         let headers = r.headers().clone();
         let version = r.version();
         let bytes = r.into_body().collect().await.unwrap().to_bytes();
         let body = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        Resp {
+        let resp = Resp {
             status,
             headers,
             version,
             body,
-        }
+        };
+        (resp, bytes.len())
     }
 
     /// GET.
