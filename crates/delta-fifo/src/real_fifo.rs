@@ -137,6 +137,34 @@ enum Entry<K> {
     Bookmark(ResourceVersion),
 }
 
+/// What one pop took off the queue: deltas of distinct keys (their keys kept apart, so that the
+/// deltas can be handed out as one slice without copying), or one atomic entry.
+enum Taken<K> {
+    Deltas(Vec<ObjectKey>, Deltas<K>),
+    Atomic(Entry<K>),
+}
+
+impl<K> Taken<K> {
+    fn len(&self) -> usize {
+        match self {
+            Taken::Deltas(keys, _) => keys.len(),
+            Taken::Atomic(_) => 1,
+        }
+    }
+
+    /// Back into queue entries (for a requeue).
+    fn into_entries(self) -> Vec<Entry<K>> {
+        match self {
+            Taken::Deltas(keys, deltas) => keys
+                .into_iter()
+                .zip(deltas.0)
+                .map(|(k, d)| Entry::Delta(k, d))
+                .collect(),
+            Taken::Atomic(entry) => vec![entry],
+        }
+    }
+}
+
 /// The queue's entries.
 ///
 /// Invariant **R1:** `queued[k]` is the number of `Entry::Delta` entries of `queue` with key `k`,
@@ -469,11 +497,10 @@ impl<K: Object> RealFifo<K> {
         let taken = self
             .core
             .pop_with(|locked| {
-                if locked.items.queue.is_empty() {
-                    return locked.closed.then_some(Err(FifoError::Closed));
-                }
                 let is_in_initial_list = !locked.has_synced();
-                let taken = Self::take(locked, max_batch.max(1));
+                let Some(taken) = Self::take(locked, max_batch.max(1)) else {
+                    return locked.closed.then_some(Err(FifoError::Closed));
+                };
                 let depth = locked.items.queue.len();
                 if unlock && depth < UNLOCK_WHILE_PROCESSING_MAX_DEPTH {
                     return Some(Ok((taken, is_in_initial_list, None)));
@@ -501,7 +528,7 @@ impl<K: Object> RealFifo<K> {
         let mut locked = self.core.lock();
         locked.count_processed(taken.len());
         let outcome = finish(result, || {
-            for entry in taken {
+            for entry in taken.into_entries() {
                 let requeued_meanwhile =
                     matches!(&entry, Entry::Delta(key, _) if locked.items.queued.contains_key(key));
                 if !requeued_meanwhile {
@@ -514,41 +541,48 @@ impl<K: Object> RealFifo<K> {
         outcome
     }
 
-    /// Takes the next entry, or a batch of deltas of distinct keys (B15.5), off the queue.
-    fn take(locked: &mut Locked<Items<K>>, max_batch: usize) -> Vec<Entry<K>> {
+    /// Takes the next entry, or a batch of deltas of distinct keys (B15.5), off the queue; `None`
+    /// when it is empty.
+    fn take(locked: &mut Locked<Items<K>>, max_batch: usize) -> Option<Taken<K>> {
         let mut limit = max_batch;
         if locked.initial_population_count > 0 {
             limit = limit.min(locked.initial_population_count);
         }
-        let mut taken = Vec::with_capacity(limit.min(locked.items.queue.len()));
-        let mut keys: HashSet<ObjectKey> = HashSet::new();
-        while taken.len() < limit {
-            let next_fits = match locked.items.queue.front() {
-                None => false,
-                Some(Entry::Delta(key, _)) => !keys.contains(key),
-                // An atomic entry goes alone.
-                Some(_) => taken.is_empty(),
-            };
-            if !next_fits {
-                break;
-            }
-            let Some(entry) = locked.items.pop_front() else {
-                break;
-            };
-            match &entry {
-                Entry::Delta(key, _) => {
-                    if limit > 1 {
-                        keys.insert(key.clone());
-                    }
-                    taken.push(entry);
-                }
-                _ => {
-                    taken.push(entry);
-                    break;
-                }
-            }
+        if !matches!(locked.items.queue.front()?, Entry::Delta(..)) {
+            // An atomic entry goes alone.
+            return locked.items.pop_front().map(Taken::Atomic);
         }
-        taken
+        let mut keys: Vec<ObjectKey> = Vec::with_capacity(limit.min(locked.items.queue.len()));
+        let mut deltas = Vec::with_capacity(keys.capacity());
+        // Distinct keys: a set only once the batch is long enough for scanning to cost more.
+        let mut seen: HashSet<ObjectKey> = HashSet::new();
+        while keys.len() < limit {
+            let fits = match locked.items.queue.front() {
+                Some(Entry::Delta(key, _)) => {
+                    if keys.len() < 8 {
+                        !keys.contains(key)
+                    } else {
+                        if seen.is_empty() {
+                            seen.extend(keys.iter().cloned());
+                        }
+                        !seen.contains(key)
+                    }
+                }
+                _ => false,
+            };
+            if !fits {
+                break;
+            }
+            let Some(Entry::Delta(key, delta)) = locked.items.pop_front() else {
+                break;
+            };
+            if !seen.is_empty() {
+                seen.insert(key.clone());
+            }
+            keys.push(key);
+            deltas.push(delta);
+        }
+        Some(Taken::Deltas(keys, Deltas(deltas)))
     }
 
     /// Hands `taken` to `process` in the right [`Popped`] shape, logging a slow call on a deep
@@ -556,37 +590,32 @@ impl<K: Object> RealFifo<K> {
     fn run<R>(
         &self,
         process: impl FnOnce(Popped<'_, K>, bool) -> Result<R, ProcessError>,
-        taken: &[Entry<K>],
+        taken: &Taken<K>,
         is_in_initial_list: bool,
         depth: usize,
     ) -> Result<R, ProcessError> {
         let started = Instant::now();
         let result = match taken {
-            [Entry::Delta(_, delta)] => {
-                let deltas = Deltas(vec![delta.clone()]);
-                process(Popped::Deltas(&deltas), is_in_initial_list)
+            Taken::Deltas(_, deltas) if deltas.len() == 1 => {
+                process(Popped::Deltas(deltas), is_in_initial_list)
             }
-            [Entry::ReplacedAll {
+            Taken::Deltas(_, deltas) => process(Popped::Batch(&deltas.0), is_in_initial_list),
+            Taken::Atomic(Entry::ReplacedAll {
                 resource_version,
                 objects,
-            }] => process(
+            }) => process(
                 Popped::ReplacedAll {
                     objects,
                     resource_version,
                 },
                 is_in_initial_list,
             ),
-            [Entry::SyncAll] => process(Popped::SyncAll, is_in_initial_list),
-            [Entry::Bookmark(rv)] => process(Popped::Bookmark(rv), is_in_initial_list),
-            batch => {
-                let deltas: Vec<Delta<K>> = batch
-                    .iter()
-                    .filter_map(|e| match e {
-                        Entry::Delta(_, d) => Some(d.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                process(Popped::Batch(&deltas), is_in_initial_list)
+            Taken::Atomic(Entry::SyncAll) => process(Popped::SyncAll, is_in_initial_list),
+            Taken::Atomic(Entry::Bookmark(rv)) => process(Popped::Bookmark(rv), is_in_initial_list),
+            Taken::Atomic(Entry::Delta(_, delta)) => {
+                // `take` never makes this; handled for completeness.
+                let deltas = Deltas(vec![delta.clone()]);
+                process(Popped::Deltas(&deltas), is_in_initial_list)
             }
         };
         let took = started.elapsed();

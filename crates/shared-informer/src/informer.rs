@@ -612,28 +612,16 @@ where
         batch: &[Delta<K>],
         is_in_initial_list: bool,
     ) -> Result<(), ProcessError> {
-        let indexer = &self.inner.indexer;
-        // What each key held before: it decides add or update. Only this informer writes the
-        // cache, and it holds `block_deltas`, so nothing moves between here and the transaction.
-        let before: Vec<Option<Arc<K>>> = batch
-            .iter()
-            .map(|d| match d.object() {
-                Some(obj) if d.kind != DeltaType::Deleted => indexer
-                    .key_of(obj)
-                    .ok()
-                    .and_then(|k| indexer.get_by_key(k.as_str())),
-                _ => None,
-            })
-            .collect();
         let ops = batch.iter().map(|d| match (d.kind, d.object()) {
             (DeltaType::Deleted, _) | (_, None) => Transaction::delete(d.object.clone()),
             (_, Some(obj)) => Transaction::update(Arc::clone(obj)),
         });
-        let (applied, error): (Vec<usize>, Option<TransactionError>) =
-            match indexer.transaction(ops) {
-                Ok(()) => ((0..batch.len()).collect(), None),
-                Err(e) => (e.successful_indices.clone(), Some(e)),
-            };
+        // What each operation replaced decides add or update, in the same lock as the writes.
+        let (mut before, outcome) = self.inner.indexer.transaction_with_previous(ops);
+        let (applied, error): (Vec<usize>, Option<TransactionError>) = match outcome {
+            Ok(()) => ((0..batch.len()).collect(), None),
+            Err(e) => (e.successful_indices.clone(), Some(e)),
+        };
         for i in applied {
             let delta = &batch[i];
             match (delta.kind, delta.object()) {
@@ -641,7 +629,7 @@ where
                     .inner
                     .processor
                     .distribute(Notification::Delete(delta.object.clone()), false),
-                (_, Some(obj)) => match before[i].clone() {
+                (_, Some(obj)) => match before[i].take() {
                     Some(old) => self.notify_update(old, Arc::clone(obj)),
                     None => self.notify_add(Arc::clone(obj), is_in_initial_list),
                 },

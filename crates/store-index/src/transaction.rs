@@ -180,6 +180,31 @@ impl<K: Object> Indexer<K> {
         &self,
         ops: impl IntoIterator<Item = Transaction<K>>,
     ) -> Result<(), TransactionError> {
+        self.transaction_with_previous(ops).1
+    }
+
+    /// [`transaction`](Self::transaction), also returning what each operation replaced or
+    /// removed, in input order (`None` for a key that held nothing, or an operation that was
+    /// skipped): a consumer that notifies about the batch learns add from update without reading
+    /// the store once more per object.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use store_index::{DynamicObject, Indexer, Object, Transaction};
+    ///
+    /// let pod = |rv: &str| Arc::new(DynamicObject::new("v1", "Pod").within("ns").named("a").with_resource_version(rv));
+    /// let indexer: Indexer<DynamicObject> = Indexer::default();
+    /// indexer.add(pod("1")).unwrap();
+    /// let (previous, outcome) =
+    ///     indexer.transaction_with_previous([Transaction::update(pod("2")), Transaction::delete(pod("2"))]);
+    /// outcome.unwrap();
+    /// assert_eq!(previous[0].as_ref().unwrap().resource_version(), Some("1"));
+    /// assert_eq!(previous[1].as_ref().unwrap().resource_version(), Some("2"));
+    /// ```
+    pub fn transaction_with_previous(
+        &self,
+        ops: impl IntoIterator<Item = Transaction<K>>,
+    ) -> (Vec<Option<Arc<K>>>, Result<(), TransactionError>) {
         let mut keyed = Vec::new();
         let mut errors = Vec::new();
         let mut total = 0;
@@ -196,6 +221,7 @@ impl<K: Object> Indexer<K> {
         }
 
         let mut successful_indices = Vec::with_capacity(keyed.len());
+        let mut previous: Vec<Option<Arc<K>>> = vec![None; total];
         self.write_state(|state| {
             let mut last_applied = None;
             for (i, key, op) in keyed {
@@ -203,12 +229,13 @@ impl<K: Object> Indexer<K> {
                     (
                         TransactionKind::Add | TransactionKind::Update,
                         ObjectOrTombstone::Object(obj),
-                    ) => state.upsert(key, Arc::clone(obj)).map(drop),
+                    ) => state.upsert(key, Arc::clone(obj)),
                     // A delete; the constructors let only a delete carry a tombstone.
-                    _ => state.remove(key.as_str()).map(drop),
+                    _ => state.remove(key.as_str()),
                 };
                 match applied {
-                    Ok(()) => {
+                    Ok(old) => {
+                        previous[i] = old;
                         successful_indices.push(i);
                         last_applied = Some(op);
                     }
@@ -233,14 +260,15 @@ impl<K: Object> Indexer<K> {
         });
 
         if errors.is_empty() {
-            return Ok(());
+            return (previous, Ok(()));
         }
         errors.sort_by_key(|(i, _)| *i);
-        Err(TransactionError {
+        let error = TransactionError {
             successful_indices,
             total,
             errors: errors.into_iter().map(|(_, err)| err).collect(),
-        })
+        };
+        (previous, Err(error))
     }
 }
 
