@@ -171,17 +171,7 @@ async fn a_relist_after_410_delivers_missing_objects_as_tombstones(queue: Inform
     assert!(inf.wait_for_sync().await);
     until(|| lw.watches() == 1).await;
     // While away, b was deleted and c created; the watch then ends with 410 Gone.
-    let gone = Status {
-        code: 410,
-        reason: "Expired".into(),
-        message: "too old resource version".into(),
-        ..Status::default()
-    };
-    lw.break_watch(
-        ReflectorError::api(gone),
-        vec![pod("a", 1), pod("c", 7)],
-        "7",
-    );
+    lw.break_watch(gone(), vec![pod("a", 1), pod("c", 7)], "7");
     until(|| lw.lists() == 2 && log.lock().len() == 5).await;
     let mut after: Vec<String> = log.lock()[2..].to_vec();
     after.sort();
@@ -194,14 +184,7 @@ async fn a_relist_after_410_delivers_missing_objects_as_tombstones(queue: Inform
         ],
         "the unchanged object is a resync-class update for a syncing new listener"
     );
-    let mut keys: Vec<String> = inf
-        .indexer()
-        .list_keys()
-        .iter()
-        .map(|k| k.to_string())
-        .collect();
-    keys.sort();
-    assert_eq!(keys, ["ns/a", "ns/c"]);
+    assert_eq!(sorted_keys(&inf), ["ns/a", "ns/c"]);
     cancel.cancel();
     task.await.unwrap();
 }
@@ -596,6 +579,17 @@ async fn a_registration_of_another_informer_is_not_removed(queue: InformerQueue)
     task.await.unwrap();
 }
 
+fn sorted_keys(inf: &SharedIndexInformer<DynamicObject, FakeLw>) -> Vec<String> {
+    let mut keys: Vec<String> = inf
+        .indexer()
+        .list_keys()
+        .iter()
+        .map(|k| k.to_string())
+        .collect();
+    keys.sort();
+    keys
+}
+
 fn gone() -> ReflectorError {
     ReflectorError::api(Status {
         code: 410,
@@ -769,14 +763,7 @@ async fn a_batch_applies_what_the_cache_accepts_and_notifies_only_that() {
     let mut seen = log.lock().clone();
     seen.sort();
     assert_eq!(seen, ["h add a 1 initial=true", "h add c 3 initial=true"]);
-    let mut keys: Vec<String> = inf
-        .indexer()
-        .list_keys()
-        .iter()
-        .map(|k| k.to_string())
-        .collect();
-    keys.sort();
-    assert_eq!(keys, ["ns/a", "ns/c"]);
+    assert_eq!(sorted_keys(&inf), ["ns/a", "ns/c"]);
     cancel.cancel();
     task.await.unwrap();
 }
