@@ -2,8 +2,10 @@
 //!
 //! The queue between a reflector and an informer's store (client-go's `DeltaFIFO`, `FIFO` and
 //! `RealFIFO`). A reflector writes into a queue through the [`Store`] trait; an informer drains it
-//! through [`Queue::pop`], applying each popped item to its indexer **under the queue's lock**, so
-//! the cache and the queue never disagree about what has been processed.
+//! through [`Queue::pop_entry`], applying each popped entry to its indexer **under the queue's
+//! lock** (or, for an atomic `RealFifo` that asks for it, with the producer let in meanwhile: its
+//! entries never depend on the consumer's store), so the cache and the queue never disagree about
+//! what has been processed.
 //!
 //! ```text
 //!  reflector ──add/update/delete/replace/resync──▶ DeltaFifo ──pop(process)──▶ indexer + handlers
@@ -13,8 +15,10 @@
 //!
 //! - [`DeltaFifo`]: per-key [`Deltas`] in first-enqueue order, consecutive deletions deduplicated,
 //!   tombstones for keys a relist no longer contains, resync, HasSynced (the seeds' design).
-//! - [`RealFifo`]: every change kept in arrival order, one delta per pop (client-go's current
-//!   default for informers); same [`Queue`] trait, so an informer can run on either.
+//! - [`RealFifo`]: every change kept in arrival order, no merging (client-go's current default
+//!   for informers, and the informers' default here); relists as tombstones or as one atomic
+//!   entry, pops of one delta or of a batch of distinct keys; same [`Queue`] trait, so an
+//!   informer can run on either.
 //! - [`Fifo`]: the latest object per key, no deltas.
 //!
 //! Invariants, written next to the state they govern in `delta_fifo.rs` and checked by the
