@@ -137,10 +137,25 @@ fn start<K: Decode>(config: &ClusterConfig, options: ReflectorOptions) -> Runnin
 }
 
 fn start_with<K: Decode>(lw: HttpListerWatcher<K>, options: ReflectorOptions) -> Running<K> {
+    start_recording(lw, options, None)
+}
+
+/// Starts a reflector whose watch error handler pushes each error's text to `errors`, set before
+/// it runs, so not even its first list's error can be missed.
+fn start_recording<K: Decode>(
+    lw: HttpListerWatcher<K>,
+    options: ReflectorOptions,
+    errors: Option<Arc<Mutex<Vec<String>>>>,
+) -> Running<K> {
     let metrics = Arc::new(ReflectorMetrics::default());
     let lw = lw.count_bytes_into(metrics.clone());
     let store = Arc::new(MapStore::default());
     let r = Arc::new(Reflector::new(lw, store.clone(), options).with_metrics(metrics));
+    if let Some(errors) = errors {
+        r.set_watch_error_handler(Arc::new(move |e: &reflector::ReflectorError| {
+            errors.lock().push(e.to_string())
+        }));
+    }
     let cancel = CancellationToken::new();
     let task = tokio::spawn({
         let (r, c) = (r.clone(), cancel.clone());
@@ -916,17 +931,14 @@ async fn a_repeating_continue_token_fails_the_list_instead_of_paging_forever() {
     // by the server (400); the third list pages normally.
     sim.faults().list_body(ListFault::RepeatContinue, 3);
     let errors = Arc::new(Mutex::new(Vec::new()));
-    let (r, store, cancel, task) = start_with(
+    let (_r, store, cancel, task) = start_recording(
         pods_lw(&sim),
         ReflectorOptions {
             page_size: 2,
             ..fast()
         },
+        Some(errors.clone()),
     );
-    r.set_watch_error_handler(Arc::new({
-        let errors = errors.clone();
-        move |e: &reflector::ReflectorError| errors.lock().push(e.to_string())
-    }));
     store.until("the whole list", |s| s.len() == 5).await;
     assert_eq!(store.replaces.load(Ordering::SeqCst), 1);
     assert_eq!(
@@ -951,11 +963,11 @@ async fn an_endless_list_body_stops_at_the_page_limit() {
     create_pods(&sim, "default", 3);
     sim.faults().list_body(ListFault::Endless, 2);
     let errors = Arc::new(Mutex::new(Vec::new()));
-    let (r, store, cancel, task) = start_with(pods_lw(&sim).max_list_page_bytes(1 << 20), fast());
-    r.set_watch_error_handler(Arc::new({
-        let errors = errors.clone();
-        move |e: &reflector::ReflectorError| errors.lock().push(e.to_string())
-    }));
+    let (_r, store, cancel, task) = start_recording(
+        pods_lw(&sim).max_list_page_bytes(1 << 20),
+        fast(),
+        Some(errors.clone()),
+    );
     store.until("the list that works", |s| s.len() == 3).await;
     let errors = errors.lock().clone();
     assert_eq!(errors.len(), 2, "{errors:?}");
@@ -974,14 +986,11 @@ async fn a_silent_watch_is_ended_by_its_idle_timeout_and_resumed_without_a_relis
     create_pods(&sim, "default", 2);
     sim.faults().silent_watches(1);
     let errors = Arc::new(Mutex::new(Vec::new()));
-    let (r, store, cancel, task) = start_with(
+    let (_r, store, cancel, task) = start_recording(
         pods_lw(&sim).watch_idle_timeout(Duration::from_millis(800)),
         fast(),
+        Some(errors.clone()),
     );
-    r.set_watch_error_handler(Arc::new({
-        let errors = errors.clone();
-        move |e: &reflector::ReflectorError| errors.lock().push(e.to_string())
-    }));
     store.until("initial list", |s| s.len() == 2).await;
     sim.create(
         "pods",
