@@ -13,8 +13,8 @@ use reflector::delta_fifo::{
     RealFifo, RealFifoOptions, Transformer, DEFAULT_BATCH_SIZE,
 };
 use reflector::store_index::{
-    BoxError, DeletedFinalStateUnknown, Indexer, Indexers, Lister, Object, ObjectKey,
-    ObjectOrTombstone, ReadOnlyIndexer, ResourceVersion, Transaction, TransactionError,
+    BoxError, DeletedFinalStateUnknown, Indexer, Indexers, Lister, Object, ReadOnlyIndexer,
+    ResourceVersion, Transaction, TransactionError,
 };
 use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WatchErrorHandler};
 use tokio::time::Instant;
@@ -652,36 +652,25 @@ where
         resource_version: &ResourceVersion,
         is_in_initial_list: bool,
     ) -> Result<(), ProcessError> {
-        let indexer = &self.inner.indexer;
-        let mut listed: Vec<(Arc<K>, Option<Arc<K>>)> = Vec::with_capacity(objects.len());
-        let mut keys: std::collections::HashSet<ObjectKey> =
-            std::collections::HashSet::with_capacity(objects.len());
-        for obj in objects {
-            let key = indexer.key_of(obj).map_err(ProcessError::failed)?;
-            listed.push((Arc::clone(obj), indexer.get_by_key(key.as_str())));
-            keys.insert(key);
-        }
-        let deleted: Vec<ObjectOrTombstone<K>> = indexer
-            .list_keys()
-            .into_iter()
-            .filter(|key| !keys.contains(key))
-            .map(|key| {
-                let obj = indexer.get_by_key(key.as_str());
-                DeletedFinalStateUnknown { key, obj }.into()
-            })
-            .collect();
-        indexer
-            .replace(objects.iter().cloned(), resource_version.clone())
+        // One lock: the list goes in, and what it replaced and removed comes out.
+        let (previous, removed) = self
+            .inner
+            .indexer
+            .replace_with_previous(objects.iter().cloned(), resource_version.clone())
             .map_err(ProcessError::failed)?;
-        for tombstone in deleted {
+        for (key, obj) in removed {
+            let tombstone = DeletedFinalStateUnknown {
+                key,
+                obj: Some(obj),
+            };
             self.inner
                 .processor
-                .distribute(Notification::Delete(tombstone), false);
+                .distribute(Notification::Delete(tombstone.into()), false);
         }
-        for (obj, old) in listed {
+        for (obj, old) in objects.iter().zip(previous) {
             match old {
-                Some(old) => self.notify_update(old, obj),
-                None => self.notify_add(obj, is_in_initial_list),
+                Some(old) => self.notify_update(old, Arc::clone(obj)),
+                None => self.notify_add(Arc::clone(obj), is_in_initial_list),
             }
         }
         Ok(())

@@ -145,7 +145,12 @@ impl<K: Object> State<K> {
     }
 
     /// Replaces all items and rebuilds every index from scratch (A3.5, A4.4).
-    pub(crate) fn replace(&mut self, items: HashMap<ObjectKey, Arc<K>>) -> Result<(), StoreError> {
+    /// Replaces every item and rebuilds every index; returns the items it replaced. On an
+    /// indexing error nothing changes.
+    pub(crate) fn replace(
+        &mut self,
+        items: HashMap<ObjectKey, Arc<K>>,
+    ) -> Result<HashMap<ObjectKey, Arc<K>>, StoreError> {
         let mut rebuilt = Vec::with_capacity(self.indexes.len());
         for index in &self.indexes {
             rebuilt.push(build_index(index, &items)?);
@@ -153,8 +158,7 @@ impl<K: Object> State<K> {
         for (index, buckets) in self.indexes.iter_mut().zip(rebuilt) {
             index.buckets = buckets;
         }
-        self.items = items;
-        Ok(())
+        Ok(std::mem::replace(&mut self.items, items))
     }
 
     /// Registers new index functions and indexes every existing item with them (A4.7).
