@@ -20,6 +20,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         return Err(format!("`ci` takes no arguments (got `{arg}`)"));
     }
     let cargo = tools::cargo();
+    // A CI run starts from a clean checkout and builds once: incremental caches would only take
+    // disk (about 5 GB for the debug build), so they are off for every cargo command below.
+    // Set before any thread is started: xtask is single-threaded here.
+    std::env::set_var("CARGO_INCREMENTAL", "0");
     tools::step("tools", tools::ensure_tools)?;
     tools::step("layering", layering::run)?;
     tools::step("fmt", || {
