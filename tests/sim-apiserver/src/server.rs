@@ -683,7 +683,7 @@ enum Route {
     Text(&'static str),
     Json(Value),
     NotFound,
-    Resource(ResourcePath),
+    Resource(Box<ResourcePath>),
 }
 
 fn route(shared: &Shared, path: &str) -> Route {
@@ -747,13 +747,13 @@ fn route(shared: &Shared, path: &str) -> Route {
         Some("scale") if def.scale.is_some() => {}
         Some(_) => return Route::NotFound,
     }
-    Route::Resource(ResourcePath {
+    Route::Resource(Box::new(ResourcePath {
         idx,
         def,
         ns: ns.map(str::to_string),
         name: name.map(str::to_string),
         sub: sub.map(str::to_string),
-    })
+    }))
 }
 
 /// Who is asking.
@@ -883,7 +883,7 @@ async fn respond_as(shared: Arc<Shared>, req: Request<Incoming>, auth: Auth) -> 
                     return error_response(&shared, &e);
                 }
             }
-            match resource_request(&shared, req, rp).await {
+            match resource_request(&shared, req, *rp).await {
                 Ok(r) => r,
                 Err(e) => error_response(&shared, &e),
             }
