@@ -95,9 +95,24 @@ impl ResourceDef {
         self.kind.to_lowercase()
     }
 
-    /// Whether this is a built-in (core) resource rather than a custom one.
+    /// Whether this is a built-in resource (the core group or one of kube-apiserver's own
+    /// groups, such as `apps` or `coordination.k8s.io`) rather than a custom one: the items
+    /// of its lists carry no `kind`/`apiVersion`.
     pub fn is_core(&self) -> bool {
-        self.group.is_empty()
+        const BUILTIN_GROUPS: &[&str] = &[
+            "",
+            "apps",
+            "batch",
+            "autoscaling",
+            "policy",
+            "coordination.k8s.io",
+            "events.k8s.io",
+            "discovery.k8s.io",
+            "networking.k8s.io",
+            "rbac.authorization.k8s.io",
+            "storage.k8s.io",
+        ];
+        BUILTIN_GROUPS.contains(&self.group.as_str())
     }
 }
 

@@ -60,6 +60,7 @@ pub struct SimServerBuilder {
     readonly_tokens: Vec<String>,
     user_tokens: Vec<(String, String)>,
     history_limit: usize,
+    history_max_versions: usize,
     gzip: bool,
     gzip_min_bytes: usize,
 }
@@ -81,6 +82,7 @@ impl Default for SimServerBuilder {
             readonly_tokens: Vec::new(),
             user_tokens: Vec::new(),
             history_limit: crate::storage::DEFAULT_HISTORY_LIMIT,
+            history_max_versions: crate::storage::DEFAULT_HISTORY_MAX_VERSIONS,
             gzip: false,
             gzip_min_bytes: DEFAULT_GZIP_MIN_BYTES,
         }
@@ -169,9 +171,16 @@ impl SimServerBuilder {
     }
 
     /// Keep the last `n` versions of each object for [`SimServer::history`]. Default
-    /// [`crate::storage::DEFAULT_HISTORY_LIMIT`]; 0 keeps none.
+    /// [`crate::storage::DEFAULT_HISTORY_LIMIT`] (16); 0 keeps none.
     pub fn history_limit(mut self, n: usize) -> Self {
         self.history_limit = n;
+        self
+    }
+
+    /// Keep at most `n` versions over all objects for [`SimServer::history`] (the oldest
+    /// go first). Default [`crate::storage::DEFAULT_HISTORY_MAX_VERSIONS`] (10 000).
+    pub fn history_max_versions(mut self, n: usize) -> Self {
+        self.history_max_versions = n;
         self
     }
 
@@ -208,7 +217,7 @@ impl SimServerBuilder {
             registry.register(d.clone());
         }
         let storage = Arc::new(Storage::new(self.max_log_events, self.watch_buffer));
-        storage.set_history_limit(self.history_limit);
+        storage.set_history_limit(self.history_limit, self.history_max_versions);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let tls = if self.tls {
             Some(TlsMaterial::generate()?)
@@ -489,8 +498,10 @@ impl SimServer {
 
     /// Every stored version of an object still kept (created, then each update, including
     /// status and scale writes), oldest first, each with its resourceVersion: e.g. a Lease's
-    /// holder over time. Bounded by [`SimServerBuilder::history_limit`] (the oldest go first);
-    /// empty for an unknown resource or object, and once the object is deleted.
+    /// holder over time. Bounded per object by [`SimServerBuilder::history_limit`] and over
+    /// all objects by [`SimServerBuilder::history_max_versions`] (the oldest go first); dry
+    /// runs are not in it; empty for an unknown resource or object, and once the object is
+    /// deleted.
     pub fn history(&self, resource: &str, ns: Option<&str>, name: &str) -> Vec<Value> {
         let Ok((idx, def)) = self.res(resource) else {
             return Vec::new();

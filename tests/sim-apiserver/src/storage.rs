@@ -150,9 +150,16 @@ struct WatcherSlot {
 
 struct Inner {
     rev: u64,
-    /// Recent versions of each live object, for [`Storage::history`].
-    history: HashMap<(usize, String), VecDeque<Arc<Obj>>>,
+    /// Recent versions of each live object that was updated, for [`Storage::history`], each
+    /// with its sequence number in `history_order` (an object never updated has none: its
+    /// history is the live object).
+    history: HashMap<(usize, String), VecDeque<(u64, Arc<Obj>)>>,
+    /// Every version recorded, oldest first, for the bound on all objects together (entries
+    /// of versions already dropped by the per-object bound or a delete are skipped).
+    history_order: VecDeque<(u64, usize, String)>,
+    history_seq: u64,
     history_limit: usize,
+    history_max: usize,
     compacted: u64,
     objects: HashMap<usize, BTreeMap<String, Arc<Obj>>>,
     log: VecDeque<Arc<Event>>,
@@ -162,16 +169,40 @@ struct Inner {
 }
 
 impl Inner {
-    /// Records a new version of an object in its bounded history.
-    fn remember(&mut self, res: usize, key: &str, o: &Arc<Obj>) {
-        if self.history_limit == 0 {
+    /// Records an update of an object (from `old` to `new`) in its bounded history.
+    fn remember(&mut self, res: usize, key: &str, old: &Arc<Obj>, new: &Arc<Obj>) {
+        if self.history_limit == 0 || self.history_max == 0 {
             return;
         }
-        let limit = self.history_limit;
-        let h = self.history.entry((res, key.to_string())).or_default();
-        h.push_back(o.clone());
-        while h.len() > limit {
-            h.pop_front();
+        let k = (res, key.to_string());
+        let fresh = !self.history.contains_key(&k);
+        let mut versions = vec![new.clone()];
+        if fresh {
+            versions.insert(0, old.clone());
+        }
+        for o in versions {
+            self.history_seq += 1;
+            let seq = self.history_seq;
+            let h = self.history.entry(k.clone()).or_default();
+            h.push_back((seq, o));
+            while h.len() > self.history_limit {
+                h.pop_front();
+            }
+            self.history_order.push_back((seq, res, key.to_string()));
+        }
+        while self.history_order.len() > self.history_max {
+            let Some((seq, r, key)) = self.history_order.pop_front() else {
+                break;
+            };
+            let k = (r, key);
+            if let Some(h) = self.history.get_mut(&k) {
+                if h.front().is_some_and(|(s, _)| *s == seq) {
+                    h.pop_front();
+                }
+                if h.is_empty() {
+                    self.history.remove(&k);
+                }
+            }
         }
     }
 }
@@ -200,6 +231,10 @@ pub struct Registration {
 /// Versions kept per object by [`Storage::history`] unless
 /// [`Storage::set_history_limit`] says otherwise.
 pub const DEFAULT_HISTORY_LIMIT: usize = 16;
+
+/// Versions kept by [`Storage::history`] over all objects together (the oldest go first)
+/// unless [`Storage::set_history_limit`] says otherwise: as many as the default event log.
+pub const DEFAULT_HISTORY_MAX_VERSIONS: usize = 10_000;
 
 /// Which part of an object a write may change.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -337,7 +372,10 @@ impl Storage {
             inner: Mutex::new(Inner {
                 rev: 0,
                 history: HashMap::new(),
+                history_order: VecDeque::new(),
+                history_seq: 0,
                 history_limit: DEFAULT_HISTORY_LIMIT,
+                history_max: DEFAULT_HISTORY_MAX_VERSIONS,
                 compacted: 0,
                 objects: HashMap::new(),
                 log: VecDeque::new(),
@@ -513,7 +551,6 @@ impl Storage {
             .entry(res)
             .or_default()
             .insert(key.clone(), o.clone());
-        i.remember(res, &key, &o);
         self.commit(
             &mut i,
             Event {
@@ -640,7 +677,7 @@ impl Storage {
             .entry(res)
             .or_default()
             .insert(key.clone(), o.clone());
-        i.remember(res, &key, &o);
+        i.remember(res, &key, &old, &o);
         self.commit(
             &mut i,
             Event {
@@ -746,24 +783,31 @@ impl Storage {
         Ok(o)
     }
 
-    /// Keeps at most `n` versions per object for [`Storage::history`] (0: none). Applies to
-    /// versions written from now on.
-    pub fn set_history_limit(&self, n: usize) {
+    /// Keeps at most `per_object` versions of each object and `total` versions over all
+    /// objects for [`Storage::history`] (0: none; history is then just the live object).
+    /// Applies to versions written from now on.
+    pub fn set_history_limit(&self, per_object: usize, total: usize) {
         let mut i = self.inner.lock();
-        i.history_limit = n;
-        if n == 0 {
+        i.history_limit = per_object;
+        i.history_max = total;
+        if per_object == 0 || total == 0 {
             i.history.clear();
+            i.history_order.clear();
         }
     }
 
     /// The last stored versions of a live object (created, then each update), oldest first,
-    /// at most the history limit of them. Empty once the object is deleted.
+    /// within the history bounds; an object never updated has just its live version (the
+    /// history of an object costs nothing until it is updated). Empty once it is deleted.
     pub fn history(&self, res: usize, key: &str) -> Vec<Arc<Obj>> {
-        self.inner
-            .lock()
-            .history
-            .get(&(res, key.to_string()))
-            .map(|h| h.iter().cloned().collect())
+        let i = self.inner.lock();
+        if let Some(h) = i.history.get(&(res, key.to_string())) {
+            return h.iter().map(|(_, o)| o.clone()).collect();
+        }
+        i.objects
+            .get(&res)
+            .and_then(|m| m.get(key))
+            .map(|o| vec![o.clone()])
             .unwrap_or_default()
     }
 

@@ -256,3 +256,43 @@ async fn history_keeps_the_last_versions_of_each_object_in_order() {
         .is_empty());
     assert!(sim.history("nope", None, "x").is_empty());
 }
+
+#[tokio::test]
+async fn history_is_bounded_over_all_objects_and_free_for_objects_never_updated() {
+    let sim = SimServer::builder()
+        .history_limit(10)
+        .history_max_versions(4)
+        .start()
+        .await
+        .unwrap();
+    for n in ["a", "b"] {
+        sim.create(
+            "configmaps",
+            None,
+            json!({"metadata": {"name": n}, "data": {"v": "0"}}),
+        )
+        .unwrap();
+    }
+    // Never updated: the live object.
+    assert_eq!(sim.history("configmaps", None, "a").len(), 1);
+    for v in 1..=2 {
+        sim.patch(
+            "configmaps",
+            None,
+            "a",
+            &json!({"data": {"v": v.to_string()}}),
+        )
+        .unwrap();
+    }
+    assert_eq!(sim.history("configmaps", None, "a").len(), 3);
+    sim.patch("configmaps", None, "b", &json!({"data": {"v": "1"}}))
+        .unwrap();
+    // 5 versions recorded, 4 kept: a's oldest went.
+    let a: Vec<Value> = sim
+        .history("configmaps", None, "a")
+        .iter()
+        .map(|o| o["data"]["v"].clone())
+        .collect();
+    assert_eq!(a, [json!("1"), json!("2")]);
+    assert_eq!(sim.history("configmaps", None, "b").len(), 2);
+}

@@ -59,6 +59,10 @@ async fn leases_events_and_deployments_are_built_in_and_discovered_with_subresou
     assert_eq!(r.body["apiVersion"], "events.k8s.io/v1");
     let r = c.post(DEPLOYS, deployment("web", 2)).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    // Built-in groups list items without kind/apiVersion, as the core group does.
+    let list = c.get(DEPLOYS).await.body;
+    assert_eq!(list["kind"], "DeploymentList");
+    assert!(list["items"][0].get("kind").is_none(), "{list}");
 
     let names = |v: &Value| -> Vec<String> {
         v["resources"]
