@@ -148,12 +148,15 @@ struct WatcherSlot {
     terminated: Arc<AtomicBool>,
 }
 
+/// The recorded versions of one object, each with its sequence number.
+type Versions = VecDeque<(u64, Arc<Obj>)>;
+
 struct Inner {
     rev: u64,
     /// Recent versions of each live object that was updated, for [`Storage::history`], each
     /// with its sequence number in `history_order` (an object never updated has none: its
     /// history is the live object).
-    history: HashMap<(usize, String), VecDeque<(u64, Arc<Obj>)>>,
+    history: HashMap<(usize, String), Versions>,
     /// Every version recorded, oldest first, for the bound on all objects together (entries
     /// of versions already dropped by the per-object bound or a delete are skipped).
     history_order: VecDeque<(u64, usize, String)>,
