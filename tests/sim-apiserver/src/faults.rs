@@ -111,6 +111,8 @@ pub(crate) enum OneShot {
 pub struct Faults {
     state: Arc<Mutex<State>>,
     stall: Arc<watch::Sender<bool>>,
+    /// Bumped whenever a user is partitioned or healed, to wake what waits on a partition.
+    partitions: Arc<watch::Sender<u64>>,
     storage: Arc<Storage>,
 }
 
@@ -119,6 +121,7 @@ impl Faults {
         Self {
             state: Arc::default(),
             stall: Arc::new(watch::channel(false).0),
+            partitions: Arc::new(watch::channel(0).0),
             storage,
         }
     }
@@ -256,20 +259,27 @@ impl Faults {
 
     /// Cuts `user` off: every request authenticated as that user (see
     /// [`crate::SimServerBuilder::user_token`]; `admin` for the main token or when no token is
-    /// required, a read-only token's user is named after it) gets no answer at all, as if the
-    /// network dropped it: it stays pending until the client gives up or the server shuts
-    /// down (never answered, even after [`Faults::heal_user`]). Other users are served.
+    /// required, a read-only token's user is named after it) gets no answer at all, and the
+    /// user's open watch streams stop writing, as if the network dropped every packet. Held
+    /// requests are handled when [`Faults::heal_user`] (or [`Faults::reset`]) ends the
+    /// partition, as TCP would deliver them late, if the client is still waiting; a client
+    /// that gave up meanwhile (timeout, cancelled stream) never sees them. Other users are
+    /// served throughout.
     pub fn partition_user(&self, user: &str) -> &Self {
         self.state.lock().partitioned.insert(user.to_string());
+        self.partitions.send_modify(|n| *n += 1);
         self
     }
 
     /// Ends [`Faults::partition_user`] and [`Faults::slow_user`] for `user`: requests from
     /// now on are served normally.
     pub fn heal_user(&self, user: &str) -> &Self {
-        let mut s = self.state.lock();
-        s.partitioned.remove(user);
-        s.slow.remove(user);
+        {
+            let mut s = self.state.lock();
+            s.partitioned.remove(user);
+            s.slow.remove(user);
+        }
+        self.partitions.send_modify(|n| *n += 1);
         self
     }
 
@@ -300,7 +310,25 @@ impl Faults {
     /// Clears every fault setting (and ends a stall).
     pub fn reset(&self) {
         *self.state.lock() = State::default();
+        self.partitions.send_modify(|n| *n += 1);
         self.unstall();
+    }
+
+    /// Waits while `user` is partitioned ([`Faults::partition_user`]); `false` if the server
+    /// shut down meanwhile.
+    pub(crate) async fn partition_wait(
+        &self,
+        user: &str,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let mut changed = self.partitions.subscribe();
+        while self.is_partitioned(user) {
+            tokio::select! {
+                _ = changed.changed() => {}
+                _ = shutdown.changed() => return false,
+            }
+        }
+        true
     }
 
     pub(crate) fn stall_rx(&self) -> watch::Receiver<bool> {

@@ -834,12 +834,13 @@ async fn respond(
     let Some(auth) = authenticate(&shared, &req, client_cert) else {
         return error_response(&shared, &ApiError::unauthorized());
     };
-    if shared.faults.is_partitioned(auth.user()) {
-        // A network partition: no answer at all, until the client gives up or shutdown.
-        let mut shutdown = shared.shutdown.clone();
-        if !*shutdown.borrow_and_update() {
-            let _ = shutdown.changed().await;
-        }
+    // A network partition: nothing is handled (or answered) until it heals.
+    let mut shutdown = shared.shutdown.clone();
+    if !shared
+        .faults
+        .partition_wait(auth.user(), &mut shutdown)
+        .await
+    {
         return error_response(
             &shared,
             &ApiError::service_unavailable("the server is shutting down"),
@@ -894,7 +895,7 @@ async fn respond_as(shared: Arc<Shared>, req: Request<Incoming>, auth: Auth) -> 
                     return error_response(&shared, &e);
                 }
             }
-            match resource_request(&shared, req, *rp).await {
+            match resource_request(&shared, req, *rp, auth.user()).await {
                 Ok(r) => r,
                 Err(e) => error_response(&shared, &e),
             }
@@ -906,6 +907,7 @@ async fn resource_request(
     shared: &Arc<Shared>,
     req: Request<Incoming>,
     rp: ResourcePath,
+    user: &str,
 ) -> Result<Response<SimBody>, ApiError> {
     let method = req.method().clone();
     let query = req.uri().query().map(str::to_string);
@@ -949,6 +951,7 @@ async fn resource_request(
                     shutdown: shared.shutdown.clone(),
                     bookmark_interval: shared.cfg.bookmark_interval,
                     default_timeout: shared.cfg.default_watch_timeout,
+                    user: user.to_string(),
                 };
                 let rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
                 let mut r = Response::new(SimBody::stream(rx, shared.counters.clone()));

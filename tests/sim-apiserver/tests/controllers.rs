@@ -136,13 +136,16 @@ async fn a_partitioned_user_gets_no_answer_until_healed_while_others_are_served(
     let sim = three_users().await;
     let [a, b, c] = replicas(&sim);
     assert_eq!(a.post(LEASES, lease("a")).await.status, StatusCode::CREATED);
+    let start = sim.revision();
+    let mut b_watch = b
+        .watch(&format!("{LEASES}?watch=1&resourceVersion={start}"))
+        .await;
     sim.faults().partition_user("replica-b");
-    let hung = tokio::spawn({
+    let held = tokio::spawn({
         let b = b.clone();
         async move { b.get(&format!("{LEASES}/leader")).await }
     });
     // Other users are served meanwhile, writes included.
-    let requests = sim.counters().requests;
     assert_eq!(
         c.get(&format!("{LEASES}/leader")).await.status,
         StatusCode::OK
@@ -153,16 +156,16 @@ async fn a_partitioned_user_gets_no_answer_until_healed_while_others_are_served(
             &format!("{LEASES}/leader"),
             Some((
                 "application/merge-patch+json",
-                json!({"spec": {"renewTime": "2024-01-01T00:00:00.000000Z"}}),
+                json!({"spec": {"holderIdentity": "a2"}}),
             )),
         )
         .await;
     assert_eq!(r.status, StatusCode::OK);
-    assert!(sim.counters().requests >= requests + 2);
-    // b's request got no answer (it would have been served long before those two).
+    // b's request got no answer, and b's open watch delivers nothing (both would have been
+    // served long before those two requests were).
     assert!(
         tokio::time::timeout(Duration::from_millis(200), async {
-            while !hung.is_finished() {
+            while !held.is_finished() {
                 tokio::task::yield_now().await;
             }
         })
@@ -170,16 +173,25 @@ async fn a_partitioned_user_gets_no_answer_until_healed_while_others_are_served(
         .is_err(),
         "the partitioned user's request was answered"
     );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), b_watch.next())
+            .await
+            .is_err(),
+        "the partitioned user's watch delivered an event"
+    );
     sim.faults().heal_user("replica-b");
+    // Healed: the held request is handled late, the watch resumes, new requests pass.
+    let late = held.await.unwrap();
+    assert_eq!(late.status, StatusCode::OK);
+    assert_eq!(late.body["spec"]["holderIdentity"], "a2");
+    assert_eq!(
+        b_watch.expect("MODIFIED").await["spec"]["holderIdentity"],
+        "a2"
+    );
     assert_eq!(
         b.get(&format!("{LEASES}/leader")).await.status,
         StatusCode::OK
     );
-    assert!(
-        !hung.is_finished(),
-        "a request lost in the partition stays lost"
-    );
-    hung.abort();
     // Tokens authenticate their own users; a wrong token is still 401.
     let bad = Client::with(&sim, false, Some("nope".into()), false);
     assert_eq!(bad.get(LEASES).await.status, StatusCode::UNAUTHORIZED);
