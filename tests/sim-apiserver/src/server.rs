@@ -440,6 +440,8 @@ impl SimServer {
     }
 
     /// Replaces an object (name taken from `obj`); a set resourceVersion must be current.
+    /// The whole object is written, `.status` included even for a resource with a status
+    /// subresource (the test API stands for the controllers that own both).
     pub fn update(&self, resource: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
         let (idx, def) = self.res(resource)?;
         let ns = Self::ns_for(&def, ns);

@@ -446,6 +446,12 @@ fn server_side_apply(
             def.kind
         )));
     }
+    if applied
+        .pointer("/metadata/managedFields")
+        .is_some_and(|m| !m.is_null())
+    {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
     if let Some(n) = applied.pointer("/metadata/name").and_then(Value::as_str) {
         if n != name {
             return Err(ApiError::bad_request(format!(

@@ -544,6 +544,8 @@ async fn server_side_apply_creates_merges_tracks_owners_and_conflicts() {
     )
     .await;
     assert_status(&r.body, 400, "BadRequest");
+    let r = apply(&c, &url, "fieldManager=x", json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "managedFields": []}})).await;
+    assert_eq!(r.body["message"], "metadata.managedFields must be nil");
     let r = c
         .send(
             Method::PATCH,
