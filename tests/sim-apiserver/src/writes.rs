@@ -22,7 +22,7 @@ use crate::storage::{key_of, merge_patch, Obj, Preconditions, Storage, WriteOpti
 
 /// Attempts of a read-modify-write (patch, apply, scale) racing other writers before the
 /// Conflict is given to the client (kube-apiserver retries patches internally too).
-const RMW_ATTEMPTS: usize = 8;
+const RMW_ATTEMPTS: usize = 64;
 
 /// The write options of a request's query.
 #[derive(Debug, Default)]
@@ -376,18 +376,23 @@ fn read_modify_write(
                 def.kind
             )));
         }
-        let rv_set = v
+        // A resourceVersion other than the one read was asked for: a precondition, never
+        // retried. The one read (carried over from the object, or asked for and still
+        // current) only guards against a write in between, after which the change is
+        // computed again on the newer object.
+        let current = cur.rv().to_string();
+        let explicit = v
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty());
-        if !rv_set {
+            .is_some_and(|s| !s.is_empty() && *s != current);
+        if !explicit {
             if !v.get("metadata").is_some_and(Value::is_object) {
                 v["metadata"] = json!({});
             }
-            v["metadata"]["resourceVersion"] = json!(cur.rv().to_string());
+            v["metadata"]["resourceVersion"] = json!(current);
         }
         match storage.update_with(rp.idx, def, ns, name, v, opts) {
-            Err(e) if e.code == 409 && !rv_set && attempt < RMW_ATTEMPTS => continue,
+            Err(e) if e.code == 409 && !explicit && attempt < RMW_ATTEMPTS => continue,
             r => return r,
         }
     }

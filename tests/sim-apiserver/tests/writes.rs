@@ -873,3 +873,48 @@ async fn create_and_update_validate_names_as_kube_apiserver_does() {
         .await;
     assert_status(&r.body, 404, "NotFound");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_patches_without_a_resource_version_all_apply_and_one_with_a_stale_one_conflicts(
+) {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let created = c.post(PODS, pod("a", json!({}))).await.body;
+    let url = format!("{PODS}/a");
+    let tasks: Vec<_> = (0..16)
+        .map(|i| {
+            let c = c.clone();
+            let url = url.clone();
+            tokio::spawn(async move {
+                let ct = if i % 2 == 0 {
+                    MERGE
+                } else {
+                    "application/strategic-merge-patch+json"
+                };
+                c.send(
+                    Method::PATCH,
+                    &url,
+                    Some((ct, json!({"metadata": {"labels": {format!("l{i}"): "x"}}}))),
+                )
+                .await
+                .status
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), StatusCode::OK);
+    }
+    let labels = sim.get("pods", Some("default"), "a").unwrap()["metadata"]["labels"].clone();
+    assert_eq!(labels.as_object().unwrap().len(), 16, "{labels}");
+    let stale = c
+        .send(
+            Method::PATCH,
+            &url,
+            Some((
+                MERGE,
+                json!({"metadata": {"resourceVersion": created["metadata"]["resourceVersion"], "labels": {"z": "1"}}}),
+            )),
+        )
+        .await;
+    assert_status(&stale.body, 409, "Conflict");
+}
