@@ -484,7 +484,9 @@ impl Storage {
     }
 
     /// [`Storage::create`] with options. A dry run answers the object without a
-    /// resourceVersion (none was consumed).
+    /// resourceVersion (none was consumed). With [`WriteScope::Main`] (a create over HTTP) a
+    /// resource with a status subresource gets its initial status instead of the one sent
+    /// (none; `phase: Pending` for pods, `phase: Active` for namespaces).
     pub fn create_with(
         &self,
         res: usize,
@@ -494,6 +496,19 @@ impl Storage {
         opts: WriteOptions,
     ) -> Result<Arc<Obj>, ApiError> {
         check_type(&obj, def)?;
+        if opts.scope == WriteScope::Main && def.status_subresource {
+            // Status is the controllers' to set: kube-apiserver's strategies reset it on create.
+            let initial = match (def.group.as_str(), def.kind.as_str()) {
+                ("", "Pod") => Some(serde_json::json!({"phase": "Pending"})),
+                ("", "Namespace") => Some(serde_json::json!({"phase": "Active"})),
+                _ => None,
+            };
+            let o = obj.as_object_mut().expect("checked to be an object");
+            match initial {
+                Some(st) => o.insert("status".into(), st),
+                None => o.remove("status"),
+            };
+        }
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
         let m = meta_mut(&mut obj);

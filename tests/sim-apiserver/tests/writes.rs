@@ -111,8 +111,18 @@ async fn the_status_subresource_changes_only_status_and_the_main_resource_keeps_
     let sim = SimServer::start().await.unwrap();
     let c = Client::new(&sim);
     let created = c.post(DEPLOYS, deployment("web", 2)).await.body;
+    assert!(created.get("status").is_none(), "a create sets no status");
     let url = format!("{DEPLOYS}/web");
     let status_url = format!("{url}/status");
+    let created = c
+        .send(
+            Method::PATCH,
+            &status_url,
+            Some((MERGE, json!({"status": {"replicas": 0}}))),
+        )
+        .await
+        .body;
+    assert_eq!(created["metadata"]["generation"], 1);
 
     // PUT on the main resource: the spec change lands (generation 2), the status one is ignored.
     let mut put = created.clone();
@@ -880,6 +890,7 @@ async fn concurrent_patches_without_a_resource_version_all_apply_and_one_with_a_
     let sim = SimServer::start().await.unwrap();
     let c = Client::new(&sim);
     let created = c.post(PODS, pod("a", json!({}))).await.body;
+    assert_eq!(created["status"], json!({"phase": "Pending"}));
     let url = format!("{PODS}/a");
     let tasks: Vec<_> = (0..16)
         .map(|i| {
