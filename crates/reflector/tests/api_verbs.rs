@@ -300,3 +300,294 @@ async fn requests_that_cannot_be_made_are_refused_before_sending() {
     assert!(matches!(err, ClientError::InvalidRequest(_)), "{err:?}");
     assert_eq!(sim.counters().requests, before);
 }
+
+#[tokio::test]
+async fn json_patch_and_server_side_apply_with_owners_conflicts_and_force() {
+    let (_sim, client) = start().await;
+    let api = configmaps(&client);
+    api.create(&PostParams::default(), &cm("p", "1"))
+        .await
+        .unwrap();
+    // A JSON patch whose `test` holds is applied; one whose `test` fails changes nothing.
+    let patched = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Json(json!([
+                {"op": "test", "path": "/data/k", "value": "1"},
+                {"op": "replace", "path": "/data/k", "value": "2"},
+            ])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data["data"]["k"], "2");
+    let err = api
+        .patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Json(json!([
+                {"op": "test", "path": "/data/k", "value": "1"},
+                {"op": "replace", "path": "/data/k", "value": "3"},
+            ])),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Invalid(_)), "{err:?}");
+    assert_eq!(api.get("p").await.unwrap().data["data"]["k"], "2");
+
+    // Server-side apply creates, then each manager owns its fields.
+    let applied = |v: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "ssa"}, "data": {"owned": v}})
+    };
+    let created = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("alpha"),
+            &Patch::Apply(applied("a")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.data["data"]["owned"], "a");
+    let err = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("beta"),
+            &Patch::Apply(applied("b")),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err:?}");
+    assert!(err
+        .status()
+        .and_then(|s| s.details.as_ref())
+        .is_some_and(|d| d
+            .causes
+            .iter()
+            .any(|c| c.cause_type == "FieldManagerConflict")));
+    let forced = api
+        .patch(
+            "ssa",
+            &PatchParams::apply("beta").force(),
+            &Patch::Apply(applied("b")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.data["data"]["owned"], "b");
+}
+
+#[tokio::test]
+async fn the_status_subresource_writes_only_status() {
+    let sim = SimServer::builder()
+        .resource(
+            sim_apiserver::ResourceDef::new("example.com", "v1", "Widget", "widgets", true)
+                .with_status(),
+        )
+        .start()
+        .await
+        .unwrap();
+    let client = Client::new(&config_for(&sim)).unwrap();
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        Resource::namespaced("example.com", "v1", "widgets"),
+        NS,
+    );
+    let mut w = DynamicObject::new("example.com/v1", "Widget");
+    w.metadata.name = Some("w".into());
+    w.data.insert("spec".into(), json!({"size": 1}));
+    let w = api.create(&PostParams::default(), &w).await.unwrap();
+    let generation = w.generation();
+
+    let mut with_status = w.clone();
+    with_status
+        .data
+        .insert("status".into(), json!({"ready": true}));
+    with_status.data.insert("spec".into(), json!({"size": 99}));
+    let written = api
+        .replace_status("w", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert_eq!(written.data["status"]["ready"], true);
+    assert_eq!(
+        written.data["spec"]["size"], 1,
+        "spec changed through /status"
+    );
+    assert_eq!(written.generation(), generation);
+    // The stale copy conflicts on /status too.
+    let err = api
+        .replace_status("w", &PostParams::default(), &with_status)
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err:?}");
+    let patched = api
+        .patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"observed": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        patched.data["status"],
+        json!({"ready": true, "observed": 2})
+    );
+    assert_eq!(
+        api.get_status("w").await.unwrap().data["status"]["observed"],
+        2
+    );
+    // And the main resource leaves status alone.
+    let mut main = api.get("w").await.unwrap();
+    main.data.insert("status".into(), json!({"ready": false}));
+    let kept = api
+        .replace("w", &PostParams::default(), &main)
+        .await
+        .unwrap();
+    assert_eq!(kept.data["status"]["ready"], true);
+}
+
+#[tokio::test]
+async fn the_scale_subresource_reads_and_sets_replicas() {
+    let (_sim, client) = start().await;
+    let deployments: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        Resource::namespaced("apps", "v1", "deployments"),
+        NS,
+    );
+    let mut d = DynamicObject::new("apps/v1", "Deployment");
+    d.metadata.name = Some("web".into());
+    d.data.insert(
+        "spec".into(),
+        json!({"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}),
+    );
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    let scale = deployments.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.replicas, Some(2));
+    assert_eq!(scale.metadata.name.as_deref(), Some("web"));
+    let mut more = scale.clone();
+    more.spec.replicas = Some(5);
+    let scaled = deployments
+        .replace_scale("web", &PostParams::default(), &more)
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.replicas, Some(5));
+    // The old scale's resourceVersion is stale now.
+    let err = deployments
+        .replace_scale("web", &PostParams::default(), &more)
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err:?}");
+    let patched = deployments
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.spec.replicas, Some(1));
+    assert_eq!(
+        deployments.get("web").await.unwrap().data["spec"]["replicas"],
+        1
+    );
+    let err = configmaps(deployments.client())
+        .get_scale("web")
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err:?}");
+}
+
+#[tokio::test]
+async fn dry_runs_answer_like_the_write_and_store_nothing() {
+    let (sim, client) = start().await;
+    let api = configmaps(&client);
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let answered = api.create(&dry, &cm("dry", "1")).await.unwrap();
+    assert_eq!(answered.name(), "dry");
+    assert!(api.get_opt("dry").await.unwrap().is_none());
+    let real = api
+        .create(&PostParams::default(), &cm("dry", "1"))
+        .await
+        .unwrap();
+    let revision = sim.revision();
+    let patched = api
+        .patch(
+            "dry",
+            &PatchParams::default().dry_run(),
+            &Patch::Merge(json!({"data": {"k": "2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data["data"]["k"], "2");
+    let deleted = DeleteParams {
+        dry_run: true,
+        ..DeleteParams::default()
+    };
+    api.delete("dry", &deleted).await.unwrap();
+    assert_eq!(
+        sim.revision(),
+        revision,
+        "a dry run consumed a resourceVersion"
+    );
+    let now = api.get("dry").await.unwrap();
+    assert_eq!(now.resource_version(), real.resource_version());
+    assert_eq!(now.data["data"]["k"], "1");
+}
+
+#[tokio::test]
+async fn delete_collection_deletes_what_the_selector_matches() {
+    let (_sim, client) = start().await;
+    let api = configmaps(&client);
+    for (name, tier) in [("a", "web"), ("b", "web"), ("c", "db")] {
+        let mut o = cm(name, "0");
+        o.metadata.labels = Some([("tier".to_string(), tier.to_string())].into());
+        api.create(&PostParams::default(), &o).await.unwrap();
+    }
+    let selector = ListOptions {
+        label_selector: Some("tier=web".into()),
+        ..ListOptions::default()
+    };
+    match api
+        .delete_collection(&DeleteParams::default(), &selector)
+        .await
+        .unwrap()
+    {
+        Deleted::Object(list) => {
+            let mut names: Vec<_> = list.items.iter().map(|o| o.name().to_string()).collect();
+            names.sort();
+            assert_eq!(names, ["a", "b"]);
+        }
+        Deleted::Status(s) => panic!("a Status where the list was expected: {s:?}"),
+    }
+    let left = api.list(&ListOptions::default()).await.unwrap();
+    assert_eq!(
+        left.items.iter().map(|o| o.name()).collect::<Vec<_>>(),
+        ["c"]
+    );
+    // A precondition on the uid protects a recreated object of the same name.
+    let old = api.get("c").await.unwrap();
+    api.delete("c", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &cm("c", "new"))
+        .await
+        .unwrap();
+    let err = api
+        .delete(
+            "c",
+            &DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: old.uid().map(str::to_string),
+                    resource_version: None,
+                }),
+                propagation_policy: Some(reflector::PropagationPolicy::Background),
+                ..DeleteParams::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err:?}");
+}

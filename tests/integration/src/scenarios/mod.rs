@@ -11,6 +11,7 @@ mod selectors;
 mod sharing;
 mod soak;
 mod transports;
+mod writes;
 
 use std::time::Duration;
 
@@ -89,6 +90,12 @@ pub fn all() -> Vec<Scenario> {
             about: "workqueue controller with injected panics, errors and retries under churn",
             timeout: secs(120),
             run: |o| controller::controller_retries(o).boxed(),
+        },
+        Scenario {
+            name: "controller-writes",
+            about: "a controller reconciles widgets into child ConfigMaps and status through Api<K>, under churn and injected conflicts",
+            timeout: secs(120),
+            run: |o| writes::controller_writes(o).boxed(),
         },
         Scenario {
             name: "selector-transitions",
