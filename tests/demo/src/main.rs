@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{
     CompactObject, DynamicObject, Object, ObjectOrTombstone,
 };
-use workqueue::shared_informer::reflector::{ClusterConfig, Credentials, Decode, Resource};
+use workqueue::shared_informer::reflector::{
+    Api, ClusterConfig, Credentials, Decode, Patch, PatchParams, Resource,
+};
 use workqueue::shared_informer::{
     EventHandlerFns, HandlerRegistration, SharedIndexInformer, SharedInformerFactory,
 };
@@ -141,6 +143,10 @@ async fn simulated(args: &Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("starting the simulated API server: {e}"))?;
     println!("simulated API server at {} (TLS, bearer token)", sim.url());
+    for n in 0..NAMESPACES {
+        sim.create("namespaces", None, json!({"metadata": {"name": format!("demo-{n}")}}))
+            .map_err(|e| format!("creating the namespaces: {e}"))?;
+    }
     for i in 0..args.pods {
         let ns = format!("demo-{}", i % NAMESPACES);
         let pod = json!({"metadata": {"name": format!("seed-{i}"), "labels": {"app": "seed"}}, "spec": {"nodeName": format!("node-{}", i % 7)}});
@@ -165,9 +171,10 @@ async fn simulated(args: &Args) -> Result<(), String> {
 
     // The controller: one summary configmap per namespace, data.pods = the cached pod count.
     let reconciles = Arc::new(AtomicU64::new(0));
+    let client = factory.client().map_err(|e| e.to_string())?;
     let controller = {
         let indexer = pod_informer.indexer().clone();
-        let sim = sim.clone();
+        let client = client.clone();
         let reconciles = Arc::clone(&reconciles);
         let cancel = cancel.clone();
         let queue = queue.clone();
@@ -176,12 +183,13 @@ async fn simulated(args: &Args) -> Result<(), String> {
                 .workers(2)
                 .run(cancel, move |ns: String| {
                     let count = indexer.by_index("namespace", &ns).map(|p| p.len());
-                    let sim = sim.clone();
+                    let summaries: Api<DynamicObject> =
+                        Api::namespaced_with(client.clone(), configmaps(), &ns);
                     let reconciles = Arc::clone(&reconciles);
                     async move {
                         reconciles.fetch_add(1, Ordering::Relaxed);
                         let count = count.map_err(|e| e.to_string())?;
-                        write_summary(&sim, &ns, count)?;
+                        write_summary(&summaries, count).await?;
                         Ok::<_, String>(Action::Done)
                     }
                 })
@@ -297,25 +305,26 @@ fn watch<K: Object + Decode>(
         .map_err(|e| e.to_string())
 }
 
-fn write_summary(sim: &SimServer, ns: &str, count: usize) -> Result<(), String> {
-    let data = json!({"pods": count.to_string()});
-    match sim.get("configmaps", Some(ns), SUMMARY) {
-        Ok(mut existing) => {
-            if existing["data"] == data {
-                return Ok(());
-            }
-            existing["data"] = data;
-            sim.update("configmaps", Some(ns), existing)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-        Err(_) => {
-            let cm = json!({"metadata": {"name": SUMMARY}, "data": data});
-            sim.create("configmaps", Some(ns), cm)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-    }
+/// The field manager the demo's controller applies its summaries as.
+const FIELD_MANAGER: &str = "informer-demo";
+
+/// Writes the namespace's summary through the informers' own client, with a server-side apply:
+/// one request creates or updates it, and the summary's `data.pods` is owned by this controller.
+async fn write_summary(summaries: &Api<DynamicObject>, count: usize) -> Result<(), String> {
+    let summary = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": SUMMARY},
+        "data": {"pods": count.to_string()},
+    });
+    summaries
+        .patch(
+            SUMMARY,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(summary),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Compares the caches with the server: same keys, same resource versions, and every namespace's
