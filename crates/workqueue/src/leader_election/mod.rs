@@ -21,19 +21,22 @@
 //! The property test `leading_intervals_never_overlap_under_random_faults` checks that no two
 //! electors ever lead at once under random failures, hangs and slow answers of the lock.
 //!
-//! [`MemoryLock`] is a lock for tests; a lock on `coordination.k8s.io/v1` Leases implements
-//! [`LeaseLock`] the same way.
+//! Locks: [`ApiLeaseLock`] on a `coordination.k8s.io/v1` Lease (interoperable with client-go's),
+//! and [`MemoryLock`] for tests.
 
 mod config;
 mod elector;
 mod guard;
+mod lease;
 mod lock;
 mod memory;
+mod micro_time;
 mod record;
 
 pub use config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR, MAX_DURATION};
 pub use elector::{ElectionEnd, LeaderCallbacks, LeaderElector};
 pub use guard::{LeadershipLost, LeaseGuard};
+pub use lease::ApiLeaseLock;
 pub use lock::{LeaseLock, LockError, RawVersion};
 pub use memory::{Fault, InjectedFailure, LockWrite, MemoryLock};
 pub use record::LeaderElectionRecord;
