@@ -29,7 +29,9 @@ pub struct LeaderElectionConfig {
     pub retry_period: Duration,
     /// Whether cancelling a leading elector releases the lease (an empty holder and a 1 s lease),
     /// so another replica can take over at its next attempt instead of after `lease_duration`.
-    /// Only safe if the leader's work has stopped by then, which the elector waits for.
+    /// The guard is revoked first; `run_leading` also waits for the leader's work to return
+    /// before releasing, while with `run` work spawned from `on_started_leading` must stop on
+    /// the leader token (or check the guard before each write) to stay safe.
     pub release_on_cancel: bool,
     /// How much earlier than the lease's end, as others would count it, the
     /// [`LeaseGuard`](crate::leader_election::LeaseGuard) stops being valid. `None`: a fifth of
