@@ -260,6 +260,7 @@ impl<L: LeaseLock> LeaderElector<L> {
             let start = Instant::now();
             let deadline = start + self.config.renew_deadline;
             let attempt = tokio::select! {
+                biased; // cancellation first: a cancelled elector starts no new term
                 () = cancel.cancelled() => return None,
                 attempt = timeout_at(deadline, self.try_acquire_or_renew(callbacks)) => attempt,
             };
@@ -291,6 +292,7 @@ impl<L: LeaseLock> LeaderElector<L> {
             }
             let wait = jittered(self.config.retry_period);
             tokio::select! {
+                biased;
                 () = cancel.cancelled() => return None,
                 () = sleep(wait) => {}
             }
@@ -307,6 +309,7 @@ impl<L: LeaseLock> LeaderElector<L> {
     ) -> ElectionEnd {
         loop {
             tokio::select! {
+                biased;
                 () = cancel.cancelled() => return ElectionEnd::Cancelled,
                 () = sleep(self.config.retry_period) => {}
             }
@@ -322,6 +325,7 @@ impl<L: LeaseLock> LeaderElector<L> {
                     return ElectionEnd::LeadershipLost;
                 }
                 let attempt = tokio::select! {
+                    biased;
                     () = cancel.cancelled() => return ElectionEnd::Cancelled,
                     attempt = timeout_at(deadline, self.try_acquire_or_renew(callbacks)) => attempt,
                 };
@@ -358,6 +362,7 @@ impl<L: LeaseLock> LeaderElector<L> {
                 }
                 let next = (Instant::now() + self.config.retry_period).min(deadline);
                 tokio::select! {
+                    biased;
                     () = cancel.cancelled() => return ElectionEnd::Cancelled,
                     () = sleep_until(next) => {}
                 }

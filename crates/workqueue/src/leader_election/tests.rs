@@ -138,6 +138,18 @@ async fn acquires_at_once_when_no_lease_exists() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_elector_cancelled_before_it_runs_never_leads_nor_writes() {
+    let lock = lock();
+    let elector = LeaderElector::new(config("a"), lock.for_identity("a")).unwrap();
+    let (cancel, recorder) = (CancellationToken::new(), Recorder::default());
+    cancel.cancel();
+    let end = elector.run(cancel, recorder.clone()).await;
+    assert_eq!(end, ElectionEnd::Cancelled);
+    assert_eq!(recorder.events(), []);
+    assert!(lock.writes().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn does_not_acquire_while_another_holder_renews() {
     let lock = lock();
     let a = start(&lock, "a");
