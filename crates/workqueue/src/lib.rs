@@ -53,6 +53,7 @@ pub use shared_informer;
 pub mod bridge;
 pub mod controller;
 pub mod delaying;
+pub mod leader_election;
 pub mod metrics;
 pub mod parallelize;
 #[cfg(feature = "prometheus")]
@@ -64,6 +65,9 @@ pub mod rate_limiting;
 pub use bridge::{Enqueue, KeyEnqueuer};
 pub use controller::{Action, Controller};
 pub use delaying::DelayingQueue;
+pub use leader_election::{
+    LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseGuard, LeaseLock, MemoryLock,
+};
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, InMemoryMetricsProvider, MetricsProvider,
     MetricsSnapshot, NoopMetricsProvider, SettableGaugeMetric,
