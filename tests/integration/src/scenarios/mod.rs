@@ -5,6 +5,7 @@ mod compaction;
 mod controller;
 mod handlers;
 mod hostile;
+mod leader;
 mod modes;
 mod resync;
 mod selectors;
@@ -96,6 +97,12 @@ pub fn all() -> Vec<Scenario> {
             about: "a controller reconciles widgets into child ConfigMaps and status through Api<K>, under churn and injected conflicts",
             timeout: secs(120),
             run: |o| writes::controller_writes(o).boxed(),
+        },
+        Scenario {
+            name: "leader-election",
+            about: "three replicas on a Lease: the leader cancelled, partitioned, slowed, frozen past its lease; no write by a non-holder",
+            timeout: secs(120),
+            run: |o| leader::leader_election(o).boxed(),
         },
         Scenario {
             name: "selector-transitions",

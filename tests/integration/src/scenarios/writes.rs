@@ -113,7 +113,11 @@ async fn reconcile(ctx: Ctx, key: String) -> Result<Action, ClientError> {
     for i in 0..replicas {
         let child_key = format!("{NS}/{name}-{i}");
         if ctx.children.get_by_key(&child_key).is_none() {
-            match ctx.child_api.create(&PostParams::default(), &child(&name, i)).await {
+            match ctx
+                .child_api
+                .create(&PostParams::default(), &child(&name, i))
+                .await
+            {
                 Ok(_) => {
                     ctx.stats.creates.fetch_add(1, Ordering::Relaxed);
                 }
@@ -127,7 +131,11 @@ async fn reconcile(ctx: Ctx, key: String) -> Result<Action, ClientError> {
         let Some(parent) = c.labels().and_then(|l| l.get(LABEL)) else {
             continue;
         };
-        let index = c.name().rsplit('-').next().and_then(|i| i.parse::<u64>().ok());
+        let index = c
+            .name()
+            .rsplit('-')
+            .next()
+            .and_then(|i| i.parse::<u64>().ok());
         if *parent == name && index.is_none_or(|i| i >= replicas) {
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
@@ -173,7 +181,8 @@ async fn reconcile(ctx: Ctx, key: String) -> Result<Action, ClientError> {
                     "status".into(),
                     json!({"children": replicas, "observedGeneration": generation}),
                 );
-                api.replace_status(&name, &PostParams::default(), &fresh).await?;
+                api.replace_status(&name, &PostParams::default(), &fresh)
+                    .await?;
                 Ok(true)
             }
         })
@@ -192,8 +201,12 @@ async fn reconcile(ctx: Ctx, key: String) -> Result<Action, ClientError> {
 /// What the server holds: widgets (name → replicas, generation, status) and children (name →
 /// parent label).
 fn check_server(sim: &SimServer) -> Result<String, String> {
-    let widgets = sim.list("widgets.example.com", Some(NS)).map_err(|e| e.to_string())?;
-    let children = sim.list("configmaps", Some(NS)).map_err(|e| e.to_string())?;
+    let widgets = sim
+        .list("widgets.example.com", Some(NS))
+        .map_err(|e| e.to_string())?;
+    let children = sim
+        .list("configmaps", Some(NS))
+        .map_err(|e| e.to_string())?;
     let mut want: BTreeSet<String> = BTreeSet::new();
     let mut problems = Vec::new();
     for w in &widgets {
@@ -205,17 +218,27 @@ fn check_server(sim: &SimServer) -> Result<String, String> {
         let generation = w["metadata"]["generation"].as_u64().unwrap_or(0);
         let status = json!({"children": replicas, "observedGeneration": generation});
         if w.get("status") != Some(&status) {
-            problems.push(format!("{name}: status {:?}, want {status}", w.get("status")));
+            problems.push(format!(
+                "{name}: status {:?}, want {status}",
+                w.get("status")
+            ));
         }
     }
     let have: BTreeMap<String, String> = children
         .iter()
         .filter_map(|c| {
             let parent = c["metadata"]["labels"][LABEL].as_str()?;
-            Some((c["metadata"]["name"].as_str()?.to_string(), parent.to_string()))
+            Some((
+                c["metadata"]["name"].as_str()?.to_string(),
+                parent.to_string(),
+            ))
         })
         .collect();
-    let missing: Vec<_> = want.iter().filter(|n| !have.contains_key(*n)).take(5).collect();
+    let missing: Vec<_> = want
+        .iter()
+        .filter(|n| !have.contains_key(*n))
+        .take(5)
+        .collect();
     let extra: Vec<_> = have.keys().filter(|n| !want.contains(*n)).take(5).collect();
     if !missing.is_empty() || !extra.is_empty() || !problems.is_empty() {
         return Err(format!(
@@ -223,18 +246,24 @@ fn check_server(sim: &SimServer) -> Result<String, String> {
             &problems[..problems.len().min(3)]
         ));
     }
-    Ok(format!("{} widgets with {} children", widgets.len(), have.len()))
+    Ok(format!(
+        "{} widgets with {} children",
+        widgets.len(),
+        have.len()
+    ))
 }
 
 /// Runs the scenario.
 pub async fn controller_writes(_: Opts) -> Outcome {
     let sim = SimServer::start().await?;
-    sim.register(
-        ResourceDef::new("example.com", "v1", "Widget", "widgets", true).with_status(),
-    );
+    sim.register(ResourceDef::new("example.com", "v1", "Widget", "widgets", true).with_status());
     sim.create("namespaces", None, json!({"metadata": {"name": NS}}))?;
     for i in 0..60 {
-        sim.create("widgets.example.com", Some(NS), widget(&format!("w{i}"), i % 4))?;
+        sim.create(
+            "widgets.example.com",
+            Some(NS),
+            widget(&format!("w{i}"), i % 4),
+        )?;
     }
     let factory = crate::harness::factory(config_for(&sim)?)
         .namespace(NS)
@@ -333,7 +362,12 @@ pub async fn controller_writes(_: Opts) -> Outcome {
                     let w = &live[(pick as usize / 10) % live.len()];
                     let name = w["metadata"]["name"].as_str().unwrap_or("");
                     let replicas = step() % 5;
-                    sim.patch("widgets.example.com", Some(NS), name, &json!({"spec": {"replicas": replicas}}))?;
+                    sim.patch(
+                        "widgets.example.com",
+                        Some(NS),
+                        name,
+                        &json!({"spec": {"replicas": replicas}}),
+                    )?;
                 }
                 6..=7 if !live.is_empty() => {
                     let w = &live[(pick as usize / 10) % live.len()];
@@ -341,7 +375,11 @@ pub async fn controller_writes(_: Opts) -> Outcome {
                     sim.delete("widgets.example.com", Some(NS), name)?;
                 }
                 _ => {
-                    sim.create("widgets.example.com", Some(NS), widget(&format!("w{next}"), step() % 4))?;
+                    sim.create(
+                        "widgets.example.com",
+                        Some(NS),
+                        widget(&format!("w{next}"), step() % 4),
+                    )?;
                     next += 1;
                 }
             }
