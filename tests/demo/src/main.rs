@@ -144,8 +144,12 @@ async fn simulated(args: &Args) -> Result<(), String> {
         .map_err(|e| format!("starting the simulated API server: {e}"))?;
     println!("simulated API server at {} (TLS, bearer token)", sim.url());
     for n in 0..NAMESPACES {
-        sim.create("namespaces", None, json!({"metadata": {"name": format!("demo-{n}")}}))
-            .map_err(|e| format!("creating the namespaces: {e}"))?;
+        sim.create(
+            "namespaces",
+            None,
+            json!({"metadata": {"name": format!("demo-{n}")}}),
+        )
+        .map_err(|e| format!("creating the namespaces: {e}"))?;
     }
     for i in 0..args.pods {
         let ns = format!("demo-{}", i % NAMESPACES);
