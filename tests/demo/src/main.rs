@@ -1,10 +1,11 @@
 //! `cargo xtask demo`: a `SharedInformerFactory` with pod and configmap informers, and a workqueue
 //! controller that keeps one summary configmap per namespace in step with the pods there, against
 //! the embedded simulated API server under churn; live progress every second, then a consistency
-//! verdict (caches = server state, summaries = pod counts). With `--kubeconfig PATH`,
+//! verdict (caches = server state, summaries = pod counts). The controller runs under leader
+//! election on a Lease and writes its summaries with a server-side apply through the informers'
+//! own client, checking its lease guard before each write. With `--kubeconfig PATH`,
 //! `--context NAME` or `--real-cluster` the same informers run read-only against a real cluster
 //! instead; never because `KUBECONFIG` happens to be set.
-
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sim_apiserver::{ChurnConfig, SimServer};
 use tokio_util::sync::CancellationToken;
+use workqueue::leader_election::ApiLeaseLock;
 use workqueue::shared_informer::reflector::store_index::{
     CompactObject, DynamicObject, Object, ObjectOrTombstone,
 };
@@ -23,13 +25,18 @@ use workqueue::shared_informer::reflector::{
 use workqueue::shared_informer::{
     EventHandlerFns, HandlerRegistration, SharedIndexInformer, SharedInformerFactory,
 };
-use workqueue::{default_controller_rate_limiter, Action, Controller, RateLimitingQueue};
+use workqueue::{
+    default_controller_rate_limiter, Action, Controller, LeaderElectionConfig, LeaderElector,
+    RateLimitingQueue,
+};
 
 type Pods = SharedIndexInformer<CompactObject>;
 type ConfigMaps = SharedIndexInformer<DynamicObject>;
 
 const NAMESPACES: usize = 4;
 const SUMMARY: &str = "pod-summary";
+/// Where the controller's Lease lives.
+const LEASE_NAMESPACE: &str = "informer-demo";
 
 struct Args {
     seconds: u64,
@@ -176,6 +183,24 @@ async fn simulated(args: &Args) -> Result<(), String> {
     // The controller: one summary configmap per namespace, data.pods = the cached pod count.
     let reconciles = Arc::new(AtomicU64::new(0));
     let client = factory.client().map_err(|e| e.to_string())?;
+    // Under leader election, as a controller with several replicas runs: the workers run only
+    // while this process holds the Lease, and every write first checks the lease guard.
+    sim.create(
+        "namespaces",
+        None,
+        json!({"metadata": {"name": LEASE_NAMESPACE}}),
+    )
+    .map_err(|e| format!("creating the lease namespace: {e}"))?;
+    let identity = format!("informer-demo-{}", std::process::id());
+    let mut election = LeaderElectionConfig::new("informer-demo", identity.clone());
+    election.release_on_cancel = true;
+    let lock = ApiLeaseLock::new(
+        client.clone(),
+        LEASE_NAMESPACE,
+        "informer-demo",
+        identity.clone(),
+    );
+    let elector = LeaderElector::new(election, lock).map_err(|e| e.to_string())?;
     let controller = {
         let indexer = pod_informer.indexer().clone();
         let client = client.clone();
@@ -183,19 +208,29 @@ async fn simulated(args: &Args) -> Result<(), String> {
         let cancel = cancel.clone();
         let queue = queue.clone();
         tokio::spawn(async move {
-            Controller::new(queue)
-                .workers(2)
-                .run(cancel, move |ns: String| {
-                    let count = indexer.by_index("namespace", &ns).map(|p| p.len());
-                    let summaries: Api<DynamicObject> =
-                        Api::namespaced_with(client.clone(), configmaps(), &ns);
-                    let reconciles = Arc::clone(&reconciles);
-                    async move {
-                        reconciles.fetch_add(1, Ordering::Relaxed);
-                        let count = count.map_err(|e| e.to_string())?;
-                        write_summary(&summaries, count).await?;
-                        Ok::<_, String>(Action::Done)
-                    }
+            elector
+                .run_leading(cancel, move |leader, guard| async move {
+                    println!(
+                        "leader election: {identity} holds Lease {LEASE_NAMESPACE}/informer-demo"
+                    );
+                    Controller::new(queue)
+                        .workers(2)
+                        .run(leader, move |ns: String| {
+                            let count = indexer.by_index("namespace", &ns).map(|p| p.len());
+                            let summaries: Api<DynamicObject> =
+                                Api::namespaced_with(client.clone(), configmaps(), &ns);
+                            let reconciles = Arc::clone(&reconciles);
+                            let guard = guard.clone();
+                            async move {
+                                reconciles.fetch_add(1, Ordering::Relaxed);
+                                let count = count.map_err(|e| e.to_string())?;
+                                // Never write once the lease may have passed to another replica.
+                                guard.check().map_err(|e| e.to_string())?;
+                                write_summary(&summaries, count).await?;
+                                Ok::<_, String>(Action::Done)
+                            }
+                        })
+                        .await
                 })
                 .await
         })
@@ -272,7 +307,10 @@ async fn simulated(args: &Args) -> Result<(), String> {
     );
     cancel.cancel();
     queue.shutdown();
-    let _ = controller.await;
+    match controller.await {
+        Ok(end) => println!("leader election: ended ({end:?}), lease released"),
+        Err(e) => return Err(format!("the controller task failed: {e}")),
+    }
     factory.shutdown().await;
     sim.shutdown();
     match verdict {
