@@ -6,6 +6,7 @@
 //! own client, checking its lease guard before each write. With `--kubeconfig PATH`,
 //! `--context NAME` or `--real-cluster` the same informers run read-only against a real cluster
 //! instead; never because `KUBECONFIG` happens to be set.
+
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
