@@ -57,11 +57,13 @@ mod watch_stream;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
-    default_user_agent, ApiResource, BoxError, Client, ClientError, ClusterConfig, ConfigError,
-    Credentials, ExecConfig, ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigWarning,
-    ListOptions, OidcConfig, Proxy, RateLimit, Representation, Resource, ResourceVersionMatch,
-    SecretSlice, SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
-    DEFAULT_MAX_BODY_BYTES, SERVICE_ACCOUNT_DIR,
+    default_user_agent, on_error, retry_on_conflict, Api, ApiResource, BoxError, Client,
+    ClientError, ClusterConfig, ConfigError, Credentials, DeleteParams, Deleted, ExecConfig,
+    ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigWarning, ListOptions, OidcConfig, Patch,
+    PatchParams, PostParams, Preconditions, PropagationPolicy, Proxy, RateLimit, Representation,
+    Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec, ScaleStatus, SecretSlice,
+    SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
+    DEFAULT_MAX_BODY_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
 };
 pub use decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
@@ -82,8 +84,8 @@ pub use watch_stream::decode_watch_body;
 pub mod prelude {
     pub use crate::delta_fifo::prelude::*;
     pub use crate::{
-        Client, ClientError, ClusterConfig, Decode, HttpListerWatcher, ListerWatcher, Reflector,
-        ReflectorError, ReflectorOptions, Resource, WatchEvent,
+        Api, Client, ClientError, ClusterConfig, Decode, HttpListerWatcher, ListerWatcher, Patch,
+        PatchParams, PostParams, Reflector, ReflectorError, ReflectorOptions, Resource, WatchEvent,
     };
     pub use tokio_util::sync::CancellationToken;
 }

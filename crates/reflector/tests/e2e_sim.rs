@@ -801,7 +801,7 @@ async fn client_watch_streams_and_closes_over_every_protocol() {
             .await
             .unwrap_err();
         assert!(
-            matches!(&err, reflector::ClientError::Api(s) if s.code == 404),
+            matches!(&err, reflector::ClientError::NotFound(s) if s.code == 404),
             "{name}: {err:?}"
         );
     }

@@ -54,6 +54,7 @@ pub mod bridge;
 pub mod controller;
 pub mod delaying;
 pub mod events;
+pub mod leader_election;
 pub mod metrics;
 pub mod parallelize;
 #[cfg(feature = "prometheus")]
@@ -66,6 +67,9 @@ pub use bridge::{Enqueue, KeyEnqueuer};
 pub use controller::{Action, Controller};
 pub use delaying::DelayingQueue;
 pub use events::{EventBroadcaster, EventRecorder, EventSink, EventType, ObjectReference};
+pub use leader_election::{
+    LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseGuard, LeaseLock, MemoryLock,
+};
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, InMemoryMetricsProvider, MetricsProvider,
     MetricsSnapshot, NoopMetricsProvider, SettableGaugeMetric,

@@ -1,7 +1,9 @@
 //! `cargo xtask demo`: a `SharedInformerFactory` with pod and configmap informers, and a workqueue
 //! controller that keeps one summary configmap per namespace in step with the pods there, against
 //! the embedded simulated API server under churn; live progress every second, then a consistency
-//! verdict (caches = server state, summaries = pod counts). With `--kubeconfig PATH`,
+//! verdict (caches = server state, summaries = pod counts). The controller runs under leader
+//! election on a Lease and writes its summaries with a server-side apply through the informers'
+//! own client, checking its lease guard before each write. With `--kubeconfig PATH`,
 //! `--context NAME` or `--real-cluster` the same informers run read-only against a real cluster
 //! instead; never because `KUBECONFIG` happens to be set.
 
@@ -14,20 +16,28 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sim_apiserver::{ChurnConfig, SimServer};
 use tokio_util::sync::CancellationToken;
+use workqueue::leader_election::ApiLeaseLock;
 use workqueue::shared_informer::reflector::store_index::{
     CompactObject, DynamicObject, Object, ObjectOrTombstone,
 };
-use workqueue::shared_informer::reflector::{ClusterConfig, Credentials, Decode, Resource};
+use workqueue::shared_informer::reflector::{
+    Api, ClusterConfig, Credentials, Decode, Patch, PatchParams, Resource,
+};
 use workqueue::shared_informer::{
     EventHandlerFns, HandlerRegistration, SharedIndexInformer, SharedInformerFactory,
 };
-use workqueue::{default_controller_rate_limiter, Action, Controller, RateLimitingQueue};
+use workqueue::{
+    default_controller_rate_limiter, Action, Controller, LeaderElectionConfig, LeaderElector,
+    RateLimitingQueue,
+};
 
 type Pods = SharedIndexInformer<CompactObject>;
 type ConfigMaps = SharedIndexInformer<DynamicObject>;
 
 const NAMESPACES: usize = 4;
 const SUMMARY: &str = "pod-summary";
+/// Where the controller's Lease lives.
+const LEASE_NAMESPACE: &str = "informer-demo";
 
 struct Args {
     seconds: u64,
@@ -141,6 +151,14 @@ async fn simulated(args: &Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("starting the simulated API server: {e}"))?;
     println!("simulated API server at {} (TLS, bearer token)", sim.url());
+    for n in 0..NAMESPACES {
+        sim.create(
+            "namespaces",
+            None,
+            json!({"metadata": {"name": format!("demo-{n}")}}),
+        )
+        .map_err(|e| format!("creating the namespaces: {e}"))?;
+    }
     for i in 0..args.pods {
         let ns = format!("demo-{}", i % NAMESPACES);
         let pod = json!({"metadata": {"name": format!("seed-{i}"), "labels": {"app": "seed"}}, "spec": {"nodeName": format!("node-{}", i % 7)}});
@@ -165,25 +183,55 @@ async fn simulated(args: &Args) -> Result<(), String> {
 
     // The controller: one summary configmap per namespace, data.pods = the cached pod count.
     let reconciles = Arc::new(AtomicU64::new(0));
+    let client = factory.client().map_err(|e| e.to_string())?;
+    // Under leader election, as a controller with several replicas runs: the workers run only
+    // while this process holds the Lease, and every write first checks the lease guard.
+    sim.create(
+        "namespaces",
+        None,
+        json!({"metadata": {"name": LEASE_NAMESPACE}}),
+    )
+    .map_err(|e| format!("creating the lease namespace: {e}"))?;
+    let identity = format!("informer-demo-{}", std::process::id());
+    let mut election = LeaderElectionConfig::new("informer-demo", identity.clone());
+    election.release_on_cancel = true;
+    let lock = ApiLeaseLock::new(
+        client.clone(),
+        LEASE_NAMESPACE,
+        "informer-demo",
+        identity.clone(),
+    );
+    let elector = LeaderElector::new(election, lock).map_err(|e| e.to_string())?;
     let controller = {
         let indexer = pod_informer.indexer().clone();
-        let sim = sim.clone();
+        let client = client.clone();
         let reconciles = Arc::clone(&reconciles);
         let cancel = cancel.clone();
         let queue = queue.clone();
         tokio::spawn(async move {
-            Controller::new(queue)
-                .workers(2)
-                .run(cancel, move |ns: String| {
-                    let count = indexer.by_index("namespace", &ns).map(|p| p.len());
-                    let sim = sim.clone();
-                    let reconciles = Arc::clone(&reconciles);
-                    async move {
-                        reconciles.fetch_add(1, Ordering::Relaxed);
-                        let count = count.map_err(|e| e.to_string())?;
-                        write_summary(&sim, &ns, count)?;
-                        Ok::<_, String>(Action::Done)
-                    }
+            elector
+                .run_leading(cancel, move |leader, guard| async move {
+                    println!(
+                        "leader election: {identity} holds Lease {LEASE_NAMESPACE}/informer-demo"
+                    );
+                    Controller::new(queue)
+                        .workers(2)
+                        .run(leader, move |ns: String| {
+                            let count = indexer.by_index("namespace", &ns).map(|p| p.len());
+                            let summaries: Api<DynamicObject> =
+                                Api::namespaced_with(client.clone(), configmaps(), &ns);
+                            let reconciles = Arc::clone(&reconciles);
+                            let guard = guard.clone();
+                            async move {
+                                reconciles.fetch_add(1, Ordering::Relaxed);
+                                let count = count.map_err(|e| e.to_string())?;
+                                // Never write once the lease may have passed to another replica.
+                                guard.check().map_err(|e| e.to_string())?;
+                                write_summary(&summaries, count).await?;
+                                Ok::<_, String>(Action::Done)
+                            }
+                        })
+                        .await
                 })
                 .await
         })
@@ -260,7 +308,10 @@ async fn simulated(args: &Args) -> Result<(), String> {
     );
     cancel.cancel();
     queue.shutdown();
-    let _ = controller.await;
+    match controller.await {
+        Ok(end) => println!("leader election: ended ({end:?}), lease released"),
+        Err(e) => return Err(format!("the controller task failed: {e}")),
+    }
     factory.shutdown().await;
     sim.shutdown();
     match verdict {
@@ -297,25 +348,26 @@ fn watch<K: Object + Decode>(
         .map_err(|e| e.to_string())
 }
 
-fn write_summary(sim: &SimServer, ns: &str, count: usize) -> Result<(), String> {
-    let data = json!({"pods": count.to_string()});
-    match sim.get("configmaps", Some(ns), SUMMARY) {
-        Ok(mut existing) => {
-            if existing["data"] == data {
-                return Ok(());
-            }
-            existing["data"] = data;
-            sim.update("configmaps", Some(ns), existing)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-        Err(_) => {
-            let cm = json!({"metadata": {"name": SUMMARY}, "data": data});
-            sim.create("configmaps", Some(ns), cm)
-                .map(|_| ())
-                .map_err(|e| e.to_string())
-        }
-    }
+/// The field manager the demo's controller applies its summaries as.
+const FIELD_MANAGER: &str = "informer-demo";
+
+/// Writes the namespace's summary through the informers' own client, with a server-side apply:
+/// one request creates or updates it, and the summary's `data.pods` is owned by this controller.
+async fn write_summary(summaries: &Api<DynamicObject>, count: usize) -> Result<(), String> {
+    let summary = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": SUMMARY},
+        "data": {"pods": count.to_string()},
+    });
+    summaries
+        .patch(
+            SUMMARY,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(summary),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// Compares the caches with the server: same keys, same resource versions, and every namespace's

@@ -22,13 +22,29 @@ pub fn api(server_address: &str) -> Value {
     })
 }
 
-fn resource_entry(d: &ResourceDef) -> Value {
-    json!({
+/// A resource's discovery entries: the resource, then its subresources (`pods/status`,
+/// `deployments/scale`) as kube-apiserver lists them.
+fn resource_entries(d: &ResourceDef) -> Vec<Value> {
+    let mut out = vec![json!({
         "name": d.plural, "singularName": d.singular(), "namespaced": d.namespaced,
         "kind": d.kind,
-        "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
         "storageVersionHash": "",
-    })
+    })];
+    if d.status_subresource {
+        out.push(json!({
+            "name": format!("{}/status", d.plural), "singularName": "", "namespaced": d.namespaced,
+            "kind": d.kind, "verbs": ["get", "patch", "update"],
+        }));
+    }
+    if d.scale.is_some() {
+        out.push(json!({
+            "name": format!("{}/scale", d.plural), "singularName": "", "namespaced": d.namespaced,
+            "group": "autoscaling", "version": "v1", "kind": "Scale",
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    out
 }
 
 /// `/api/v1` or `/apis/{group}/{version}` (APIResourceList); `None` if nothing is served there.
@@ -37,7 +53,7 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
         .all()
         .iter()
         .filter(|d| d.group == group && d.version == version)
-        .map(resource_entry)
+        .flat_map(resource_entries)
         .collect();
     if resources.is_empty() {
         return None;

@@ -1,6 +1,8 @@
 //! Fault injection, controllable per test through [`Faults`].
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
@@ -83,6 +85,9 @@ struct State {
     malformed: u32,
     unknown_events: u32,
     error_events: Vec<ApiError>,
+    conflict_writes: u32,
+    partitioned: HashSet<String>,
+    slow: HashMap<String, Duration>,
 }
 
 /// Per-stream fault settings captured when a watch opens.
@@ -106,6 +111,8 @@ pub(crate) enum OneShot {
 pub struct Faults {
     state: Arc<Mutex<State>>,
     stall: Arc<watch::Sender<bool>>,
+    /// Bumped whenever a user is partitioned or healed, to wake what waits on a partition.
+    partitions: Arc<watch::Sender<u64>>,
     storage: Arc<Storage>,
 }
 
@@ -114,6 +121,7 @@ impl Faults {
         Self {
             state: Arc::default(),
             stall: Arc::new(watch::channel(false).0),
+            partitions: Arc::new(watch::channel(0).0),
             storage,
         }
     }
@@ -224,6 +232,76 @@ impl Faults {
         self
     }
 
+    /// The next `k` writes (POST, PUT, PATCH, DELETE; not reads) answer 409 Conflict with
+    /// kube-apiserver's update-conflict Status for the object written ("Operation cannot be
+    /// fulfilled on leases.coordination.k8s.io \"l\": the object has been modified; please
+    /// apply your changes to the latest version and try again"), as a controller sees after a
+    /// lost race. Nothing is written. `k = u32::MAX`: every write until [`Faults::reset`].
+    pub fn conflict_next_writes(&self, k: u32) -> &Self {
+        let mut s = self.state.lock();
+        s.conflict_writes = if k == EVERY {
+            EVERY
+        } else {
+            s.conflict_writes.saturating_add(k)
+        };
+        self
+    }
+
+    /// The next `k` writes answer 429 TooManyRequests with `Retry-After: retry_after_secs`
+    /// and `details.retryAfterSeconds` (API priority and fairness rejecting a request).
+    pub fn throttle_next_writes(&self, retry_after_secs: u64, k: u32) -> &Self {
+        self.fail_next_with(
+            RequestKind::Write,
+            ApiError::too_many_requests(retry_after_secs),
+            k,
+        )
+    }
+
+    /// Cuts `user` off: every request authenticated as that user (see
+    /// [`crate::SimServerBuilder::user_token`]; `admin` for the main token or when no token is
+    /// required, a read-only token's user is named after it) gets no answer at all, and the
+    /// user's open watch streams stop writing, as if the network dropped every packet. Held
+    /// requests are handled when [`Faults::heal_user`] (or [`Faults::reset`]) ends the
+    /// partition, as TCP would deliver them late, if the client is still waiting; a client
+    /// that gave up meanwhile (timeout, cancelled stream) never sees them. Other users are
+    /// served throughout.
+    pub fn partition_user(&self, user: &str) -> &Self {
+        self.state.lock().partitioned.insert(user.to_string());
+        self.partitions.send_modify(|n| *n += 1);
+        self
+    }
+
+    /// Ends [`Faults::partition_user`] and [`Faults::slow_user`] for `user`: requests from
+    /// now on are served normally.
+    pub fn heal_user(&self, user: &str) -> &Self {
+        {
+            let mut s = self.state.lock();
+            s.partitioned.remove(user);
+            s.slow.remove(user);
+        }
+        self.partitions.send_modify(|n| *n += 1);
+        self
+    }
+
+    /// Delays every answer to `user` by `delay` (after the request is handled, before the
+    /// response is sent), until [`Faults::heal_user`] or [`Faults::reset`].
+    pub fn slow_user(&self, user: &str, delay: Duration) -> &Self {
+        self.state.lock().slow.insert(user.to_string(), delay);
+        self
+    }
+
+    pub(crate) fn is_partitioned(&self, user: &str) -> bool {
+        self.state.lock().partitioned.contains(user)
+    }
+
+    pub(crate) fn user_delay(&self, user: &str) -> Option<Duration> {
+        self.state.lock().slow.get(user).copied()
+    }
+
+    pub(crate) fn take_conflict(&self) -> bool {
+        take_one(&mut self.state.lock().conflict_writes)
+    }
+
     /// Compacts the store now; returns the compacted revision.
     pub fn compact(&self) -> u64 {
         self.storage.compact()
@@ -232,7 +310,25 @@ impl Faults {
     /// Clears every fault setting (and ends a stall).
     pub fn reset(&self) {
         *self.state.lock() = State::default();
+        self.partitions.send_modify(|n| *n += 1);
         self.unstall();
+    }
+
+    /// Waits while `user` is partitioned ([`Faults::partition_user`]); `false` if the server
+    /// shut down meanwhile.
+    pub(crate) async fn partition_wait(
+        &self,
+        user: &str,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        let mut changed = self.partitions.subscribe();
+        while self.is_partitioned(user) {
+            tokio::select! {
+                _ = changed.changed() => {}
+                _ = shutdown.changed() => return false,
+            }
+        }
+        true
     }
 
     pub(crate) fn stall_rx(&self) -> watch::Receiver<bool> {
@@ -312,6 +408,9 @@ pub const FAULT_SPECS: &[&str] = &[
     "watch-reset-mid-chunk[:N]",
     "fail-list=CODE[:N]",
     "fail-watch=CODE[:N]",
+    "fail-write=CODE[:N]",
+    "conflict-writes[:N]",
+    "throttle-writes=SECS[:N]",
     "watch-expired[:N]",
     "rechunk=SIZE",
     "end-watches-after=N",
@@ -325,6 +424,7 @@ enum Spec {
     MalformedLine,
     ResetMidChunk,
     Fail(RequestKind, ApiError),
+    ConflictWrites,
     Rechunk(usize),
     EndWatchesAfter(u64),
 }
@@ -400,6 +500,12 @@ pub fn apply_fault_spec(faults: &Faults, spec: &str) -> Result<String, String> {
         ))?,
         "fail-list" => Spec::Fail(RequestKind::List, ApiError::for_code(code(value)?)),
         "fail-watch" => Spec::Fail(RequestKind::Watch, ApiError::for_code(code(value)?)),
+        "fail-write" => Spec::Fail(RequestKind::Write, ApiError::for_code(code(value)?)),
+        "conflict-writes" => no_value(Spec::ConflictWrites)?,
+        "throttle-writes" => Spec::Fail(
+            RequestKind::Write,
+            ApiError::too_many_requests(number(value)?),
+        ),
         "rechunk" | "end-watches-after" if count.is_some() => {
             return Err(bad(format!("{name} takes no :N count")))
         }
@@ -424,6 +530,10 @@ pub fn apply_fault_spec(faults: &Faults, spec: &str) -> Result<String, String> {
         }
         Spec::Fail(kind, e) => {
             faults.fail_next_with(kind, e, k);
+            format!("{head} ({requests})")
+        }
+        Spec::ConflictWrites => {
+            faults.conflict_next_writes(k);
             format!("{head} ({requests})")
         }
         Spec::UnknownEvent | Spec::MalformedLine | Spec::ResetMidChunk => {

@@ -13,6 +13,34 @@ pub struct ResourceDef {
     pub plural: String,
     /// Whether the resource lives in namespaces.
     pub namespaced: bool,
+    /// Whether it has a `status` subresource ([`ResourceDef::with_status`]): then writes to the
+    /// main resource keep the stored `.status`, and `.../{name}/status` writes change only it.
+    pub status_subresource: bool,
+    /// Its `scale` subresource, if any ([`ResourceDef::with_scale`]).
+    pub scale: Option<ScaleDef>,
+}
+
+/// Where a resource's `scale` subresource finds its numbers (JSON pointers into the object),
+/// as a CustomResourceDefinition's `subresources.scale` declares them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScaleDef {
+    /// The desired replicas (`/spec/replicas`).
+    pub spec_replicas: String,
+    /// The observed replicas (`/status/replicas`).
+    pub status_replicas: String,
+    /// The label selector: a string (`/status/selector`), or else a `LabelSelector` object
+    /// (`/spec/selector`) whose `matchLabels` are written as `k=v,..`.
+    pub selector: Vec<String>,
+}
+
+impl Default for ScaleDef {
+    fn default() -> Self {
+        Self {
+            spec_replicas: "/spec/replicas".into(),
+            status_replicas: "/status/replicas".into(),
+            selector: vec!["/status/selector".into(), "/spec/selector".into()],
+        }
+    }
 }
 
 impl ResourceDef {
@@ -24,7 +52,28 @@ impl ResourceDef {
             kind: kind.into(),
             plural: plural.into(),
             namespaced,
+            status_subresource: false,
+            scale: None,
         }
+    }
+
+    /// Gives the resource a `status` subresource (`{plural}/status` in discovery).
+    pub fn with_status(mut self) -> Self {
+        self.status_subresource = true;
+        self
+    }
+
+    /// Gives the resource a `scale` subresource (`{plural}/scale`, an `autoscaling/v1`
+    /// `Scale`) with replicas at `spec.replicas` / `status.replicas` and the selector from
+    /// `status.selector` or `spec.selector`.
+    pub fn with_scale(self) -> Self {
+        self.with_scale_def(ScaleDef::default())
+    }
+
+    /// Gives the resource a `scale` subresource reading its numbers where `scale` says.
+    pub fn with_scale_def(mut self, scale: ScaleDef) -> Self {
+        self.scale = Some(scale);
+        self
     }
 
     /// `apiVersion` as written in objects (`v1`, `example.com/v1`).
@@ -46,9 +95,24 @@ impl ResourceDef {
         self.kind.to_lowercase()
     }
 
-    /// Whether this is a built-in (core) resource rather than a custom one.
+    /// Whether this is a built-in resource (the core group or one of kube-apiserver's own
+    /// groups, such as `apps` or `coordination.k8s.io`) rather than a custom one: the items
+    /// of its lists carry no `kind`/`apiVersion`.
     pub fn is_core(&self) -> bool {
-        self.group.is_empty()
+        const BUILTIN_GROUPS: &[&str] = &[
+            "",
+            "apps",
+            "batch",
+            "autoscaling",
+            "policy",
+            "coordination.k8s.io",
+            "events.k8s.io",
+            "discovery.k8s.io",
+            "networking.k8s.io",
+            "rbac.authorization.k8s.io",
+            "storage.k8s.io",
+        ];
+        BUILTIN_GROUPS.contains(&self.group.as_str())
     }
 }
 
@@ -59,12 +123,34 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// core/v1 pods, configmaps and namespaces.
+    /// core/v1 pods (with status), configmaps, namespaces (with status) and events;
+    /// `coordination.k8s.io/v1` leases; `events.k8s.io/v1` events; `apps/v1` deployments (with
+    /// status and scale).
     pub fn builtin() -> Self {
         let mut r = Self::default();
-        r.register(ResourceDef::new("", "v1", "Pod", "pods", true));
+        r.register(ResourceDef::new("", "v1", "Pod", "pods", true).with_status());
         r.register(ResourceDef::new("", "v1", "ConfigMap", "configmaps", true));
-        r.register(ResourceDef::new("", "v1", "Namespace", "namespaces", false));
+        r.register(ResourceDef::new("", "v1", "Namespace", "namespaces", false).with_status());
+        r.register(ResourceDef::new("", "v1", "Event", "events", true));
+        r.register(ResourceDef::new(
+            "coordination.k8s.io",
+            "v1",
+            "Lease",
+            "leases",
+            true,
+        ));
+        r.register(ResourceDef::new(
+            "events.k8s.io",
+            "v1",
+            "Event",
+            "events",
+            true,
+        ));
+        r.register(
+            ResourceDef::new("apps", "v1", "Deployment", "deployments", true)
+                .with_status()
+                .with_scale(),
+        );
         r
     }
 

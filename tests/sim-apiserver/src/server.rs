@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -59,6 +58,9 @@ pub struct SimServerBuilder {
     partial_object_metadata: bool,
     resources: Vec<ResourceDef>,
     readonly_tokens: Vec<String>,
+    user_tokens: Vec<(String, String)>,
+    history_limit: usize,
+    history_max_versions: usize,
     gzip: bool,
     gzip_min_bytes: usize,
 }
@@ -78,6 +80,9 @@ impl Default for SimServerBuilder {
             partial_object_metadata: true,
             resources: Vec::new(),
             readonly_tokens: Vec::new(),
+            user_tokens: Vec::new(),
+            history_limit: crate::storage::DEFAULT_HISTORY_LIMIT,
+            history_max_versions: crate::storage::DEFAULT_HISTORY_MAX_VERSIONS,
             gzip: false,
             gzip_min_bytes: DEFAULT_GZIP_MIN_BYTES,
         }
@@ -157,6 +162,28 @@ impl SimServerBuilder {
         self
     }
 
+    /// Also accept this bearer token, authenticating `user` with full access (several may be
+    /// given: one identity per replica of a leader-elected controller). Per-user faults
+    /// ([`Faults::partition_user`], [`Faults::slow_user`]) match on `user`.
+    pub fn user_token(mut self, token: impl Into<String>, user: impl Into<String>) -> Self {
+        self.user_tokens.push((token.into(), user.into()));
+        self
+    }
+
+    /// Keep the last `n` versions of each object for [`SimServer::history`]. Default
+    /// [`crate::storage::DEFAULT_HISTORY_LIMIT`] (16); 0 keeps none.
+    pub fn history_limit(mut self, n: usize) -> Self {
+        self.history_limit = n;
+        self
+    }
+
+    /// Keep at most `n` versions over all objects for [`SimServer::history`] (the oldest
+    /// go first). Default [`crate::storage::DEFAULT_HISTORY_MAX_VERSIONS`] (10 000).
+    pub fn history_max_versions(mut self, n: usize) -> Self {
+        self.history_max_versions = n;
+        self
+    }
+
     /// Compress responses as kube-apiserver does: a whole body (a list, a get, discovery, an
     /// error; never a watch) of at least [`gzip_min_bytes`](Self::gzip_min_bytes) is sent with
     /// `Content-Encoding: gzip` when the request says `Accept-Encoding: gzip`. Default off, so
@@ -190,6 +217,7 @@ impl SimServerBuilder {
             registry.register(d.clone());
         }
         let storage = Arc::new(Storage::new(self.max_log_events, self.watch_buffer));
+        storage.set_history_limit(self.history_limit, self.history_max_versions);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let tls = if self.tls {
             Some(TlsMaterial::generate()?)
@@ -253,10 +281,10 @@ impl Drop for ShutdownGuard {
 }
 
 pub(crate) struct Shared {
-    storage: Arc<Storage>,
+    pub(crate) storage: Arc<Storage>,
     registry: RwLock<Registry>,
-    faults: Faults,
-    counters: Arc<Counters>,
+    pub(crate) faults: Faults,
+    pub(crate) counters: Arc<Counters>,
     shutdown: watch::Receiver<bool>,
     addr: SocketAddr,
     tls: Option<TlsMaterial>,
@@ -412,6 +440,8 @@ impl SimServer {
     }
 
     /// Replaces an object (name taken from `obj`); a set resourceVersion must be current.
+    /// The whole object is written, `.status` included even for a resource with a status
+    /// subresource (the test API stands for the controllers that own both).
     pub fn update(&self, resource: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
         let (idx, def) = self.res(resource)?;
         let ns = Self::ns_for(&def, ns);
@@ -466,6 +496,25 @@ impl SimServer {
             .get(idx, &key_of(ns, name))
             .map(|o| o.value.clone())
             .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))
+    }
+
+    /// Every stored version of an object still kept (created, then each update, including
+    /// status and scale writes), oldest first, each with its resourceVersion: e.g. a Lease's
+    /// holder over time. Bounded per object by [`SimServerBuilder::history_limit`] and over
+    /// all objects by [`SimServerBuilder::history_max_versions`] (the oldest go first); dry
+    /// runs are not in it; empty for an unknown resource or object, and once the object is
+    /// deleted.
+    pub fn history(&self, resource: &str, ns: Option<&str>, name: &str) -> Vec<Value> {
+        let Ok((idx, def)) = self.res(resource) else {
+            return Vec::new();
+        };
+        let ns = Self::ns_for(&def, ns);
+        self.shared
+            .storage
+            .history(idx, &key_of(ns, name))
+            .iter()
+            .map(|o| o.value.clone())
+            .collect()
     }
 
     /// Lists objects (all namespaces when `ns` is `None`).
@@ -608,7 +657,7 @@ async fn serve<IO>(
     }
 }
 
-fn json_response(shared: &Shared, code: StatusCode, body: Bytes) -> Response<SimBody> {
+pub(crate) fn json_response(shared: &Shared, code: StatusCode, body: Bytes) -> Response<SimBody> {
     let mut r = Response::new(SimBody::full(body, shared.counters.clone()));
     *r.status_mut() = code;
     r.headers_mut().insert(
@@ -618,7 +667,7 @@ fn json_response(shared: &Shared, code: StatusCode, body: Bytes) -> Response<Sim
     r
 }
 
-fn value_response(shared: &Shared, code: StatusCode, v: &Value) -> Response<SimBody> {
+pub(crate) fn value_response(shared: &Shared, code: StatusCode, v: &Value) -> Response<SimBody> {
     json_response(shared, code, Bytes::from(v.to_string()))
 }
 
@@ -634,18 +683,20 @@ fn error_response(shared: &Shared, e: &ApiError) -> Response<SimBody> {
 }
 
 /// A parsed resource path.
-struct ResourcePath {
-    idx: usize,
-    def: ResourceDef,
-    ns: Option<String>,
-    name: Option<String>,
+pub(crate) struct ResourcePath {
+    pub(crate) idx: usize,
+    pub(crate) def: ResourceDef,
+    pub(crate) ns: Option<String>,
+    pub(crate) name: Option<String>,
+    /// `status` or `scale` (only for a resource that has it).
+    pub(crate) sub: Option<String>,
 }
 
 enum Route {
     Text(&'static str),
     Json(Value),
     NotFound,
-    Resource(ResourcePath),
+    Resource(Box<ResourcePath>),
 }
 
 fn route(shared: &Shared, path: &str) -> Route {
@@ -681,11 +732,16 @@ fn route(shared: &Shared, path: &str) -> Route {
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
         _ => return Route::NotFound,
     };
-    let (ns, plural, name) = match rest {
-        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
-        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
-        [plural] => (None, *plural, None),
-        [plural, name] => (None, *plural, Some(*name)),
+    let (ns, plural, name, sub) = match rest {
+        // `namespaces/{name}/status` is the namespace's status unless `status` is a resource.
+        ["namespaces", ns, plural] if reg.find(group, version, plural).is_some() => {
+            (Some(*ns), *plural, None, None)
+        }
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
+        ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
+        [plural] => (None, *plural, None, None),
+        [plural, name] => (None, *plural, Some(*name), None),
+        [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
         _ => return Route::NotFound,
     };
     let Some(idx) = reg.find(group, version, plural) else {
@@ -698,20 +754,39 @@ fn route(shared: &Shared, path: &str) -> Route {
     if name.is_some_and(str::is_empty) || ns.is_some_and(str::is_empty) {
         return Route::NotFound;
     }
-    Route::Resource(ResourcePath {
+    match sub {
+        None => {}
+        Some("status") if def.status_subresource => {}
+        Some("scale") if def.scale.is_some() => {}
+        Some(_) => return Route::NotFound,
+    }
+    Route::Resource(Box::new(ResourcePath {
         idx,
         def,
         ns: ns.map(str::to_string),
         name: name.map(str::to_string),
-    })
+        sub: sub.map(str::to_string),
+    }))
 }
 
 /// Who is asking.
 enum Auth {
-    /// Full access.
+    /// Full access (the main token, a client certificate, or no authentication required).
     Admin,
+    /// Full access as a named user ([`SimServerBuilder::user_token`]).
+    User(String),
     /// A read-only user (named after its token).
     ReadOnly(String),
+}
+
+impl Auth {
+    /// The user name per-user faults match on.
+    fn user(&self) -> &str {
+        match self {
+            Auth::Admin => "admin",
+            Auth::User(u) | Auth::ReadOnly(u) => u,
+        }
+    }
 }
 
 fn authenticate(shared: &Shared, req: &Request<Incoming>, client_cert: bool) -> Option<Auth> {
@@ -724,6 +799,9 @@ fn authenticate(shared: &Shared, req: &Request<Incoming>, client_cert: bool) -> 
     if let Some(t) = presented {
         if shared.cfg.readonly_tokens.iter().any(|r| r == t) {
             return Some(Auth::ReadOnly(t.to_string()));
+        }
+        if let Some((_, u)) = shared.cfg.user_tokens.iter().find(|(tok, _)| tok == t) {
+            return Some(Auth::User(u.clone()));
         }
     }
     let Some(token) = &shared.cfg.token else {
@@ -758,6 +836,27 @@ async fn respond(
     let Some(auth) = authenticate(&shared, &req, client_cert) else {
         return error_response(&shared, &ApiError::unauthorized());
     };
+    // A network partition: nothing is handled (or answered) until it heals.
+    let mut shutdown = shared.shutdown.clone();
+    if !shared
+        .faults
+        .partition_wait(auth.user(), &mut shutdown)
+        .await
+    {
+        return error_response(
+            &shared,
+            &ApiError::service_unavailable("the server is shutting down"),
+        );
+    }
+    let delay = shared.faults.user_delay(auth.user());
+    let resp = respond_as(shared, req, auth).await;
+    if let Some(d) = delay {
+        tokio::time::sleep(d).await;
+    }
+    resp
+}
+
+async fn respond_as(shared: Arc<Shared>, req: Request<Incoming>, auth: Auth) -> Response<SimBody> {
     let path = req.uri().path().to_string();
     match route(&shared, &path) {
         Route::Text(t) => {
@@ -798,7 +897,7 @@ async fn respond(
                     return error_response(&shared, &e);
                 }
             }
-            match resource_request(&shared, req, rp).await {
+            match resource_request(&shared, req, *rp, auth.user()).await {
                 Ok(r) => r,
                 Err(e) => error_response(&shared, &e),
             }
@@ -806,30 +905,11 @@ async fn respond(
     }
 }
 
-async fn read_json(req: Request<Incoming>) -> Result<(Option<String>, Value), ApiError> {
-    let ct = req
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(|s| s.split(';').next().unwrap_or("").trim().to_string());
-    let body = req
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| ApiError::bad_request(format!("reading request body: {e}")))?
-        .to_bytes();
-    if body.is_empty() {
-        return Ok((ct, Value::Null));
-    }
-    let v = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request(format!("the object provided is unrecognized: {e}")))?;
-    Ok((ct, v))
-}
-
 async fn resource_request(
     shared: &Arc<Shared>,
     req: Request<Incoming>,
     rp: ResourcePath,
+    user: &str,
 ) -> Result<Response<SimBody>, ApiError> {
     let method = req.method().clone();
     let query = req.uri().query().map(str::to_string);
@@ -847,6 +927,9 @@ async fn resource_request(
     let ns = rp.ns.as_deref();
     let storage = &shared.storage;
     let def = &rp.def;
+    if rp.sub.is_some() && !matches!(method, Method::GET | Method::PUT | Method::PATCH) {
+        return Err(ApiError::method_not_allowed(method.as_str()));
+    }
     match (&method, rp.name.as_deref()) {
         (&Method::GET, None) => {
             let mut p = ListParams::parse_for(&def.kind, query.as_deref())?;
@@ -870,6 +953,7 @@ async fn resource_request(
                     shutdown: shared.shutdown.clone(),
                     bookmark_interval: shared.cfg.bookmark_interval,
                     default_timeout: shared.cfg.default_watch_timeout,
+                    user: user.to_string(),
                 };
                 let rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
                 let mut r = Response::new(SimBody::stream(rx, shared.counters.clone()));
@@ -902,6 +986,13 @@ async fn resource_request(
             let o = storage
                 .get(rp.idx, &key_of(ns, name))
                 .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))?;
+            if rp.sub.as_deref() == Some("scale") {
+                return Ok(value_response(
+                    shared,
+                    StatusCode::OK,
+                    &crate::writes::scale_of(def, &o.value),
+                ));
+            }
             Ok(json_response(
                 shared,
                 StatusCode::OK,
@@ -911,53 +1002,7 @@ async fn resource_request(
         (&Method::POST, None)
         | (&Method::PUT, Some(_))
         | (&Method::PATCH, Some(_))
-        | (&Method::DELETE, Some(_)) => {
-            Counters::inc(&shared.counters.writes);
-            if let Some(e) = shared.faults.take_failure(RequestKind::Write) {
-                return Err(e);
-            }
-            if def.namespaced && ns.is_none() {
-                return Err(ApiError::path_not_found());
-            }
-            let ns = ns.unwrap_or("");
-            let (ct, body) = read_json(req).await?;
-            match (&method, rp.name.as_deref()) {
-                (&Method::POST, None) => {
-                    if def.namespaced {
-                        check_namespace(shared, ns)?;
-                    }
-                    if let Some(bns) = body.pointer("/metadata/namespace").and_then(Value::as_str) {
-                        if def.namespaced && !bns.is_empty() && bns != ns {
-                            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-                        }
-                    }
-                    let o = storage.create(rp.idx, def, ns, body)?;
-                    Ok(json_response(shared, StatusCode::CREATED, o.json.clone()))
-                }
-                (&Method::PUT, Some(name)) => {
-                    let o = storage.update(rp.idx, def, ns, name, body)?;
-                    Ok(json_response(shared, StatusCode::OK, o.json.clone()))
-                }
-                (&Method::PATCH, Some(name)) => {
-                    match ct.as_deref() {
-                        Some("application/merge-patch+json")
-                        | Some("application/strategic-merge-patch+json") => {}
-                        other => return Err(ApiError::unsupported_media_type(other.unwrap_or(""))),
-                    }
-                    let o = patch_object(storage, rp.idx, def, ns, name, &body)?;
-                    Ok(json_response(shared, StatusCode::OK, o.json.clone()))
-                }
-                (&Method::DELETE, Some(name)) => {
-                    let pre = body
-                        .pointer("/preconditions/resourceVersion")
-                        .and_then(Value::as_str)
-                        .map(str::to_string);
-                    let o = storage.delete(rp.idx, def, ns, name, pre.as_deref())?;
-                    Ok(json_response(shared, StatusCode::OK, o.json.clone()))
-                }
-                _ => Err(ApiError::method_not_allowed(method.as_str())),
-            }
-        }
+        | (&Method::DELETE, _) => crate::writes::write_request(shared, req, rp, query).await,
         _ => Err(ApiError::method_not_allowed(method.as_str())),
     }
 }
@@ -1076,7 +1121,7 @@ fn faulty_list(
     })
 }
 
-fn check_namespace(shared: &Shared, ns: &str) -> Result<(), ApiError> {
+pub(crate) fn check_namespace(shared: &Shared, ns: &str) -> Result<(), ApiError> {
     let idx = shared.resolve("namespaces").expect("builtin namespaces");
     if shared.storage.get(idx, ns).is_none() {
         return Err(ApiError::not_found("namespaces", "", ns));

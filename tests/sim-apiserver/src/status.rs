@@ -125,6 +125,90 @@ impl ApiError {
         .with_details(details(name, group, resource))
     }
 
+    /// 409 Conflict on `resource` `name` for another reason than a stale resourceVersion
+    /// (`Operation cannot be fulfilled on pods "p": <why>`).
+    pub fn conflict_because(resource: &str, group: &str, name: &str, why: &str) -> Self {
+        let qualified = qualified(resource, group);
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
+        )
+        .with_details(details(name, group, resource))
+    }
+
+    /// The 409 Conflict kube-apiserver answers an update with a stale resourceVersion
+    /// ("Operation cannot be fulfilled on leases.coordination.k8s.io \"l\": the object has
+    /// been modified; ..."), to inject with [`crate::Faults::fail_next_with`]. Same as
+    /// [`ApiError::conflict`].
+    pub fn update_conflict(resource: &str, group: &str, name: &str) -> Self {
+        Self::conflict(resource, group, name)
+    }
+
+    /// 422 Invalid for request options (`CreateOptions`, `PatchOptions`, `DeleteOptions`
+    /// of `meta.k8s.io`), as kube-apiserver validates query parameters and DeleteOptions:
+    /// `PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: ...`.
+    pub fn invalid_options(kind: &str, field: &str, cause_reason: &str, detail: &str) -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind}.meta.k8s.io \"\" is invalid: {field}: {detail}"),
+        )
+        .with_details(json!({
+            "group": "meta.k8s.io", "kind": kind,
+            "causes": [{"reason": cause_reason, "message": detail, "field": field}],
+        }))
+    }
+
+    /// 422 Invalid with several causes, each `(reason, field, message)`.
+    pub fn invalid_causes(
+        kind: &str,
+        group: &str,
+        name: &str,
+        causes: &[(&str, String, String)],
+    ) -> Self {
+        let qualified = qualified(kind, group);
+        let list: Vec<String> = causes.iter().map(|(_, f, m)| format!("{f}: {m}")).collect();
+        let message = if list.len() == 1 {
+            format!("{qualified} \"{name}\" is invalid: {}", list[0])
+        } else {
+            format!("{qualified} \"{name}\" is invalid: [{}]", list.join(", "))
+        };
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(r, f, m)| json!({"reason": r, "message": m, "field": f}))
+            .collect();
+        Self::new(422, "Invalid", message).with_details(json!({
+            "name": name, "group": group, "kind": kind, "causes": causes,
+        }))
+    }
+
+    /// 409 Conflict of a server-side apply: `conflicts` are `(manager, field path)` pairs,
+    /// with kube-apiserver's message (`Apply failed with 1 conflict: conflict with "m":
+    /// .spec.replicas`) and one `FieldManagerConflict` cause each.
+    pub fn apply_conflict(conflicts: &[(String, String)]) -> Self {
+        let message = match conflicts {
+            [(m, f)] => format!("Apply failed with 1 conflict: conflict with \"{m}\": {f}"),
+            _ => {
+                let mut s = format!("Apply failed with {} conflicts:", conflicts.len());
+                let mut managers: Vec<&String> = conflicts.iter().map(|(m, _)| m).collect();
+                managers.dedup();
+                for m in managers {
+                    s.push_str(&format!(" conflicts with \"{m}\":"));
+                    for (_, f) in conflicts.iter().filter(|(x, _)| x == m) {
+                        s.push_str(&format!("\n- {f}"));
+                    }
+                }
+                s
+            }
+        };
+        let causes: Vec<Value> = conflicts
+            .iter()
+            .map(|(m, f)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{m}\""), "field": f}))
+            .collect();
+        Self::new(409, "Conflict", message).with_details(json!({"causes": causes}))
+    }
+
     /// 410 Expired for a list at a compacted resourceVersion.
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
@@ -135,7 +219,7 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json; got {content_type}"),
+            format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json; got {content_type}"),
         )
         .with_details(json!({}))
     }
@@ -158,6 +242,15 @@ impl ApiError {
         .with_details(json!({
             "name": name, "group": group, "kind": kind,
             "causes": [{"reason": cause_reason, "message": detail, "field": field}],
+        }))
+    }
+
+    /// 422 Invalid for a request that cannot be carried out on this object, e.g. a JSON patch
+    /// whose `test` fails or whose path does not exist (kube-apiserver's generic 422 answer).
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self::new(422, "Invalid", message.clone()).with_details(json!({
+            "causes": [{"reason": "UnexpectedServerResponse", "message": message}],
         }))
     }
 

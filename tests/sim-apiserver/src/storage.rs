@@ -148,14 +148,66 @@ struct WatcherSlot {
     terminated: Arc<AtomicBool>,
 }
 
+/// The recorded versions of one object, each with its sequence number.
+type Versions = VecDeque<(u64, Arc<Obj>)>;
+
 struct Inner {
     rev: u64,
+    /// Recent versions of each live object that was updated, for [`Storage::history`], each
+    /// with its sequence number in `history_order` (an object never updated has none: its
+    /// history is the live object).
+    history: HashMap<(usize, String), Versions>,
+    /// Every version recorded, oldest first, for the bound on all objects together (entries
+    /// of versions already dropped by the per-object bound or a delete are skipped).
+    history_order: VecDeque<(u64, usize, String)>,
+    history_seq: u64,
+    history_limit: usize,
+    history_max: usize,
     compacted: u64,
     objects: HashMap<usize, BTreeMap<String, Arc<Obj>>>,
     log: VecDeque<Arc<Event>>,
     max_log: usize,
     watch_buffer: usize,
     watchers: Vec<WatcherSlot>,
+}
+
+impl Inner {
+    /// Records an update of an object (from `old` to `new`) in its bounded history.
+    fn remember(&mut self, res: usize, key: &str, old: &Arc<Obj>, new: &Arc<Obj>) {
+        if self.history_limit == 0 || self.history_max == 0 {
+            return;
+        }
+        let k = (res, key.to_string());
+        let fresh = !self.history.contains_key(&k);
+        let mut versions = vec![new.clone()];
+        if fresh {
+            versions.insert(0, old.clone());
+        }
+        for o in versions {
+            self.history_seq += 1;
+            let seq = self.history_seq;
+            let h = self.history.entry(k.clone()).or_default();
+            h.push_back((seq, o));
+            while h.len() > self.history_limit {
+                h.pop_front();
+            }
+            self.history_order.push_back((seq, res, key.to_string()));
+        }
+        while self.history_order.len() > self.history_max {
+            let Some((seq, r, key)) = self.history_order.pop_front() else {
+                break;
+            };
+            let k = (r, key);
+            if let Some(h) = self.history.get_mut(&k) {
+                if h.front().is_some_and(|(s, _)| *s == seq) {
+                    h.pop_front();
+                }
+                if h.is_empty() {
+                    self.history.remove(&k);
+                }
+            }
+        }
+    }
 }
 
 /// Where a watch starts.
@@ -177,6 +229,46 @@ pub struct Registration {
     pub terminated: Arc<AtomicBool>,
     /// Store revision at registration.
     pub rev: u64,
+}
+
+/// Versions kept per object by [`Storage::history`] unless
+/// [`Storage::set_history_limit`] says otherwise.
+pub const DEFAULT_HISTORY_LIMIT: usize = 16;
+
+/// Versions kept by [`Storage::history`] over all objects together (the oldest go first)
+/// unless [`Storage::set_history_limit`] says otherwise: as many as the default event log.
+pub const DEFAULT_HISTORY_MAX_VERSIONS: usize = 10_000;
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WriteScope {
+    /// The whole object as given (the test API, [`crate::SimServer::update`]).
+    #[default]
+    Whole,
+    /// A write to the main resource over HTTP: for a resource with a status subresource the
+    /// stored `.status` is kept, as kube-apiserver ignores status changes there.
+    Main,
+    /// A write to the `status` subresource: only `.status` changes, the rest is kept.
+    Status,
+}
+
+/// Options of a write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// `dryRun=All`: validate and answer as the write would, but store nothing, consume no
+    /// resourceVersion and send no watch event.
+    pub dry_run: bool,
+    /// What the write may change.
+    pub scope: WriteScope,
+}
+
+/// Preconditions of a delete (`DeleteOptions.preconditions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Preconditions {
+    /// The object's uid must be this.
+    pub uid: Option<String>,
+    /// The object's resourceVersion must be this.
+    pub resource_version: Option<String>,
 }
 
 /// The revisioned store.
@@ -282,6 +374,11 @@ impl Storage {
         Self {
             inner: Mutex::new(Inner {
                 rev: 0,
+                history: HashMap::new(),
+                history_order: VecDeque::new(),
+                history_seq: 0,
+                history_limit: DEFAULT_HISTORY_LIMIT,
+                history_max: DEFAULT_HISTORY_MAX_VERSIONS,
                 compacted: 0,
                 objects: HashMap::new(),
                 log: VecDeque::new(),
@@ -381,9 +478,37 @@ impl Storage {
         res: usize,
         def: &ResourceDef,
         ns: &str,
+        obj: Value,
+    ) -> Result<Arc<Obj>, ApiError> {
+        self.create_with(res, def, ns, obj, WriteOptions::default())
+    }
+
+    /// [`Storage::create`] with options. A dry run answers the object without a
+    /// resourceVersion (none was consumed). With [`WriteScope::Main`] (a create over HTTP) a
+    /// resource with a status subresource gets its initial status instead of the one sent
+    /// (none; `phase: Pending` for pods, `phase: Active` for namespaces).
+    pub fn create_with(
+        &self,
+        res: usize,
+        def: &ResourceDef,
+        ns: &str,
         mut obj: Value,
+        opts: WriteOptions,
     ) -> Result<Arc<Obj>, ApiError> {
         check_type(&obj, def)?;
+        if opts.scope == WriteScope::Main && def.status_subresource {
+            // Status is the controllers' to set: kube-apiserver's strategies reset it on create.
+            let initial = match (def.group.as_str(), def.kind.as_str()) {
+                ("", "Pod") => Some(serde_json::json!({"phase": "Pending"})),
+                ("", "Namespace") => Some(serde_json::json!({"phase": "Active"})),
+                _ => None,
+            };
+            let o = obj.as_object_mut().expect("checked to be an object");
+            match initial {
+                Some(st) => o.insert("status".into(), st),
+                None => o.remove("status"),
+            };
+        }
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
         let m = meta_mut(&mut obj);
@@ -432,6 +557,10 @@ impl Storage {
         if i.objects.get(&res).is_some_and(|o| o.contains_key(&key)) {
             return Err(ApiError::already_exists(&def.plural, &def.group, &name));
         }
+        if opts.dry_run {
+            meta_mut(&mut obj).remove("resourceVersion");
+            return Ok(Obj::new(obj, EventType::Added));
+        }
         i.rev += 1;
         let rev = i.rev;
         set_rv(&mut obj, rev);
@@ -463,7 +592,23 @@ impl Storage {
         def: &ResourceDef,
         ns: &str,
         name: &str,
+        obj: Value,
+    ) -> Result<Arc<Obj>, ApiError> {
+        self.update_with(res, def, ns, name, obj, WriteOptions::default())
+    }
+
+    /// [`Storage::update`] with options: the scope decides what may change (see
+    /// [`WriteScope`]); `metadata.managedFields` absent from `obj` are kept; a dry run answers
+    /// the new object at the old resourceVersion. `generation` is bumped only when something
+    /// outside `metadata` and `status` changed.
+    pub fn update_with(
+        &self,
+        res: usize,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
         mut obj: Value,
+        opts: WriteOptions,
     ) -> Result<Arc<Obj>, ApiError> {
         check_type(&obj, def)?;
         let body_name = obj
@@ -490,6 +635,30 @@ impl Storage {
                 return Err(ApiError::conflict(&def.plural, &def.group, name));
             }
         }
+        match opts.scope {
+            WriteScope::Whole => {}
+            WriteScope::Main if !def.status_subresource => {}
+            WriteScope::Main => match old.value.get("status") {
+                Some(st) => obj["status"] = st.clone(),
+                None => {
+                    obj.as_object_mut().map(|m| m.remove("status"));
+                }
+            },
+            WriteScope::Status => {
+                let status = obj.get("status").cloned();
+                let managed = obj.pointer("/metadata/managedFields").cloned();
+                obj = old.value.clone();
+                if let Some(mf) = managed {
+                    meta_mut(&mut obj).insert("managedFields".into(), mf);
+                }
+                match status {
+                    Some(st) => obj["status"] = st,
+                    None => {
+                        obj.as_object_mut().map(|m| m.remove("status"));
+                    }
+                }
+            }
+        }
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
         let old_meta = old.value["metadata"].clone();
@@ -509,6 +678,15 @@ impl Storage {
             "generation".into(),
             Value::from(if bump { generation + 1 } else { generation }),
         );
+        if !m.contains_key("managedFields") {
+            if let Some(mf) = old_meta.get("managedFields") {
+                m.insert("managedFields".into(), mf.clone());
+            }
+        }
+        if opts.dry_run {
+            set_rv(&mut obj, old.rv());
+            return Ok(Obj::new(obj, EventType::Modified));
+        }
         i.rev += 1;
         let rev = i.rev;
         set_rv(&mut obj, rev);
@@ -517,6 +695,7 @@ impl Storage {
             .entry(res)
             .or_default()
             .insert(key.clone(), o.clone());
+        i.remember(res, &key, &old, &o);
         self.commit(
             &mut i,
             Event {
@@ -541,16 +720,64 @@ impl Storage {
         name: &str,
         precondition_rv: Option<&str>,
     ) -> Result<Arc<Obj>, ApiError> {
+        let pre = Preconditions {
+            uid: None,
+            resource_version: precondition_rv.map(str::to_string),
+        };
+        self.delete_with(res, def, ns, name, &pre, false)
+    }
+
+    /// [`Storage::delete`] with uid and resourceVersion preconditions (409 Conflict with
+    /// kube-apiserver's "Precondition failed" message on a mismatch) and dry run (answers the
+    /// object as it is, removes nothing).
+    pub fn delete_with(
+        &self,
+        res: usize,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        pre: &Preconditions,
+        dry_run: bool,
+    ) -> Result<Arc<Obj>, ApiError> {
         let key = key_of(ns, name);
         let mut i = self.inner.lock();
         let Some(old) = i.objects.get(&res).and_then(|m| m.get(&key)).cloned() else {
             return Err(ApiError::not_found(&def.plural, &def.group, name));
         };
-        if let Some(p) = precondition_rv.filter(|p| !p.is_empty()) {
-            if p.parse::<u64>().ok() != Some(old.rv()) {
-                return Err(ApiError::conflict(&def.plural, &def.group, name));
+        if let Some(u) = pre.uid.as_deref().filter(|u| !u.is_empty()) {
+            let have = old
+                .value
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if u != have {
+                return Err(ApiError::conflict_because(
+                    &def.plural,
+                    &def.group,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {u}, UID in object meta: {have}"
+                    ),
+                ));
             }
         }
+        if let Some(p) = pre.resource_version.as_deref().filter(|p| !p.is_empty()) {
+            if p.parse::<u64>().ok() != Some(old.rv()) {
+                return Err(ApiError::conflict_because(
+                    &def.plural,
+                    &def.group,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {p}, ResourceVersion in object meta: {}",
+                        old.rv()
+                    ),
+                ));
+            }
+        }
+        if dry_run {
+            return Ok(old);
+        }
+        i.history.remove(&(res, key.clone()));
         i.rev += 1;
         let rev = i.rev;
         let mut v = old.value.clone();
@@ -572,6 +799,34 @@ impl Storage {
             },
         );
         Ok(o)
+    }
+
+    /// Keeps at most `per_object` versions of each object and `total` versions over all
+    /// objects for [`Storage::history`] (0: none; history is then just the live object).
+    /// Applies to versions written from now on.
+    pub fn set_history_limit(&self, per_object: usize, total: usize) {
+        let mut i = self.inner.lock();
+        i.history_limit = per_object;
+        i.history_max = total;
+        if per_object == 0 || total == 0 {
+            i.history.clear();
+            i.history_order.clear();
+        }
+    }
+
+    /// The last stored versions of a live object (created, then each update), oldest first,
+    /// within the history bounds; an object never updated has just its live version (the
+    /// history of an object costs nothing until it is updated). Empty once it is deleted.
+    pub fn history(&self, res: usize, key: &str) -> Vec<Arc<Obj>> {
+        let i = self.inner.lock();
+        if let Some(h) = i.history.get(&(res, key.to_string())) {
+            return h.iter().map(|(_, o)| o.clone()).collect();
+        }
+        i.objects
+            .get(&res)
+            .and_then(|m| m.get(key))
+            .map(|o| vec![o.clone()])
+            .unwrap_or_default()
     }
 
     /// The state of a resource at revision `at` (`None` = now), with the revision served.

@@ -30,6 +30,8 @@ pub(crate) struct WatchCtx {
     pub shutdown: watch::Receiver<bool>,
     pub bookmark_interval: Duration,
     pub default_timeout: Duration,
+    /// Who opened the stream (a partition of that user stalls it).
+    pub user: String,
 }
 
 /// What the stream starts with.
@@ -256,13 +258,25 @@ impl Stream {
     async fn stall_wait(&self) -> Result<(), Stop> {
         let mut stall = self.ctx.faults.stall_rx();
         let mut shutdown = self.ctx.shutdown.clone();
-        while *stall.borrow_and_update() {
-            tokio::select! {
-                r = stall.changed() => if r.is_err() { return Err(Stop::Abort) },
-                _ = shutdown.changed() => return Err(Stop::Abort),
+        loop {
+            while *stall.borrow_and_update() {
+                tokio::select! {
+                    r = stall.changed() => if r.is_err() { return Err(Stop::Abort) },
+                    _ = shutdown.changed() => return Err(Stop::Abort),
+                }
+            }
+            if !self.ctx.faults.is_partitioned(&self.ctx.user) {
+                return Ok(());
+            }
+            if !self
+                .ctx
+                .faults
+                .partition_wait(&self.ctx.user, &mut shutdown)
+                .await
+            {
+                return Err(Stop::Abort);
             }
         }
-        Ok(())
     }
 
     async fn bookmark(&mut self, rv: u64, initial_end: bool) -> Result<(), Stop> {

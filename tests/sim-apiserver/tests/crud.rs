@@ -150,7 +150,7 @@ async fn update_bumps_generation_only_when_the_spec_changes() {
 }
 
 #[tokio::test]
-async fn merge_patch_applies_and_rejects_other_patch_types() {
+async fn merge_patch_applies_and_unknown_patch_types_are_415() {
     let sim = SimServer::start().await.unwrap();
     let c = Client::new(&sim);
     c.post(PODS, pod("a", json!({"keep": "1", "drop": "1"})))
@@ -174,7 +174,7 @@ async fn merge_patch_applies_and_rejects_other_patch_types() {
         .send(
             Method::PATCH,
             &format!("{PODS}/a"),
-            Some(("application/json-patch+json", json!([]))),
+            Some(("application/xml", json!([]))),
         )
         .await;
     assert_status(&j.body, 415, "UnsupportedMediaType");
@@ -224,13 +224,37 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["pods", "configmaps", "namespaces"]);
-    assert_eq!(core["resources"][2]["namespaced"], false);
+    assert_eq!(
+        names,
+        [
+            "pods",
+            "pods/status",
+            "configmaps",
+            "namespaces",
+            "namespaces/status",
+            "events"
+        ]
+    );
+    assert_eq!(core["resources"][3]["namespaced"], false);
     let apis = c.get("/apis").await.body;
     assert_eq!(apis["kind"], "APIGroupList");
-    assert_eq!(apis["groups"][0]["name"], "example.com");
+    let groups: Vec<&str> = apis["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        apis["groups"][0]["preferredVersion"]["groupVersion"],
+        groups,
+        [
+            "coordination.k8s.io",
+            "events.k8s.io",
+            "apps",
+            "example.com"
+        ]
+    );
+    assert_eq!(
+        apis["groups"][3]["preferredVersion"]["groupVersion"],
         "example.com/v1"
     );
     let g = c.get("/apis/example.com/v1").await.body;

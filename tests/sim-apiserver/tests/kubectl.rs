@@ -198,3 +198,68 @@ async fn kubectl_lists_watches_creates_and_deletes_over_https_with_a_token() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("must be logged in"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_writes_leases_deployments_and_patches_through_the_new_verbs() {
+    let Some(bin) = kubectl() else {
+        return skip_message();
+    };
+    let sim = SimServer::start().await.unwrap();
+    let k = Kube::new(bin, &sim, "writes");
+    let resources = k.run(&["api-resources", "--no-headers"]).await;
+    for name in ["leases", "deployments", "events", "pods", "configmaps"] {
+        assert!(
+            resources.lines().any(|l| l.starts_with(name)),
+            "{name} missing from:\n{resources}"
+        );
+    }
+    sim.create(
+        "leases.coordination.k8s.io",
+        Some("default"),
+        json!({"metadata": {"name": "leader"}, "spec": {"holderIdentity": "a"}}),
+    )
+    .unwrap();
+    let out = k.run(&["get", "leases", "-o", "name"]).await;
+    assert_eq!(out.trim(), "lease.coordination.k8s.io/leader");
+
+    let deploy = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: nginx\n";
+    let manifest = k.dir.join("deploy.yaml");
+    std::fs::write(&manifest, deploy).unwrap();
+    let out = k
+        .run(&["apply", "--server-side", "-f", manifest.to_str().unwrap()])
+        .await;
+    assert_eq!(out.trim(), "deployment.apps/web serverside-applied");
+    let d = sim.get("deployments.apps", Some("default"), "web").unwrap();
+    assert_eq!(d["metadata"]["managedFields"][0]["manager"], "kubectl");
+    let out = k.run(&["scale", "deployment", "web", "--replicas=3"]).await;
+    assert_eq!(out.trim(), "deployment.apps/web scaled");
+    let d = sim.get("deployments.apps", Some("default"), "web").unwrap();
+    assert_eq!(d["spec"]["replicas"], 3);
+    let out = k
+        .run(&[
+            "patch",
+            "lease",
+            "leader",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/holderIdentity","value":"b"}]"#,
+        ])
+        .await;
+    assert_eq!(out.trim(), "lease.coordination.k8s.io/leader patched");
+    let l = sim
+        .get("leases.coordination.k8s.io", Some("default"), "leader")
+        .unwrap();
+    assert_eq!(l["spec"]["holderIdentity"], "b");
+    let rev = sim.revision();
+    let out = k
+        .run(&["delete", "deployment", "web", "--dry-run=server"])
+        .await;
+    assert!(out.contains("(server dry run)"), "{out}");
+    assert_eq!(sim.revision(), rev);
+    let out = k.run(&["delete", "leases", "--all"]).await;
+    assert!(out.contains("deleted"), "{out}");
+    assert!(sim
+        .list("leases.coordination.k8s.io", Some("default"))
+        .unwrap()
+        .is_empty());
+}

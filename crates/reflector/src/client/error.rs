@@ -66,12 +66,70 @@ pub enum ConfigError {
 }
 
 /// A request that failed: the server answered with an error, or never answered usefully.
+///
+/// The server's refusals that callers branch on have variants of their own, each carrying the
+/// server's `Status`: [`Conflict`](Self::Conflict), [`NotFound`](Self::NotFound),
+/// [`AlreadyExists`](Self::AlreadyExists), [`Invalid`](Self::Invalid),
+/// [`Forbidden`](Self::Forbidden), [`TooManyRequests`](Self::TooManyRequests); every other
+/// error `Status` is [`Api`](Self::Api). [`ClientError::api`] picks the variant from the
+/// Status's reason (its code when the reason is missing), as client-go's `errors.IsConflict`
+/// and its siblings do, and [`status`](Self::status) returns the Status of any of them.
+///
+/// ```
+/// use reflector::{ClientError, Status};
+///
+/// let err = ClientError::api(Status::failure(409, "Conflict", "the object has been modified"));
+/// assert!(matches!(err, ClientError::Conflict(_)));
+/// assert!(err.is_conflict());
+/// let err = ClientError::api(Status::failure(409, "AlreadyExists", "configmaps \"a\" already exists"));
+/// assert!(matches!(err, ClientError::AlreadyExists(_)));
+/// assert_eq!(err.status().map(|s| s.code), Some(409));
+/// ```
 #[derive(Debug, Error)]
 pub enum ClientError {
-    /// The API server answered with an error `Status` (an HTTP error, a `Status` body where an
+    /// 409 `Conflict`: the object changed since the resourceVersion the write was based on (or a
+    /// server-side apply conflicts with another field manager's fields). Read it again and retry
+    /// ([`retry_on_conflict`](crate::retry_on_conflict)).
+    #[error("conflict: {0}")]
+    Conflict(Box<Status>),
+    /// 404 `NotFound`: the object (or the resource type, or the namespace) does not exist.
+    #[error("not found: {0}")]
+    NotFound(Box<Status>),
+    /// 409 `AlreadyExists`: a create named an object that exists.
+    #[error("already exists: {0}")]
+    AlreadyExists(Box<Status>),
+    /// 422 `Invalid`: the object failed validation; [`ClientError::causes`] lists the fields.
+    #[error("invalid: {0}")]
+    Invalid(Box<Status>),
+    /// 403 `Forbidden`: the user may not do this (RBAC), or the namespace is terminating.
+    #[error("forbidden: {0}")]
+    Forbidden(Box<Status>),
+    /// 429 `TooManyRequests`: the server (API priority and fairness) or a webhook asks the
+    /// client to slow down; `retry_after` is its `Retry-After` (or `retryAfterSeconds`).
+    #[error("too many requests (retry after {retry_after:?}): {status}")]
+    TooManyRequests {
+        /// The server's Status.
+        status: Box<Status>,
+        /// How long the server asked the client to wait, if it said.
+        retry_after: Option<std::time::Duration>,
+    },
+    /// Any other error `Status` from the API server (an HTTP error, a `Status` body where an
     /// object was expected, or a watch `ERROR` event).
     #[error("the server reported {0}")]
     Api(Box<Status>),
+    /// A successful answer whose body is not what the request asks for (not JSON, not an object
+    /// of the expected type). The body is not quoted: it may hold a Secret's data.
+    #[error("{what}: the server's answer cannot be read: {reason}")]
+    Decode {
+        /// The request.
+        what: String,
+        /// Why (the decoder's message, positions only).
+        reason: String,
+    },
+    /// The request cannot be made as asked (a server-side apply without a field manager, `force`
+    /// on another patch type, an object to replace without a name); nothing was sent.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
     /// The server answered `406 Not Acceptable`: it can write the answer in none of the media
     /// types (and representations, `as=…`) the `Accept` header listed. Retrying cannot help;
     /// ask for a representation the server knows, or add plain `application/json` to fall back
@@ -115,16 +173,93 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// An [`ClientError::Api`] error carrying `status`.
+    /// The error the server's `status` means: [`Conflict`](Self::Conflict),
+    /// [`NotFound`](Self::NotFound), [`AlreadyExists`](Self::AlreadyExists),
+    /// [`Invalid`](Self::Invalid), [`Forbidden`](Self::Forbidden) or
+    /// [`TooManyRequests`](Self::TooManyRequests) by its reason (by its code when the reason is
+    /// empty or unknown), else [`Api`](Self::Api).
     pub fn api(status: Status) -> Self {
-        ClientError::Api(Box::new(status))
+        let status = Box::new(status);
+        let by_reason = match status.reason.as_str() {
+            "Conflict" => Some(0),
+            "NotFound" => Some(1),
+            "AlreadyExists" => Some(2),
+            "Invalid" => Some(3),
+            "Forbidden" => Some(4),
+            "TooManyRequests" => Some(5),
+            _ => None,
+        };
+        let by_code = match status.code {
+            409 => Some(0),
+            404 => Some(1),
+            422 => Some(3),
+            403 => Some(4),
+            429 => Some(5),
+            _ => None,
+        };
+        // As client-go's `errors.Is*`: the reason decides; the code only when the reason is
+        // none of the API's own (empty, or a proxy's invention).
+        let kind = if KNOWN_REASONS.contains(&status.reason.as_str()) {
+            by_reason
+        } else {
+            by_code
+        };
+        match kind {
+            Some(0) => ClientError::Conflict(status),
+            Some(1) => ClientError::NotFound(status),
+            Some(2) => ClientError::AlreadyExists(status),
+            Some(3) => ClientError::Invalid(status),
+            Some(4) => ClientError::Forbidden(status),
+            Some(5) => {
+                let retry_after = status
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.retry_after_seconds)
+                    .map(|s| std::time::Duration::from_secs(u64::from(s)));
+                ClientError::TooManyRequests {
+                    status,
+                    retry_after,
+                }
+            }
+            _ => ClientError::Api(status),
+        }
     }
 
     /// The server's `Status`, if the server answered.
     pub fn status(&self) -> Option<&Status> {
         match self {
-            ClientError::Api(s) | ClientError::NotAcceptable { status: s, .. } => Some(s.as_ref()),
+            ClientError::Api(s)
+            | ClientError::Conflict(s)
+            | ClientError::NotFound(s)
+            | ClientError::AlreadyExists(s)
+            | ClientError::Invalid(s)
+            | ClientError::Forbidden(s)
+            | ClientError::TooManyRequests { status: s, .. }
+            | ClientError::NotAcceptable { status: s, .. } => Some(s.as_ref()),
             _ => None,
+        }
+    }
+
+    /// 409 Conflict (not AlreadyExists): client-go's `errors.IsConflict`.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, ClientError::Conflict(_))
+    }
+
+    /// 404 Not Found: client-go's `errors.IsNotFound`.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ClientError::NotFound(_))
+    }
+
+    /// 409 AlreadyExists: client-go's `errors.IsAlreadyExists`.
+    pub fn is_already_exists(&self) -> bool {
+        matches!(self, ClientError::AlreadyExists(_))
+    }
+
+    /// The fields a 422 Invalid names (`details.causes`); empty for other errors.
+    pub fn causes(&self) -> &[super::status::StatusCause] {
+        match self {
+            ClientError::Invalid(s) => s.details.as_ref().map_or(&[], |d| d.causes.as_slice()),
+            _ => &[],
         }
     }
 
@@ -163,6 +298,29 @@ impl ClientError {
         }
     }
 }
+
+/// The `StatusReason`s of `meta/v1`: a Status with one of these is classified by it alone.
+const KNOWN_REASONS: &[&str] = &[
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
 
 /// An error and its sources, joined by `: `.
 fn chain(e: &(dyn StdError + 'static)) -> String {
@@ -208,7 +366,52 @@ pub(crate) fn redact_quoted(message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::status::{StatusCause, StatusDetails};
     use super::*;
+
+    #[test]
+    fn a_status_is_classified_by_its_reason_then_by_its_code() {
+        let e = |code, reason: &str| ClientError::api(Status::failure(code, reason, "m"));
+        assert!(e(409, "Conflict").is_conflict());
+        assert!(e(409, "AlreadyExists").is_already_exists());
+        assert!(e(409, "").is_conflict());
+        assert!(e(404, "NotFound").is_not_found());
+        assert!(e(404, "Unknown").is_not_found());
+        assert!(matches!(e(422, "Invalid"), ClientError::Invalid(_)));
+        assert!(matches!(e(403, "Forbidden"), ClientError::Forbidden(_)));
+        // A known reason decides even with another code, and keeps Api for the others.
+        assert!(matches!(e(410, "Expired"), ClientError::Api(_)));
+        assert!(matches!(e(404, "Gone"), ClientError::Api(_)));
+        assert!(matches!(e(500, "InternalError"), ClientError::Api(_)));
+        let mut s = Status::failure(429, "TooManyRequests", "slow down");
+        s.details = Some(StatusDetails {
+            retry_after_seconds: Some(3),
+            ..Default::default()
+        });
+        match ClientError::api(s) {
+            ClientError::TooManyRequests {
+                retry_after,
+                status,
+            } => {
+                assert_eq!(retry_after, Some(std::time::Duration::from_secs(3)));
+                assert_eq!(status.code, 429);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut s = Status::failure(422, "Invalid", "bad");
+        s.details = Some(StatusDetails {
+            causes: vec![StatusCause {
+                cause_type: "FieldValueRequired".into(),
+                message: "name is required".into(),
+                field: "metadata.name".into(),
+            }],
+            ..Default::default()
+        });
+        assert_eq!(ClientError::api(s).causes()[0].field, "metadata.name");
+        assert!(ClientError::Timeout(std::time::Duration::from_secs(1))
+            .causes()
+            .is_empty());
+    }
 
     #[test]
     fn quoted_values_are_redacted_and_the_rest_kept() {

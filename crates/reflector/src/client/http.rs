@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{
-    ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, PROXY_AUTHORIZATION, USER_AGENT,
+    ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, PROXY_AUTHORIZATION,
+    RETRY_AFTER, USER_AGENT,
 };
-use http::{Request, Response, StatusCode};
-use http_body_util::{BodyExt as _, Empty};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt as _, Empty, Full};
 use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
 use hyper_util::client::legacy::connect::{Connection as _, HttpConnector};
@@ -32,7 +33,7 @@ use super::tls::{tls_config, tls_err};
 use super::watch_body::{send_on_dedicated_http1, WatchBody};
 
 type Connector = HttpsConnector<ProxyConnector>;
-type HyperClient = hyper_util::client::legacy::Client<Connector, Empty<Bytes>>;
+type HyperClient = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
 
 /// The connection pool, made again when an exec plugin's client certificate changes (so that no
 /// request goes out on a connection that presents the old one).
@@ -201,15 +202,37 @@ impl Client {
         accept: &str,
         gzip: bool,
     ) -> Result<Response<Incoming>, ClientError> {
+        self.send_body_now(Method::GET, path_and_query, accept, gzip, None)
+            .await
+    }
+
+    /// [`send_now`](Self::send_now) with any method and, with `body`, its content type and
+    /// bytes (sent again as they are if a 401 renews the credential).
+    async fn send_body_now(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        accept: &str,
+        gzip: bool,
+        body: Option<(&str, &Bytes)>,
+    ) -> Result<Response<Incoming>, ClientError> {
         let uri = format!("{}{}", self.base, path_and_query);
         let mut retried = false;
         loop {
-            let (req, generation) = self.request(&uri, &uri, accept, gzip).await?;
+            let (head, generation) = self
+                .request_head(method.clone(), &uri, accept, gzip)
+                .await?;
+            let head = match body {
+                Some((content_type, _)) => head.header(CONTENT_TYPE, content_type),
+                None => head,
+            };
+            let bytes = body.map(|(_, b)| b.clone()).unwrap_or_default();
+            let req = self.finish_request(head, Full::new(bytes), &uri)?;
             let resp = self
                 .pooled()
                 .request(req)
                 .await
-                .map_err(|e| ClientError::transport(format!("GET {uri}"), Box::new(e)))?;
+                .map_err(|e| ClientError::transport(format!("{method} {uri}"), Box::new(e)))?;
             if resp.version() == http::Version::HTTP_2 {
                 self.http2.store(true, Ordering::Relaxed);
             }
@@ -247,20 +270,22 @@ impl Client {
         pool.client.clone()
     }
 
-    /// A `GET` of `target` (absolute for the pool and for a forwarding proxy, origin-form on a
-    /// dedicated connection to the server), with the credentials' current `Authorization`
-    /// header, the impersonation headers, `accept` as the `Accept` header and, if `gzip`,
-    /// `Accept-Encoding: gzip`; `uri` names it in errors. Also returns the credential's
-    /// generation.
-    async fn request(
+    /// The head of a request of `target` (absolute for the pool and for a forwarding proxy,
+    /// origin-form on a dedicated connection to the server), with the credentials' current
+    /// `Authorization` header, `accept` as the `Accept` header and, if `gzip`, `Accept-Encoding:
+    /// gzip`. Also returns the credential's generation. [`finish_request`](Self::finish_request)
+    /// adds the body and the impersonation headers.
+    async fn request_head(
         &self,
-        uri: &str,
+        method: Method,
         target: &str,
         accept: &str,
         gzip: bool,
-    ) -> Result<(Request<Empty<Bytes>>, u64), ClientError> {
+    ) -> Result<(http::request::Builder, u64), ClientError> {
         let credential = self.auth.credential().await?;
-        let mut req = Request::get(target)
+        let mut req = Request::builder()
+            .method(method)
+            .uri(target)
             .header(ACCEPT, accept)
             .header(USER_AGENT, self.user_agent.clone());
         if gzip {
@@ -272,13 +297,23 @@ impl Client {
         if let Some(h) = credential.header {
             req = req.header(AUTHORIZATION, h);
         }
-        let mut req = req.body(Empty::new()).map_err(|e| {
+        Ok((req, credential.generation))
+    }
+
+    /// The request of `head` with `body` and the impersonation headers; `uri` names it in errors.
+    fn finish_request<B>(
+        &self,
+        head: http::request::Builder,
+        body: B,
+        uri: &str,
+    ) -> Result<Request<B>, ClientError> {
+        let mut req = head.body(body).map_err(|e| {
             ClientError::transport(format!("building request for {uri}"), Box::new(e))
         })?;
         for (name, value) in self.impersonate.iter() {
             req.headers_mut().append(name, value.clone());
         }
-        Ok((req, credential.generation))
+        Ok(req)
     }
 
     /// Opens a watch (`GET path_and_query` whose body streams): returns the body of a successful
@@ -349,6 +384,13 @@ impl Client {
         B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
     {
         let code = resp.status().as_u16();
+        // `Retry-After: <seconds>` (a 429's or a 503's); the HTTP-date form is not used by
+        // kube-apiserver and is ignored.
+        let retry_after = resp
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u32>().ok());
         // An encoding we cannot read leaves the code alone to say what happened.
         let encoding = Encoding::of(resp.headers(), "error body").ok();
         let read = async {
@@ -371,7 +413,11 @@ impl Client {
             // The code alone still says what happened.
             Ok(Err(_)) | Err(_) => Bytes::new(),
         };
-        let status = Status::from_response(code, &body);
+        let mut status = Status::from_response(code, &body);
+        if let Some(seconds) = retry_after {
+            let details = status.details.get_or_insert_with(Default::default);
+            details.retry_after_seconds.get_or_insert(seconds);
+        }
         if code == StatusCode::NOT_ACCEPTABLE.as_u16() {
             return ClientError::NotAcceptable {
                 accept: accept.to_string(),
@@ -399,7 +445,10 @@ impl Client {
         let target = uri.path_and_query().map_or("/", |p| p.as_str());
         // The credential first: an exec plugin may return the client certificate the TLS
         // handshake is to present.
-        let (mut req, generation) = self.request(&full, target, accept, false).await?;
+        let (head, generation) = self
+            .request_head(Method::GET, target, accept, false)
+            .await?;
+        let mut req = self.finish_request(head, Empty::new(), &full)?;
         let mut connector = self.connector.clone();
         futures::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -495,6 +544,48 @@ impl Client {
                 return Ok(Bytes::new());
             }
             read_body(resp.into_body(), encoding, len, max_bytes, path_and_query).await
+        })
+        .await?
+    }
+
+    /// Sends `method path_and_query` with `body` (its content type and bytes, if any) and returns
+    /// a successful response's whole body (at most `max_bytes`, gzip decompressed if the server
+    /// compressed it), within the request timeout and after the client's rate limiter: the
+    /// request under every verb of [`Api`](crate::Api). An error status is read and returned
+    /// as the [`ClientError`] its `Status` means ([`ClientError::Conflict`],
+    /// [`ClientError::NotFound`], …, with a `Retry-After` header's seconds in
+    /// [`StatusDetails::retry_after_seconds`](crate::StatusDetails::retry_after_seconds)).
+    ///
+    /// A write is sent once: a transport failure or a timeout is returned, never retried here,
+    /// since the server may have applied the write (only a 401 to a renewable credential is sent
+    /// again, the server having refused it).
+    pub async fn request_bytes(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(&str, Bytes)>,
+        max_bytes: usize,
+    ) -> Result<Bytes, ClientError> {
+        if let Some(bucket) = &self.requests {
+            bucket.acquire(path_and_query).await;
+        }
+        let what = format!("{method} {path_and_query}");
+        self.with_timeout(async {
+            let gzip = self.compression;
+            let body = body.as_ref().map(|(t, b)| (*t, b));
+            let resp = self
+                .send_body_now(method.clone(), path_and_query, JSON, gzip, body)
+                .await?;
+            if !resp.status().is_success() {
+                return Err(self.error_response(resp, JSON).await);
+            }
+            let encoding = Encoding::of(resp.headers(), &what)?;
+            let len = resp
+                .headers()
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<usize>().ok());
+            read_body(resp.into_body(), encoding, len, max_bytes, &what).await
         })
         .await?
     }

@@ -11,9 +11,12 @@
 //!  (kubeconfig,        │      │                    gzip decompressed as it arrives)
 //!   in-cluster)        │      └─ watch (a streaming body; HTTP/1.1 on a connection of its own)
 //!                      │         (`*_accepting`: with a Representation's `Accept` header)
+//!                      ├─ request_bytes (any verb, a body, the answer read whole) ◄── Api<K>
+//!                      │  (get, list, create, replace, patch, delete, status and scale)
 //!                      └─ Authenticator (Authorization header), TokenBuckets (rate limits), TLS
 //! ```
 
+mod api;
 mod auth;
 mod config;
 mod content_encoding;
@@ -27,10 +30,15 @@ mod proxy;
 mod rate_limit;
 mod representation;
 mod resource;
+mod retry;
 mod status;
 mod tls;
 mod watch_body;
 
+pub use api::{
+    Api, DeleteParams, Deleted, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
+    Scale, ScaleSpec, ScaleStatus, MAX_OBJECT_BYTES,
+};
 pub use config::{
     default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig,
 };
@@ -43,6 +51,7 @@ pub use proxy::Proxy;
 pub use rate_limit::RateLimit;
 pub use representation::Representation;
 pub use resource::{ApiResource, Resource};
+pub use retry::{on_error, retry_on_conflict, RetryBackoff};
 pub use secrecy::{ExposeSecret, SecretSlice, SecretString};
 pub use status::{Status, StatusCause, StatusDetails};
 pub use watch_body::WatchBody;

@@ -5,12 +5,14 @@ mod compaction;
 mod controller;
 mod handlers;
 mod hostile;
+mod leader;
 mod modes;
 mod resync;
 mod selectors;
 mod sharing;
 mod soak;
 mod transports;
+mod writes;
 
 use std::time::Duration;
 
@@ -89,6 +91,18 @@ pub fn all() -> Vec<Scenario> {
             about: "workqueue controller with injected panics, errors and retries under churn",
             timeout: secs(120),
             run: |o| controller::controller_retries(o).boxed(),
+        },
+        Scenario {
+            name: "controller-writes",
+            about: "a controller reconciles widgets into child ConfigMaps and status through Api<K>, under churn and injected conflicts",
+            timeout: secs(120),
+            run: |o| writes::controller_writes(o).boxed(),
+        },
+        Scenario {
+            name: "leader-election",
+            about: "three replicas on a Lease: the leader cancelled, partitioned, slowed, frozen past its lease; no write by a non-holder",
+            timeout: secs(120),
+            run: |o| leader::leader_election(o).boxed(),
         },
         Scenario {
             name: "selector-transitions",

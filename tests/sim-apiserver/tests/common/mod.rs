@@ -172,7 +172,7 @@ impl Client {
         }
     }
 
-    async fn read(r: hyper::Response<Incoming>) -> (Resp, usize) {
+    pub async fn read(r: hyper::Response<Incoming>) -> (Resp, usize) {
         let status = r.status();
         let headers = r.headers().clone();
         let version = r.version();

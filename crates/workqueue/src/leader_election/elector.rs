@@ -1,0 +1,508 @@
+//! The elector: acquire, renew, stop leading in time, release.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use tokio::time::{sleep, sleep_until, timeout, timeout_at, Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR};
+use super::guard::LeaseGuard;
+use super::lock::{LeaseLock, LockError, RawVersion};
+use super::record::LeaderElectionRecord;
+
+/// The lease duration written on release (client-go writes 1 s): with no holder, the lease is
+/// free at once anyway; the short duration tells older implementations the same.
+const RELEASED_LEASE_DURATION: Duration = Duration::from_secs(1);
+
+/// What an elector calls as leadership changes. Every method has a no-op default, and `()`
+/// implements the trait with all of them.
+///
+/// Called on the elector's task, in this order for one term: [`on_new_leader`] with our identity,
+/// [`on_started_leading`], then [`on_stopped_leading`]. They must return quickly: spawn
+/// long-running work (see [`LeaderElector::run_leading`] for running it on the elector's task
+/// instead).
+///
+/// [`on_new_leader`]: LeaderCallbacks::on_new_leader
+/// [`on_started_leading`]: LeaderCallbacks::on_started_leading
+/// [`on_stopped_leading`]: LeaderCallbacks::on_stopped_leading
+pub trait LeaderCallbacks: Send + Sync {
+    /// We became the leader. `leader` is cancelled when leadership ends; `guard` says, on the
+    /// clock, whether the lease is still ours (check it before each write).
+    fn on_started_leading(&self, leader: CancellationToken, guard: LeaseGuard) {
+        let _ = (leader, guard);
+    }
+
+    /// We stopped leading: `leader` is already cancelled and the guard revoked. Not called if we
+    /// never led (client-go calls it anyway).
+    fn on_stopped_leading(&self) {}
+
+    /// The observed holder changed to `identity` (ours included). Not called for an empty holder.
+    fn on_new_leader(&self, identity: &str) {
+        let _ = identity;
+    }
+}
+
+impl LeaderCallbacks for () {}
+
+/// Why [`LeaderElector::run`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionEnd {
+    /// The cancellation token fired (while acquiring, or while leading: then the lease was
+    /// released if configured).
+    Cancelled,
+    /// We were leading and could not renew within the renew deadline, or saw another holder.
+    LeadershipLost,
+}
+
+/// What this elector last saw in the lock (client-go's `observedRecord` and `observedTime`).
+///
+/// Invariant: `observed_at` is the monotonic instant at which we first saw the current
+/// (`record`, `version`); a lease is judged expired only once `observed_at + lease_duration` has
+/// passed on *our* clock. The holder's timestamps are never consulted.
+struct Observed {
+    record: Option<LeaderElectionRecord>,
+    version: Option<RawVersion>,
+    observed_at: Instant,
+    /// The holder last reported to `on_new_leader`.
+    reported_leader: Option<String>,
+}
+
+/// Competes for a [`LeaseLock`] with client-go's semantics and runs the leader's work while it
+/// holds it. One elector runs one term: [`run`](Self::run) and
+/// [`run_leading`](Self::run_leading) consume it.
+///
+/// - **Acquire**: try at once, then every `retry_period` jittered by [`JITTER_FACTOR`]. A lease
+///   held by another identity is taken over only once `lease_duration` (as written in the
+///   record) has passed on our monotonic clock since we last saw the record change.
+/// - **Renew**: every `retry_period` after the last success; attempts are bounded by, and the
+///   elector stops leading at, *last successful renew's start + renew_deadline* (stricter than
+///   client-go, which counts the deadline from the start of each renew round). As
+///   `renew_deadline < lease_duration`, we stop before anyone else may take over.
+/// - **Stop**: revoke the [`LeaseGuard`], cancel the leader token, wait for the leader's work
+///   (in `run_leading`), call `on_stopped_leading`, then, when cancelled with
+///   `release_on_cancel`, release the lease (empty holder, 1 s lease).
+///
+/// ```
+/// use std::time::Duration;
+/// use workqueue::leader_election::{
+///     ElectionEnd, LeaderElectionConfig, LeaderElector, LeaseLock, MemoryLock,
+/// };
+/// use workqueue::CancellationToken;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let lock = MemoryLock::new("my-controller", "pod-a");
+/// let mut config = LeaderElectionConfig::new("my-controller", "pod-a");
+/// config.release_on_cancel = true;
+/// let elector = LeaderElector::new(config, lock.clone()).unwrap();
+///
+/// let cancel = CancellationToken::new();
+/// let stop = cancel.clone();
+/// let end = elector
+///     .run_leading(cancel, |leader, guard| async move {
+///         guard.check().expect("just acquired"); // before each write
+///         // ... run the controller until `leader` is cancelled ...
+///         tokio::time::sleep(Duration::from_secs(30)).await; // renewed meanwhile
+///         stop.cancel();
+///         leader.cancelled().await;
+///     })
+///     .await;
+/// assert_eq!(end, ElectionEnd::Cancelled);
+/// assert_eq!(lock.record().unwrap().holder(), None, "released");
+/// # }
+/// ```
+pub struct LeaderElector<L> {
+    config: LeaderElectionConfig,
+    lock: L,
+    description: String,
+    observed: Mutex<Observed>,
+    guard: LeaseGuard,
+}
+
+impl<L> std::fmt::Debug for LeaderElector<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderElector")
+            .field("config", &self.config)
+            .field("lock", &self.description)
+            .field("guard", &self.guard)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How one acquire-or-renew attempt ended.
+enum Attempt {
+    /// We hold the lease, as of the attempt's start.
+    Held,
+    /// Another identity holds a lease that has not expired by our clock.
+    HeldByOther,
+}
+
+impl<L: LeaseLock> LeaderElector<L> {
+    /// An elector for `config` over `lock`, after [`LeaderElectionConfig::validate`] and a check
+    /// that the lock writes the configured identity.
+    pub fn new(config: LeaderElectionConfig, lock: L) -> Result<Self, ConfigError> {
+        config.validate()?;
+        if lock.identity() != config.identity {
+            return Err(ConfigError::IdentityMismatch {
+                config: config.identity.clone(),
+                lock: lock.identity().to_string(),
+            });
+        }
+        Ok(Self {
+            description: lock.describe(),
+            config,
+            lock,
+            observed: Mutex::new(Observed {
+                record: None,
+                version: None,
+                observed_at: Instant::now(),
+                reported_leader: None,
+            }),
+            guard: LeaseGuard::new(),
+        })
+    }
+
+    /// The guard of this elector's term (invalid until it leads, and again after).
+    pub fn guard(&self) -> LeaseGuard {
+        self.guard.clone()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LeaderElectionConfig {
+        &self.config
+    }
+
+    /// Competes for the lease until `cancel` fires or leadership is lost, calling `callbacks` as
+    /// leadership changes (see [`LeaderCallbacks`]).
+    pub async fn run<C: LeaderCallbacks>(
+        self,
+        cancel: CancellationToken,
+        callbacks: C,
+    ) -> ElectionEnd {
+        self.elect(cancel, &callbacks, |leader, guard| {
+            callbacks.on_started_leading(leader, guard);
+            std::future::ready(())
+        })
+        .await
+    }
+
+    /// Competes for the lease and, while leading, runs `lead(leader_token, guard)` on this task,
+    /// concurrently with the renewals. When leadership ends (lost, or `cancel`), the guard is
+    /// revoked and `leader_token` cancelled; `run_leading` then waits for `lead` to return before
+    /// releasing the lease (with `release_on_cancel`) and returning.
+    ///
+    /// With a [`Controller`](crate::Controller):
+    /// `elector.run_leading(cancel, |leader, guard| controller.run(leader, reconcile))`. Its
+    /// workers stop taking keys when the token fires; reconciles in flight, and keys already
+    /// queued, still run to completion, so writes in reconcile should be preceded by
+    /// [`guard.check()`](LeaseGuard::check) (hand a clone of the guard to the reconcile function).
+    /// `lead` should not block the thread: the renewals share this task.
+    pub async fn run_leading<F, Fut>(self, cancel: CancellationToken, lead: F) -> ElectionEnd
+    where
+        F: FnOnce(CancellationToken, LeaseGuard) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        self.elect(cancel, &(), lead).await
+    }
+
+    async fn elect<C, F, Fut>(
+        self,
+        cancel: CancellationToken,
+        callbacks: &C,
+        lead: F,
+    ) -> ElectionEnd
+    where
+        C: LeaderCallbacks,
+        F: FnOnce(CancellationToken, LeaseGuard) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let Some(acquired) = self.acquire(&cancel, callbacks).await else {
+            return ElectionEnd::Cancelled;
+        };
+        self.guard.extend_to(self.guard_end(acquired));
+        let leader = CancellationToken::new();
+        let work = lead(leader.clone(), self.guard.clone());
+        let renew = async {
+            let end = self.renew(&cancel, acquired, callbacks).await;
+            // Revoked before the token fires: whoever wakes on the token finds the guard invalid.
+            self.guard.revoke();
+            leader.cancel();
+            end
+        };
+        let (end, ()) = futures::join!(renew, work);
+        tracing::info!(
+            identity = %self.config.identity,
+            lock = %self.description,
+            reason = ?end,
+            "stopped leading"
+        );
+        callbacks.on_stopped_leading();
+        if end == ElectionEnd::Cancelled && self.config.release_on_cancel {
+            self.release().await;
+        }
+        end
+    }
+
+    /// Tries until we hold the lease; returns the successful attempt's start, or `None` when
+    /// cancelled.
+    async fn acquire<C: LeaderCallbacks>(
+        &self,
+        cancel: &CancellationToken,
+        callbacks: &C,
+    ) -> Option<Instant> {
+        tracing::info!(
+            identity = %self.config.identity,
+            lock = %self.description,
+            "attempting to acquire leader lease"
+        );
+        loop {
+            let start = Instant::now();
+            let deadline = start + self.config.renew_deadline;
+            let attempt = tokio::select! {
+                biased; // cancellation first: a cancelled elector starts no new term
+                () = cancel.cancelled() => return None,
+                attempt = timeout_at(deadline, self.try_acquire_or_renew(callbacks)) => attempt,
+            };
+            match attempt {
+                // An attempt that came back after the deadline could not keep our promise to
+                // stop leading by then; the next attempt renews the lease if it is still ours.
+                Ok(Ok(Attempt::Held)) if Instant::now() < deadline => {
+                    tracing::info!(
+                        identity = %self.config.identity,
+                        lock = %self.description,
+                        "successfully acquired lease"
+                    );
+                    return Some(start);
+                }
+                Ok(Ok(Attempt::Held)) => tracing::debug!("lease acquired too late; retrying"),
+                Ok(Ok(Attempt::HeldByOther)) => tracing::debug!(
+                    lock = %self.description,
+                    "lease is held by another identity and has not yet expired"
+                ),
+                Ok(Err(error)) => tracing::warn!(
+                    lock = %self.description,
+                    %error,
+                    "failed to acquire lease"
+                ),
+                Err(_) => tracing::warn!(
+                    lock = %self.description,
+                    "acquire attempt timed out after the renew deadline"
+                ),
+            }
+            let wait = jittered(self.config.retry_period);
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return None,
+                () = sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Renews every retry period until cancelled or until a renew cannot succeed by the last
+    /// success's start + renew deadline.
+    async fn renew<C: LeaderCallbacks>(
+        &self,
+        cancel: &CancellationToken,
+        mut last_renew: Instant,
+        callbacks: &C,
+    ) -> ElectionEnd {
+        loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return ElectionEnd::Cancelled,
+                () = sleep(self.config.retry_period) => {}
+            }
+            let deadline = last_renew + self.config.renew_deadline;
+            loop {
+                let start = Instant::now();
+                if start >= deadline {
+                    tracing::warn!(
+                        identity = %self.config.identity,
+                        lock = %self.description,
+                        "failed to renew lease within the renew deadline"
+                    );
+                    return ElectionEnd::LeadershipLost;
+                }
+                let attempt = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return ElectionEnd::Cancelled,
+                    attempt = timeout_at(deadline, self.try_acquire_or_renew(callbacks)) => attempt,
+                };
+                match attempt {
+                    // `timeout_at` polls the attempt before the timer: a renew that completes
+                    // late (say after a freeze) must not count.
+                    Ok(Ok(Attempt::Held)) if Instant::now() < deadline => {
+                        last_renew = start;
+                        self.guard.extend_to(self.guard_end(start));
+                        tracing::trace!(identity = %self.config.identity, "renewed lease");
+                        break;
+                    }
+                    Ok(Ok(Attempt::Held)) | Err(_) => {
+                        tracing::warn!(
+                            identity = %self.config.identity,
+                            lock = %self.description,
+                            "failed to renew lease within the renew deadline"
+                        );
+                        return ElectionEnd::LeadershipLost;
+                    }
+                    Ok(Ok(Attempt::HeldByOther)) => {
+                        tracing::warn!(
+                            identity = %self.config.identity,
+                            lock = %self.description,
+                            "lease taken over by another identity"
+                        );
+                        return ElectionEnd::LeadershipLost;
+                    }
+                    Ok(Err(error)) => tracing::warn!(
+                        lock = %self.description,
+                        %error,
+                        "failed to renew lease; retrying until the renew deadline"
+                    ),
+                }
+                let next = (Instant::now() + self.config.retry_period).min(deadline);
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => return ElectionEnd::Cancelled,
+                    () = sleep_until(next) => {}
+                }
+            }
+        }
+    }
+
+    /// client-go's `tryAcquireOrRenew`: read the record, and write ourselves as holder unless
+    /// another identity holds a lease that has not expired by our clock.
+    async fn try_acquire_or_renew<C: LeaderCallbacks>(
+        &self,
+        callbacks: &C,
+    ) -> Result<Attempt, LockError> {
+        let identity = &self.config.identity;
+        let now_wall = SystemTime::now();
+        let ours = |acquire_time, leader_transitions| LeaderElectionRecord {
+            holder_identity: Some(identity.clone()),
+            lease_duration: self.config.lease_duration,
+            acquire_time,
+            renew_time: now_wall,
+            leader_transitions,
+        };
+        let Some((current, version)) = self.lock.get().await? else {
+            let record = ours(now_wall, 0);
+            let version = self.lock.create(&record).await?;
+            self.observe(record, version, callbacks);
+            return Ok(Attempt::Held);
+        };
+        self.observe(current.clone(), version.clone(), callbacks);
+        let record = match current.holder() {
+            Some(holder) if holder == identity => {
+                ours(current.acquire_time, current.leader_transitions)
+            }
+            Some(_) if !self.observed_lease_expired() => return Ok(Attempt::HeldByOther),
+            // Expired, or released (no holder): a new holder is a transition.
+            _ => ours(now_wall, current.leader_transitions.saturating_add(1)),
+        };
+        let version = self.lock.update(&record, &version).await?;
+        self.observe(record, version, callbacks);
+        Ok(Attempt::Held)
+    }
+
+    /// Records what we read or wrote, restarting the observed time if it changed, and reports a
+    /// new holder.
+    fn observe<C: LeaderCallbacks>(
+        &self,
+        record: LeaderElectionRecord,
+        version: RawVersion,
+        callbacks: &C,
+    ) {
+        let new_leader = {
+            let mut observed = self.observed.lock();
+            if observed.version.as_ref() != Some(&version)
+                || observed.record.as_ref() != Some(&record)
+            {
+                observed.observed_at = Instant::now();
+                observed.version = Some(version);
+            }
+            let holder = record.holder().map(str::to_string);
+            observed.record = Some(record);
+            if holder == observed.reported_leader {
+                None
+            } else {
+                observed.reported_leader.clone_from(&holder);
+                holder
+            }
+        };
+        if let Some(leader) = new_leader {
+            tracing::info!(
+                identity = %self.config.identity,
+                lock = %self.description,
+                %leader,
+                "new leader observed"
+            );
+            callbacks.on_new_leader(&leader);
+        }
+    }
+
+    fn observed_lease_expired(&self) -> bool {
+        let observed = self.observed.lock();
+        let Some(record) = &observed.record else {
+            return true;
+        };
+        // A duration too large to add comes from a broken writer: treat the lease as valid.
+        observed
+            .observed_at
+            .checked_add(record.lease_duration)
+            .is_some_and(|end| end <= Instant::now())
+    }
+
+    fn guard_end(&self, renew_start: Instant) -> Instant {
+        renew_start + self.config.lease_duration - self.config.effective_guard_margin()
+    }
+
+    /// Writes an empty holder over our record, if it is still the one we last wrote.
+    async fn release(&self) {
+        let (transitions, version) = {
+            let observed = self.observed.lock();
+            match (&observed.record, &observed.version) {
+                (Some(record), Some(version))
+                    if record.holder() == Some(self.config.identity.as_str()) =>
+                {
+                    (record.leader_transitions, version.clone())
+                }
+                _ => return,
+            }
+        };
+        let now_wall = SystemTime::now();
+        let released = LeaderElectionRecord {
+            holder_identity: None,
+            lease_duration: RELEASED_LEASE_DURATION,
+            acquire_time: now_wall,
+            renew_time: now_wall,
+            leader_transitions: transitions,
+        };
+        match timeout(
+            self.config.renew_deadline,
+            self.lock.update(&released, &version),
+        )
+        .await
+        {
+            Ok(Ok(_)) => tracing::info!(
+                identity = %self.config.identity,
+                lock = %self.description,
+                "released leader lease"
+            ),
+            Ok(Err(error)) => tracing::warn!(
+                lock = %self.description,
+                %error,
+                "failed to release leader lease"
+            ),
+            Err(_) => tracing::warn!(
+                lock = %self.description,
+                "releasing the leader lease timed out"
+            ),
+        }
+    }
+}
+
+/// client-go's `wait.Jitter(period, JitterFactor)`: `period × (1 + U[0,1) × 1.2)`.
+fn jittered(period: Duration) -> Duration {
+    period + period.mul_f64(rand::random::<f64>() * JITTER_FACTOR)
+}

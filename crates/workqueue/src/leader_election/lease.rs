@@ -1,0 +1,263 @@
+//! A [`LeaseLock`] on a `coordination.k8s.io/v1` Lease, through the informers' client
+//! ([`reflector::Api`](shared_informer::reflector::Api)).
+//!
+//! The Lease's spec carries the record as client-go's `LeaseLock` writes it, so Go and Rust
+//! replicas can share one election: `holderIdentity`, `leaseDurationSeconds`, `acquireTime` and
+//! `renewTime` (RFC 3339 micro-times), `leaseTransitions`. The `resourceVersion` is the version
+//! of optimistic concurrency: a `replace` on a changed Lease is a 409, [`LockError::Conflict`].
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use shared_informer::reflector::store_index::{Object, ObjectMeta};
+use shared_informer::reflector::{Api, Client, ClientError, PostParams, Resource};
+
+use super::lock::{LeaseLock, LockError, RawVersion};
+use super::micro_time;
+use super::record::LeaderElectionRecord;
+
+/// The parts of a `coordination.k8s.io/v1` Lease the election reads and writes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Lease {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: LeaseSpec,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LeaseSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    holder_identity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lease_duration_seconds: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    acquire_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    renew_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lease_transitions: Option<i32>,
+}
+
+impl Object for Lease {
+    fn object_meta(&self) -> Option<&ObjectMeta> {
+        Some(&self.metadata)
+    }
+}
+
+shared_informer::reflector::decode_with_serde!(Lease);
+
+impl LeaseSpec {
+    fn from_record(record: &LeaderElectionRecord) -> Self {
+        // Rounded up: others must wait at least the lease we count with.
+        let seconds =
+            record.lease_duration.as_secs() + u64::from(record.lease_duration.subsec_nanos() > 0);
+        Self {
+            holder_identity: record.holder_identity.clone(),
+            lease_duration_seconds: Some(i32::try_from(seconds).unwrap_or(i32::MAX)),
+            acquire_time: Some(micro_time::format(record.acquire_time)),
+            renew_time: Some(micro_time::format(record.renew_time)),
+            lease_transitions: Some(i32::try_from(record.leader_transitions).unwrap_or(i32::MAX)),
+        }
+    }
+
+    /// The record; unreadable times (display only) read as the epoch, negative numbers as 0.
+    fn to_record(&self) -> LeaderElectionRecord {
+        let time = |text: &Option<String>| -> SystemTime {
+            text.as_deref()
+                .and_then(micro_time::parse)
+                .unwrap_or(UNIX_EPOCH)
+        };
+        let non_negative = |n: Option<i32>| u32::try_from(n.unwrap_or(0)).unwrap_or(0);
+        LeaderElectionRecord {
+            holder_identity: self.holder_identity.clone(),
+            lease_duration: Duration::from_secs(u64::from(non_negative(
+                self.lease_duration_seconds,
+            ))),
+            acquire_time: time(&self.acquire_time),
+            renew_time: time(&self.renew_time),
+            leader_transitions: non_negative(self.lease_transitions),
+        }
+    }
+}
+
+fn lock_error(error: ClientError) -> LockError {
+    match error {
+        ClientError::Conflict(_) => LockError::Conflict,
+        ClientError::NotFound(_) => LockError::NotFound,
+        ClientError::AlreadyExists(_) => LockError::AlreadyExists,
+        other => LockError::Other(Box::new(other)),
+    }
+}
+
+/// A [`LeaseLock`] on the Lease `namespace/name` (client-go's `resourcelock.LeaseLock`).
+///
+/// ```no_run
+/// use workqueue::leader_election::{ApiLeaseLock, LeaderElectionConfig, LeaderElector};
+/// use workqueue::shared_informer::reflector::{Client, ClusterConfig};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::new(&ClusterConfig::from_kubeconfig(None)?)?;
+/// let identity = std::env::var("POD_NAME")?;
+/// let lock = ApiLeaseLock::new(client, "kube-system", "my-controller", identity.clone());
+/// let elector = LeaderElector::new(LeaderElectionConfig::new("my-controller", identity), lock)?;
+/// # Ok(()) }
+/// ```
+pub struct ApiLeaseLock {
+    api: Api<Lease>,
+    namespace: String,
+    name: String,
+    identity: String,
+    /// The metadata last read or written, so that an update keeps the Lease's labels,
+    /// annotations and owners.
+    last_metadata: Mutex<Option<ObjectMeta>>,
+}
+
+impl std::fmt::Debug for ApiLeaseLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiLeaseLock")
+            .field("lease", &self.describe())
+            .field("identity", &self.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiLeaseLock {
+    /// A lock on the Lease `name` in `namespace`, written as `identity`.
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        Self {
+            api: Api::namespaced_with(
+                client,
+                Resource::namespaced("coordination.k8s.io", "v1", "leases"),
+                namespace,
+            ),
+            namespace: namespace.to_string(),
+            name: name.into(),
+            identity: identity.into(),
+            last_metadata: Mutex::new(None),
+        }
+    }
+
+    fn lease(&self, record: &LeaderElectionRecord, version: Option<&RawVersion>) -> Lease {
+        let mut metadata = self.last_metadata.lock().clone().unwrap_or_default();
+        metadata.name = Some(self.name.clone());
+        metadata.namespace = Some(self.namespace.clone());
+        metadata.resource_version = version.map(|v| v.as_str().to_string());
+        Lease {
+            api_version: "coordination.k8s.io/v1".into(),
+            kind: "Lease".into(),
+            metadata,
+            spec: LeaseSpec::from_record(record),
+        }
+    }
+
+    fn remember(&self, lease: Lease) -> Result<RawVersion, LockError> {
+        let version = lease
+            .metadata
+            .resource_version
+            .clone()
+            .map(RawVersion::new)
+            .ok_or_else(|| LockError::Other("the server's Lease has no resourceVersion".into()));
+        *self.last_metadata.lock() = Some(lease.metadata);
+        version
+    }
+}
+
+impl LeaseLock for ApiLeaseLock {
+    async fn get(&self) -> Result<Option<(LeaderElectionRecord, RawVersion)>, LockError> {
+        let Some(lease) = self.api.get_opt(&self.name).await.map_err(lock_error)? else {
+            return Ok(None);
+        };
+        let record = lease.spec.to_record();
+        Ok(Some((record, self.remember(lease)?)))
+    }
+
+    async fn create(&self, record: &LeaderElectionRecord) -> Result<RawVersion, LockError> {
+        let lease = self.lease(record, None);
+        let created = self
+            .api
+            .create(&PostParams::default(), &lease)
+            .await
+            .map_err(lock_error)?;
+        self.remember(created)
+    }
+
+    async fn update(
+        &self,
+        record: &LeaderElectionRecord,
+        version: &RawVersion,
+    ) -> Result<RawVersion, LockError> {
+        let lease = self.lease(record, Some(version));
+        let updated = self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+            .map_err(lock_error)?;
+        self.remember(updated)
+    }
+
+    fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    fn describe(&self) -> String {
+        format!("leases/{}/{}", self.namespace, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_through_a_lease_spec_at_micro_time_precision() {
+        let record = LeaderElectionRecord {
+            holder_identity: Some("pod-a".into()),
+            lease_duration: Duration::from_secs(15),
+            acquire_time: UNIX_EPOCH + Duration::from_micros(1_795_451_151_123_456),
+            renew_time: UNIX_EPOCH + Duration::from_micros(1_795_451_161_000_001),
+            leader_transitions: 4,
+        };
+        let spec = LeaseSpec::from_record(&record);
+        assert_eq!(
+            spec.renew_time.as_deref(),
+            Some("2026-11-23T16:26:01.000001Z")
+        );
+        assert_eq!(spec.to_record(), record);
+    }
+
+    #[test]
+    fn a_fractional_lease_is_written_rounded_up_and_bad_numbers_read_as_zero() {
+        let mut record = LeaderElectionRecord {
+            holder_identity: None,
+            lease_duration: Duration::from_millis(15_500),
+            acquire_time: UNIX_EPOCH,
+            renew_time: UNIX_EPOCH,
+            leader_transitions: 0,
+        };
+        assert_eq!(
+            LeaseSpec::from_record(&record).lease_duration_seconds,
+            Some(16)
+        );
+        record.lease_duration = Duration::ZERO;
+        let spec = LeaseSpec {
+            lease_duration_seconds: Some(-5),
+            lease_transitions: Some(-1),
+            renew_time: Some("yesterday".into()),
+            ..LeaseSpec::default()
+        };
+        assert_eq!(spec.to_record(), record);
+    }
+}

@@ -1,0 +1,33 @@
+//! What a lock stores: client-go's `LeaderElectionRecord`.
+
+use std::time::{Duration, SystemTime};
+
+/// The content of a leader-election lock (client-go's `resourcelock.LeaderElectionRecord`).
+///
+/// The wall-clock times are written for humans and for other implementations; no elector in this
+/// crate decides anything from them. Expiry is always judged on the *reader's* monotonic clock,
+/// from the instant it last saw the record change (see
+/// [`LeaderElector`](crate::leader_election::LeaderElector)): the holder's clock may be wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElectionRecord {
+    /// Who holds the lease; `None` (or an empty string written by another implementation) when
+    /// nobody does, e.g. after a release.
+    pub holder_identity: Option<String>,
+    /// How long others must wait, after they last saw this record change, before taking over.
+    pub lease_duration: Duration,
+    /// When the current holder acquired the lease (display only).
+    pub acquire_time: SystemTime,
+    /// When the current holder last renewed the lease (display only).
+    pub renew_time: SystemTime,
+    /// How many times the holder changed.
+    pub leader_transitions: u32,
+}
+
+impl LeaderElectionRecord {
+    /// The holder, if there is one (an empty identity counts as none).
+    pub fn holder(&self) -> Option<&str> {
+        self.holder_identity
+            .as_deref()
+            .filter(|holder| !holder.is_empty())
+    }
+}

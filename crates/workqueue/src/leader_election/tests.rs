@@ -1,0 +1,664 @@
+//! The elector's behaviour on a [`MemoryLock`], all under tokio's paused clock.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::FutureExt;
+use parking_lot::Mutex;
+use proptest::prelude::*;
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::{default_controller_rate_limiter, Action, Controller, RateLimitingQueue};
+
+const LEASE: Duration = Duration::from_secs(15);
+const RENEW_DEADLINE: Duration = Duration::from_secs(10);
+const RETRY: Duration = Duration::from_secs(2);
+
+/// The longest wait between two acquire attempts: `RETRY × (1 + JITTER_FACTOR)`.
+fn max_acquire_wait() -> Duration {
+    RETRY.mul_f64(1.0 + JITTER_FACTOR)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Event {
+    NewLeader(String),
+    Started,
+    Stopped,
+}
+
+/// Records the callbacks with the instant of each.
+#[derive(Clone, Default)]
+struct Recorder {
+    events: Arc<Mutex<Vec<(Instant, Event)>>>,
+}
+
+impl LeaderCallbacks for Recorder {
+    fn on_started_leading(&self, _leader: CancellationToken, guard: LeaseGuard) {
+        assert!(guard.is_valid(), "a new leader's guard is valid");
+        self.events.lock().push((Instant::now(), Event::Started));
+    }
+    fn on_stopped_leading(&self) {
+        self.events.lock().push((Instant::now(), Event::Stopped));
+    }
+    fn on_new_leader(&self, identity: &str) {
+        self.events
+            .lock()
+            .push((Instant::now(), Event::NewLeader(identity.to_string())));
+    }
+}
+
+impl Recorder {
+    fn events(&self) -> Vec<Event> {
+        self.events.lock().iter().map(|(_, e)| e.clone()).collect()
+    }
+    fn at(&self, event: &Event) -> Option<Instant> {
+        self.events
+            .lock()
+            .iter()
+            .find(|(_, e)| e == event)
+            .map(|(at, _)| *at)
+    }
+    fn started_at(&self) -> Option<Instant> {
+        self.at(&Event::Started)
+    }
+    fn stopped_at(&self) -> Option<Instant> {
+        self.at(&Event::Stopped)
+    }
+}
+
+struct Replica {
+    cancel: CancellationToken,
+    recorder: Recorder,
+    guard: LeaseGuard,
+    run: JoinHandle<ElectionEnd>,
+}
+
+fn config(identity: &str) -> LeaderElectionConfig {
+    LeaderElectionConfig::new("test-election", identity)
+}
+
+fn start_with(
+    lock: &MemoryLock,
+    identity: &str,
+    tweak: impl FnOnce(&mut LeaderElectionConfig),
+) -> Replica {
+    let mut config = config(identity);
+    tweak(&mut config);
+    let elector = LeaderElector::new(config, lock.for_identity(identity)).unwrap();
+    let (cancel, recorder, guard) = (
+        CancellationToken::new(),
+        Recorder::default(),
+        elector.guard(),
+    );
+    // `tokio::spawn` also checks that the elector's future is `Send`.
+    let run = tokio::spawn(elector.run(cancel.clone(), recorder.clone()));
+    Replica {
+        cancel,
+        recorder,
+        guard,
+        run,
+    }
+}
+
+fn start(lock: &MemoryLock, identity: &str) -> Replica {
+    start_with(lock, identity, |_| {})
+}
+
+fn last_write_by(lock: &MemoryLock, identity: &str) -> LockWrite {
+    lock.writes()
+        .into_iter()
+        .rfind(|write| write.identity == identity)
+        .unwrap()
+}
+
+fn lock() -> MemoryLock {
+    MemoryLock::new("test-election", "observer")
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquires_at_once_when_no_lease_exists() {
+    let lock = lock();
+    let t0 = Instant::now();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    assert_eq!(a.recorder.started_at(), Some(t0));
+    let record = lock.record().unwrap();
+    assert_eq!(record.holder(), Some("a"));
+    assert_eq!(record.lease_duration, LEASE);
+    assert_eq!(record.leader_transitions, 0);
+    assert!(a.guard.is_valid());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_elector_cancelled_before_it_runs_never_leads_nor_writes() {
+    let lock = lock();
+    let elector = LeaderElector::new(config("a"), lock.for_identity("a")).unwrap();
+    let (cancel, recorder) = (CancellationToken::new(), Recorder::default());
+    cancel.cancel();
+    let end = elector.run(cancel, recorder.clone()).await;
+    assert_eq!(end, ElectionEnd::Cancelled);
+    assert_eq!(recorder.events(), []);
+    assert!(lock.writes().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn does_not_acquire_while_another_holder_renews() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(120)).await;
+    assert_eq!(b.recorder.started_at(), None);
+    assert_eq!(b.recorder.events(), [Event::NewLeader("a".into())]);
+    assert!(!b.guard.is_valid());
+    assert_eq!(lock.record().unwrap().holder(), Some("a"));
+    assert!(a.guard.is_valid());
+}
+
+#[tokio::test(start_paused = true)]
+async fn renews_every_retry_period_keeping_acquire_time_and_transitions() {
+    let lock = lock();
+    let _a = start(&lock, "a");
+    sleep(Duration::from_secs(21)).await;
+    let writes = lock.writes();
+    assert_eq!(writes.len(), 11, "the acquisition and 10 renewals");
+    for pair in writes.windows(2) {
+        assert_eq!(pair[1].at - pair[0].at, RETRY);
+        assert_eq!(pair[1].record.acquire_time, pair[0].record.acquire_time);
+        assert_eq!(pair[1].record.leader_transitions, 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquires_once_the_holder_stopped_renewing_for_a_lease_duration_of_observed_time() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(30)).await;
+    lock.set_fault("a", Fault::Fail);
+    sleep(Duration::from_secs(60)).await;
+
+    let last_renew = last_write_by(&lock, "a").at;
+    let acquired = b.recorder.started_at().expect("b took over");
+    // b saw a's last renew within one acquire wait of it, and takes over at its first attempt
+    // after a lease duration from then.
+    assert!(acquired >= last_renew + LEASE, "not before the lease ends");
+    assert!(acquired <= last_renew + LEASE + max_acquire_wait() * 2);
+    assert!(a.recorder.stopped_at().unwrap() < acquired);
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    assert_eq!(lock.record().unwrap().holder(), Some("b"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_holders_timestamps_are_not_trusted_only_our_observed_time() {
+    let lock = lock();
+    let ancient = SystemTime::UNIX_EPOCH;
+    let stale_looking = LeaderElectionRecord {
+        holder_identity: Some("x".into()),
+        lease_duration: LEASE,
+        acquire_time: ancient,
+        renew_time: ancient,
+        leader_transitions: 3,
+    };
+    lock.for_identity("x").create(&stale_looking).await.unwrap();
+    let t0 = Instant::now();
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(60)).await;
+    let acquired = b.recorder.started_at().unwrap();
+    assert!(
+        acquired >= t0 + LEASE,
+        "a renew_time in 1970 does not make the lease expired"
+    );
+    assert!(acquired <= t0 + LEASE + max_acquire_wait());
+    assert_eq!(lock.record().unwrap().leader_transitions, 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stops_leading_by_the_renew_deadline_when_renewals_fail_before_another_acquires() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(31)).await;
+    lock.set_fault("a", Fault::Fail);
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+
+    let last_renew = last_write_by(&lock, "a").at;
+    let stopped = a.recorder.stopped_at().unwrap();
+    assert_eq!(stopped, last_renew + RENEW_DEADLINE);
+    assert!(!a.guard.is_valid());
+    assert_eq!(a.recorder.events().last(), Some(&Event::Stopped));
+    sleep(Duration::from_secs(30)).await;
+    let acquired = b.recorder.started_at().unwrap();
+    assert!(stopped < acquired && acquired >= last_renew + LEASE);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hanging_renewal_is_abandoned_at_the_renew_deadline() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(Duration::from_secs(5)).await;
+    lock.set_fault("a", Fault::Hang);
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    let last_renew = last_write_by(&lock, "a").at;
+    assert_eq!(a.recorder.stopped_at(), Some(last_renew + RENEW_DEADLINE));
+    lock.heal("a");
+    sleep(ms(1)).await;
+    assert_eq!(
+        last_write_by(&lock, "a").at,
+        last_renew,
+        "the abandoned call wrote nothing"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_renewal_answered_after_the_deadline_does_not_count() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(4_500)).await;
+    // Applied at once, answered 11 s later: past last renew + 10 s.
+    lock.set_fault("a", Fault::Slow(Duration::from_secs(11)));
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    let renewals: Vec<_> = lock.writes().into_iter().map(|write| write.at).collect();
+    let stopped = a.recorder.stopped_at().unwrap();
+    // The slow get of the next round was applied but the update never sent: the last write is
+    // the renewal before the fault, and we stopped leading 10 s after it.
+    assert_eq!(stopped, *renewals.last().unwrap() + RENEW_DEADLINE);
+}
+
+#[tokio::test(start_paused = true)]
+async fn release_on_cancel_lets_another_acquire_at_its_next_attempt() {
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.release_on_cancel = true);
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(7)).await;
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+
+    let release = last_write_by(&lock, "a");
+    assert_eq!(release.at, cancelled);
+    assert_eq!(release.record.holder(), None);
+    assert_eq!(release.record.lease_duration, Duration::from_secs(1));
+    assert!(a.recorder.stopped_at().unwrap() <= release.at);
+    sleep(max_acquire_wait()).await;
+    let acquired = b
+        .recorder
+        .started_at()
+        .expect("b acquired without waiting for the lease");
+    assert!(acquired <= cancelled + max_acquire_wait());
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_release_on_cancel_the_lease_runs_out_first() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(7)).await;
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+    let last_renew = last_write_by(&lock, "a").at;
+    assert_eq!(lock.record().unwrap().holder(), Some("a"));
+    sleep(Duration::from_secs(30)).await;
+    assert!(b.recorder.started_at().unwrap() >= last_renew + LEASE);
+}
+
+#[tokio::test(start_paused = true)]
+async fn callbacks_run_in_order_new_leader_started_stopped() {
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.release_on_cancel = true);
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(5)).await;
+    a.cancel.cancel();
+    a.run.await.unwrap();
+    sleep(Duration::from_secs(10)).await;
+    b.cancel.cancel();
+    b.run.await.unwrap();
+    assert_eq!(
+        a.recorder.events(),
+        [Event::NewLeader("a".into()), Event::Started, Event::Stopped]
+    );
+    assert_eq!(
+        b.recorder.events(),
+        [
+            Event::NewLeader("a".into()),
+            Event::NewLeader("b".into()),
+            Event::Started,
+            Event::Stopped
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn leader_transitions_count_holder_changes_not_renewals() {
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.release_on_cancel = true);
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(lock.record().unwrap().leader_transitions, 0);
+    a.cancel.cancel();
+    a.run.await.unwrap();
+    assert_eq!(
+        lock.record().unwrap().leader_transitions,
+        0,
+        "a release is no new holder"
+    );
+
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(lock.record().unwrap().holder(), Some("b"));
+    assert_eq!(lock.record().unwrap().leader_transitions, 1);
+
+    lock.set_fault("b", Fault::Fail);
+    let a_again = start(&lock, "a");
+    assert_eq!(b.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    sleep(Duration::from_secs(30)).await;
+    assert!(a_again.recorder.started_at().is_some());
+    assert_eq!(lock.record().unwrap().holder(), Some("a"));
+    assert_eq!(lock.record().unwrap().leader_transitions, 2);
+}
+
+#[test]
+fn config_validation_follows_client_go() {
+    let valid = config("a");
+    assert_eq!(valid.validate(), Ok(()));
+    let with = |tweak: fn(&mut LeaderElectionConfig)| {
+        let mut config = valid.clone();
+        tweak(&mut config);
+        config.validate()
+    };
+    assert_eq!(
+        with(|c| c.lease_duration = Duration::ZERO),
+        Err(ConfigError::NotPositive("lease_duration"))
+    );
+    assert_eq!(
+        with(|c| c.retry_period = Duration::ZERO),
+        Err(ConfigError::NotPositive("retry_period"))
+    );
+    assert_eq!(
+        with(|c| c.renew_deadline = Duration::ZERO),
+        Err(ConfigError::NotPositive("renew_deadline"))
+    );
+    assert_eq!(
+        with(|c| c.lease_duration = Duration::from_secs(10)),
+        Err(ConfigError::LeaseNotLongerThanRenewDeadline)
+    );
+    assert_eq!(
+        with(|c| c.renew_deadline = Duration::from_millis(2_400)),
+        Err(ConfigError::RenewDeadlineNotLongerThanJitteredRetry),
+        "2.4 s is not more than 2 s × 1.2"
+    );
+    assert_eq!(
+        with(|c| c.renew_deadline = Duration::from_millis(2_401)),
+        Ok(())
+    );
+    assert_eq!(
+        with(|c| c.lease_duration = Duration::MAX),
+        Err(ConfigError::TooLong("lease_duration"))
+    );
+    assert_eq!(
+        with(|c| c.guard_margin = Some(LEASE)),
+        Err(ConfigError::GuardMarginNotShorterThanLease)
+    );
+    assert_eq!(
+        with(|c| c.identity.clear()),
+        Err(ConfigError::EmptyIdentity)
+    );
+    assert_eq!(valid.effective_guard_margin(), Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn the_lock_must_write_the_configured_identity() {
+    let error = LeaderElector::new(config("a"), MemoryLock::new("election", "b")).unwrap_err();
+    assert_eq!(
+        error,
+        ConfigError::IdentityMismatch {
+            config: "a".into(),
+            lock: "b".into()
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_guard_is_valid_right_after_a_renew_until_lease_duration_minus_margin() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(6_500)).await;
+    let renewed = last_write_by(&lock, "a").at;
+    assert_eq!(renewed, Instant::now() - ms(500));
+    let margin = config("a").effective_guard_margin();
+    assert_eq!(a.guard.valid_until(), Some(renewed + LEASE - margin));
+    assert_eq!(a.guard.check(), Ok(()));
+
+    // Freeze (no task runs while the clock jumps) to just before, then just at, the guard's end.
+    let to_end = renewed + LEASE - margin - Instant::now();
+    tokio::time::advance(to_end - ms(1)).now_or_never();
+    assert!(a.guard.is_valid());
+    tokio::time::advance(ms(1)).now_or_never();
+    assert_eq!(a.guard.check(), Err(LeadershipLost));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_guard_lapses_for_a_frozen_leader_before_its_elector_runs_or_writes() {
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.release_on_cancel = true);
+    let b = start(&lock, "b");
+    sleep(ms(4_100)).await;
+    assert!(a.guard.is_valid());
+    let writes_before = lock.writes().len();
+
+    // The process is frozen for more than a lease: the clock jumps while no task runs, as on
+    // SIGSTOP or a VM pause. The leader's code resumes first and checks before writing.
+    tokio::time::advance(LEASE + Duration::from_secs(1)).now_or_never();
+    assert_eq!(a.guard.check(), Err(LeadershipLost));
+    assert_eq!(lock.writes().len(), writes_before, "nothing written yet");
+    assert!(
+        a.recorder.stopped_at().is_none(),
+        "the elector's timers have not fired yet"
+    );
+
+    // Once the elector runs, it finds its renew deadline passed and stops without renewing.
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    assert_eq!(
+        lock.writes()[writes_before..]
+            .iter()
+            .filter(|write| write.identity == "a")
+            .count(),
+        0,
+        "a late leader neither renews nor releases"
+    );
+    // b may first see a's last renew only now (its clock jumped too): up to a lease from now.
+    sleep(LEASE + max_acquire_wait()).await;
+    assert!(b.recorder.started_at().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_leading_stops_the_controller_when_leadership_is_lost() {
+    let lock = lock();
+    let elector = LeaderElector::new(config("a"), lock.for_identity("a")).unwrap();
+    let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+    let reconciled = Arc::new(AtomicUsize::new(0));
+    let guard_failures = Arc::new(AtomicUsize::new(0));
+    let run = tokio::spawn({
+        let (queue, reconciled, guard_failures) =
+            (queue.clone(), reconciled.clone(), guard_failures.clone());
+        elector.run_leading(CancellationToken::new(), move |leader, guard| {
+            Controller::new(queue).run(leader, move |_key: String| {
+                let (guard, reconciled, guard_failures) =
+                    (guard.clone(), reconciled.clone(), guard_failures.clone());
+                async move {
+                    if guard.check().is_err() {
+                        guard_failures.fetch_add(1, Ordering::SeqCst);
+                        return Ok::<_, LeadershipLost>(Action::Done);
+                    }
+                    reconciled.fetch_add(1, Ordering::SeqCst);
+                    Ok(Action::RequeueAfter(Duration::from_secs(1)))
+                }
+            })
+        })
+    });
+    queue.add("default/web".to_string());
+    sleep(Duration::from_secs(10)).await;
+    assert!(reconciled.load(Ordering::SeqCst) >= 9);
+    lock.set_fault("a", Fault::Fail);
+    assert_eq!(run.await.unwrap(), ElectionEnd::LeadershipLost);
+    assert!(
+        queue.is_shutting_down(),
+        "run_leading returned after the controller"
+    );
+    // Keys still queued at the loss are handed out while the controller drains; the revoked
+    // guard turns them away (at most the one key here).
+    assert!(guard_failures.load(Ordering::SeqCst) <= 1);
+    let reconciled_at_loss = reconciled.load(Ordering::SeqCst);
+    sleep(Duration::from_secs(10)).await;
+    assert_eq!(reconciled.load(Ordering::SeqCst), reconciled_at_loss);
+}
+
+/// A step of a fault schedule: after `after`, change one replica's fault or cancel its term.
+#[derive(Debug, Clone)]
+enum Step {
+    SetFault(usize, Option<Fault>),
+    CancelTerm(usize),
+}
+
+fn fault() -> impl Strategy<Value = Option<Fault>> {
+    prop_oneof![
+        Just(None),
+        Just(Some(Fault::Fail)),
+        Just(Some(Fault::Hang)),
+        (0..12_000u64).prop_map(|n| Some(Fault::Slow(ms(n)))),
+    ]
+}
+
+fn schedule() -> impl Strategy<Value = Vec<(Duration, Step)>> {
+    let step = prop_oneof![
+        3 => (0..3usize, fault()).prop_map(|(replica, fault)| Step::SetFault(replica, fault)),
+        1 => (0..3usize).prop_map(Step::CancelTerm),
+    ];
+    prop::collection::vec(((0..20_000u64).prop_map(ms), step), 1..25)
+}
+
+/// One leading interval of one term; `end` is `None` while leading.
+#[derive(Debug, Clone)]
+struct Interval {
+    replica: usize,
+    start: Instant,
+    end: Option<Instant>,
+}
+
+/// Records one term's leading interval into the shared list.
+struct IntervalRecorder {
+    replica: usize,
+    intervals: Arc<Mutex<Vec<Interval>>>,
+    index: Mutex<Option<usize>>,
+}
+
+impl LeaderCallbacks for IntervalRecorder {
+    fn on_started_leading(&self, _leader: CancellationToken, _guard: LeaseGuard) {
+        let mut intervals = self.intervals.lock();
+        *self.index.lock() = Some(intervals.len());
+        intervals.push(Interval {
+            replica: self.replica,
+            start: Instant::now(),
+            end: None,
+        });
+    }
+    fn on_stopped_leading(&self) {
+        if let Some(index) = *self.index.lock() {
+            self.intervals.lock()[index].end = Some(Instant::now());
+        }
+    }
+}
+
+/// Runs three replicas, each starting a new term whenever the previous one ends, through
+/// `schedule`; returns every leading interval.
+async fn simulate(schedule: Vec<(Duration, Step)>, release_on_cancel: [bool; 3]) -> Vec<Interval> {
+    let lock = lock();
+    let intervals = Arc::new(Mutex::new(Vec::new()));
+    let everything = CancellationToken::new();
+    let terms: Arc<Mutex<[CancellationToken; 3]>> = Arc::new(Mutex::new(Default::default()));
+    let mut replicas = Vec::new();
+    for (replica, release) in release_on_cancel.into_iter().enumerate() {
+        let (lock, intervals, everything, terms) = (
+            lock.clone(),
+            intervals.clone(),
+            everything.clone(),
+            terms.clone(),
+        );
+        replicas.push(tokio::spawn(async move {
+            let identity = format!("replica-{replica}");
+            while !everything.is_cancelled() {
+                let mut config = config(&identity);
+                config.release_on_cancel = release;
+                let elector = LeaderElector::new(config, lock.for_identity(&identity)).unwrap();
+                let term = everything.child_token();
+                terms.lock()[replica] = term.clone();
+                let recorder = IntervalRecorder {
+                    replica,
+                    intervals: intervals.clone(),
+                    index: Mutex::new(None),
+                };
+                elector.run(term, recorder).await;
+            }
+        }));
+    }
+    for (after, step) in schedule {
+        sleep(after).await;
+        match step {
+            Step::SetFault(replica, Some(fault)) => {
+                lock.set_fault(&format!("replica-{replica}"), fault)
+            }
+            Step::SetFault(replica, None) => lock.heal(&format!("replica-{replica}")),
+            Step::CancelTerm(replica) => terms.lock()[replica].cancel(),
+        }
+    }
+    sleep(Duration::from_secs(60)).await;
+    everything.cancel();
+    for replica in replicas {
+        replica.await.unwrap();
+    }
+    let intervals = intervals.lock().clone();
+    intervals
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// The invariant of the module docs: whatever the lock's failures, hangs and slow answers,
+    /// and however terms are cancelled, no two terms ever lead at the same instant.
+    #[test]
+    fn leading_intervals_never_overlap_under_random_faults(
+        schedule in schedule(),
+        release_on_cancel in any::<[bool; 3]>(),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let intervals = runtime.block_on(simulate(schedule, release_on_cancel));
+        prop_assert!(!intervals.is_empty(), "someone led at some point");
+        for (i, a) in intervals.iter().enumerate() {
+            let a_end = a.end.expect("every term ended by the end of the run");
+            for b in &intervals[i + 1..] {
+                let b_end = b.end.expect("every term ended by the end of the run");
+                prop_assert!(
+                    a_end <= b.start || b_end <= a.start,
+                    "replica {} led {:?}..{:?} while replica {} led {:?}..{:?}",
+                    a.replica, a.start, a_end, b.replica, b.start, b_end
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! Scenario `leader-election`: three replicas of a controller compete for one
+//! `coordination.k8s.io/v1` Lease through their own clients (each its own identity and token),
+//! and the leader writes a ConfigMap every 100 ms, checking its `LeaseGuard` before each write.
+//! Each replica runs on a runtime of its own, on a thread of its own, so that one can be frozen
+//! (its thread blocked, as SIGSTOP or a long GC pause would) without the others noticing.
+//!
+//! The leader is then, in turn: cancelled (it releases the lease), partitioned from the server
+//! (every request hangs), slowed (every answer 400 ms late, less than the renew deadline), and
+//! frozen for longer than the lease, then resumed.
+//!
+//! Checked at the end:
+//! - on the server, no write is made by a replica other than the Lease's holder at that moment:
+//!   the Lease's and the ConfigMap's histories are merged by resourceVersion (the server's one
+//!   order of writes), so no clock is involved; a frozen leader that resumed and wrote would
+//!   show here;
+//! - every takeover in the Lease's history came after the previous holder's last renewal plus the
+//!   lease duration (the replicas share this process's clock, so their timestamps compare), and
+//!   within lease duration + twice the jittered retry period of the moment the leader stopped
+//!   renewing;
+//! - the intervals in which replicas acted as leader (from `on_started_leading` to their last
+//!   guarded write) never overlap;
+//! - the slowed leader kept the lease.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use sim_apiserver::SimServer;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use workqueue::leader_election::ApiLeaseLock;
+use workqueue::shared_informer::reflector::store_index::DynamicObject;
+use workqueue::shared_informer::reflector::{
+    Api, Client, ClusterConfig, Credentials, Patch, PatchParams,
+};
+use workqueue::{LeaderElectionConfig, LeaderElector};
+
+use crate::check::{eventually, Failure, Outcome};
+use crate::harness::{config_for, configmaps};
+use crate::{ensure, Opts};
+
+const NS: &str = "le";
+const LOCK: &str = "writer-lock";
+const WRITES: &str = "leader-writes";
+const REPLICAS: usize = 3;
+const LEASE: Duration = Duration::from_secs(3);
+const RENEW_DEADLINE: Duration = Duration::from_secs(2);
+const RETRY: Duration = Duration::from_millis(500);
+const MARGIN: Duration = Duration::from_secs(1);
+
+/// What a replica did, by this process's monotonic clock.
+#[derive(Debug, Clone)]
+enum Act {
+    Started,
+    Wrote,
+    Stopped,
+}
+
+type Log = Arc<Mutex<Vec<(usize, Act, Instant)>>>;
+
+/// Orders for one replica.
+enum Order {
+    /// End the current term (the lease is released), then compete again after a second.
+    Cancel,
+    /// Block the replica's thread for this long: nothing of it runs meanwhile.
+    Freeze(Duration),
+}
+
+fn identity(i: usize) -> String {
+    format!("replica-{i}")
+}
+
+fn elector_config(i: usize) -> LeaderElectionConfig {
+    let mut c = LeaderElectionConfig::new(LOCK, identity(i));
+    c.lease_duration = LEASE;
+    c.renew_deadline = RENEW_DEADLINE;
+    c.retry_period = RETRY;
+    c.release_on_cancel = true;
+    c.guard_margin = Some(MARGIN);
+    c
+}
+
+/// One replica: terms of leadership one after another until `stop`.
+async fn replica(
+    i: usize,
+    config: ClusterConfig,
+    mut orders: mpsc::UnboundedReceiver<Order>,
+    log: Log,
+    stop: CancellationToken,
+) {
+    let client = match Client::new(&config) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(replica = i, error = %e, "no client");
+            return;
+        }
+    };
+    let writes: Api<DynamicObject> = Api::namespaced_with(client.clone(), configmaps(), NS);
+    while !stop.is_cancelled() {
+        let lock = ApiLeaseLock::new(client.clone(), NS, LOCK, identity(i));
+        let elector = match LeaderElector::new(elector_config(i), lock) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(replica = i, error = %e, "bad election config");
+                return;
+            }
+        };
+        let term = stop.child_token();
+        let (log, writes) = (log.clone(), writes.clone());
+        let run = elector.run_leading(term.clone(), move |leader, guard| async move {
+            log.lock().push((i, Act::Started, Instant::now()));
+            let mut seq = 0u64;
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tokio::select! {
+                    _ = leader.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                // The guard, read from the clock now: lapsed if this thread was frozen.
+                if guard.check().is_err() {
+                    continue;
+                }
+                seq += 1;
+                let body = json!({"data": {"writer": identity(i), "seq": seq.to_string()}});
+                if writes
+                    .patch(WRITES, &PatchParams::default(), &Patch::Merge(body))
+                    .await
+                    .is_ok()
+                {
+                    log.lock().push((i, Act::Wrote, Instant::now()));
+                }
+            }
+            log.lock().push((i, Act::Stopped, Instant::now()));
+        });
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                _ = &mut run => break,
+                order = orders.recv() => match order {
+                    Some(Order::Cancel) => term.cancel(),
+                    // Blocking on purpose: this is the fault (the whole runtime stops).
+                    Some(Order::Freeze(d)) => std::thread::sleep(d),
+                    None => term.cancel(),
+                },
+            }
+        }
+        if stop.is_cancelled() {
+            break;
+        }
+        // Compete again a little later (a restarted pod).
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.cancelled() => {}
+        }
+    }
+}
+
+/// The current holder per the server.
+fn holder(sim: &SimServer) -> Option<String> {
+    let lease = sim.get("leases.coordination.k8s.io", Some(NS), LOCK).ok()?;
+    lease["spec"]["holderIdentity"]
+        .as_str()
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+}
+
+fn rv(v: &Value) -> u64 {
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Parses an RFC 3339 micro time as written by the lock (`2026-11-23T16:00:00.123456Z`) into a
+/// `SystemTime`.
+fn micro_time(s: &str) -> Option<SystemTime> {
+    let (date, time) = s.strip_suffix('Z')?.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>());
+    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
+    let mut t = hms.split(':').map(|p| p.parse::<i64>());
+    let (h, min, sec) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + min * 60 + sec;
+    let micros: u64 = format!("{frac:0<6}")[..6].parse().ok()?;
+    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_micros(micros))
+}
+
+/// Runs the scenario.
+pub async fn leader_election(_: Opts) -> Outcome {
+    let mut builder = SimServer::builder()
+        .history_limit(50_000)
+        .history_max_versions(200_000);
+    for i in 0..REPLICAS {
+        builder = builder.user_token(format!("token-{i}"), identity(i));
+    }
+    let sim = builder.start().await?;
+    sim.create("namespaces", None, json!({"metadata": {"name": NS}}))?;
+    sim.create(
+        "configmaps",
+        Some(NS),
+        json!({"metadata": {"name": WRITES}, "data": {}}),
+    )?;
+    let base = config_for(&sim)?;
+    let log: Log = Arc::default();
+    let stop = CancellationToken::new();
+    let _stop = stop.clone().drop_guard();
+    let mut orders = Vec::new();
+    let mut threads = Vec::new();
+    for i in 0..REPLICAS {
+        let mut config = base.clone();
+        config.credentials = Credentials::Token(format!("token-{i}").into());
+        // A request to a partitioned server is abandoned well before the guard's margin runs out.
+        config.request_timeout = Some(Duration::from_millis(800));
+        let (tx, rx) = mpsc::unbounded_channel();
+        orders.push(tx);
+        let (log, stop) = (log.clone(), stop.clone());
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("replica-{i}"))
+                .spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("a runtime");
+                    rt.block_on(replica(i, config, rx, log, stop));
+                })?,
+        );
+    }
+    let leader_index = |who: &str| (0..REPLICAS).find(|i| identity(*i) == who);
+    let wait_leader = |not: Option<String>, what: &'static str| {
+        let sim = sim.clone();
+        async move {
+            eventually(what, LEASE * 4, || match holder(&sim) {
+                Some(h) if Some(&h) != not.as_ref() => Ok(h),
+                h => Err(format!("holder {h:?}")),
+            })
+            .await
+        }
+    };
+    let mut takeovers = Vec::new();
+    let first = wait_leader(None, "a first leader").await?;
+    let mut report = vec![format!("{first} led first")];
+
+    // 1. Cancelled: it releases, another takes over at its next attempt.
+    let at = Instant::now();
+    let i = leader_index(&first).ok_or_else(|| Failure(format!("unknown holder {first}")))?;
+    orders[i].send(Order::Cancel).ok();
+    let second = wait_leader(Some(first.clone()), "a leader after the cancel").await?;
+    takeovers.push(("cancel", at.elapsed()));
+    ensure!(
+        at.elapsed() <= RETRY * 3 + Duration::from_secs(1),
+        "after a release, the takeover took {:?}",
+        at.elapsed()
+    );
+
+    // 2. Partitioned: its requests hang; it steps down after the renew deadline, another takes
+    //    over once the lease has expired by its own observation.
+    let at = Instant::now();
+    sim.faults().partition_user(&second);
+    let third = wait_leader(Some(second.clone()), "a leader after the partition").await?;
+    takeovers.push(("partition", at.elapsed()));
+    sim.faults().heal_user(&second);
+
+    // 3. Slowed, but within the renew deadline: it keeps the lease.
+    sim.faults().slow_user(&third, Duration::from_millis(400));
+    tokio::time::sleep(LEASE * 2).await;
+    let still = holder(&sim);
+    sim.faults().slow_user(&third, Duration::ZERO);
+    ensure!(
+        still.as_deref() == Some(third.as_str()),
+        "a leader slowed by 400 ms lost the lease to {still:?}"
+    );
+
+    // 4. Frozen past its lease, then resumed: another takes over; it must not write again.
+    let at = Instant::now();
+    let i = leader_index(&third).ok_or_else(|| Failure(format!("unknown holder {third}")))?;
+    orders[i]
+        .send(Order::Freeze(LEASE + Duration::from_secs(3)))
+        .ok();
+    let fourth = wait_leader(Some(third.clone()), "a leader after the freeze").await?;
+    takeovers.push(("freeze", at.elapsed()));
+    // Let the frozen replica resume and run for a while.
+    tokio::time::sleep(LEASE * 2).await;
+    report.push(format!(
+        "then {second} (after cancel), {third} (after partition, kept it while slowed), {fourth} (after freeze)"
+    ));
+
+    stop.cancel();
+    for t in threads {
+        let _ = tokio::task::spawn_blocking(move || t.join()).await;
+    }
+
+    // The server's order of writes: Lease versions and guarded writes, by resourceVersion.
+    let leases = sim.history("leases.coordination.k8s.io", Some(NS), LOCK);
+    let writes = sim.history("configmaps", Some(NS), WRITES);
+    ensure!(
+        leases.len() > 10,
+        "only {} Lease versions recorded",
+        leases.len()
+    );
+    let mut timeline: BTreeMap<u64, (bool, String)> = BTreeMap::new();
+    for l in &leases {
+        let h = l["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        timeline.insert(rv(l), (true, h));
+    }
+    let mut guarded_writes = 0;
+    for w in &writes {
+        if let Some(writer) = w["data"]["writer"].as_str() {
+            timeline.insert(rv(w), (false, writer.to_string()));
+            guarded_writes += 1;
+        }
+    }
+    let mut holder_now = String::new();
+    let mut bad = Vec::new();
+    for (at, (is_lease, who)) in &timeline {
+        if *is_lease {
+            holder_now = who.clone();
+        } else if *who != holder_now {
+            bad.push(format!(
+                "rv {at}: {who} wrote while the Lease said {holder_now:?}"
+            ));
+        }
+    }
+    ensure!(
+        bad.is_empty(),
+        "writes by a non-holder: {:?}",
+        &bad[..bad.len().min(5)]
+    );
+
+    // Takeovers in the Lease's history: never before the previous holder's lease ran out.
+    let mut last: Option<(String, SystemTime)> = None;
+    let mut transitions = 0;
+    for l in &leases {
+        let spec = &l["spec"];
+        let h = spec["holderIdentity"].as_str().unwrap_or("").to_string();
+        let renew = spec["renewTime"].as_str().and_then(micro_time);
+        let acquire = spec["acquireTime"].as_str().and_then(micro_time);
+        let released = h.is_empty();
+        if let (Some((prev, prev_renew)), Some(acquire)) = (&last, acquire) {
+            if !released && !prev.is_empty() && *prev != h {
+                transitions += 1;
+                let gap = acquire.duration_since(*prev_renew).unwrap_or_default();
+                ensure!(
+                    gap >= LEASE,
+                    "{h} took the lease from {prev} {gap:?} after its last renewal, before the lease of {LEASE:?} ran out"
+                );
+            }
+        }
+        if let Some(renew) = renew {
+            last = Some((h, renew));
+        }
+    }
+    ensure!(
+        transitions >= 2,
+        "only {transitions} forced takeovers in the Lease's history"
+    );
+    let bound = LEASE + RETRY.mul_f64(2.0 * 2.2) + Duration::from_millis(500);
+    for (what, took) in &takeovers {
+        ensure!(
+            *took <= bound,
+            "after the {what}, the takeover took {took:?} (bound {bound:?})"
+        );
+    }
+
+    // Acting intervals (start to last guarded write) never overlap.
+    let log = log.lock().clone();
+    let mut terms: Vec<(usize, Instant, Instant)> = Vec::new();
+    let mut open: BTreeMap<usize, (Instant, Instant)> = BTreeMap::new();
+    for (i, act, at) in &log {
+        match act {
+            Act::Started => {
+                open.insert(*i, (*at, *at));
+            }
+            Act::Wrote => {
+                if let Some(t) = open.get_mut(i) {
+                    t.1 = *at;
+                }
+            }
+            Act::Stopped => {
+                if let Some((s, e)) = open.remove(i) {
+                    terms.push((*i, s, e));
+                }
+            }
+        }
+    }
+    terms.extend(open.into_iter().map(|(i, (s, e))| (i, s, e)));
+    terms.sort_by_key(|t| t.1);
+    for w in terms.windows(2) {
+        ensure!(
+            w[1].1 >= w[0].2,
+            "replica {} acted as leader from {:?} while replica {} still did until {:?}",
+            w[1].0,
+            w[1].1,
+            w[0].0,
+            w[0].2
+        );
+    }
+    let took: Vec<String> = takeovers
+        .iter()
+        .map(|(w, t)| format!("{w} {:.1}s", t.as_secs_f64()))
+        .collect();
+    Ok(format!(
+        "{}; {} terms, {guarded_writes} guarded writes, {} Lease versions, no write by a non-holder; takeovers: {}",
+        report.join(", "),
+        terms.len(),
+        leases.len(),
+        took.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn micro_times_parse_to_the_right_instant() {
+        let t = micro_time("1970-01-02T00:00:01.5Z").unwrap();
+        assert_eq!(
+            t.duration_since(SystemTime::UNIX_EPOCH).unwrap(),
+            Duration::from_millis(86_401_500)
+        );
+        let t = micro_time("2024-03-01T00:00:00.000001Z").unwrap();
+        assert_eq!(
+            t.duration_since(SystemTime::UNIX_EPOCH).unwrap(),
+            Duration::from_secs(1_709_251_200) + Duration::from_micros(1)
+        );
+        assert!(micro_time("garbage").is_none());
+    }
+}

@@ -1,0 +1,351 @@
+//! Server-side apply (`PATCH` with `Content-Type: application/apply-patch+yaml`), simplified.
+//!
+//! What the simulator does, as kube-apiserver does:
+//!
+//! * the `fieldManager` query parameter is required (422 `PatchOptions.meta.k8s.io "" is
+//!   invalid: fieldManager: Required value: is required for apply patch`); `force` on any other
+//!   patch type is 422 too;
+//! * an apply to a missing object creates it (201); otherwise the applied configuration is
+//!   merged into the live object (200);
+//! * each apply manager owns the set of fields it applied, recorded in `metadata.managedFields`
+//!   as an entry `{"manager": m, "operation": "Apply", "apiVersion": .., "time": ..,
+//!   "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}` (plus
+//!   `"subresource": "status"` for applies to `/status`);
+//! * applying a field that another apply manager owns, with a different value than the live
+//!   one, is 409 `Conflict` with one `FieldManagerConflict` cause per field (`field:
+//!   ".spec.replicas"`, `message: conflict with "m"`); with `force=true` the applier takes the
+//!   field over instead; applying the same value makes the field shared;
+//! * a field the manager applied before and omits now is removed from the object unless
+//!   another apply manager still owns it.
+//!
+//! Simplified compared to kube-apiserver (structured-merge-diff):
+//!
+//! * the body must be JSON (which is YAML); YAML in block style is refused with 400;
+//! * there is no schema: every list is atomic (owned and replaced as a whole, no
+//!   `listType=map` merge keys, no `f:k:{..}` / `v:` entries), every object is granular
+//!   (fields owned one by one), and scalars are leaves; `fieldsV1` lists leaves only (no `.`
+//!   entries for the maps that contain them);
+//! * only apply managers own fields: `Update` operations (PUT, merge/JSON/strategic patches)
+//!   are not recorded in `managedFields` and never conflict with an apply; the entries they
+//!   find are kept as they are;
+//! * of `metadata`, only `labels` and `annotations` are applied and owned (by key); `name`
+//!   must match the URL when set, other metadata in the applied configuration is ignored;
+//! * on a resource with a status subresource an apply to the main resource ignores `.status`
+//!   and an apply to `/status` applies only `.status`.
+
+use serde_json::{json, Map, Value};
+
+use crate::status::ApiError;
+use crate::storage::rfc3339_now;
+
+/// Which part of the object an apply addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ApplyScope {
+    /// Everything but `status` when `skip_status`, else everything.
+    Main { skip_status: bool },
+    /// Only `status` (the status subresource).
+    Status,
+}
+
+type Path = Vec<String>;
+
+/// The leaves of an applied configuration that the apply owns.
+fn leaves(applied: &Value, scope: ApplyScope) -> Vec<(Path, Value)> {
+    let mut out = Vec::new();
+    let Some(top) = applied.as_object() else {
+        return out;
+    };
+    for (k, v) in top {
+        let wanted = match (k.as_str(), scope) {
+            ("apiVersion" | "kind", _) => false,
+            ("metadata", ApplyScope::Main { .. }) => {
+                for sub in ["labels", "annotations"] {
+                    if let Some(m) = v.get(sub).and_then(Value::as_object) {
+                        for (lk, lv) in m {
+                            out.push((vec!["metadata".into(), sub.into(), lk.clone()], lv.clone()));
+                        }
+                    }
+                }
+                false
+            }
+            ("metadata", ApplyScope::Status) => false,
+            ("status", ApplyScope::Main { skip_status }) => !skip_status,
+            (_, ApplyScope::Main { .. }) => true,
+            ("status", ApplyScope::Status) => true,
+            (_, ApplyScope::Status) => false,
+        };
+        if wanted {
+            collect(vec![k.clone()], v, &mut out);
+        }
+    }
+    out
+}
+
+fn collect(path: Path, v: &Value, out: &mut Vec<(Path, Value)>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, c) in m {
+                let mut p = path.clone();
+                p.push(k.clone());
+                collect(p, c, out);
+            }
+        }
+        _ => out.push((path, v.clone())),
+    }
+}
+
+/// `fieldsV1` (`{"f:spec": {"f:replicas": {}}}`) of a set of leaves.
+fn fields_v1(paths: &[Path]) -> Value {
+    let mut root = Map::new();
+    for p in paths {
+        let mut cur = &mut root;
+        for tok in p {
+            let e = cur
+                .entry(format!("f:{tok}"))
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !e.is_object() {
+                *e = Value::Object(Map::new());
+            }
+            cur = e.as_object_mut().expect("object");
+        }
+    }
+    Value::Object(root)
+}
+
+/// The leaves a `fieldsV1` names (entries that are not `f:` are skipped).
+fn paths_of(fields: &Value) -> Vec<Path> {
+    fn walk(prefix: &mut Path, v: &Value, out: &mut Vec<Path>) {
+        let Some(m) = v.as_object() else { return };
+        let children: Vec<(&String, &Value)> =
+            m.iter().filter(|(k, _)| k.starts_with("f:")).collect();
+        if children.is_empty() {
+            if !prefix.is_empty() {
+                out.push(prefix.clone());
+            }
+            return;
+        }
+        for (k, c) in children {
+            prefix.push(k[2..].to_string());
+            walk(prefix, c, out);
+            prefix.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(&mut Vec::new(), fields, &mut out);
+    out
+}
+
+fn overlaps(a: &[String], b: &[String]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+fn dotted(p: &[String]) -> String {
+    p.iter().map(|t| format!(".{t}")).collect()
+}
+
+fn get<'a>(v: &'a Value, p: &[String]) -> Option<&'a Value> {
+    p.iter().try_fold(v, |cur, t| cur.get(t))
+}
+
+fn set(v: &mut Value, p: &[String], x: Value) {
+    let mut cur = v;
+    for t in p {
+        if !cur.is_object() {
+            *cur = Value::Object(Map::new());
+        }
+        cur = cur
+            .as_object_mut()
+            .expect("object")
+            .entry(t.clone())
+            .or_insert(Value::Null);
+    }
+    *cur = x;
+}
+
+/// Removes the leaf at `p` and then the maps it leaves empty (below the top level).
+fn remove(v: &mut Value, p: &[String]) {
+    if p.is_empty() {
+        return;
+    }
+    let Some(parent) = p[..p.len() - 1]
+        .iter()
+        .try_fold(&mut *v, |cur, t| cur.get_mut(t))
+    else {
+        return;
+    };
+    let Some(m) = parent.as_object_mut() else {
+        return;
+    };
+    m.remove(&p[p.len() - 1]);
+    if m.is_empty() && p.len() > 2 {
+        remove(v, &p[..p.len() - 1]);
+    }
+}
+
+/// One entry of `metadata.managedFields`, parsed.
+struct Entry {
+    raw: Value,
+    /// `Some(paths)` for apply entries of this scope; other entries are kept untouched.
+    apply: Option<(String, Vec<Path>)>,
+}
+
+fn subresource_of(scope: ApplyScope) -> &'static str {
+    match scope {
+        ApplyScope::Main { .. } => "",
+        ApplyScope::Status => "status",
+    }
+}
+
+/// Applies `applied` for `manager` to `live` (`None`: the object does not exist yet) and
+/// returns the new object, with `metadata.managedFields` updated. Errors: the conflicts.
+pub(crate) fn apply(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    scope: ApplyScope,
+    api_version: &str,
+) -> Result<Value, ApiError> {
+    let sub = subresource_of(scope);
+    let mut obj = match live {
+        Some(l) => l.clone(),
+        None => {
+            let mut o = json!({"metadata": {}});
+            if let Some(m) = applied.get("metadata").and_then(Value::as_object) {
+                for k in ["name", "generateName", "namespace"] {
+                    if let Some(v) = m.get(k) {
+                        o["metadata"][k] = v.clone();
+                    }
+                }
+            }
+            o
+        }
+    };
+    let mut entries: Vec<Entry> = obj
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|raw| {
+            let is_apply = raw.get("operation").and_then(Value::as_str) == Some("Apply")
+                && raw.get("subresource").and_then(Value::as_str).unwrap_or("") == sub;
+            let apply = is_apply.then(|| {
+                (
+                    raw.get("manager")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    paths_of(raw.get("fieldsV1").unwrap_or(&Value::Null)),
+                )
+            });
+            Entry { raw, apply }
+        })
+        .collect();
+    let new_leaves = leaves(applied, scope);
+    // Conflicts with (or, forced, take-overs from) the other apply managers.
+    let mut conflicts = Vec::new();
+    for (p, v) in &new_leaves {
+        let live_value = get(&obj, p);
+        for e in entries.iter_mut() {
+            let Some((m, paths)) = &mut e.apply else {
+                continue;
+            };
+            if m == manager {
+                continue;
+            }
+            let clash: Vec<Path> = paths
+                .iter()
+                .filter(|q| overlaps(q, p) && (q.len() != p.len() || live_value != Some(v)))
+                .cloned()
+                .collect();
+            if clash.is_empty() {
+                continue;
+            }
+            if force {
+                paths.retain(|q| !clash.contains(q));
+            } else {
+                conflicts.extend(clash.iter().map(|q| (m.clone(), dotted(q))));
+            }
+        }
+    }
+    if !conflicts.is_empty() {
+        conflicts.sort();
+        conflicts.dedup();
+        return Err(ApiError::apply_conflict(&conflicts));
+    }
+    let new_paths: Vec<Path> = new_leaves.iter().map(|(p, _)| p.clone()).collect();
+    // Fields this manager applied before and omits now go, unless someone else owns them.
+    let before: Vec<Path> = entries
+        .iter()
+        .filter_map(|e| e.apply.as_ref())
+        .filter(|(m, _)| m == manager)
+        .flat_map(|(_, ps)| ps.clone())
+        .collect();
+    for p in before.iter().filter(|p| !new_paths.contains(p)) {
+        if new_paths.iter().any(|q| overlaps(q, p)) {
+            continue;
+        }
+        let owned_elsewhere = entries.iter().any(|e| {
+            e.apply
+                .as_ref()
+                .is_some_and(|(m, ps)| m != manager && ps.iter().any(|q| overlaps(q, p)))
+        });
+        if !owned_elsewhere {
+            remove(&mut obj, p);
+        }
+    }
+    for (p, v) in new_leaves {
+        set(&mut obj, &p, v);
+    }
+    // Rebuild managedFields: this manager's entry first, others updated, empty ones dropped.
+    let mut out = Vec::new();
+    if !new_paths.is_empty() {
+        let mut e = json!({
+            "manager": manager, "operation": "Apply", "apiVersion": api_version,
+            "time": rfc3339_now(), "fieldsType": "FieldsV1", "fieldsV1": fields_v1(&new_paths),
+        });
+        if !sub.is_empty() {
+            e["subresource"] = json!(sub);
+        }
+        out.push(e);
+    }
+    for e in entries {
+        match e.apply {
+            None => out.push(e.raw),
+            Some((m, _)) if m == manager => {}
+            Some((_, ps)) if ps.is_empty() => {}
+            Some((_, ps)) => {
+                let mut raw = e.raw;
+                raw["fieldsV1"] = fields_v1(&ps);
+                out.push(raw);
+            }
+        }
+    }
+    obj["metadata"]["managedFields"] = Value::Array(out);
+    Ok(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_v1_round_trips_leaves() {
+        let ps = vec![
+            vec!["spec".to_string(), "replicas".to_string()],
+            vec!["metadata".into(), "labels".into(), "a".into()],
+        ];
+        let f = fields_v1(&ps);
+        assert_eq!(
+            f,
+            json!({"f:spec": {"f:replicas": {}}, "f:metadata": {"f:labels": {"f:a": {}}}})
+        );
+        let mut back = paths_of(&f);
+        back.sort();
+        let mut want = ps.clone();
+        want.sort();
+        assert_eq!(back, want);
+    }
+}
