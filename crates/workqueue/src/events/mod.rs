@@ -29,7 +29,7 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 //! let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
 //! let recorder = broadcaster.new_recorder(EventSource::new("web-controller").with_host("node-1"));
-//! let sink = MemorySink::new(); // in a cluster: a sink writing through the API client
+//! let sink = MemorySink::new(); // in a cluster: ApiEventSink::new(client)
 //! let writer = broadcaster.start(sink.clone(), CancellationToken::new());
 //!
 //! let queue = RateLimitingQueue::new(default_controller_rate_limiter());
@@ -57,6 +57,7 @@
 //! # }
 //! ```
 
+mod api_sink;
 mod correlator;
 mod lru;
 mod model;
@@ -67,6 +68,7 @@ mod timestamp;
 #[cfg(test)]
 mod tests;
 
+pub use api_sink::ApiEventSink;
 pub use correlator::CorrelatorConfig;
 pub use model::{Event, EventMeta, EventSource, EventType, ObjectReference};
 pub use recorder::{
