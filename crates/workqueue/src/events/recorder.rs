@@ -232,7 +232,7 @@ impl EventBroadcaster {
 }
 
 /// Records events about objects. Cheap to clone; never blocks, never fails (see the
-/// [module docs](self)).
+/// [module docs](crate::events)).
 #[derive(Debug, Clone)]
 pub struct EventRecorder {
     sender: mpsc::Sender<Event>,
