@@ -53,6 +53,7 @@ pub use shared_informer;
 pub mod bridge;
 pub mod controller;
 pub mod delaying;
+pub mod events;
 pub mod leader_election;
 pub mod metrics;
 pub mod parallelize;
@@ -65,6 +66,7 @@ pub mod rate_limiting;
 pub use bridge::{Enqueue, KeyEnqueuer};
 pub use controller::{Action, Controller};
 pub use delaying::DelayingQueue;
+pub use events::{EventBroadcaster, EventRecorder, EventSink, EventType, ObjectReference};
 pub use leader_election::{
     LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseGuard, LeaseLock, MemoryLock,
 };

@@ -1,0 +1,78 @@
+//! Kubernetes Events from a controller, with client-go's `tools/record` semantics.
+//!
+//! A reconcile calls [`EventRecorder::event`], which never blocks and never fails: it queues
+//! the event, or drops it (counted) when the queue is full. A writer task started by
+//! [`EventBroadcaster::start`] takes events off the queue and, through the correlator, keeps
+//! their number down before writing them to an [`EventSink`]:
+//!
+//! ```text
+//!  recorder.event ──try_send──► queue (1000) ──► correlator ───────────────► EventSink
+//!      │ full: dropped          spam filter: 25 per object, +1 per 5 min       create / patch
+//!      ▼                        aggregator: 10 similar in 10 min → combined    retry ×12, 10 s
+//!   EventStats                  logger: a repeat → patch count, lastTimestamp  NotFound → create
+//! ```
+//!
+//! Invariants:
+//! - recording never awaits, and every buffer is bounded: the queue by
+//!   [`BroadcasterConfig::queue_capacity`], each correlator cache by
+//!   [`CorrelatorConfig::cache_size`] (checked by a property test), the retries of one event by
+//!   [`BroadcasterConfig::max_attempts`];
+//! - events are written one at a time in the order they were recorded, so a repeat is always
+//!   correlated with the server's answer to the write before it.
+//!
+//! Used from a reconcile of the [`Controller`](crate::Controller) runner:
+//!
+//! ```
+//! use workqueue::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
+//! use workqueue::{default_controller_rate_limiter, Action, CancellationToken, Controller, RateLimitingQueue};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+//! let recorder = broadcaster.new_recorder(EventSource::new("web-controller").with_host("node-1"));
+//! let sink = MemorySink::new(); // in a cluster: ApiEventSink::new(client)
+//! let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+//!
+//! let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+//! queue.add("default/web".to_string());
+//! let stop = CancellationToken::new();
+//! Controller::new(queue)
+//!     .run(stop.clone(), move |key: String| {
+//!         let (recorder, stop) = (recorder.clone(), stop.clone());
+//!         async move {
+//!             let (namespace, name) = key.split_once('/').unwrap_or(("", &key));
+//!             let deployment = ObjectReference::new("apps/v1", "Deployment", namespace, name);
+//!             recorder.eventf(&deployment, EventType::Normal, "Reconciled", format_args!("reconciled {key}"));
+//!             stop.cancel();
+//!             Ok::<_, std::convert::Infallible>(Action::Done)
+//!         }
+//!     })
+//!     .await;
+//!
+//! // The controller dropped its recorders; the writer drains the queue and returns.
+//! writer.await.unwrap();
+//! let events = sink.events();
+//! assert_eq!(events[0].reason, "Reconciled");
+//! assert_eq!(events[0].source.host, "node-1");
+//! assert!(events[0].metadata.name.starts_with("web."));
+//! # }
+//! ```
+
+mod api_sink;
+mod correlator;
+mod lru;
+mod model;
+mod recorder;
+mod sink;
+mod timestamp;
+
+#[cfg(test)]
+mod tests;
+
+pub use api_sink::ApiEventSink;
+pub use correlator::CorrelatorConfig;
+pub use model::{Event, EventMeta, EventSource, EventType, ObjectReference};
+pub use recorder::{
+    BroadcasterConfig, EventBroadcaster, EventRecorder, EventStats, EventStatsHandle,
+};
+pub use sink::{EventSink, MemorySink, SinkCall, SinkError};
+pub use timestamp::{Timestamp, TimestampParseError};
