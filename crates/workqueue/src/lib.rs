@@ -89,7 +89,8 @@ pub use rate_limiting::RateLimitingQueue;
 pub mod prelude {
     pub use crate::shared_informer::prelude::*;
     pub use crate::{
-        default_controller_rate_limiter, Action, Controller, DelayingQueue, KeyEnqueuer,
+        default_controller_rate_limiter, Action, Controller, DelayingQueue, EventRecorder,
+        EventType, KeyEnqueuer, LeaderElectionConfig, LeaderElector, LeaseGuard, ObjectReference,
         RateLimiter, RateLimitingQueue, WorkQueue,
     };
 }

@@ -8,7 +8,7 @@
 //! Metrics exist only for a **named** queue with a real provider (E10.1). The default,
 //! [`NoopMetricsProvider`], makes the queue skip all bookkeeping and start no background task,
 //! so an unnamed queue pays nothing for metrics. [`InMemoryMetricsProvider`] records values for
-//! tests; the `prometheus` feature adds [`PrometheusMetricsProvider`](crate::PrometheusMetricsProvider).
+//! tests; the `prometheus` feature adds `PrometheusMetricsProvider`.
 //!
 //! ```
 //! use std::sync::Arc;
