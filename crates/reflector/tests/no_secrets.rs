@@ -93,6 +93,12 @@ fn configurations_and_clients_never_show_a_secret() {
         )
         .unwrap();
         assert_clean("HttpListerWatcher", &format!("{lw:?}"));
+        let api = reflector::Api::<reflector::store_index::DynamicObject>::namespaced_with(
+            client,
+            Resource::namespaced("", "v1", "secrets"),
+            "default",
+        );
+        assert_clean("Api", &format!("{api:?} {api:#?}"));
     }
 }
 
