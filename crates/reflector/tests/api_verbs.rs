@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use reflector::store_index::{CompactObject, DynamicObject, Object};
 use reflector::{
     retry_on_conflict, Api, Client, ClientError, ClusterConfig, Credentials, DeleteParams, Deleted,
@@ -106,8 +105,11 @@ async fn create_get_list_replace_patch_delete_a_dynamic_object() {
     assert!(api.get("a").await.unwrap_err().is_not_found());
 }
 
+/// Typed objects need the `k8s-openapi` feature (CI's test step runs with `--all-features`).
+#[cfg(feature = "k8s-openapi")]
 #[tokio::test]
-async fn typed_and_compact_objects_go_through_the_same_verbs() {
+async fn typed_objects_go_through_the_same_verbs() {
+    use k8s_openapi::api::core::v1::ConfigMap;
     let (_sim, client) = start().await;
     let typed: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
     let mut c = ConfigMap::default();
@@ -116,7 +118,22 @@ async fn typed_and_compact_objects_go_through_the_same_verbs() {
     let created = typed.create(&PostParams::default(), &c).await.unwrap();
     assert_eq!(created.metadata.name.as_deref(), Some("typed"));
     assert_eq!(created.data.unwrap()["k"], "v");
+    let got = typed.get("typed").await.unwrap();
+    assert_eq!(got.data.unwrap()["k"], "v");
+}
 
+#[tokio::test]
+async fn compact_objects_are_read_and_listed_from_their_bytes() {
+    let (_sim, client) = start().await;
+    configmaps(&client)
+        .create(&PostParams::default(), &{
+            let mut o = DynamicObject::new("v1", "ConfigMap");
+            o.metadata.name = Some("typed".into());
+            o.data.insert("data".into(), json!({"k": "v"}));
+            o
+        })
+        .await
+        .unwrap();
     let compact: Api<CompactObject> = Api::namespaced_with(
         client.clone(),
         Resource::namespaced("", "v1", "configmaps"),
@@ -590,4 +607,50 @@ async fn delete_collection_deletes_what_the_selector_matches() {
         .await
         .unwrap_err();
     assert!(err.is_conflict(), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_write_check_that_refuses_stops_writes_before_sending_and_leaves_reads_alone() {
+    let (sim, client) = start().await;
+    let allowed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let flag = std::sync::Arc::clone(&allowed);
+    let api = configmaps(&client).with_write_check(move || {
+        if flag.load(std::sync::atomic::Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err("lease lapsed".to_string())
+        }
+    });
+    api.create(&PostParams::default(), &cm("g", "1"))
+        .await
+        .unwrap();
+    allowed.store(false, std::sync::atomic::Ordering::Relaxed);
+    let writes = sim.counters().writes;
+    let merge = Patch::Merge(json!({"data": {"k": "2"}}));
+    let refused = [
+        api.create(&PostParams::default(), &cm("h", "1"))
+            .await
+            .err(),
+        api.patch("g", &PatchParams::default(), &merge).await.err(),
+        api.delete("g", &DeleteParams::default()).await.err(),
+        api.delete_collection(&DeleteParams::default(), &ListOptions::default())
+            .await
+            .err(),
+    ];
+    for err in refused {
+        match err {
+            Some(ClientError::WriteRefused { reason, .. }) => assert_eq!(reason, "lease lapsed"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        sim.counters().writes,
+        writes,
+        "a refused write reached the server"
+    );
+    assert_eq!(api.get("g").await.unwrap().data["data"]["k"], "1");
+    assert_eq!(
+        api.list(&ListOptions::default()).await.unwrap().items.len(),
+        1
+    );
 }

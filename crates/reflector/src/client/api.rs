@@ -47,13 +47,14 @@
 //! ```
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::Method;
 use serde::{Deserialize, Serialize};
 
 use super::error::ClientError;
-use super::http::{Client, DEFAULT_MAX_BODY_BYTES};
+use super::http::{Client, WriteCheck, DEFAULT_MAX_BODY_BYTES};
 use super::params::ListOptions;
 use super::resource::Resource;
 use super::status::Status;
@@ -74,6 +75,8 @@ pub struct Api<K> {
     resource: Resource,
     /// The namespace of every request; `None`: cluster-scoped, or all namespaces (list only).
     namespace: Option<String>,
+    /// Run right before each write is sent ([`Api::with_write_check`]).
+    write_check: Option<WriteCheck>,
     _object: PhantomData<fn() -> K>,
 }
 
@@ -83,6 +86,7 @@ impl<K> Clone for Api<K> {
             client: self.client.clone(),
             resource: self.resource.clone(),
             namespace: self.namespace.clone(),
+            write_check: self.write_check.clone(),
             _object: PhantomData,
         }
     }
@@ -94,6 +98,7 @@ impl<K> std::fmt::Debug for Api<K> {
             .field("resource", &self.resource)
             .field("namespace", &self.namespace)
             .field("client", &self.client)
+            .field("write_check", &self.write_check.is_some())
             .finish()
     }
 }
@@ -305,6 +310,7 @@ impl<K> Api<K> {
             client,
             namespace: resource.namespaced.then(|| namespace.to_string()),
             resource,
+            write_check: None,
             _object: PhantomData,
         }
     }
@@ -317,8 +323,43 @@ impl<K> Api<K> {
             client,
             resource,
             namespace: None,
+            write_check: None,
             _object: PhantomData,
         }
+    }
+
+    /// This `Api` with `check` run right before each write it sends (create, replace, patch,
+    /// delete, delete collection, status and scale writes), after the client's rate limiter: a
+    /// refusal is [`ClientError::WriteRefused`] carrying the check's reason, and nothing is sent.
+    /// Reads are not checked. For a leader: a check of its lease guard, so that no write leaves a
+    /// process whose lease may have passed to another replica (workqueue's
+    /// `LeaseGuard::protect` builds it).
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use std::sync::Arc;
+    /// use reflector::store_index::DynamicObject;
+    /// use reflector::{Api, Client, ClientError, ClusterConfig, PostParams, Resource};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
+    /// let leading = Arc::new(AtomicBool::new(false));
+    /// let flag = Arc::clone(&leading);
+    /// let api: Api<DynamicObject> =
+    ///     Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "default")
+    ///         .with_write_check(move || {
+    ///             flag.load(Ordering::Relaxed).then_some(()).ok_or_else(|| "not leading".to_string())
+    ///         });
+    /// let err = api.create(&PostParams::default(), &DynamicObject::new("v1", "ConfigMap")).await;
+    /// assert!(matches!(err, Err(ClientError::WriteRefused { .. })));
+    /// # }
+    /// ```
+    pub fn with_write_check(
+        mut self,
+        check: impl Fn() -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.write_check = Some(Arc::new(check));
+        self
     }
 
     /// The resource type.
@@ -593,8 +634,7 @@ impl<K: Decode> Api<K> {
         let path = self.object_path(name, None, query)?;
         let body = to_json(&path, &params.body())?;
         let bytes = self
-            .client
-            .request_bytes(Method::DELETE, &path, Some((JSON, body)), MAX_OBJECT_BYTES)
+            .send(Method::DELETE, &path, Some((JSON, body)), MAX_OBJECT_BYTES)
             .await?;
         deleted(&path, &bytes, decode_object)
     }
@@ -620,8 +660,7 @@ impl<K: Decode> Api<K> {
         }
         let body = to_json(&path, &params.body())?;
         let bytes = self
-            .client
-            .request_bytes(
+            .send(
                 Method::DELETE,
                 &path,
                 Some((JSON, body)),
@@ -660,6 +699,20 @@ impl<K: Decode> Api<K> {
     ) -> Result<Scale, ClientError> {
         let (path, body) = self.patch_request(name, Some("scale"), params, patch)?;
         self.scale(Method::PATCH, &path, Some((patch.content_type(), body)))
+            .await
+    }
+
+    /// Sends a request, through the write check when it is a write.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<(&str, Bytes)>,
+        max_bytes: usize,
+    ) -> Result<Bytes, ClientError> {
+        let check = self.write_check.as_ref().filter(|_| method != Method::GET);
+        self.client
+            .request_bytes_checked(method, path, body, max_bytes, check)
             .await
     }
 
@@ -712,10 +765,7 @@ impl<K: Decode> Api<K> {
         body: Option<(&str, Bytes)>,
     ) -> Result<K, ClientError> {
         let what = format!("{method} {path}");
-        let bytes = self
-            .client
-            .request_bytes(method, path, body, MAX_OBJECT_BYTES)
-            .await?;
+        let bytes = self.send(method, path, body, MAX_OBJECT_BYTES).await?;
         decode_object(&what, &bytes)
     }
 
@@ -726,10 +776,7 @@ impl<K: Decode> Api<K> {
         body: Option<(&str, Bytes)>,
     ) -> Result<Scale, ClientError> {
         let what = format!("{method} {path}");
-        let bytes = self
-            .client
-            .request_bytes(method, path, body, MAX_OBJECT_BYTES)
-            .await?;
+        let bytes = self.send(method, path, body, MAX_OBJECT_BYTES).await?;
         let text = std::str::from_utf8(&bytes).map_err(|_| ClientError::Decode {
             what: what.clone(),
             reason: "not UTF-8".into(),

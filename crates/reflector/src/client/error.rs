@@ -126,6 +126,15 @@ pub enum ClientError {
         /// Why (the decoder's message, positions only).
         reason: String,
     },
+    /// The [`Api`](crate::Api)'s write check refused the write (a leader's lease guard that
+    /// lapsed, say); nothing was sent.
+    #[error("{what}: the write was not sent: {reason}")]
+    WriteRefused {
+        /// The request.
+        what: String,
+        /// The check's reason.
+        reason: String,
+    },
     /// The request cannot be made as asked (a server-side apply without a field manager, `force`
     /// on another patch type, an object to replace without a name); nothing was sent.
     #[error("invalid request: {0}")]

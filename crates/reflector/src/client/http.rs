@@ -32,6 +32,9 @@ use super::status::Status;
 use super::tls::{tls_config, tls_err};
 use super::watch_body::{send_on_dedicated_http1, WatchBody};
 
+/// A check run right before a write is sent ([`Api::with_write_check`](crate::Api::with_write_check)).
+pub type WriteCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 type Connector = HttpsConnector<ProxyConnector>;
 type HyperClient = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
 
@@ -202,7 +205,7 @@ impl Client {
         accept: &str,
         gzip: bool,
     ) -> Result<Response<Incoming>, ClientError> {
-        self.send_body_now(Method::GET, path_and_query, accept, gzip, None)
+        self.send_body_now(Method::GET, path_and_query, accept, gzip, None, None)
             .await
     }
 
@@ -215,10 +218,18 @@ impl Client {
         accept: &str,
         gzip: bool,
         body: Option<(&str, &Bytes)>,
+        check: Option<&WriteCheck>,
     ) -> Result<Response<Incoming>, ClientError> {
         let uri = format!("{}{}", self.base, path_and_query);
         let mut retried = false;
         loop {
+            // Right before each send (a renewal before a re-send may have taken a while).
+            if let Some(check) = check {
+                check().map_err(|reason| ClientError::WriteRefused {
+                    what: format!("{method} {path_and_query}"),
+                    reason,
+                })?;
+            }
             let (head, generation) = self
                 .request_head(method.clone(), &uri, accept, gzip)
                 .await?;
@@ -566,6 +577,21 @@ impl Client {
         body: Option<(&str, Bytes)>,
         max_bytes: usize,
     ) -> Result<Bytes, ClientError> {
+        self.request_bytes_checked(method, path_and_query, body, max_bytes, None)
+            .await
+    }
+
+    /// [`request_bytes`](Self::request_bytes), with `check` run after the rate limiter's wait,
+    /// right before the request is sent (and before a re-send): a refusal is
+    /// [`ClientError::WriteRefused`] and nothing is sent.
+    pub(crate) async fn request_bytes_checked(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(&str, Bytes)>,
+        max_bytes: usize,
+        check: Option<&WriteCheck>,
+    ) -> Result<Bytes, ClientError> {
         if let Some(bucket) = &self.requests {
             bucket.acquire(path_and_query).await;
         }
@@ -574,7 +600,7 @@ impl Client {
             let gzip = self.compression;
             let body = body.as_ref().map(|(t, b)| (*t, b));
             let resp = self
-                .send_body_now(method.clone(), path_and_query, JSON, gzip, body)
+                .send_body_now(method.clone(), path_and_query, JSON, gzip, body, check)
                 .await?;
             if !resp.status().is_success() {
                 return Err(self.error_response(resp, JSON).await);

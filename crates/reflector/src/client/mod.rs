@@ -43,7 +43,7 @@ pub use config::{
     default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig,
 };
 pub use error::{BoxError, ClientError, ConfigError};
-pub use http::{Client, DEFAULT_MAX_BODY_BYTES};
+pub use http::{Client, WriteCheck, DEFAULT_MAX_BODY_BYTES};
 pub use incluster::SERVICE_ACCOUNT_DIR;
 pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning};
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
