@@ -218,15 +218,14 @@ async fn simulated(args: &Args) -> Result<(), String> {
                         .workers(2)
                         .run(leader, move |ns: String| {
                             let count = indexer.by_index("namespace", &ns).map(|p| p.len());
-                            let summaries: Api<DynamicObject> =
-                                Api::namespaced_with(client.clone(), configmaps(), &ns);
+                            // Every write first checks the lease guard: none leaves this
+                            // process once the lease may have passed to another replica.
+                            let summaries: Api<DynamicObject> = guard
+                                .protect(Api::namespaced_with(client.clone(), configmaps(), &ns));
                             let reconciles = Arc::clone(&reconciles);
-                            let guard = guard.clone();
                             async move {
                                 reconciles.fetch_add(1, Ordering::Relaxed);
                                 let count = count.map_err(|e| e.to_string())?;
-                                // Never write once the lease may have passed to another replica.
-                                guard.check().map_err(|e| e.to_string())?;
                                 write_summary(&summaries, count).await?;
                                 Ok::<_, String>(Action::Done)
                             }

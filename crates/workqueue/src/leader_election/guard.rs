@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use shared_informer::reflector::Api;
 use tokio::time::Instant;
 
 /// A cheap, cloneable view of the current term's lease, for the leader's code to check before a
@@ -58,6 +59,37 @@ impl LeaseGuard {
         } else {
             Err(LeadershipLost)
         }
+    }
+
+    /// `api` with this guard checked right before each write it sends
+    /// ([`Api::with_write_check`]): once the lease may have lapsed, every write is
+    /// [`ClientError::WriteRefused`](shared_informer::reflector::ClientError::WriteRefused) and
+    /// nothing is sent; reads go on. Hand a protected `Api` to the leader's reconcile so that no
+    /// write can forget the check.
+    ///
+    /// ```
+    /// use workqueue::leader_election::{LeaderElectionConfig, LeaderElector, MemoryLock};
+    /// use workqueue::shared_informer::reflector::store_index::DynamicObject;
+    /// use workqueue::shared_informer::reflector::{Api, Client, ClientError, ClusterConfig, PostParams, Resource};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
+    /// let cms: Api<DynamicObject> =
+    ///     Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "default");
+    /// let elector = LeaderElector::new(
+    ///     LeaderElectionConfig::new("ctl", "pod-a"),
+    ///     MemoryLock::new("ctl", "pod-a"),
+    /// )
+    /// .unwrap();
+    /// // Not leading yet: the guard is not valid, so the write is refused before it is sent.
+    /// let cms = elector.guard().protect(cms);
+    /// let err = cms.create(&PostParams::default(), &DynamicObject::new("v1", "ConfigMap")).await;
+    /// assert!(matches!(err, Err(ClientError::WriteRefused { .. })));
+    /// # }
+    /// ```
+    pub fn protect<K>(&self, api: Api<K>) -> Api<K> {
+        let guard = self.clone();
+        api.with_write_check(move || guard.check().map_err(|e| e.to_string()))
     }
 
     /// Until when the guard is valid, unless renewed; `None` when not leading.

@@ -1,6 +1,6 @@
 //! Scenario `leader-election`: three replicas of a controller compete for one
 //! `coordination.k8s.io/v1` Lease through their own clients (each its own identity and token),
-//! and the leader writes a ConfigMap every 100 ms, checking its `LeaseGuard` before each write.
+//! and the leader writes a ConfigMap every 100 ms through an `Api` its `LeaseGuard` protects.
 //! Each replica runs on a runtime of its own, on a thread of its own, so that one can be frozen
 //! (its thread blocked, as SIGSTOP or a long GC pause would) without the others noticing.
 //!
@@ -112,16 +112,15 @@ async fn replica(
         let (log, writes) = (log.clone(), writes.clone());
         let run = elector.run_leading(term.clone(), move |leader, guard| async move {
             log.lock().push((i, Act::Started, Instant::now()));
+            // Every write checks the guard, read from the clock right before sending: lapsed if
+            // this thread was frozen.
+            let writes = guard.protect(writes);
             let mut seq = 0u64;
             let mut tick = tokio::time::interval(Duration::from_millis(100));
             loop {
                 tokio::select! {
                     _ = leader.cancelled() => break,
                     _ = tick.tick() => {}
-                }
-                // The guard, read from the clock now: lapsed if this thread was frozen.
-                if guard.check().is_err() {
-                    continue;
                 }
                 seq += 1;
                 let body = json!({"data": {"writer": identity(i), "seq": seq.to_string()}});
