@@ -1,50 +1,5 @@
 //! [`Api`]: the verbs on one resource type, through the same [`Client`] (configuration,
-//! connections, credentials, rate limits) the informers list and watch with.
-//!
-//! Reads: [`get`](Api::get), [`get_opt`](Api::get_opt), [`list`](Api::list). Writes:
-//! [`create`](Api::create), [`replace`](Api::replace) (an update carrying the object's
-//! `resourceVersion`: optimistic concurrency, 409 [`Conflict`](ClientError::Conflict) when the
-//! object changed), [`patch`](Api::patch) (JSON merge, JSON patch, strategic merge, server-side
-//! apply), [`delete`](Api::delete) (preconditions, propagation policy),
-//! [`delete_collection`](Api::delete_collection); the `status` subresource
-//! ([`get_status`](Api::get_status), [`replace_status`](Api::replace_status),
-//! [`patch_status`](Api::patch_status)) and the `scale` subresource
-//! ([`get_scale`](Api::get_scale), [`replace_scale`](Api::replace_scale),
-//! [`patch_scale`](Api::patch_scale)). Every write can be a dry run.
-//!
-//! Objects are decoded with [`Decode`], so an `Api` works for every type an informer does:
-//! typed `k8s_openapi` objects, [`DynamicObject`](crate::store_index::DynamicObject),
-//! [`CompactObject`](crate::store_index::CompactObject). Writes send the object as JSON
-//! (`serde::Serialize`). A body that is a failure `Status`, whatever the HTTP code, is the error
-//! it means, never an object.
-//!
-//! ```no_run
-//! use reflector::store_index::DynamicObject;
-//! use reflector::{retry_on_conflict, Api, Client, ClientError, ClusterConfig, Patch, PatchParams,
-//!                 PostParams, Resource, RetryBackoff};
-//!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let client = Client::new(&ClusterConfig::from_kubeconfig(None)?)?;
-//! let cms: Api<DynamicObject> =
-//!     Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "default");
-//! let mut cm = DynamicObject::new("v1", "ConfigMap");
-//! cm.metadata.name = Some("settings".into());
-//! cm.data.insert("data".into(), serde_json::json!({"mode": "fast"}));
-//! match cms.create(&PostParams::default(), &cm).await {
-//!     Ok(_) | Err(ClientError::AlreadyExists(_)) => {}
-//!     Err(e) => return Err(e.into()),
-//! }
-//! // Read, modify, write: retried on a conflict with client-go's `retry.DefaultRetry`.
-//! retry_on_conflict(RetryBackoff::DEFAULT_RETRY, || async {
-//!     let mut cm = cms.get("settings").await?;
-//!     cm.data.insert("data".into(), serde_json::json!({"mode": "safe"}));
-//!     cms.replace("settings", &PostParams::default(), &cm).await
-//! })
-//! .await?;
-//! cms.patch("settings", &PatchParams::default(),
-//!           &Patch::Merge(serde_json::json!({"data": {"extra": "1"}}))).await?;
-//! # Ok(()) }
-//! ```
+//! connections, credentials, rate limits) the informers list and watch with; its docs list them.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -69,7 +24,52 @@ pub const MAX_OBJECT_BYTES: usize = 16 << 20;
 /// The verbs on one resource type, in one namespace or across all of them. Cheap to clone.
 ///
 /// `K` is the object type requests decode into (any [`Decode`] type) and writes send (any
-/// `Serialize` type). See the [module docs](self) for an example.
+/// `Serialize` type).
+///
+/// Reads: [`get`](Api::get), [`get_opt`](Api::get_opt), [`list`](Api::list). Writes:
+/// [`create`](Api::create), [`replace`](Api::replace) (an update carrying the object's
+/// `resourceVersion`: optimistic concurrency, 409 [`Conflict`](ClientError::Conflict) when the
+/// object changed), [`patch`](Api::patch) (JSON merge, JSON patch, strategic merge, server-side
+/// apply), [`delete`](Api::delete) (preconditions, propagation policy),
+/// [`delete_collection`](Api::delete_collection); the `status` subresource
+/// ([`get_status`](Api::get_status), [`replace_status`](Api::replace_status),
+/// [`patch_status`](Api::patch_status)) and the `scale` subresource
+/// ([`get_scale`](Api::get_scale), [`replace_scale`](Api::replace_scale),
+/// [`patch_scale`](Api::patch_scale)). Every write can be a dry run.
+///
+/// Objects are decoded with [`Decode`], so an `Api` works for every type an informer does:
+/// typed `k8s_openapi` objects, [`DynamicObject`](crate::store_index::DynamicObject),
+/// [`CompactObject`](crate::store_index::CompactObject). Writes send the object as JSON
+/// (`serde::Serialize`). A body that is a failure `Status`, whatever the HTTP code, is the error
+/// it means, never an object.
+///
+/// ```no_run
+/// use reflector::store_index::DynamicObject;
+/// use reflector::{retry_on_conflict, Api, Client, ClientError, ClusterConfig, Patch, PatchParams,
+///                 PostParams, Resource, RetryBackoff};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = Client::new(&ClusterConfig::from_kubeconfig(None)?)?;
+/// let cms: Api<DynamicObject> =
+///     Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "default");
+/// let mut cm = DynamicObject::new("v1", "ConfigMap");
+/// cm.metadata.name = Some("settings".into());
+/// cm.data.insert("data".into(), serde_json::json!({"mode": "fast"}));
+/// match cms.create(&PostParams::default(), &cm).await {
+///     Ok(_) | Err(ClientError::AlreadyExists(_)) => {}
+///     Err(e) => return Err(e.into()),
+/// }
+/// // Read, modify, write: retried on a conflict with client-go's `retry.DefaultRetry`.
+/// retry_on_conflict(RetryBackoff::DEFAULT_RETRY, || async {
+///     let mut cm = cms.get("settings").await?;
+///     cm.data.insert("data".into(), serde_json::json!({"mode": "safe"}));
+///     cms.replace("settings", &PostParams::default(), &cm).await
+/// })
+/// .await?;
+/// cms.patch("settings", &PatchParams::default(),
+///           &Patch::Merge(serde_json::json!({"data": {"extra": "1"}}))).await?;
+/// # Ok(()) }
+/// ```
 pub struct Api<K> {
     client: Client,
     resource: Resource,
