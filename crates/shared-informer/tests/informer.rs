@@ -386,7 +386,12 @@ async fn a_blocked_handler_does_not_slow_another(queue: InformerQueue) {
     let slow = inf
         .add_event_handler(
             EventHandlerFns::new().on_add(move |_: &Arc<DynamicObject>, _| {
-                let _ = wait.lock().recv();
+                // Blocking the thread, as a handler stuck on a lock or a synchronous call does.
+                // `block_in_place` hands the worker's other tasks to another thread first:
+                // otherwise a listener task that tokio had put in this worker's LIFO slot, which
+                // other workers cannot steal, would wait behind the blocked one (the test's own
+                // artefact, seen under CI load).
+                let _ = tokio::task::block_in_place(|| wait.lock().recv());
             }),
         )
         .unwrap();
