@@ -16,12 +16,28 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
-/// A directory of its own for one test.
-fn scratch(name: &str) -> PathBuf {
+/// A directory of its own for one test, removed when dropped (at the end of the test, or when
+/// it panics).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("auth-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 /// An exec plugin (a shell script) that appends a line to `dir/runs` on each run and prints the
