@@ -28,11 +28,12 @@
 //! bench` runs each client three times and tables the medians with ratios against kube-rs.
 //!
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
-//! CPU each thread used, on stderr.
+//! CPU each thread used, on stderr. `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
+//! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,6 +88,9 @@ pub struct Figures {
     pub rss_end_mb: f64,
     pub peak_rss_mb: f64,
     pub cpu_us_per_event: f64,
+    /// Most notifications waiting in the handler's buffer, sampled every 10 ms during the watch
+    /// (ours only: kube-rs's stream has no buffer between the cache and the consumer).
+    pub max_backlog: Option<i64>,
 }
 
 impl Figures {
@@ -104,6 +108,7 @@ impl Figures {
             "rss_end_mb": self.rss_end_mb,
             "peak_rss_mb": self.peak_rss_mb,
             "cpu_us_per_event": self.cpu_us_per_event,
+            "max_handler_backlog": self.max_backlog,
         })
     }
 }
@@ -216,12 +221,28 @@ pub fn measure(client: &str, events: usize) -> Figures {
                 }
             })
         });
+        let backlog_max = Arc::new(AtomicI64::new(0));
+        let sampler = client_run.backlog().map(|pending| {
+            let max = Arc::clone(&backlog_max);
+            tokio::spawn(async move {
+                loop {
+                    max.fetch_max(pending(), Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        });
         let threads_before = thread_cpu();
         let cpu_before = process_cpu_s();
+        perf_control("enable");
         let start = Instant::now();
         server.release();
         counter.wait().await;
         let took = start.elapsed();
+        perf_control("disable");
+        let max_backlog = sampler.map(|sampler| {
+            sampler.abort();
+            backlog_max.load(Ordering::Relaxed)
+        });
         let cpu = process_cpu_s() - cpu_before;
         if let Some(trace) = trace {
             trace.abort();
@@ -234,16 +255,18 @@ pub fn measure(client: &str, events: usize) -> Figures {
             rss_end_mb: proc_status_mb("VmRSS:"),
             peak_rss_mb: proc_status_mb("VmHWM:"),
             cpu_us_per_event: cpu * 1e6 / events as f64,
+            max_backlog,
         };
         eprintln!(
-            "{client}: sync {:.0} ms, watch {events} events in {:.2} s = {:.0} events/s, cpu {:.1} µs/event, rss at sync {:.0} MB, after {:.0} MB, peak {:.0} MB",
+            "{client}: sync {:.0} ms, watch {events} events in {:.2} s = {:.0} events/s, cpu {:.1} µs/event, rss at sync {:.0} MB, after {:.0} MB, peak {:.0} MB, most notifications buffered {:?}",
             figures.sync_ms,
             took.as_secs_f64(),
             figures.events_per_s,
             figures.cpu_us_per_event,
             figures.rss_sync_mb,
             figures.rss_end_mb,
-            figures.peak_rss_mb
+            figures.peak_rss_mb,
+            figures.max_backlog
         );
         client_run.stop().await;
         figures
@@ -253,7 +276,11 @@ pub fn measure(client: &str, events: usize) -> Figures {
 /// A running, synced client.
 enum ClientRun {
     Kube(tokio::task::JoinHandle<()>),
-    Ours(SharedInformerFactory, CancellationToken),
+    Ours(
+        Box<SharedInformerFactory>,
+        CancellationToken,
+        Arc<dyn Fn() -> i64 + Send + Sync>,
+    ),
 }
 
 impl ClientRun {
@@ -305,7 +332,7 @@ impl ClientRun {
             .informer::<K>(Resource::namespaced("", "v1", "pods"))
             .expect("informer");
         let counter = Arc::clone(counter);
-        informer
+        let registration = informer
             .add_event_handler(EventHandlerFns::new().on_update(move |_: &Arc<K>, _| counter.hit()))
             .expect("handler");
         let cancel = CancellationToken::new();
@@ -313,16 +340,42 @@ impl ClientRun {
         let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
         assert!(report.all_synced(), "informer synced");
         assert_eq!(informer.indexer().len(), CACHED, "informer synced");
-        ClientRun::Ours(factory, cancel)
+        ClientRun::Ours(
+            Box::new(factory),
+            cancel,
+            Arc::new(move || registration.pending()),
+        )
+    }
+
+    /// Reads the handler's backlog, where there is one.
+    fn backlog(&self) -> Option<Arc<dyn Fn() -> i64 + Send + Sync>> {
+        match self {
+            ClientRun::Kube(_) => None,
+            ClientRun::Ours(_, _, pending) => Some(Arc::clone(pending)),
+        }
     }
 
     async fn stop(self) {
         match self {
             ClientRun::Kube(task) => task.abort(),
-            ClientRun::Ours(factory, cancel) => {
+            ClientRun::Ours(factory, cancel, _) => {
                 cancel.cancel();
                 factory.shutdown().await;
             }
+        }
+    }
+}
+
+/// Writes `command` to the FIFO named by `PERF_CTL_FIFO`, if set, so that a profile taken with
+/// `perf record --control fifo:<that path> -D -1` covers only the watch.
+fn perf_control(command: &str) {
+    if let Some(path) = std::env::var_os("PERF_CTL_FIFO") {
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut fifo| fifo.write_all(format!("{command}\n").as_bytes()));
+        if let Err(e) = written {
+            eprintln!("PERF_CTL_FIFO: {e}");
         }
     }
 }
