@@ -690,9 +690,15 @@ mod tests {
         assert_eq!(rows[1]["ratio"], 4.0, "sync: kube-rs's time over ours");
         assert_eq!(rows[2]["note"], "peak 1.25x RSS at sync (kube-rs: 2.00x)");
         let table = table_rows(&BTreeMap::new(), &rows);
-        let watch = table.iter().find(|r| r.label.contains("watch")).unwrap();
+        let watch = table
+            .iter()
+            .find(|r| r.label.starts_with("peer: watch"))
+            .unwrap();
         assert_eq!(watch.target, "≥ 2.0");
-        let peak = table.iter().find(|r| r.label.contains("peak")).unwrap();
+        let peak = table
+            .iter()
+            .find(|r| r.label.starts_with("peer: peak"))
+            .unwrap();
         assert_eq!(peak.target, "peak ≤ 1.1x RSS at sync");
     }
 
