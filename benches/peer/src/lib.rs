@@ -28,7 +28,8 @@
 //! bench` runs each client three times and tables the medians with ratios against kube-rs.
 //!
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
-//! CPU each thread used, on stderr. `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
+//! CPU each thread used, on stderr. `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
+//! handler and sees the end in the cache instead. `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -331,20 +332,48 @@ impl ClientRun {
         let informer = factory
             .informer::<K>(Resource::namespaced("", "v1", "pods"))
             .expect("informer");
-        let counter = Arc::clone(counter);
-        let registration = informer
-            .add_event_handler(EventHandlerFns::new().on_update(move |_: &Arc<K>, _| counter.hit()))
-            .expect("handler");
+        let handler_counter = Arc::clone(counter);
+        let registration = (std::env::var_os("PEER_NO_HANDLER").is_none()).then(|| {
+            informer
+                .add_event_handler(
+                    EventHandlerFns::new().on_update(move |_: &Arc<K>, _| handler_counter.hit()),
+                )
+                .expect("handler")
+        });
         let cancel = CancellationToken::new();
         factory.start(&cancel);
         let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
         assert!(report.all_synced(), "informer synced");
         assert_eq!(informer.indexer().len(), CACHED, "informer synced");
-        ClientRun::Ours(
-            Box::new(factory),
-            cancel,
-            Arc::new(move || registration.pending()),
-        )
+        let pending: Arc<dyn Fn() -> i64 + Send + Sync> = match registration {
+            Some(registration) => Arc::new(move || registration.pending()),
+            None => {
+                // PEER_NO_HANDLER: no handler; the end is seen in the cache, polled every
+                // millisecond: the last event's pod at the last event's resource version.
+                let target = counter.target as usize;
+                let i = (target - 1) % CACHED;
+                let key = format!("team-{}/web-{i}-7c9f8d6b5-x2k4p", i % 100);
+                let last_rv = (CACHED + target).to_string();
+                let counter = Arc::clone(counter);
+                let informer = informer.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let done = informer
+                            .indexer()
+                            .get_by_key(&key)
+                            .is_some_and(|o| o.resource_version() == Some(last_rv.as_str()));
+                        if done {
+                            counter.count.store(counter.target, Ordering::Relaxed);
+                            counter.reached.notify_one();
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                });
+                Arc::new(|| 0)
+            }
+        };
+        ClientRun::Ours(Box::new(factory), cancel, pending)
     }
 
     /// Reads the handler's backlog, where there is one.
