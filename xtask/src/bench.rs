@@ -153,6 +153,9 @@ const CRITERION_ROWS: &[CriterionRow] = &[
 /// Runs of each peer-comparison client; the table reports each figure's median.
 const PEER_RUNS: usize = 3;
 
+/// The client runtime's worker threads the peer comparison runs with (`PEER_WORKERS`).
+const PEER_WORKERS: [usize; 2] = [2, 1];
+
 /// The peer-comparison clients (`peer-bench <client>`) and how the table names them; the first is
 /// the baseline of the others.
 const PEER_CLIENTS: &[(&str, &str)] = &[
@@ -297,29 +300,39 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
     )?;
     let exe = target_dir().join("release/peer-bench");
     let events = if quick { "30000" } else { "100000" };
-    let mut runs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
-    for round in 1..=PEER_RUNS {
-        for (client, _) in PEER_CLIENTS {
-            println!("peer comparison, round {round}/{PEER_RUNS}: {client}");
-            let out = Command::new(&exe)
-                .args([client, &events])
-                .current_dir(tools::workspace_root())
-                .stderr(Stdio::inherit())
-                .output()
-                .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
-            if !out.status.success() {
-                return Err(format!("`peer-bench {client}` exited with {}", out.status));
+    let mut rows = Vec::new();
+    // Two runtimes: kube-rs's reflector runs twice as fast on one worker thread as on two (its
+    // connection task and stream on different threads cost it a wake-up per event), ours gains
+    // less; both are shown, each against kube-rs on the same runtime.
+    for workers in PEER_WORKERS {
+        let mut runs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for round in 1..=PEER_RUNS {
+            for (client, _) in PEER_CLIENTS {
+                println!(
+                    "peer comparison, {workers} worker(s), round {round}/{PEER_RUNS}: {client}"
+                );
+                let out = Command::new(&exe)
+                    .args([client, &events])
+                    .env("PEER_WORKERS", workers.to_string())
+                    .current_dir(tools::workspace_root())
+                    .stderr(Stdio::inherit())
+                    .output()
+                    .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
+                if !out.status.success() {
+                    return Err(format!("`peer-bench {client}` exited with {}", out.status));
+                }
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let result = stdout
+                    .lines()
+                    .find_map(|l| l.strip_prefix("bench-result "))
+                    .and_then(|json| serde_json::from_str::<Value>(json).ok())
+                    .ok_or_else(|| format!("`peer-bench {client}` printed no result"))?;
+                runs.entry(client.to_string()).or_default().push(result);
             }
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let result = stdout
-                .lines()
-                .find_map(|l| l.strip_prefix("bench-result "))
-                .and_then(|json| serde_json::from_str::<Value>(json).ok())
-                .ok_or_else(|| format!("`peer-bench {client}` printed no result"))?;
-            runs.entry(client.to_string()).or_default().push(result);
         }
+        rows.extend(peer_rows(&runs, workers));
     }
-    Ok(peer_rows(&runs))
+    Ok(rows)
 }
 
 /// The median of `field` over one client's runs.
@@ -331,7 +344,7 @@ fn median_of(runs: &[Value], field: &str) -> Option<f64> {
 
 /// The peer comparison's rows, in the custom benches' format: each of this project's clients
 /// beside kube-rs (the first of [`PEER_CLIENTS`]), median against median.
-fn peer_rows(runs: &BTreeMap<String, Vec<Value>>) -> Vec<Value> {
+fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> {
     let (base_client, base_label) = PEER_CLIENTS[0];
     let Some(base) = runs.get(base_client) else {
         return Vec::new();
@@ -361,7 +374,7 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>) -> Vec<Value> {
                 baseline / value
             };
             let mut row = serde_json::json!({
-                "name": format!("peer: {what}, {label} ({events} events; median of {n}), glibc malloc"),
+                "name": format!("peer: {what}, {label} ({events} events; {workers} worker(s); median of {n}), glibc malloc"),
                 "value": value,
                 "unit": unit,
                 "baseline": baseline,
@@ -679,7 +692,7 @@ mod tests {
                 run(500.0, 5.0, 100.0, 80.0, 2.0),
             ],
         );
-        let rows = peer_rows(&runs);
+        let rows = peer_rows(&runs, 2);
         assert_eq!(
             rows.len(),
             4,

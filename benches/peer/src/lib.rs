@@ -29,7 +29,8 @@
 //!
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
 //! CPU each thread used, on stderr. `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
-//! handler and sees the end in the cache instead. `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
+//! handler and sees the end in the cache instead; `PEER_WORKERS=N` sets the client runtime's worker
+//! threads (default 2). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -189,8 +190,12 @@ impl Counter {
 /// Runs one client against a fresh server process and returns its figures.
 pub fn measure(client: &str, events: usize) -> Figures {
     let mut server = ServerProcess::start(events);
+    let workers = std::env::var("PEER_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .enable_all()
         .build()
         .expect("runtime");
