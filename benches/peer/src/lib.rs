@@ -17,7 +17,8 @@
 //! - `ours-pod`, `ours-dynamic`, `ours-compact`: a `SharedInformerFactory` informer of `Pod`,
 //!   `DynamicObject` or `CompactObject` (default queue, no indexes), one `on_update` handler.
 //!
-//! Both run on a tokio multi-threaded runtime of two workers. The server serves pre-built bytes: the
+//! Both run on a tokio multi-threaded runtime of two workers (`PEER_WORKERS=N` for another count:
+//! kube-rs's reflector runs about twice as fast on one, so `cargo xtask bench` measures both). The server serves pre-built bytes: the
 //! list in one body and each watch event as one HTTP chunk, the same bytes for every client
 //! (built as the `informer` bench's fast server builds them), so serving costs a memcpy per event.
 //!
