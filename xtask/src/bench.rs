@@ -8,7 +8,12 @@
 //! - the custom ones (memory, list RSS, informer end to end) print `bench-result {json}` lines with
 //!   the value, its unit, the same-run baseline and the ratio, oriented so that higher is better.
 //!
-//! Arguments: `--quick` (shorter criterion runs; figures noisier), `--no-write` (print only).
+//! Then the peer comparison (`benches/peer`): kube-rs's reflector and this project's informers, each
+//! client in a process of its own against a fake server in another, [`PEER_RUNS`] times each,
+//! interleaved; the table gets the medians with ratios against kube-rs.
+//!
+//! Arguments: `--quick` (shorter criterion runs, fewer peer watch events; figures noisier),
+//! `--no-write` (print only).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -145,8 +150,28 @@ const CRITERION_ROWS: &[CriterionRow] = &[
     },
 ];
 
+/// Runs of each peer-comparison client; the table reports each figure's median.
+const PEER_RUNS: usize = 3;
+
+/// The client runtime's worker threads the peer comparison runs with (`PEER_WORKERS`).
+const PEER_WORKERS: [usize; 2] = [2, 1];
+
+/// The peer-comparison clients (`peer-bench <client>`) and how the table names them; the first is
+/// the baseline of the others.
+const PEER_CLIENTS: &[(&str, &str)] = &[
+    ("kube-pod", "kube-rs reflector, Pod"),
+    ("ours-pod", "informer Pod"),
+    ("ours-dynamic", "informer DynamicObject"),
+    ("ours-compact", "informer CompactObject"),
+];
+
 /// Targets of the custom benches' figures: the first whose text the figure's name contains.
 const CUSTOM_TARGETS: &[(&str, &str)] = &[
+    // Issue 18: watch throughput against kube-rs's reflector, same run, same server.
+    ("peer: watch, informer Pod", "≥ 2.0"),
+    ("peer: watch, informer DynamicObject", "≥ 1.5"),
+    ("peer: watch, informer CompactObject", "≥ 4.5"),
+    ("peer: peak RSS", "peak ≤ 1.1x RSS at sync"),
     // Issue 19: batched in-order processing must not be slower than the DeltaFifo.
     ("in-order queue", "≥ 1.0"),
     // A diagnostic second baseline, not what issue 6's target is set against.
@@ -198,6 +223,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
             Ok(())
         })?;
     }
+    tools::step("peer comparison (kube-rs reflector)", || {
+        custom.extend(peer_comparison(&cargo, quick)?);
+        Ok(())
+    })?;
     let criterion = criterion_results(&target_dir().join("criterion"), started);
     let rows = table_rows(&criterion, &custom);
     let table = render(&rows, quick);
@@ -260,6 +289,111 @@ fn run_target(cargo: &str, target: &Target, quick: bool) -> Result<Vec<Value>, S
         return Err(format!("`cargo {}` exited with {status}", args.join(" ")));
     }
     Ok(results)
+}
+
+/// Builds `peer-bench` and runs each client [`PEER_RUNS`] times, round by round (so that a slow
+/// moment of the machine weighs on every client alike); returns the table's figures.
+fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
+    tools::run(
+        cargo,
+        &["build", "--release", "--quiet", "--package", "peer-bench"],
+    )?;
+    let exe = target_dir().join("release/peer-bench");
+    let events = if quick { "30000" } else { "100000" };
+    let mut rows = Vec::new();
+    // Two runtimes: kube-rs's reflector runs twice as fast on one worker thread as on two (its
+    // connection task and stream on different threads cost it a wake-up per event), ours gains
+    // less; both are shown, each against kube-rs on the same runtime.
+    for workers in PEER_WORKERS {
+        let mut runs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for round in 1..=PEER_RUNS {
+            for (client, _) in PEER_CLIENTS {
+                println!(
+                    "peer comparison, {workers} worker(s), round {round}/{PEER_RUNS}: {client}"
+                );
+                let out = Command::new(&exe)
+                    .args([client, &events])
+                    .env("PEER_WORKERS", workers.to_string())
+                    .current_dir(tools::workspace_root())
+                    .stderr(Stdio::inherit())
+                    .output()
+                    .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
+                if !out.status.success() {
+                    return Err(format!("`peer-bench {client}` exited with {}", out.status));
+                }
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let result = stdout
+                    .lines()
+                    .find_map(|l| l.strip_prefix("bench-result "))
+                    .and_then(|json| serde_json::from_str::<Value>(json).ok())
+                    .ok_or_else(|| format!("`peer-bench {client}` printed no result"))?;
+                runs.entry(client.to_string()).or_default().push(result);
+            }
+        }
+        rows.extend(peer_rows(&runs, workers));
+    }
+    Ok(rows)
+}
+
+/// The median of `field` over one client's runs.
+fn median_of(runs: &[Value], field: &str) -> Option<f64> {
+    let mut values: Vec<f64> = runs.iter().filter_map(|r| r[field].as_f64()).collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len().checked_sub(1)? / 2).copied()
+}
+
+/// The peer comparison's rows, in the custom benches' format: each of this project's clients
+/// beside kube-rs (the first of [`PEER_CLIENTS`]), median against median.
+fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> {
+    let (base_client, base_label) = PEER_CLIENTS[0];
+    let Some(base) = runs.get(base_client) else {
+        return Vec::new();
+    };
+    let events = base.first().and_then(|r| r["events"].as_u64()).unwrap_or(0);
+    let n = base.len();
+    let mut rows = Vec::new();
+    // (what, field, unit, higher is better)
+    let figures = [
+        ("watch", "events_per_s", "events/s", true),
+        ("sync of 10000 pods", "sync_ms", "ms", false),
+        ("peak RSS", "peak_rss_mb", "MB", false),
+        ("CPU per watch event", "cpu_us_per_event", "µs", false),
+    ];
+    for (client, label) in &PEER_CLIENTS[1..] {
+        let Some(ours) = runs.get(*client) else {
+            continue;
+        };
+        for (what, field, unit, higher_better) in figures {
+            let (Some(value), Some(baseline)) = (median_of(ours, field), median_of(base, field))
+            else {
+                continue;
+            };
+            let ratio = if higher_better {
+                value / baseline
+            } else {
+                baseline / value
+            };
+            let mut row = serde_json::json!({
+                "name": format!("peer: {what}, {label} ({events} events; {workers} worker(s); median of {n}), glibc malloc"),
+                "value": value,
+                "unit": unit,
+                "baseline": baseline,
+                "baseline_name": base_label,
+                "ratio": ratio,
+            });
+            if field == "peak_rss_mb" {
+                if let Some(at_sync) = median_of(ours, "rss_sync_mb") {
+                    row["note"] = Value::from(format!(
+                        "peak {:.2}x RSS at sync (kube-rs: {:.2}x)",
+                        value / at_sync,
+                        baseline / median_of(base, "rss_sync_mb").unwrap_or(f64::NAN)
+                    ));
+                }
+            }
+            rows.push(row);
+        }
+    }
+    rows
 }
 
 /// Where cargo builds (`CARGO_TARGET_DIR` or the workspace's `target/`).
@@ -531,6 +665,54 @@ mod tests {
         let informer = rows.last().unwrap();
         assert_eq!(informer.ratio, "0.50");
         assert_eq!(informer.target, "≥ 0.75");
+    }
+
+    #[test]
+    fn peer_rows_are_medians_against_kube_rs_oriented_higher_is_better() {
+        let run = |rate: f64, sync: f64, peak: f64, at_sync: f64, cpu: f64| {
+            serde_json::json!({
+                "events": 1000, "events_per_s": rate, "sync_ms": sync, "peak_rss_mb": peak,
+                "rss_sync_mb": at_sync, "cpu_us_per_event": cpu
+            })
+        };
+        let mut runs = BTreeMap::new();
+        runs.insert(
+            "kube-pod".to_string(),
+            vec![
+                run(100.0, 10.0, 200.0, 100.0, 8.0),
+                run(300.0, 30.0, 200.0, 100.0, 8.0),
+                run(200.0, 20.0, 200.0, 100.0, 8.0),
+            ],
+        );
+        runs.insert(
+            "ours-pod".to_string(),
+            vec![
+                run(400.0, 5.0, 100.0, 80.0, 2.0),
+                run(900.0, 5.0, 100.0, 80.0, 2.0),
+                run(500.0, 5.0, 100.0, 80.0, 2.0),
+            ],
+        );
+        let rows = peer_rows(&runs, 2);
+        assert_eq!(
+            rows.len(),
+            4,
+            "four figures for the one client of ours measured"
+        );
+        assert_eq!(rows[0]["value"], 500.0);
+        assert_eq!(rows[0]["ratio"], 2.5);
+        assert_eq!(rows[1]["ratio"], 4.0, "sync: kube-rs's time over ours");
+        assert_eq!(rows[2]["note"], "peak 1.25x RSS at sync (kube-rs: 2.00x)");
+        let table = table_rows(&BTreeMap::new(), &rows);
+        let watch = table
+            .iter()
+            .find(|r| r.label.starts_with("peer: watch"))
+            .unwrap();
+        assert_eq!(watch.target, "≥ 2.0");
+        let peak = table
+            .iter()
+            .find(|r| r.label.starts_with("peer: peak"))
+            .unwrap();
+        assert_eq!(peak.target, "peak ≤ 1.1x RSS at sync");
     }
 
     #[test]

@@ -3,6 +3,9 @@
 //! Each layered crate may have a normal (non-dev, non-build) dependency on at most one workspace
 //! crate: the one directly below it. Dev-dependencies are free (tests may use the simulated API
 //! server or any layer). Crates outside the layer list (xtask, the test crates) are not checked.
+//!
+//! And no layered crate depends, in any way, on kube-rs (`kube`, `kube-*`): the peer comparison's
+//! crate (`benches/peer`) is the only place it may appear.
 
 use std::process::Command;
 
@@ -46,8 +49,23 @@ pub fn violations(edges: &[Edge]) -> Vec<String> {
         .collect()
 }
 
-/// Reads the workspace's normal dependency edges from `cargo metadata`.
-fn workspace_edges() -> Result<Vec<Edge>, String> {
+/// Returns a message for every dependency (of any kind) of a layered crate on kube-rs.
+pub fn peer_violations(deps: &[Edge]) -> Vec<String> {
+    deps.iter()
+        .filter(|d| LAYERS.contains(&d.from.as_str()))
+        .filter(|d| d.to == "kube" || d.to.starts_with("kube-"))
+        .map(|d| {
+            format!(
+                "`{}` depends on `{}`; only the peer benchmark crate may",
+                d.from, d.to
+            )
+        })
+        .collect()
+}
+
+/// Reads the workspace's normal dependency edges between its members, and every dependency of
+/// every member, from `cargo metadata`.
+fn workspace_edges() -> Result<(Vec<Edge>, Vec<Edge>), String> {
     let output = Command::new(tools::cargo())
         .args(["metadata", "--format-version", "1", "--no-deps"])
         .current_dir(tools::workspace_root())
@@ -66,10 +84,15 @@ fn workspace_edges() -> Result<Vec<Edge>, String> {
         .ok_or("cargo metadata has no `packages` array")?;
     let members: Vec<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
     let mut edges = Vec::new();
+    let mut all = Vec::new();
     for package in packages {
         let from = package["name"].as_str().unwrap_or_default();
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             let to = dep["name"].as_str().unwrap_or_default();
+            all.push(Edge {
+                from: from.to_string(),
+                to: to.to_string(),
+            });
             let normal = dep["kind"].is_null();
             if normal && members.contains(&to) {
                 edges.push(Edge {
@@ -79,13 +102,14 @@ fn workspace_edges() -> Result<Vec<Edge>, String> {
             }
         }
     }
-    Ok(edges)
+    Ok((edges, all))
 }
 
 /// `cargo xtask layering`.
 pub fn run() -> Result<(), String> {
-    let edges = workspace_edges()?;
-    let problems = violations(&edges);
+    let (edges, all) = workspace_edges()?;
+    let mut problems = violations(&edges);
+    problems.extend(peer_violations(&all));
     for edge in &edges {
         println!("  {} -> {}", edge.from, edge.to);
     }
@@ -130,6 +154,22 @@ mod tests {
     fn depending_upwards_or_on_test_crates_is_a_violation() {
         assert_eq!(violations(&[edge("store-index", "delta-fifo")]).len(), 1);
         assert_eq!(violations(&[edge("delta-fifo", "sim-apiserver")]).len(), 1);
+    }
+
+    #[test]
+    fn only_crates_outside_the_layers_may_depend_on_kube() {
+        let v = peer_violations(&[
+            edge("peer-bench", "kube"),
+            edge("reflector", "k8s-openapi"),
+            edge("reflector", "kube-runtime"),
+            edge("shared-informer", "kube"),
+        ]);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(
+            v[0].contains("`reflector` depends on `kube-runtime`"),
+            "{}",
+            v[0]
+        );
     }
 
     #[test]

@@ -1,0 +1,632 @@
+//! Peer comparison, benchmark only: kube-rs's reflector beside this project's informer, each in a
+//! process of its own, against one fast fake API server in a third process.
+//!
+//! What it measures, for one client per run (so that peak RSS is that client's alone):
+//! - **sync**: from starting the client to its cache being synced on a list of 10k realistic Pods
+//!   (≈3.8 KB of JSON each, `sim_apiserver::fixtures::realistic_pod_json`);
+//! - **watch**: then N `MODIFIED` events of those pods (default 100k), held back by the server until
+//!   the cache has synced and released at once, delivered to one handler that only counts them;
+//!   events/s is N over the time from the release to the handler's N-th event;
+//! - **memory**: RSS at sync (`VmRSS`), after the watch, and the process's peak (`VmHWM`);
+//! - **CPU**: the client process's user + system time during the watch, per event
+//!   (`/proc/self/stat`); the server's CPU is its own process's and not counted.
+//!
+//! Clients, picked by the first argument:
+//! - `kube-pod`: `kube::runtime::reflector` over `kube::runtime::watcher` of `k8s_openapi` `Pod`
+//!   (default watcher configuration), the handler being the loop that consumes the stream;
+//! - `ours-pod`, `ours-dynamic`, `ours-compact`: a `SharedInformerFactory` informer of `Pod`,
+//!   `DynamicObject` or `CompactObject` (default queue, no indexes), one `on_update` handler.
+//!
+//! Both run on a tokio multi-threaded runtime of two workers (`PEER_WORKERS=N` for another count:
+//! kube-rs's reflector runs about twice as fast on one, so `cargo xtask bench` measures both). The server serves pre-built bytes: the
+//! list in one body and each watch event as one HTTP chunk, the same bytes for every client
+//! (built as the `informer` bench's fast server builds them), so serving costs a memcpy per event.
+//!
+//! Run: `cargo run --release -p peer-bench -- <client> [events]`; with mimalloc as the process's
+//! allocator: `cargo run --release -p peer-bench --features mimalloc --bin peer-bench-mimalloc --
+//! <client> [events]`. The last line printed is `bench-result {json}`: `name`, `value` and `unit`
+//! (events/s) as the other custom benches print them, and every figure of the run; `cargo xtask
+//! bench` runs each client three times and tables the medians with ratios against kube-rs.
+//!
+//! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
+//! CPU each thread used, on stderr. `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
+//! handler and sees the end in the cache instead; `PEER_WORKERS=N` sets the client runtime's worker
+//! threads (default 2). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
+//! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::WatchStreamExt as _;
+use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object};
+use shared_informer::reflector::{ClusterConfig, Decode, Resource};
+use shared_informer::{EventHandlerFns, SharedInformerFactory};
+use tokio_util::sync::CancellationToken;
+
+/// Pods in the list.
+pub const CACHED: usize = 10_000;
+/// Watch events by default.
+pub const DEFAULT_EVENTS: usize = 100_000;
+
+/// The clients, as named on the command line.
+pub const CLIENTS: [&str; 4] = ["kube-pod", "ours-pod", "ours-dynamic", "ours-compact"];
+
+/// Entry point of both binaries; `allocator` names the process's global allocator in the result.
+pub fn run(allocator: &'static str) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let events = args
+        .get(1)
+        .map(|n| n.parse::<usize>().expect("events: a number"))
+        .unwrap_or(DEFAULT_EVENTS);
+    match args.first().map(String::as_str) {
+        Some("serve") => server::serve(CACHED, events),
+        Some(client) if CLIENTS.contains(&client) => {
+            let figures = measure(client, events);
+            println!(
+                "bench-result {}",
+                figures.to_json(client, events, allocator)
+            );
+        }
+        _ => {
+            eprintln!(
+                "usage: peer-bench <{}> [events, default {DEFAULT_EVENTS}]",
+                CLIENTS.join("|")
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Copy)]
+pub struct Figures {
+    pub events_per_s: f64,
+    pub sync_ms: f64,
+    pub rss_sync_mb: f64,
+    pub rss_end_mb: f64,
+    pub peak_rss_mb: f64,
+    pub cpu_us_per_event: f64,
+    /// Most notifications waiting in the handler's buffer, sampled every 10 ms during the watch
+    /// (ours only: kube-rs's stream has no buffer between the cache and the consumer).
+    pub max_backlog: Option<i64>,
+}
+
+impl Figures {
+    fn to_json(self, client: &str, events: usize, allocator: &str) -> serde_json::Value {
+        serde_json::json!({
+            "name": format!("peer: {client}, watch {events} events over {CACHED} pods, {allocator}"),
+            "value": self.events_per_s,
+            "unit": "events/s",
+            "client": client,
+            "allocator": allocator,
+            "events": events,
+            "events_per_s": self.events_per_s,
+            "sync_ms": self.sync_ms,
+            "rss_sync_mb": self.rss_sync_mb,
+            "rss_end_mb": self.rss_end_mb,
+            "peak_rss_mb": self.peak_rss_mb,
+            "cpu_us_per_event": self.cpu_us_per_event,
+            "max_handler_backlog": self.max_backlog,
+        })
+    }
+}
+
+/// The server process, and the way to release its watch events.
+struct ServerProcess {
+    child: Child,
+    url: String,
+}
+
+impl ServerProcess {
+    fn start(events: usize) -> Self {
+        let exe = std::env::current_exe().expect("current exe");
+        let mut child = Command::new(exe)
+            .args(["serve", &events.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the server process");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the server's address");
+        let url = line
+            .trim()
+            .strip_prefix("listening ")
+            .expect("`listening <url>`")
+            .to_string();
+        ServerProcess { child, url }
+    }
+
+    /// Lets the first watch's events go.
+    fn release(&mut self) {
+        let stdin = self.child.stdin.as_mut().expect("stdin");
+        stdin.write_all(b"go\n").expect("release");
+        stdin.flush().expect("release");
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // Closing its stdin ends the server.
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// Counts what the handler receives and wakes the waiter at `target`.
+struct Counter {
+    count: AtomicU64,
+    target: u64,
+    reached: tokio::sync::Notify,
+}
+
+impl Counter {
+    fn new(target: usize) -> Arc<Self> {
+        Arc::new(Counter {
+            count: AtomicU64::new(0),
+            target: target as u64,
+            reached: tokio::sync::Notify::new(),
+        })
+    }
+
+    fn hit(&self) {
+        if self.count.fetch_add(1, Ordering::Relaxed) + 1 == self.target {
+            self.reached.notify_one();
+        }
+    }
+
+    async fn wait(&self) {
+        while self.count.load(Ordering::Relaxed) < self.target {
+            self.reached.notified().await;
+        }
+    }
+}
+
+/// Runs one client against a fresh server process and returns its figures.
+pub fn measure(client: &str, events: usize) -> Figures {
+    let mut server = ServerProcess::start(events);
+    let workers = std::env::var("PEER_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let counter = Counter::new(events);
+    let url = server.url.clone();
+    rt.block_on(async {
+        let started = Instant::now();
+        let client_run = match client {
+            "kube-pod" => ClientRun::kube(&url, &counter).await,
+            "ours-pod" => ClientRun::ours::<Pod>(&url, &counter).await,
+            "ours-dynamic" => ClientRun::ours::<DynamicObject>(&url, &counter).await,
+            "ours-compact" => ClientRun::ours::<CompactObject>(&url, &counter).await,
+            other => panic!("unknown client {other}"),
+        };
+        let sync = started.elapsed();
+        let rss_sync_mb = proc_status_mb("VmRSS:");
+        let trace = std::env::var_os("PEER_TRACE").is_some().then(|| {
+            let counter = Arc::clone(&counter);
+            tokio::spawn(async move {
+                let start = Instant::now();
+                loop {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    eprintln!(
+                        "  t={:>5} ms rss {:>6.0} MB handled {}",
+                        start.elapsed().as_millis(),
+                        proc_status_mb("VmRSS:"),
+                        counter.count.load(Ordering::Relaxed)
+                    );
+                }
+            })
+        });
+        let backlog_max = Arc::new(AtomicI64::new(0));
+        let sampler = client_run.backlog().map(|pending| {
+            let max = Arc::clone(&backlog_max);
+            tokio::spawn(async move {
+                loop {
+                    max.fetch_max(pending(), Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+        });
+        let threads_before = thread_cpu();
+        let cpu_before = process_cpu_s();
+        perf_control("enable");
+        let start = Instant::now();
+        server.release();
+        counter.wait().await;
+        let took = start.elapsed();
+        perf_control("disable");
+        let max_backlog = sampler.map(|sampler| {
+            sampler.abort();
+            backlog_max.load(Ordering::Relaxed)
+        });
+        let cpu = process_cpu_s() - cpu_before;
+        if let Some(trace) = trace {
+            trace.abort();
+            eprintln!("  cpu by thread in the watch: {}", cpu_between(&threads_before));
+        }
+        let figures = Figures {
+            events_per_s: events as f64 / took.as_secs_f64(),
+            sync_ms: sync.as_secs_f64() * 1e3,
+            rss_sync_mb,
+            rss_end_mb: proc_status_mb("VmRSS:"),
+            peak_rss_mb: proc_status_mb("VmHWM:"),
+            cpu_us_per_event: cpu * 1e6 / events as f64,
+            max_backlog,
+        };
+        eprintln!(
+            "{client}: sync {:.0} ms, watch {events} events in {:.2} s = {:.0} events/s, cpu {:.1} µs/event, rss at sync {:.0} MB, after {:.0} MB, peak {:.0} MB, most notifications buffered {:?}",
+            figures.sync_ms,
+            took.as_secs_f64(),
+            figures.events_per_s,
+            figures.cpu_us_per_event,
+            figures.rss_sync_mb,
+            figures.rss_end_mb,
+            figures.peak_rss_mb,
+            figures.max_backlog
+        );
+        client_run.stop().await;
+        figures
+    })
+}
+
+/// A running, synced client.
+enum ClientRun {
+    Kube(tokio::task::JoinHandle<()>),
+    Ours(
+        Box<SharedInformerFactory>,
+        CancellationToken,
+        Arc<dyn Fn() -> i64 + Send + Sync>,
+    ),
+}
+
+impl ClientRun {
+    /// kube-rs: `reflector(writer, watcher(api, default config))`, consumed by one task that counts
+    /// `Apply` events once the store is ready.
+    async fn kube(url: &str, counter: &Arc<Counter>) -> Self {
+        let config = kube::Config::new(url.parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("kube client");
+        let api: kube::Api<Pod> = kube::Api::all(client);
+        let (store, writer) = kube::runtime::reflector::store();
+        // As kube-rs's examples write it: a watcher with the default backoff (without one, a failed
+        // watch is retried at once, in a loop that never yields).
+        let stream = kube::runtime::reflector(
+            writer,
+            kube::runtime::watcher(api, kube::runtime::watcher::Config::default())
+                .default_backoff(),
+        );
+        let counter = Arc::clone(counter);
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut synced = false;
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(kube::runtime::watcher::Event::InitDone) => synced = true,
+                    Ok(kube::runtime::watcher::Event::Apply(_)) if synced => {
+                        counter.hit();
+                        if counter.count.load(Ordering::Relaxed) >= counter.target {
+                            // Done: nothing after the last event is measured.
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => eprintln!("kube watcher: {e}"),
+                }
+            }
+        });
+        store.wait_until_ready().await.expect("kube store ready");
+        assert_eq!(store.len(), CACHED, "kube store synced");
+        ClientRun::Kube(task)
+    }
+
+    /// This project: an informer of `K` from a factory, one `on_update` handler counting.
+    async fn ours<K>(url: &str, counter: &Arc<Counter>) -> Self
+    where
+        K: Object + Decode + Send + Sync + 'static,
+    {
+        let factory = SharedInformerFactory::new(ClusterConfig::new(url).expect("config"));
+        let informer = factory
+            .informer::<K>(Resource::namespaced("", "v1", "pods"))
+            .expect("informer");
+        let handler_counter = Arc::clone(counter);
+        let registration = (std::env::var_os("PEER_NO_HANDLER").is_none()).then(|| {
+            informer
+                .add_event_handler(
+                    EventHandlerFns::new().on_update(move |_: &Arc<K>, _| handler_counter.hit()),
+                )
+                .expect("handler")
+        });
+        let cancel = CancellationToken::new();
+        factory.start(&cancel);
+        let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
+        assert!(report.all_synced(), "informer synced");
+        assert_eq!(informer.indexer().len(), CACHED, "informer synced");
+        let pending: Arc<dyn Fn() -> i64 + Send + Sync> = match registration {
+            Some(registration) => Arc::new(move || registration.pending()),
+            None => {
+                // PEER_NO_HANDLER: no handler; the end is seen in the cache, polled every
+                // millisecond: the last event's pod at the last event's resource version.
+                let target = counter.target as usize;
+                let i = (target - 1) % CACHED;
+                let key = format!("team-{}/web-{i}-7c9f8d6b5-x2k4p", i % 100);
+                let last_rv = (CACHED + target).to_string();
+                let counter = Arc::clone(counter);
+                let informer = informer.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let done = informer
+                            .indexer()
+                            .get_by_key(&key)
+                            .is_some_and(|o| o.resource_version() == Some(last_rv.as_str()));
+                        if done {
+                            counter.count.store(counter.target, Ordering::Relaxed);
+                            counter.reached.notify_one();
+                            return;
+                        }
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                });
+                Arc::new(|| 0)
+            }
+        };
+        ClientRun::Ours(Box::new(factory), cancel, pending)
+    }
+
+    /// Reads the handler's backlog, where there is one.
+    fn backlog(&self) -> Option<Arc<dyn Fn() -> i64 + Send + Sync>> {
+        match self {
+            ClientRun::Kube(_) => None,
+            ClientRun::Ours(_, _, pending) => Some(Arc::clone(pending)),
+        }
+    }
+
+    async fn stop(self) {
+        match self {
+            ClientRun::Kube(task) => task.abort(),
+            ClientRun::Ours(factory, cancel, _) => {
+                cancel.cancel();
+                factory.shutdown().await;
+            }
+        }
+    }
+}
+
+/// Writes `command` to the FIFO named by `PERF_CTL_FIFO`, if set, so that a profile taken with
+/// `perf record --control fifo:<that path> -D -1` covers only the watch.
+fn perf_control(command: &str) {
+    if let Some(path) = std::env::var_os("PERF_CTL_FIFO") {
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|mut fifo| fifo.write_all(format!("{command}\n").as_bytes()));
+        if let Err(e) = written {
+            eprintln!("PERF_CTL_FIFO: {e}");
+        }
+    }
+}
+
+/// A `/proc/self/status` field in MB (0 where there is no `/proc`).
+fn proc_status_mb(field: &str) -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// User + system seconds from a `stat` file's text (clock ticks of 10 ms).
+fn stat_cpu_s(stat: &str) -> f64 {
+    // Fields after the parenthesised name: utime and stime are the 14th and 15th of the line.
+    stat.rfind(')')
+        .map(|i| {
+            stat[i + 2..]
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|t| t.parse::<f64>().ok())
+                .sum::<f64>()
+                / 100.0
+        })
+        .unwrap_or(0.0)
+}
+
+/// The process's CPU seconds so far.
+fn process_cpu_s() -> f64 {
+    std::fs::read_to_string("/proc/self/stat").map_or(0.0, |s| stat_cpu_s(&s))
+}
+
+/// CPU seconds by thread name so far.
+fn thread_cpu() -> std::collections::BTreeMap<String, f64> {
+    let mut by_name = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let (Ok(name), Ok(stat)) = (
+            std::fs::read_to_string(task.path().join("comm")),
+            std::fs::read_to_string(task.path().join("stat")),
+        ) else {
+            continue;
+        };
+        *by_name.entry(name.trim().to_string()).or_insert(0.0) += stat_cpu_s(&stat);
+    }
+    by_name
+}
+
+fn cpu_between(before: &std::collections::BTreeMap<String, f64>) -> String {
+    thread_cpu()
+        .iter()
+        .map(|(name, s)| (name, s - before.get(name).copied().unwrap_or(0.0)))
+        .filter(|(_, s)| *s > 0.0)
+        .map(|(name, s)| format!("{name} {s:.2} s"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The fast fake API server, run as `peer-bench serve [events]` in a process of its own: the list
+/// in one pre-built body, the first watch's events as pre-built chunks held back until a line comes
+/// on its standard input; later watches stay open and silent. It ends when its input closes.
+mod server {
+    use std::convert::Infallible;
+    use std::io::BufRead as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use futures::StreamExt as _;
+    use http_body_util::{BodyExt, Full, StreamBody};
+    use hyper::body::Frame;
+    use hyper::service::service_fn;
+    use hyper::{Request, Response};
+    use hyper_util::rt::TokioIo;
+    use sim_apiserver::fixtures::realistic_pod_json;
+
+    type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+    /// The list body and the event lines: the bytes the `informer` bench's fast server serves.
+    pub fn bytes(cached: usize, events: usize) -> (Bytes, Vec<Bytes>) {
+        let pod_lines: Vec<String> = (0..cached).map(realistic_pod_json).collect();
+        let list = format!(
+            r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{}"}},"items":[{}]}}"#,
+            cached,
+            pod_lines.join(",")
+        );
+        // MODIFIED events: the same pods with later resource versions.
+        let rv_of = |i: usize| format!(r#""resourceVersion":"{}""#, 1000 + i);
+        let lines = (0..events)
+            .map(|e| {
+                let i = e % cached;
+                let obj = pod_lines[i].replacen(
+                    &rv_of(i),
+                    &format!(r#""resourceVersion":"{}""#, cached + 1 + e),
+                    1,
+                );
+                Bytes::from(format!("{{\"type\":\"MODIFIED\",\"object\":{obj}}}\n"))
+            })
+            .collect();
+        (Bytes::from(list), lines)
+    }
+
+    pub fn serve(cached: usize, events: usize) {
+        let (list, lines) = bytes(cached, events);
+        let events = Arc::new(lines);
+        let (release, released) = tokio::sync::watch::channel(false);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("server runtime");
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        println!("listening http://{}", listener.local_addr().expect("addr"));
+        // The first line on stdin releases the events; its end stops the process.
+        std::thread::spawn(move || {
+            let mut lines = std::io::stdin().lock().lines();
+            if let Some(Ok(_)) = lines.next() {
+                release.send_replace(true);
+            }
+            for _ in lines {}
+            std::process::exit(0);
+        });
+        let streamed = Arc::new(AtomicBool::new(false));
+        runtime.block_on(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let _ = socket.set_nodelay(true);
+                let (list, events, streamed, released) = (
+                    list.clone(),
+                    Arc::clone(&events),
+                    Arc::clone(&streamed),
+                    released.clone(),
+                );
+                tokio::spawn(async move {
+                    let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let (list, events, streamed, mut released) = (
+                            list.clone(),
+                            Arc::clone(&events),
+                            Arc::clone(&streamed),
+                            released.clone(),
+                        );
+                        async move {
+                            let watch = req
+                                .uri()
+                                .query()
+                                .is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
+                            let body: Body = if !watch {
+                                Full::new(list).boxed()
+                            } else if !streamed.swap(true, Ordering::SeqCst) {
+                                let wait = async move {
+                                    let _ = released.wait_for(|r| *r).await;
+                                };
+                                let count = events.len();
+                                let frames = futures::stream::once(wait)
+                                    .map(move |()| futures::stream::iter(0..count))
+                                    .flatten()
+                                    .map(move |i| {
+                                        Ok::<_, Infallible>(Frame::data(events[i].clone()))
+                                    });
+                                BodyExt::boxed(StreamBody::new(frames))
+                            } else {
+                                BodyExt::boxed(StreamBody::new(futures::stream::pending::<
+                                    Result<Frame<Bytes>, Infallible>,
+                                >()))
+                            };
+                            Ok::<_, Infallible>(
+                                Response::builder()
+                                    .header("content-type", "application/json")
+                                    .body(body)
+                                    .expect("response"),
+                            )
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(socket), service)
+                        .await;
+                });
+            }
+        });
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn every_event_is_one_modified_line_with_a_later_resource_version() {
+            let (list, lines) = super::bytes(3, 5);
+            let list: serde_json::Value = serde_json::from_slice(&list).unwrap();
+            assert_eq!(list["items"].as_array().unwrap().len(), 3);
+            for (e, line) in lines.iter().enumerate() {
+                assert!(line.ends_with(b"\n"));
+                let ev: serde_json::Value = serde_json::from_slice(line).unwrap();
+                assert_eq!(ev["type"], "MODIFIED");
+                assert_eq!(
+                    ev["object"]["metadata"]["resourceVersion"],
+                    (3 + 1 + e).to_string()
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_is_read_from_the_fields_after_the_name() {
+        let stat = "42 (tokio (worker)) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0";
+        assert!((stat_cpu_s(stat) - 3.0).abs() < 1e-9);
+    }
+}
