@@ -294,11 +294,23 @@ fn run_target(cargo: &str, target: &Target, quick: bool) -> Result<Vec<Value>, S
 /// Builds `peer-bench` and runs each client [`PEER_RUNS`] times, round by round (so that a slow
 /// moment of the machine weighs on every client alike); returns the table's figures.
 fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
+    // A workspace of its own (so that CI never builds kube): its manifest, and the project's
+    // target directory, which its dependencies shared with the project's reuse.
+    let manifest = tools::workspace_root().join("benches/peer/Cargo.toml");
+    let target = target_dir();
     tools::run(
         cargo,
-        &["build", "--release", "--quiet", "--package", "peer-bench"],
+        &[
+            "build",
+            "--release",
+            "--quiet",
+            "--manifest-path",
+            &manifest.to_string_lossy(),
+            "--target-dir",
+            &target.to_string_lossy(),
+        ],
     )?;
-    let exe = target_dir().join("release/peer-bench");
+    let exe = target.join("release/peer-bench");
     let events = if quick { "30000" } else { "100000" };
     let mut rows = Vec::new();
     // Two runtimes: kube-rs's reflector runs twice as fast on one worker thread as on two (its

@@ -22,9 +22,10 @@
 //! list in one body and each watch event as one HTTP chunk, the same bytes for every client
 //! (built as the `informer` bench's fast server builds them), so serving costs a memcpy per event.
 //!
-//! Run: `cargo run --release -p peer-bench -- <client> [events]`; with mimalloc as the process's
-//! allocator: `cargo run --release -p peer-bench --features mimalloc --bin peer-bench-mimalloc --
-//! <client> [events]`. The last line printed is `bench-result {json}`: `name`, `value` and `unit`
+//! The crate is a workspace of its own (so that CI never builds kube). Run, from the project's
+//! root: `cargo run --release --manifest-path benches/peer/Cargo.toml --target-dir target --
+//! <client> [events]`; with mimalloc as the process's allocator, add `--features mimalloc --bin
+//! peer-bench-mimalloc` before `--`. The last line printed is `bench-result {json}`: `name`, `value` and `unit`
 //! (events/s) as the other custom benches print them, and every figure of the run; `cargo xtask
 //! bench` runs each client three times and tables the medians with ratios against kube-rs.
 //!
