@@ -482,21 +482,11 @@ fn cpu_between(before: &std::collections::BTreeMap<String, f64>) -> String {
 /// in one pre-built body, the first watch's events as pre-built chunks held back until a line comes
 /// on its standard input; later watches stay open and silent. It ends when its input closes.
 mod server {
-    use std::convert::Infallible;
     use std::io::BufRead as _;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
     use bytes::Bytes;
-    use futures::StreamExt as _;
-    use http_body_util::{BodyExt, Full, StreamBody};
-    use hyper::body::Frame;
-    use hyper::service::service_fn;
-    use hyper::{Request, Response};
-    use hyper_util::rt::TokioIo;
     use sim_apiserver::fixtures::realistic_pod_json;
-
-    type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
     /// The list body and the event lines: the bytes the `informer` bench's fast server serves.
     pub fn bytes(cached: usize, events: usize) -> (Bytes, Vec<Bytes>) {
@@ -543,62 +533,10 @@ mod server {
             for _ in lines {}
             std::process::exit(0);
         });
-        let streamed = Arc::new(AtomicBool::new(false));
-        runtime.block_on(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                let _ = socket.set_nodelay(true);
-                let (list, events, streamed, released) = (
-                    list.clone(),
-                    Arc::clone(&events),
-                    Arc::clone(&streamed),
-                    released.clone(),
-                );
-                tokio::spawn(async move {
-                    let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                        let (list, events, streamed, mut released) = (
-                            list.clone(),
-                            Arc::clone(&events),
-                            Arc::clone(&streamed),
-                            released.clone(),
-                        );
-                        async move {
-                            let watch = req
-                                .uri()
-                                .query()
-                                .is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
-                            let body: Body = if !watch {
-                                Full::new(list).boxed()
-                            } else if !streamed.swap(true, Ordering::SeqCst) {
-                                let wait = async move {
-                                    let _ = released.wait_for(|r| *r).await;
-                                };
-                                let count = events.len();
-                                let frames = futures::stream::once(wait)
-                                    .map(move |()| futures::stream::iter(0..count))
-                                    .flatten()
-                                    .map(move |i| {
-                                        Ok::<_, Infallible>(Frame::data(events[i].clone()))
-                                    });
-                                BodyExt::boxed(StreamBody::new(frames))
-                            } else {
-                                BodyExt::boxed(StreamBody::new(futures::stream::pending::<
-                                    Result<Frame<Bytes>, Infallible>,
-                                >()))
-                            };
-                            Ok::<_, Infallible>(
-                                Response::builder()
-                                    .header("content-type", "application/json")
-                                    .body(body)
-                                    .expect("response"),
-                            )
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(socket), service)
-                        .await;
-                });
-            }
-        });
+        // Served as the informer bench's fast server serves (`sim_apiserver::serve_prebuilt`).
+        runtime.block_on(sim_apiserver::serve_prebuilt(
+            listener, list, events, released,
+        ));
     }
 
     #[cfg(test)]

@@ -497,20 +497,12 @@ pub fn run(allocator: &'static str) {
 
 /// A server that answers the list with a pre-built body and the first watch with pre-built event
 /// lines, one HTTP chunk per event as kube-apiserver writes them; later watches stay open and
-/// silent. Serving costs a memcpy per event, so the figure measures the client side.
+/// silent (`sim_apiserver::serve_prebuilt`, shared with the peer benchmark). Serving costs a
+/// reference-count increment per event, so the figure measures the client side.
 mod fast_server {
-    use std::convert::Infallible;
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
     use bytes::Bytes;
-    use http_body_util::{BodyExt, Full, StreamBody};
-    use hyper::body::Frame;
-    use hyper::service::service_fn;
-    use hyper::{Request, Response};
-    use hyper_util::rt::TokioIo;
-
-    type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
     /// Starts the server on a [`ServerThread`](super::ServerThread); it serves until that is dropped.
     pub fn start(list: Bytes, events: Arc<Vec<Bytes>>) -> (String, super::ServerThread) {
@@ -527,64 +519,9 @@ mod fast_server {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("nonblocking");
         let addr = listener.local_addr().expect("addr");
-        let streamed = Arc::new(AtomicBool::new(false));
         let thread = super::ServerThread::spawn("fast-server", move || async move {
             let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            while let Ok((socket, _)) = listener.accept().await {
-                let (list, events, streamed, release) = (
-                    list.clone(),
-                    Arc::clone(&events),
-                    Arc::clone(&streamed),
-                    release.clone(),
-                );
-                tokio::spawn(async move {
-                    let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                        let (list, events, streamed, mut release) = (
-                            list.clone(),
-                            Arc::clone(&events),
-                            Arc::clone(&streamed),
-                            release.clone(),
-                        );
-                        async move {
-                            let watch = req
-                                .uri()
-                                .query()
-                                .is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
-                            let body: Body = if !watch {
-                                Full::new(list).boxed()
-                            } else if !streamed.swap(true, Ordering::SeqCst) {
-                                use futures::StreamExt as _;
-                                let released = async move {
-                                    // Dropped sender: release at once.
-                                    let _ = release.wait_for(|r| *r).await;
-                                };
-                                let count = events.len();
-                                let frames = futures::stream::once(released)
-                                    .map(move |()| futures::stream::iter(0..count))
-                                    .flatten()
-                                    .map(move |i| {
-                                        Ok::<_, Infallible>(Frame::data(events[i].clone()))
-                                    });
-                                BodyExt::boxed(StreamBody::new(frames))
-                            } else {
-                                StreamBody::new(futures::stream::pending::<
-                                    Result<Frame<Bytes>, Infallible>,
-                                >())
-                                .boxed()
-                            };
-                            Ok::<_, Infallible>(
-                                Response::builder()
-                                    .header("content-type", "application/json")
-                                    .body(body)
-                                    .expect("response"),
-                            )
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(socket), service)
-                        .await;
-                });
-            }
+            sim_apiserver::serve_prebuilt(listener, list, events, release).await;
         });
         (format!("http://{addr}"), thread)
     }
