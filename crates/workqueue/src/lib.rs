@@ -51,6 +51,7 @@
 pub use shared_informer;
 
 pub mod bridge;
+mod civil;
 pub mod controller;
 pub mod delaying;
 pub mod events;

@@ -807,14 +807,10 @@ fn decode_list<T: Decode>(what: &str, body: &Bytes) -> Result<ObjectList<T>, Cli
             what: what.to_string(),
             reason: match e.inner() {
                 crate::ReflectorError::InvalidList(l) => l.problem.clone(),
-                other => redact_quoted_error(other),
+                other => super::error::redact_quoted(&other.to_string()),
             },
         },
     })
-}
-
-fn redact_quoted_error(e: &crate::ReflectorError) -> String {
-    super::error::redact_quoted(&e.to_string())
 }
 
 /// A delete's answer: a success `Status`, or what `decode` makes of the body.

@@ -188,49 +188,38 @@ impl ClientError {
     /// [`TooManyRequests`](Self::TooManyRequests) by its reason (by its code when the reason is
     /// empty or unknown), else [`Api`](Self::Api).
     pub fn api(status: Status) -> Self {
-        let status = Box::new(status);
-        let by_reason = match status.reason.as_str() {
-            "Conflict" => Some(0),
-            "NotFound" => Some(1),
-            "AlreadyExists" => Some(2),
-            "Invalid" => Some(3),
-            "Forbidden" => Some(4),
-            "TooManyRequests" => Some(5),
-            _ => None,
-        };
-        let by_code = match status.code {
-            409 => Some(0),
-            404 => Some(1),
-            422 => Some(3),
-            403 => Some(4),
-            429 => Some(5),
-            _ => None,
-        };
         // As client-go's `errors.Is*`: the reason decides; the code only when the reason is
         // none of the API's own (empty, or a proxy's invention).
-        let kind = if KNOWN_REASONS.contains(&status.reason.as_str()) {
-            by_reason
+        let reason = if KNOWN_REASONS.contains(&status.reason.as_str()) {
+            status.reason.as_str()
         } else {
-            by_code
+            match status.code {
+                409 => "Conflict",
+                404 => "NotFound",
+                422 => "Invalid",
+                403 => "Forbidden",
+                429 => "TooManyRequests",
+                _ => "",
+            }
         };
-        match kind {
-            Some(0) => ClientError::Conflict(status),
-            Some(1) => ClientError::NotFound(status),
-            Some(2) => ClientError::AlreadyExists(status),
-            Some(3) => ClientError::Invalid(status),
-            Some(4) => ClientError::Forbidden(status),
-            Some(5) => {
+        match reason {
+            "Conflict" => ClientError::Conflict(Box::new(status)),
+            "NotFound" => ClientError::NotFound(Box::new(status)),
+            "AlreadyExists" => ClientError::AlreadyExists(Box::new(status)),
+            "Invalid" => ClientError::Invalid(Box::new(status)),
+            "Forbidden" => ClientError::Forbidden(Box::new(status)),
+            "TooManyRequests" => {
                 let retry_after = status
                     .details
                     .as_ref()
                     .and_then(|d| d.retry_after_seconds)
                     .map(|s| std::time::Duration::from_secs(u64::from(s)));
                 ClientError::TooManyRequests {
-                    status,
+                    status: Box::new(status),
                     retry_after,
                 }
             }
-            _ => ClientError::Api(status),
+            _ => ClientError::Api(Box::new(status)),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Kubernetes `MicroTime` strings (RFC 3339 with microseconds, `2006-01-02T15:04:05.000000Z`)
 //! from and to `SystemTime`, without a date-time dependency: the elector only displays them.
 
+use crate::civil::{civil_from_days, days_from_civil};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SECONDS_PER_DAY: i64 = 86_400;
@@ -23,8 +24,10 @@ pub(crate) fn format(t: SystemTime) -> String {
     )
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `None` for anything else or before 1970.
-pub(crate) fn parse(text: &str) -> Option<SystemTime> {
+/// Parses a Lease's `acquireTime` or `renewTime` (`YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`);
+/// `None` for anything else or before 1970. The elector never decides with these times (they
+/// are the holder's clock); tests and tools may read them.
+pub fn parse(text: &str) -> Option<SystemTime> {
     let bytes = text.as_bytes();
     let number = |range: std::ops::Range<usize>| -> Option<i64> {
         let digits = text.get(range)?;
@@ -90,35 +93,6 @@ fn number_in(text: &str, range: std::ops::Range<usize>) -> Option<i64> {
         .all(|b| b.is_ascii_digit())
         .then(|| digits.parse().ok())
         .flatten()
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The date of a day since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let days = days + 719_468;
-    let era = days.div_euclid(146_097);
-    let day_of_era = days - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ pub use guard::{LeadershipLost, LeaseGuard};
 pub use lease::ApiLeaseLock;
 pub use lock::{LeaseLock, LockError, RawVersion};
 pub use memory::{Fault, InjectedFailure, LockWrite, MemoryLock};
+pub use micro_time::parse as parse_micro_time;
 pub use record::LeaderElectionRecord;
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ use sim_apiserver::SimServer;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use workqueue::leader_election::ApiLeaseLock;
+use workqueue::leader_election::{parse_micro_time, ApiLeaseLock};
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
 use workqueue::shared_informer::reflector::{
     Api, Client, ClusterConfig, Credentials, Patch, PatchParams,
@@ -171,27 +171,6 @@ fn rv(v: &Value) -> u64 {
         .as_str()
         .and_then(|r| r.parse().ok())
         .unwrap_or(0)
-}
-
-/// Parses an RFC 3339 micro time as written by the lock (`2026-11-23T16:00:00.123456Z`) into a
-/// `SystemTime`.
-fn micro_time(s: &str) -> Option<SystemTime> {
-    let (date, time) = s.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>());
-    let (y, m, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, "0"));
-    let mut t = hms.split(':').map(|p| p.parse::<i64>());
-    let (h, min, sec) = (t.next()?.ok()?, t.next()?.ok()?, t.next()?.ok()?);
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + min * 60 + sec;
-    let micros: u64 = format!("{frac:0<6}")[..6].parse().ok()?;
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64) + Duration::from_micros(micros))
 }
 
 /// Runs the scenario.
@@ -345,8 +324,8 @@ pub async fn leader_election(_: Opts) -> Outcome {
     for l in &leases {
         let spec = &l["spec"];
         let h = spec["holderIdentity"].as_str().unwrap_or("").to_string();
-        let renew = spec["renewTime"].as_str().and_then(micro_time);
-        let acquire = spec["acquireTime"].as_str().and_then(micro_time);
+        let renew = spec["renewTime"].as_str().and_then(parse_micro_time);
+        let acquire = spec["acquireTime"].as_str().and_then(parse_micro_time);
         let released = h.is_empty();
         if let (Some((prev, prev_renew)), Some(acquire)) = (&last, acquire) {
             if !released && !prev.is_empty() && *prev != h {
@@ -418,24 +397,4 @@ pub async fn leader_election(_: Opts) -> Outcome {
         leases.len(),
         took.join(", ")
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn micro_times_parse_to_the_right_instant() {
-        let t = micro_time("1970-01-02T00:00:01.5Z").unwrap();
-        assert_eq!(
-            t.duration_since(SystemTime::UNIX_EPOCH).unwrap(),
-            Duration::from_millis(86_401_500)
-        );
-        let t = micro_time("2024-03-01T00:00:00.000001Z").unwrap();
-        assert_eq!(
-            t.duration_since(SystemTime::UNIX_EPOCH).unwrap(),
-            Duration::from_secs(1_709_251_200) + Duration::from_micros(1)
-        );
-        assert!(micro_time("garbage").is_none());
-    }
 }
