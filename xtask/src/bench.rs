@@ -171,7 +171,8 @@ const CUSTOM_TARGETS: &[(&str, &str)] = &[
     ("peer: watch, informer Pod", "≥ 2.0"),
     ("peer: watch, informer DynamicObject", "≥ 1.5"),
     ("peer: watch, informer CompactObject", "≥ 4.5"),
-    ("peer: peak RSS", "peak ≤ 1.1x RSS at sync"),
+    ("peer: watch peak RSS", "peak ≤ 1.1x RSS at sync"),
+    ("peer: soak", "≤ 1.1"),
     // Issue 19: batched in-order processing must not be slower than the DeltaFifo.
     ("in-order queue", "≥ 1.0"),
     // A diagnostic second baseline, not what issue 6's target is set against.
@@ -344,6 +345,24 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
         }
         rows.extend(peer_rows(&runs, workers));
     }
+    // The soak: a typed and a dynamic informer together, RSS over time (default runtime).
+    println!("peer comparison: soak, Pod + DynamicObject informers");
+    let soak_events = if quick { "60000" } else { "200000" };
+    let out = Command::new(&exe)
+        .args(["soak", soak_events])
+        .current_dir(tools::workspace_root())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
+    if !out.status.success() {
+        return Err(format!("`peer-bench soak` exited with {}", out.status));
+    }
+    let soak = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("bench-result "))
+        .and_then(|json| serde_json::from_str::<Value>(json).ok())
+        .ok_or("`peer-bench soak` printed no result")?;
+    rows.push(soak_row(&soak));
     Ok(rows)
 }
 
@@ -368,7 +387,8 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> 
     let figures = [
         ("watch", "events_per_s", "events/s", true),
         ("sync of 10000 pods", "sync_ms", "ms", false),
-        ("peak RSS", "peak_rss_mb", "MB", false),
+        ("list peak RSS", "list_peak_rss_mb", "MB", false),
+        ("watch peak RSS", "watch_peak_rss_mb", "MB", false),
         ("CPU per watch event", "cpu_us_per_event", "µs", false),
     ];
     for (client, label) in &PEER_CLIENTS[1..] {
@@ -393,7 +413,7 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> 
                 "baseline_name": base_label,
                 "ratio": ratio,
             });
-            if field == "peak_rss_mb" {
+            if field == "watch_peak_rss_mb" {
                 if let Some(at_sync) = median_of(ours, "rss_sync_mb") {
                     row["note"] = Value::from(format!(
                         "peak {:.2}x RSS at sync (kube-rs: {:.2}x)",
@@ -406,6 +426,27 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> 
         }
     }
     rows
+}
+
+/// The soak's row: the watch's peak RSS over the RSS at sync, both informers' rates in the note.
+fn soak_row(soak: &Value) -> Value {
+    let figure = |field: &str| soak[field].as_f64().unwrap_or(f64::NAN);
+    serde_json::json!({
+        "name": format!(
+            "peer: soak, Pod + DynamicObject informers together ({} events each; 2 worker(s)), glibc malloc: watch peak over RSS at sync",
+            soak["events"].as_u64().unwrap_or(0)
+        ),
+        "value": figure("watch_peak_rss_mb") / figure("rss_sync_mb"),
+        "unit": "x",
+        "note": format!(
+            "RSS at sync {:.0} MB, watch peak {:.0} MB, end {:.0} MB; Pod {:.0} events/s, DynamicObject {:.0} events/s",
+            figure("rss_sync_mb"),
+            figure("watch_peak_rss_mb"),
+            figure("rss_end_mb"),
+            figure("pod_events_per_s"),
+            figure("dynamic_events_per_s")
+        ),
+    })
 }
 
 /// Where cargo builds (`CARGO_TARGET_DIR` or the workspace's `target/`).
@@ -683,8 +724,8 @@ mod tests {
     fn peer_rows_are_medians_against_kube_rs_oriented_higher_is_better() {
         let run = |rate: f64, sync: f64, peak: f64, at_sync: f64, cpu: f64| {
             serde_json::json!({
-                "events": 1000, "events_per_s": rate, "sync_ms": sync, "peak_rss_mb": peak,
-                "rss_sync_mb": at_sync, "cpu_us_per_event": cpu
+                "events": 1000, "events_per_s": rate, "sync_ms": sync, "watch_peak_rss_mb": peak,
+                "list_peak_rss_mb": peak, "rss_sync_mb": at_sync, "cpu_us_per_event": cpu
             })
         };
         let mut runs = BTreeMap::new();
@@ -707,13 +748,17 @@ mod tests {
         let rows = peer_rows(&runs, 2);
         assert_eq!(
             rows.len(),
-            4,
-            "four figures for the one client of ours measured"
+            5,
+            "five figures for the one client of ours measured"
         );
         assert_eq!(rows[0]["value"], 500.0);
         assert_eq!(rows[0]["ratio"], 2.5);
         assert_eq!(rows[1]["ratio"], 4.0, "sync: kube-rs's time over ours");
-        assert_eq!(rows[2]["note"], "peak 1.25x RSS at sync (kube-rs: 2.00x)");
+        assert!(rows[2]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("peer: list peak RSS"));
+        assert_eq!(rows[3]["note"], "peak 1.25x RSS at sync (kube-rs: 2.00x)");
         let table = table_rows(&BTreeMap::new(), &rows);
         let watch = table
             .iter()
@@ -722,7 +767,7 @@ mod tests {
         assert_eq!(watch.target, "≥ 2.0");
         let peak = table
             .iter()
-            .find(|r| r.label.starts_with("peer: peak"))
+            .find(|r| r.label.starts_with("peer: watch peak"))
             .unwrap();
         assert_eq!(peak.target, "peak ≤ 1.1x RSS at sync");
     }

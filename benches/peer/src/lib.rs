@@ -66,6 +66,10 @@ pub fn run(allocator: &'static str) {
         .unwrap_or(DEFAULT_EVENTS);
     match args.first().map(String::as_str) {
         Some("serve") => server::serve(CACHED, events),
+        Some("soak") => {
+            let soak = soak::run(events);
+            println!("bench-result {}", soak.to_json(events, allocator));
+        }
         Some(client) if CLIENTS.contains(&client) => {
             let figures = measure(client, events);
             println!(
@@ -75,7 +79,7 @@ pub fn run(allocator: &'static str) {
         }
         _ => {
             eprintln!(
-                "usage: peer-bench <{}> [events, default {DEFAULT_EVENTS}]",
+                "usage: peer-bench <{}|soak> [events, default {DEFAULT_EVENTS}]",
                 CLIENTS.join("|")
             );
             std::process::exit(2);
@@ -90,7 +94,13 @@ pub struct Figures {
     pub sync_ms: f64,
     pub rss_sync_mb: f64,
     pub rss_end_mb: f64,
+    /// The process's peak RSS over the whole run.
     pub peak_rss_mb: f64,
+    /// The peak RSS up to the sync (the initial list).
+    pub list_peak_rss_mb: f64,
+    /// The peak RSS during the watch alone (the peak is reset at sync, where Linux allows it;
+    /// else the whole run's).
+    pub watch_peak_rss_mb: f64,
     pub cpu_us_per_event: f64,
     /// Most notifications waiting in the handler's buffer, sampled every 10 ms during the watch
     /// (ours only: kube-rs's stream has no buffer between the cache and the consumer).
@@ -111,6 +121,8 @@ impl Figures {
             "rss_sync_mb": self.rss_sync_mb,
             "rss_end_mb": self.rss_end_mb,
             "peak_rss_mb": self.peak_rss_mb,
+            "list_peak_rss_mb": self.list_peak_rss_mb,
+            "watch_peak_rss_mb": self.watch_peak_rss_mb,
             "cpu_us_per_event": self.cpu_us_per_event,
             "max_handler_backlog": self.max_backlog,
         })
@@ -214,6 +226,8 @@ pub fn measure(client: &str, events: usize) -> Figures {
         };
         let sync = started.elapsed();
         let rss_sync_mb = proc_status_mb("VmRSS:");
+        let list_peak_rss_mb = proc_status_mb("VmHWM:");
+        reset_peak_rss();
         let trace = std::env::var_os("PEER_TRACE").is_some().then(|| {
             let counter = Arc::clone(&counter);
             tokio::spawn(async move {
@@ -261,19 +275,22 @@ pub fn measure(client: &str, events: usize) -> Figures {
             sync_ms: sync.as_secs_f64() * 1e3,
             rss_sync_mb,
             rss_end_mb: proc_status_mb("VmRSS:"),
-            peak_rss_mb: proc_status_mb("VmHWM:"),
+            peak_rss_mb: list_peak_rss_mb.max(proc_status_mb("VmHWM:")),
+            list_peak_rss_mb,
+            watch_peak_rss_mb: proc_status_mb("VmHWM:"),
             cpu_us_per_event: cpu * 1e6 / events as f64,
             max_backlog,
         };
         eprintln!(
-            "{client}: sync {:.0} ms, watch {events} events in {:.2} s = {:.0} events/s, cpu {:.1} µs/event, rss at sync {:.0} MB, after {:.0} MB, peak {:.0} MB, most notifications buffered {:?}",
+            "{client}: sync {:.0} ms, watch {events} events in {:.2} s = {:.0} events/s, cpu {:.1} µs/event, rss at sync {:.0} MB, after {:.0} MB, peak in list {:.0} MB, in watch {:.0} MB, most notifications buffered {:?}",
             figures.sync_ms,
             took.as_secs_f64(),
             figures.events_per_s,
             figures.cpu_us_per_event,
             figures.rss_sync_mb,
             figures.rss_end_mb,
-            figures.peak_rss_mb,
+            figures.list_peak_rss_mb,
+            figures.watch_peak_rss_mb,
             figures.max_backlog
         );
         client_run.stop().await;
@@ -416,8 +433,17 @@ fn perf_control(command: &str) {
     }
 }
 
+/// Resets the process's peak RSS (`VmHWM`) to its current RSS (Linux's `clear_refs` command 5), so
+/// that the next reading is the peak from now on. Without it (not Linux, or not allowed) the next
+/// reading is the whole run's peak.
+fn reset_peak_rss() {
+    if let Err(e) = std::fs::write("/proc/self/clear_refs", "5") {
+        eprintln!("peak RSS not reset ({e}): the watch peak includes the list's");
+    }
+}
+
 /// A `/proc/self/status` field in MB (0 where there is no `/proc`).
-fn proc_status_mb(field: &str) -> f64 {
+pub(crate) fn proc_status_mb(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -567,5 +593,141 @@ mod tests {
     fn cpu_is_read_from_the_fields_after_the_name() {
         let stat = "42 (tokio (worker)) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0";
         assert!((stat_cpu_s(stat) - 3.0).abs() < 1e-9);
+    }
+}
+
+/// The soak variant (`peer-bench soak [events]`): a typed `Pod` informer and a `DynamicObject`
+/// informer in one process, each against a server process of its own (10k pods, then `events`
+/// `MODIFIED` events each, released together once both have synced), the process's RSS sampled
+/// every 500 ms until both handlers have seen all their events. It reports the series, the RSS at
+/// sync, the watch's peak and the final RSS: with both informers keeping up, memory stays flat.
+pub mod soak {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use k8s_openapi::api::core::v1::Pod;
+    use shared_informer::reflector::store_index::DynamicObject;
+
+    use super::{proc_status_mb, reset_peak_rss, ClientRun, Counter, ServerProcess};
+
+    /// One sample: milliseconds since the release, RSS, and each handler's count.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Sample {
+        pub t_ms: u128,
+        pub rss_mb: f64,
+        pub pods: u64,
+        pub dynamic: u64,
+    }
+
+    /// The soak's figures.
+    #[derive(Debug, Clone)]
+    pub struct Soak {
+        pub rss_sync_mb: f64,
+        pub watch_peak_rss_mb: f64,
+        pub rss_end_mb: f64,
+        pub pod_events_per_s: f64,
+        pub dynamic_events_per_s: f64,
+        pub samples: Vec<Sample>,
+    }
+
+    impl Soak {
+        pub fn to_json(&self, events: usize, allocator: &str) -> serde_json::Value {
+            let ratio = self.watch_peak_rss_mb / self.rss_sync_mb;
+            serde_json::json!({
+                "name": format!("peer: soak, Pod + DynamicObject informers, {events} events each, {allocator}"),
+                "value": ratio,
+                "unit": "watch peak / RSS at sync",
+                "allocator": allocator,
+                "events": events,
+                "rss_sync_mb": self.rss_sync_mb,
+                "watch_peak_rss_mb": self.watch_peak_rss_mb,
+                "rss_end_mb": self.rss_end_mb,
+                "pod_events_per_s": self.pod_events_per_s,
+                "dynamic_events_per_s": self.dynamic_events_per_s,
+                "samples": self.samples.iter().map(|s| serde_json::json!([s.t_ms, s.rss_mb, s.pods, s.dynamic])).collect::<Vec<_>>(),
+            })
+        }
+    }
+
+    /// Runs the soak; progress lines go to stderr.
+    pub fn run(events: usize) -> Soak {
+        let mut pod_server = ServerProcess::start(events);
+        let mut dyn_server = ServerProcess::start(events);
+        let workers = std::env::var("PEER_WORKERS")
+            .ok()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(2);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let pods = Counter::new(events);
+        let dynamic = Counter::new(events);
+        rt.block_on(async {
+            let pod_run = ClientRun::ours::<Pod>(&pod_server.url, &pods).await;
+            let dyn_run = ClientRun::ours::<DynamicObject>(&dyn_server.url, &dynamic).await;
+            let rss_sync_mb = proc_status_mb("VmRSS:");
+            reset_peak_rss();
+            eprintln!("soak: both informers synced, RSS {rss_sync_mb:.0} MB; releasing {events} events each");
+            let start = Instant::now();
+            pod_server.release();
+            dyn_server.release();
+            let ends = {
+                let (pods, dynamic) = (Arc::clone(&pods), Arc::clone(&dynamic));
+                tokio::spawn(async move {
+                    let pod_end = async {
+                        pods.wait().await;
+                        start.elapsed()
+                    };
+                    let dyn_end = async {
+                        dynamic.wait().await;
+                        start.elapsed()
+                    };
+                    tokio::join!(pod_end, dyn_end)
+                })
+            };
+            let mut samples = Vec::new();
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tick.tick().await;
+                let sample = Sample {
+                    t_ms: start.elapsed().as_millis(),
+                    rss_mb: proc_status_mb("VmRSS:"),
+                    pods: pods.count.load(Ordering::Relaxed),
+                    dynamic: dynamic.count.load(Ordering::Relaxed),
+                };
+                eprintln!(
+                    "  t={:>6} ms  rss {:>5.0} MB  pods {:>7}  dynamic {:>7}",
+                    sample.t_ms, sample.rss_mb, sample.pods, sample.dynamic
+                );
+                samples.push(sample);
+                if ends.is_finished() {
+                    break;
+                }
+            }
+            let (pod_took, dyn_took) = ends.await.expect("counters");
+            let soak = Soak {
+                rss_sync_mb,
+                watch_peak_rss_mb: proc_status_mb("VmHWM:"),
+                rss_end_mb: proc_status_mb("VmRSS:"),
+                pod_events_per_s: events as f64 / pod_took.as_secs_f64(),
+                dynamic_events_per_s: events as f64 / dyn_took.as_secs_f64(),
+                samples,
+            };
+            eprintln!(
+                "soak: Pod {:.0} events/s, DynamicObject {:.0} events/s; RSS at sync {:.0} MB, watch peak {:.0} MB ({:.2}x), at the end {:.0} MB",
+                soak.pod_events_per_s,
+                soak.dynamic_events_per_s,
+                soak.rss_sync_mb,
+                soak.watch_peak_rss_mb,
+                soak.watch_peak_rss_mb / soak.rss_sync_mb,
+                soak.rss_end_mb
+            );
+            pod_run.stop().await;
+            dyn_run.stop().await;
+            soak
+        })
     }
 }

@@ -1,5 +1,7 @@
 //! [`Store`]: what a reflector writes into (a queue, or a plain cache).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use store_index::ResourceVersion;
@@ -36,6 +38,20 @@ pub trait Store<K>: Send + Sync {
     /// watch-list snapshot's; contract C10.2). Default: nothing; the [`DeltaFifo`](crate::DeltaFifo)
     /// records it, and an informer reports it as its own.
     fn update_resource_version(&self, _resource_version: &ResourceVersion) {}
+    /// Whether the store takes more watch events now. A reflector that finds no room stops
+    /// reading its watch until [`wait_for_room`](Self::wait_for_room) returns, so that events
+    /// wait in the connection (and, past its buffers, on the server) rather than in memory
+    /// (docs/semantics.md, rule P2). Lists, relists and resyncs are never held back. Default:
+    /// always room; the queues of this crate are unbounded, and an informer bounds them from
+    /// outside.
+    fn has_room(&self) -> bool {
+        true
+    }
+    /// Waits until [`has_room`](Self::has_room) is true, or until nothing will ever be taken from
+    /// the store again (it was closed). Default: at once.
+    fn wait_for_room(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
@@ -63,5 +79,11 @@ impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
     }
     fn update_resource_version(&self, resource_version: &ResourceVersion) {
         (**self).update_resource_version(resource_version)
+    }
+    fn has_room(&self) -> bool {
+        (**self).has_room()
+    }
+    fn wait_for_room(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        (**self).wait_for_room()
     }
 }

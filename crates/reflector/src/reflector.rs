@@ -599,6 +599,14 @@ where
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
         loop {
+            // P2: while the store is full, leave the next events in the connection.
+            if !self.store.has_room() {
+                tokio::select! {
+                    biased;
+                    _ = &mut cancelled => return WatchEnd::Cancelled,
+                    _ = self.store.wait_for_room() => {}
+                }
+            }
             let tick = async {
                 match resync.as_mut() {
                     Some(s) => s.as_mut().await,

@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::informer::{InformerOptions, InformerQueue, SharedIndexInformer};
+use crate::pacing::Pacing;
 use crate::synced::{wait_for_cache_sync, HasSynced, SyncReport};
 
 /// What the factory needs of an informer whose object type it has forgotten.
@@ -96,6 +97,7 @@ pub struct SharedInformerFactory {
     resync_overrides: HashMap<String, Duration>,
     reflector: ReflectorOptions,
     queue: InformerQueue,
+    pacing: Option<Pacing>,
     state: Mutex<State>,
 }
 
@@ -120,6 +122,7 @@ impl SharedInformerFactory {
             resync_overrides: HashMap::new(),
             reflector: ReflectorOptions::default(),
             queue: InformerQueue::default(),
+            pacing: Some(Pacing::default()),
             state: Mutex::new(State {
                 informers: BTreeMap::new(),
                 connection,
@@ -180,6 +183,13 @@ impl SharedInformerFactory {
         self
     }
 
+    /// How far every informer reads ahead of its cache and handlers (default: paced; `None` for
+    /// client-go's unbounded buffers; see [`Pacing`]).
+    pub fn pacing(mut self, pacing: Option<Pacing>) -> Self {
+        self.pacing = pacing;
+        self
+    }
+
     /// The queue every informer runs on (default: in order; see [`InformerQueue`]).
     pub fn queue(mut self, queue: InformerQueue) -> Self {
         self.queue = queue;
@@ -228,6 +238,7 @@ impl SharedInformerFactory {
                 indexers: Indexers::new().with_namespace_index(),
                 reflector: self.reflector.clone(),
                 queue: self.queue,
+                pacing: self.pacing,
             },
         );
         state.informers.insert(

@@ -24,6 +24,7 @@ use tracing::Instrument;
 use crate::error::InformerError;
 use crate::handler::{Notification, ResourceEventHandler};
 use crate::listener::{determine_resync_period, Listener, ResyncSchedule};
+use crate::pacing::{PacedQueue, Pacing};
 use crate::processor::Processor;
 use crate::registration::HandlerRegistration;
 use crate::synced::{HasSynced, SyncLatch};
@@ -44,6 +45,9 @@ pub struct InformerOptions<K> {
     /// The queue between the reflector and the cache (default: in order, as client-go's
     /// informers are since 1.33).
     pub queue: InformerQueue,
+    /// How far the informer reads ahead of its cache and its handlers (default: paced, see
+    /// [`Pacing`]); `None` for client-go's unbounded buffers.
+    pub pacing: Option<Pacing>,
 }
 
 impl<K: Object> Default for InformerOptions<K> {
@@ -54,6 +58,7 @@ impl<K: Object> Default for InformerOptions<K> {
             indexers: Indexers::new().with_namespace_index(),
             reflector: ReflectorOptions::default(),
             queue: InformerQueue::default(),
+            pacing: Some(Pacing::default()),
         }
     }
 }
@@ -143,6 +148,7 @@ struct Inner<K, L> {
     transform: Mutex<Option<Transformer<K>>>,
     reflector_options: ReflectorOptions,
     queue_kind: InformerQueue,
+    pacing: Option<Pacing>,
     /// Serialises delta processing with handler registration, so a late handler's replay of the
     /// cache is never interleaved with a notification (D6.1).
     block_deltas: Mutex<()>,
@@ -212,6 +218,7 @@ where
                 transform: Mutex::new(None),
                 reflector_options: options.reflector,
                 queue_kind: options.queue,
+                pacing: options.pacing,
                 block_deltas: Mutex::new(()),
                 synced: Arc::default(),
                 reflector_rv: OnceLock::new(),
@@ -366,6 +373,7 @@ where
                 syncing: true,
             },
             Arc::clone(&self.inner.synced),
+            self.inner.pacing.as_ref().map(Pacing::handler_low_water),
         ));
         let started = lifecycle.started;
         drop(lifecycle);
@@ -485,8 +493,9 @@ where
                     .is_some_and(|inner| inner.processor.should_resync())
             })
         };
+        let paced = PacedQueue::new(fifo.clone(), self.inner.pacing.as_ref());
         let reflector = Arc::new(
-            Reflector::new(lw, fifo.clone(), reflector_options).with_should_resync(should_resync),
+            Reflector::new(lw, paced.clone(), reflector_options).with_should_resync(should_resync),
         );
         if let Some(h) = error_handler {
             reflector.set_watch_error_handler(h);
@@ -532,14 +541,46 @@ where
                     tracing::warn!(informer = %self.inner.id, error = %e, "processing deltas failed")
                 }
             }
+            if !self.wait_for_handlers(&cancel).await {
+                break;
+            }
+            paced.taken();
         }
         fifo.close();
+        paced.taken();
         let _ = reflector_task.await;
         synced_watch.abort();
         self.inner.lifecycle.lock().stopped = true;
         self.inner.processor.stop().await;
         self.inner.synced.set_stopped();
         tracing::debug!("informer stopped");
+    }
+
+    /// P3, P4: waits for the handlers over their high water to drain to half of it, for at most
+    /// `max_handler_wait` in all; those still over it then are left to lag. False if cancelled.
+    async fn wait_for_handlers(&self, cancel: &CancellationToken) -> bool {
+        let Some(pacing) = &self.inner.pacing else {
+            return true;
+        };
+        let behind = self
+            .inner
+            .processor
+            .over_high_water(pacing.handler_high_water);
+        if behind.is_empty() {
+            return true;
+        }
+        let started = Instant::now();
+        let deadline = tokio::time::sleep_until(started + pacing.max_handler_wait);
+        tokio::pin!(deadline);
+        for listener in behind {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => return false,
+                _ = listener.wait_for_low_water() => {}
+                _ = &mut deadline => listener.mark_lagging(started.elapsed()),
+            }
+        }
+        true
     }
 
     /// Applies a popped entry to the cache, then notifies (D2, D3): the store is written before
@@ -708,6 +749,7 @@ where
                 pending: l.pending(),
                 processed: l.processed(),
                 panics: l.panics(),
+                lagging: l.is_lagging(),
             })
             .collect()
     }
@@ -734,6 +776,8 @@ pub struct HandlerStats {
     pub processed: u64,
     /// Notifications whose handler panicked.
     pub panics: u64,
+    /// The informer has stopped waiting for this handler until it catches up (see [`Pacing`]).
+    pub lagging: bool,
 }
 
 /// Who an informer is: its name and the type of its objects, plus a serial number so that two

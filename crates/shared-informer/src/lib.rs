@@ -25,6 +25,7 @@ mod factory;
 mod handler;
 mod informer;
 mod listener;
+mod pacing;
 mod processor;
 mod registration;
 mod synced;
@@ -36,6 +37,9 @@ pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{
     HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, SharedIndexInformer,
     MINIMUM_RESYNC_PERIOD,
+};
+pub use pacing::{
+    Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,
 };
 pub use registration::HandlerRegistration;
 pub use synced::{wait_for, wait_for_cache_sync, HasSynced, SyncReport};

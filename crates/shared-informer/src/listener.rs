@@ -2,7 +2,7 @@
 //! HasSynced tracker (client-go's `processorListener` and `synctrack`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +53,12 @@ pub(crate) struct Listener<K> {
     /// Fires on removal or informer stop: the delivery task drops what is buffered and ends.
     pub(crate) stop: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
+    /// Pacing (P3, P4): the buffer length at which `room` is signalled and `lagging` cleared, as
+    /// the buffer drains past it; `None` when the informer is not paced.
+    low_water: Option<i64>,
+    room: Notify,
+    /// Not waited for by the informer until the buffer is back down to `low_water` (P4).
+    lagging: AtomicBool,
 }
 
 impl<K: Send + Sync + 'static> Listener<K> {
@@ -62,6 +68,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         handler: Arc<dyn ResourceEventHandler<K>>,
         resync: ResyncSchedule,
         informer_synced: Arc<SyncLatch>,
+        low_water: Option<usize>,
     ) -> Self {
         let (tx, rx) = unbounded_channel();
         Listener {
@@ -80,6 +87,9 @@ impl<K: Send + Sync + 'static> Listener<K> {
             initial_done: Notify::new(),
             stop: CancellationToken::new(),
             task: Mutex::new(None),
+            low_water: low_water.map(|w| i64::try_from(w).unwrap_or(i64::MAX)),
+            room: Notify::new(),
+            lagging: AtomicBool::new(false),
         }
     }
 
@@ -136,7 +146,10 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 Notification::Update { old, new } => handler.on_update(old, new),
                 Notification::Delete(obj) => handler.on_delete(obj),
             }));
-            self.pending.fetch_sub(1, Ordering::Relaxed);
+            let before = self.pending.fetch_sub(1, Ordering::SeqCst);
+            if self.low_water.is_some_and(|low| before == low + 1) {
+                self.drained_to_low_water();
+            }
             self.processed.fetch_add(1, Ordering::Relaxed);
             match outcome {
                 Ok(()) => {
@@ -221,6 +234,70 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 }
             }
         }
+    }
+
+    /// The buffer just drained to the low water: the informer may stop waiting, and a lagging
+    /// listener is waited for again (P3, P4).
+    fn drained_to_low_water(&self) {
+        if self.lagging.swap(false, Ordering::SeqCst) {
+            tracing::info!(handler = %self.name, "event handler caught up; the informer paces it again");
+        }
+        self.room.notify_waiters();
+    }
+
+    /// Whether the informer should wait for this listener now: paced, not lagging, and more than
+    /// `high_water` notifications buffered.
+    pub(crate) fn over_high_water(&self, high_water: usize) -> bool {
+        self.low_water.is_some()
+            && !self.lagging.load(Ordering::SeqCst)
+            && usize::try_from(self.pending()).is_ok_and(|p| p > high_water)
+    }
+
+    /// Waits until the buffer is down to the low water, or the listener stopped (P3).
+    pub(crate) async fn wait_for_low_water(&self) {
+        let Some(low) = self.low_water else {
+            return;
+        };
+        loop {
+            // Registered before the check: the delivery task's crossing wakes every enabled
+            // waiter.
+            let drained = self.room.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            if self.pending.load(Ordering::SeqCst) <= low || self.stop.is_cancelled() {
+                return;
+            }
+            tokio::select! {
+                _ = drained => {}
+                _ = self.stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// The informer gave up waiting for this listener (P4). Unless it drained meanwhile, it is
+    /// not waited for again until it does.
+    pub(crate) fn mark_lagging(&self, waited: std::time::Duration) {
+        let Some(low) = self.low_water else {
+            return;
+        };
+        if !self.lagging.swap(true, Ordering::SeqCst) {
+            tracing::warn!(
+                handler = %self.name,
+                pending = self.pending(),
+                ?waited,
+                "event handler is not keeping up; the informer no longer waits for it and its buffer grows until it catches up"
+            );
+        }
+        // A crossing between the informer's last check and the swap above found `lagging` unset
+        // and left it so: undo the mark if the buffer is already down.
+        if self.pending.load(Ordering::SeqCst) <= low {
+            self.lagging.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether the informer has given up waiting for this listener until it catches up (P4).
+    pub(crate) fn is_lagging(&self) -> bool {
+        self.lagging.load(Ordering::SeqCst)
     }
 
     pub(crate) fn pending(&self) -> i64 {

@@ -97,6 +97,17 @@ impl<K: Send + Sync + 'static> Processor<K> {
         }
     }
 
+    /// The listeners the informer should wait for now (P3): paced, not lagging, and over
+    /// `high_water`. Allocates only when there is one.
+    pub(crate) fn over_high_water(&self, high_water: usize) -> Vec<Arc<Listener<K>>> {
+        self.listeners
+            .read()
+            .iter()
+            .filter(|l| l.over_high_water(high_water))
+            .cloned()
+            .collect()
+    }
+
     pub(crate) fn listeners(&self) -> Vec<Arc<Listener<K>>> {
         self.listeners.read().clone()
     }
