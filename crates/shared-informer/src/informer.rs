@@ -25,7 +25,7 @@ use crate::error::InformerError;
 use crate::handler::{Notification, ResourceEventHandler};
 use crate::listener::{determine_resync_period, Listener, ResyncSchedule};
 use crate::pacing::{PacedQueue, Pacing};
-use crate::processor::Processor;
+use crate::processor::{Outbox, Processor};
 use crate::registration::HandlerRegistration;
 use crate::synced::{HasSynced, SyncLatch};
 
@@ -381,12 +381,17 @@ where
         if started {
             let _block = self.inner.block_deltas.lock();
             self.inner.processor.add(Arc::clone(&listener));
-            for obj in self.inner.indexer.list() {
-                listener.send(Notification::Add {
+            let replay = self
+                .inner
+                .indexer
+                .list()
+                .into_iter()
+                .map(|obj| Notification::Add {
                     obj,
                     is_in_initial_list: true,
-                });
-            }
+                })
+                .collect();
+            listener.send_all(replay);
         } else {
             self.inner.processor.add(Arc::clone(&listener));
         }
@@ -591,22 +596,22 @@ where
         is_in_initial_list: bool,
     ) -> Result<(), ProcessError> {
         let _block = self.inner.block_deltas.lock();
-        match popped {
-            Popped::Deltas(deltas) => {
-                for delta in deltas {
-                    self.apply_delta(delta, is_in_initial_list)?;
-                }
-                Ok(())
-            }
-            Popped::Batch(batch) => self.apply_batch(batch, is_in_initial_list),
+        // What this pop does to the cache, handlers hear of as one batch each, even when a
+        // delta fails part-way: the changes made before it stand.
+        let mut out = Outbox::default();
+        let result = match popped {
+            Popped::Deltas(deltas) => deltas
+                .iter()
+                .try_for_each(|delta| self.apply_delta(delta, is_in_initial_list, &mut out)),
+            Popped::Batch(batch) => self.apply_batch(batch, is_in_initial_list, &mut out),
             Popped::ReplacedAll {
                 objects,
                 resource_version,
-            } => self.apply_replaced_all(objects, resource_version, is_in_initial_list),
+            } => self.apply_replaced_all(objects, resource_version, is_in_initial_list, &mut out),
             Popped::SyncAll => {
                 // D2.5: every cached object is resynced as an update to itself.
                 for obj in self.inner.indexer.list() {
-                    self.notify_update(Arc::clone(&obj), obj);
+                    notify_update(&mut out, Arc::clone(&obj), obj);
                 }
                 Ok(())
             }
@@ -614,20 +619,25 @@ where
                 self.inner.indexer.bookmark(resource_version.clone());
                 Ok(())
             }
-        }
+        };
+        self.inner.processor.deliver(out);
+        result
     }
 
     /// One delta (D2.1, D2.2).
-    fn apply_delta(&self, delta: &Delta<K>, is_in_initial_list: bool) -> Result<(), ProcessError> {
+    fn apply_delta(
+        &self,
+        delta: &Delta<K>,
+        is_in_initial_list: bool,
+        out: &mut Outbox<K>,
+    ) -> Result<(), ProcessError> {
         let indexer = &self.inner.indexer;
         match delta.kind {
             DeltaType::Deleted => {
                 indexer
                     .delete(delta.object.clone())
                     .map_err(ProcessError::failed)?;
-                self.inner
-                    .processor
-                    .distribute(Notification::Delete(delta.object.clone()), false);
+                out.push(Notification::Delete(delta.object.clone()), false);
             }
             DeltaType::Added | DeltaType::Updated | DeltaType::Replaced | DeltaType::Sync => {
                 let Some(obj) = delta.object() else {
@@ -637,8 +647,8 @@ where
                     .upsert(Arc::clone(obj))
                     .map_err(ProcessError::failed)?
                 {
-                    Some(old) => self.notify_update(old, Arc::clone(obj)),
-                    None => self.notify_add(Arc::clone(obj), is_in_initial_list),
+                    Some(old) => notify_update(out, old, Arc::clone(obj)),
+                    None => notify_add(out, Arc::clone(obj), is_in_initial_list),
                 }
             }
         }
@@ -652,6 +662,7 @@ where
         &self,
         batch: &[Delta<K>],
         is_in_initial_list: bool,
+        out: &mut Outbox<K>,
     ) -> Result<(), ProcessError> {
         let ops = batch.iter().map(|d| match (d.kind, d.object()) {
             (DeltaType::Deleted, _) | (_, None) => Transaction::delete(d.object.clone()),
@@ -666,13 +677,12 @@ where
         for i in applied {
             let delta = &batch[i];
             match (delta.kind, delta.object()) {
-                (DeltaType::Deleted, _) => self
-                    .inner
-                    .processor
-                    .distribute(Notification::Delete(delta.object.clone()), false),
+                (DeltaType::Deleted, _) => {
+                    out.push(Notification::Delete(delta.object.clone()), false)
+                }
                 (_, Some(obj)) => match before[i].take() {
-                    Some(old) => self.notify_update(old, Arc::clone(obj)),
-                    None => self.notify_add(Arc::clone(obj), is_in_initial_list),
+                    Some(old) => notify_update(out, old, Arc::clone(obj)),
+                    None => notify_add(out, Arc::clone(obj), is_in_initial_list),
                 },
                 // A tombstone without an object outside a deletion does not occur.
                 (_, None) => {}
@@ -692,6 +702,7 @@ where
         objects: &[Arc<K>],
         resource_version: &ResourceVersion,
         is_in_initial_list: bool,
+        out: &mut Outbox<K>,
     ) -> Result<(), ProcessError> {
         // One lock: the list goes in, and what it replaced and removed comes out.
         let (previous, removed) = self
@@ -704,38 +715,15 @@ where
                 key,
                 obj: Some(obj),
             };
-            self.inner
-                .processor
-                .distribute(Notification::Delete(tombstone.into()), false);
+            out.push(Notification::Delete(tombstone.into()), false);
         }
         for (obj, old) in objects.iter().zip(previous) {
             match old {
-                Some(old) => self.notify_update(old, Arc::clone(obj)),
-                None => self.notify_add(Arc::clone(obj), is_in_initial_list),
+                Some(old) => notify_update(out, old, Arc::clone(obj)),
+                None => notify_add(out, Arc::clone(obj), is_in_initial_list),
             }
         }
         Ok(())
-    }
-
-    fn notify_add(&self, obj: Arc<K>, is_in_initial_list: bool) {
-        self.inner.processor.distribute(
-            Notification::Add {
-                obj,
-                is_in_initial_list,
-            },
-            false,
-        );
-    }
-
-    /// An update; resync-class (D3.2) when both sides have metadata and equal RVs.
-    fn notify_update(&self, old: Arc<K>, new: Arc<K>) {
-        let resync_class = match (old.resource_version(), new.resource_version()) {
-            (Some(a), Some(b)) => old.has_meta() && new.has_meta() && a == b,
-            _ => false,
-        };
-        self.inner
-            .processor
-            .distribute(Notification::Update { old, new }, resync_class);
     }
 
     /// The registered handlers' counters, for observability.
@@ -753,6 +741,25 @@ where
             })
             .collect()
     }
+}
+
+fn notify_add<K>(out: &mut Outbox<K>, obj: Arc<K>, is_in_initial_list: bool) {
+    out.push(
+        Notification::Add {
+            obj,
+            is_in_initial_list,
+        },
+        false,
+    );
+}
+
+/// An update; resync-class (D3.2) when both sides have metadata and equal RVs.
+fn notify_update<K: Object>(out: &mut Outbox<K>, old: Arc<K>, new: Arc<K>) {
+    let resync_class = match (old.resource_version(), new.resource_version()) {
+        (Some(a), Some(b)) => old.has_meta() && new.has_meta() && a == b,
+        _ => false,
+    };
+    out.push(Notification::Update { old, new }, resync_class);
 }
 
 impl<K: Object, L: ListerWatcher<K>> HasSynced for SharedIndexInformer<K, L> {

@@ -19,6 +19,9 @@ use crate::synced::SyncLatch;
 /// Pause after a handler panic before the next notification is delivered (contract D9.3).
 pub(crate) const PANIC_PAUSE: Duration = Duration::from_secs(1);
 
+/// Notifications delivered between two yields of the delivery task.
+const DELIVERY_YIELD_EVERY: usize = 128;
+
 /// When this listener resyncs (contract D5).
 pub(crate) struct ResyncSchedule {
     /// The period the handler asked for (after the 1 s minimum).
@@ -35,8 +38,10 @@ pub(crate) struct Listener<K> {
     pub(crate) id: u64,
     pub(crate) name: String,
     handler: Arc<dyn ResourceEventHandler<K>>,
-    tx: UnboundedSender<Notification<K>>,
-    rx: Mutex<Option<UnboundedReceiver<Notification<K>>>>,
+    /// Notifications come in batches, one per pop of the informer's queue (one wake-up of the
+    /// delivery task per batch, not per notification).
+    tx: UnboundedSender<Vec<Notification<K>>>,
+    rx: Mutex<Option<UnboundedReceiver<Vec<Notification<K>>>>>,
     pub(crate) resync: Mutex<ResyncSchedule>,
     /// Notifications queued and not yet handled (observability gauge).
     pending: AtomicI64,
@@ -93,21 +98,31 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
     }
 
-    /// Queues a notification; never blocks.
-    pub(crate) fn send(&self, notification: Notification<K>) {
-        if self.stop.is_cancelled() {
+    /// Queues notifications, in order, as one batch; never blocks.
+    pub(crate) fn send_all(&self, notifications: Vec<Notification<K>>) {
+        if self.stop.is_cancelled() || notifications.is_empty() {
             return;
         }
-        if let Notification::Add {
-            is_in_initial_list: true,
-            ..
-        } = &notification
-        {
-            self.initial_pending.fetch_add(1, Ordering::SeqCst);
+        let initial = notifications
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n,
+                    Notification::Add {
+                        is_in_initial_list: true,
+                        ..
+                    }
+                )
+            })
+            .count();
+        if initial > 0 {
+            self.initial_pending
+                .fetch_add(i64::try_from(initial).unwrap_or(i64::MAX), Ordering::SeqCst);
         }
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        if self.tx.send(notification).is_err() {
-            self.pending.fetch_sub(1, Ordering::Relaxed);
+        let n = i64::try_from(notifications.len()).unwrap_or(i64::MAX);
+        self.pending.fetch_add(n, Ordering::SeqCst);
+        if self.tx.send(notifications).is_err() {
+            self.pending.fetch_sub(n, Ordering::SeqCst);
         }
     }
 
@@ -120,9 +135,9 @@ impl<K: Send + Sync + 'static> Listener<K> {
         *self.task.lock() = Some(runtime.spawn(async move { this.deliver(rx).await }));
     }
 
-    async fn deliver(self: Arc<Self>, mut rx: UnboundedReceiver<Notification<K>>) {
+    async fn deliver(self: Arc<Self>, mut rx: UnboundedReceiver<Vec<Notification<K>>>) {
         loop {
-            let notification = tokio::select! {
+            let batch = tokio::select! {
                 biased;
                 _ = self.stop.cancelled() => return,
                 n = rx.recv() => match n {
@@ -130,51 +145,71 @@ impl<K: Send + Sync + 'static> Listener<K> {
                     None => return,
                 },
             };
-            let initial = matches!(
-                notification,
-                Notification::Add {
-                    is_in_initial_list: true,
-                    ..
+            for (i, notification) in batch.into_iter().enumerate() {
+                // Removal drops what is buffered (D8), this batch's rest included.
+                if self.stop.is_cancelled() {
+                    return;
                 }
-            );
-            let handler = &self.handler;
-            let outcome = catch_unwind(AssertUnwindSafe(|| match &notification {
-                Notification::Add {
-                    obj,
-                    is_in_initial_list,
-                } => handler.on_add(obj, *is_in_initial_list),
-                Notification::Update { old, new } => handler.on_update(old, new),
-                Notification::Delete(obj) => handler.on_delete(obj),
-            }));
-            let before = self.pending.fetch_sub(1, Ordering::SeqCst);
-            if self.low_water.is_some_and(|low| before == low + 1) {
-                self.drained_to_low_water();
-            }
-            self.processed.fetch_add(1, Ordering::Relaxed);
-            match outcome {
-                Ok(()) => {
-                    if initial && self.initial_pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-                        self.check_synced();
-                        self.initial_done.notify_waiters();
-                    }
+                // As tokio's budget would between channel receives: a long batch does not keep
+                // the worker from its other tasks.
+                if i > 0 && i % DELIVERY_YIELD_EVERY == 0 {
+                    tokio::task::yield_now().await;
                 }
-                Err(panic) => {
-                    // As client-go: a handler that panics on an initial add never counts it as
-                    // done, so that registration never reports synced (contract D7.2).
-                    self.panics.fetch_add(1, Ordering::Relaxed);
-                    let message = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "non-string panic".to_string());
-                    tracing::error!(handler = %self.name, panic = %message, "event handler panicked; notification skipped");
-                    tokio::select! {
-                        _ = self.stop.cancelled() => return,
-                        _ = tokio::time::sleep(PANIC_PAUSE) => {}
-                    }
+                if !self.deliver_one(notification).await {
+                    return;
                 }
             }
         }
+    }
+
+    /// Hands one notification to the handler; false when the listener stopped during a panic
+    /// pause.
+    async fn deliver_one(&self, notification: Notification<K>) -> bool {
+        let initial = matches!(
+            notification,
+            Notification::Add {
+                is_in_initial_list: true,
+                ..
+            }
+        );
+        let handler = &self.handler;
+        let outcome = catch_unwind(AssertUnwindSafe(|| match &notification {
+            Notification::Add {
+                obj,
+                is_in_initial_list,
+            } => handler.on_add(obj, *is_in_initial_list),
+            Notification::Update { old, new } => handler.on_update(old, new),
+            Notification::Delete(obj) => handler.on_delete(obj),
+        }));
+        let before = self.pending.fetch_sub(1, Ordering::SeqCst);
+        if self.low_water.is_some_and(|low| before == low + 1) {
+            self.drained_to_low_water();
+        }
+        self.processed.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            Ok(()) => {
+                if initial && self.initial_pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+                    self.check_synced();
+                    self.initial_done.notify_waiters();
+                }
+            }
+            Err(panic) => {
+                // As client-go: a handler that panics on an initial add never counts it as
+                // done, so that registration never reports synced (contract D7.2).
+                self.panics.fetch_add(1, Ordering::Relaxed);
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic".to_string());
+                tracing::error!(handler = %self.name, panic = %message, "event handler panicked; notification skipped");
+                tokio::select! {
+                    _ = self.stop.cancelled() => return false,
+                    _ = tokio::time::sleep(PANIC_PAUSE) => {}
+                }
+            }
+        }
+        true
     }
 
     /// Stops delivery (buffered notifications are dropped) and waits for the task to end.

@@ -10,6 +10,25 @@ use tokio::time::Instant;
 use crate::handler::Notification;
 use crate::listener::{determine_resync_period, Listener};
 
+/// The notifications of one pop of the informer's queue, collected while the cache is written and
+/// handed to the listeners at once ([`Processor::deliver`]).
+pub(crate) struct Outbox<K> {
+    /// Each notification and whether it is resync-class (D3.2).
+    items: Vec<(Notification<K>, bool)>,
+}
+
+impl<K> Default for Outbox<K> {
+    fn default() -> Self {
+        Outbox { items: Vec::new() }
+    }
+}
+
+impl<K> Outbox<K> {
+    pub(crate) fn push(&mut self, notification: Notification<K>, resync_class: bool) {
+        self.items.push((notification, resync_class));
+    }
+}
+
 pub(crate) struct Processor<K> {
     listeners: RwLock<Vec<Arc<Listener<K>>>>,
     /// Set while running: where delivery tasks of late listeners are spawned.
@@ -60,14 +79,31 @@ impl<K: Send + Sync + 'static> Processor<K> {
         }
     }
 
-    /// Queues `notification` to every listener, or, for a resync-class update, to the listeners
-    /// that are syncing now (D3.2).
-    pub(crate) fn distribute(&self, notification: Notification<K>, resync_class: bool) {
-        for listener in self.listeners.read().iter() {
-            if resync_class && !listener.resync.lock().syncing {
-                continue;
-            }
-            listener.send(notification.clone());
+    /// Queues what one pop produced to every listener, as one batch per listener, in order; a
+    /// resync-class update (D3.2) only to the listeners that are syncing now. Never waits.
+    pub(crate) fn deliver(&self, outbox: Outbox<K>) {
+        if outbox.items.is_empty() {
+            return;
+        }
+        let listeners = self.listeners.read();
+        let last = listeners.len().saturating_sub(1);
+        let mut items = Some(outbox.items);
+        for (i, listener) in listeners.iter().enumerate() {
+            let syncing = listener.resync.lock().syncing;
+            let wanted = |(_, resync_class): &(Notification<K>, bool)| !resync_class || syncing;
+            let batch: Vec<Notification<K>> = if i == last {
+                // The last listener takes the notifications themselves instead of clones.
+                let items = items.take().unwrap_or_default();
+                items.into_iter().filter(wanted).map(|(n, _)| n).collect()
+            } else {
+                items
+                    .iter()
+                    .flatten()
+                    .filter(|item| wanted(item))
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            };
+            listener.send_all(batch);
         }
     }
 
