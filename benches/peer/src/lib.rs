@@ -32,7 +32,8 @@
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
 //! CPU each thread used, on stderr. `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
 //! handler and sees the end in the cache instead; `PEER_WORKERS=N` sets the client runtime's worker
-//! threads (default 2). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
+//! threads (default 2); `PEER_PACING=off` or `PEER_PACING=<queue>,<handler>` replaces the
+//! informers' default pacing (high waters). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -352,7 +353,10 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
-        let factory = SharedInformerFactory::new(ClusterConfig::new(url).expect("config"));
+        let mut factory = SharedInformerFactory::new(ClusterConfig::new(url).expect("config"));
+        if let Some(pacing) = pacing_from_env() {
+            factory = factory.pacing(pacing);
+        }
         let informer = factory
             .informer::<K>(Resource::namespaced("", "v1", "pods"))
             .expect("informer");
@@ -417,6 +421,21 @@ impl ClientRun {
             }
         }
     }
+}
+
+/// `PEER_PACING=off` (client-go's unbounded buffers) or `PEER_PACING=<queue>,<handler>` (high
+/// waters) in place of the informer's default pacing; unset: the default.
+fn pacing_from_env() -> Option<Option<shared_informer::Pacing>> {
+    let value = std::env::var("PEER_PACING").ok()?;
+    if value == "off" {
+        return Some(None);
+    }
+    let (queue, handler) = value.split_once(',').expect("PEER_PACING=off or <queue>,<handler>");
+    Some(Some(shared_informer::Pacing {
+        queue_high_water: queue.parse().expect("queue high water"),
+        handler_high_water: handler.parse().expect("handler high water"),
+        ..shared_informer::Pacing::default()
+    }))
 }
 
 /// Writes `command` to the FIFO named by `PERF_CTL_FIFO`, if set, so that a profile taken with
