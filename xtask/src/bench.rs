@@ -324,22 +324,7 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
                 println!(
                     "peer comparison, {workers} worker(s), round {round}/{PEER_RUNS}: {client}"
                 );
-                let out = Command::new(&exe)
-                    .args([client, &events])
-                    .env("PEER_WORKERS", workers.to_string())
-                    .current_dir(tools::workspace_root())
-                    .stderr(Stdio::inherit())
-                    .output()
-                    .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
-                if !out.status.success() {
-                    return Err(format!("`peer-bench {client}` exited with {}", out.status));
-                }
-                let stdout = String::from_utf8_lossy(&out.stdout);
-                let result = stdout
-                    .lines()
-                    .find_map(|l| l.strip_prefix("bench-result "))
-                    .and_then(|json| serde_json::from_str::<Value>(json).ok())
-                    .ok_or_else(|| format!("`peer-bench {client}` printed no result"))?;
+                let result = run_peer_bench(&exe, &[client, events], workers)?;
                 runs.entry(client.to_string()).or_default().push(result);
             }
         }
@@ -348,20 +333,7 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
     // The soak: a typed and a dynamic informer together, RSS over time (default runtime).
     println!("peer comparison: soak, Pod + DynamicObject informers");
     let soak_events = if quick { "60000" } else { "200000" };
-    let out = Command::new(&exe)
-        .args(["soak", soak_events])
-        .current_dir(tools::workspace_root())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
-    if !out.status.success() {
-        return Err(format!("`peer-bench soak` exited with {}", out.status));
-    }
-    let soak = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("bench-result "))
-        .and_then(|json| serde_json::from_str::<Value>(json).ok())
-        .ok_or("`peer-bench soak` printed no result")?;
+    let soak = run_peer_bench(&exe, &["soak", soak_events], 2)?;
     rows.push(soak_row(&soak));
     Ok(rows)
 }
@@ -426,6 +398,26 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> 
         }
     }
     rows
+}
+
+/// Runs `peer-bench <args>` on a client runtime of `workers` threads; its `bench-result` line.
+fn run_peer_bench(exe: &Path, args: &[&str], workers: usize) -> Result<Value, String> {
+    let what = format!("`peer-bench {}`", args.join(" "));
+    let out = Command::new(exe)
+        .args(args)
+        .env("PEER_WORKERS", workers.to_string())
+        .current_dir(tools::workspace_root())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
+    if !out.status.success() {
+        return Err(format!("{what} exited with {}", out.status));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("bench-result "))
+        .and_then(|json| serde_json::from_str::<Value>(json).ok())
+        .ok_or_else(|| format!("{what} printed no result"))
 }
 
 /// The soak's row: the watch's peak RSS over the RSS at sync, both informers' rates in the note.

@@ -202,18 +202,23 @@ impl Counter {
     }
 }
 
-/// Runs one client against a fresh server process and returns its figures.
-pub fn measure(client: &str, events: usize) -> Figures {
-    let mut server = ServerProcess::start(events);
+/// The clients' runtime: multi-threaded, `PEER_WORKERS` workers (default 2).
+fn client_runtime() -> tokio::runtime::Runtime {
     let workers = std::env::var("PEER_WORKERS")
         .ok()
         .and_then(|w| w.parse().ok())
         .unwrap_or(2);
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()
         .build()
-        .expect("runtime");
+        .expect("runtime")
+}
+
+/// Runs one client against a fresh server process and returns its figures.
+pub fn measure(client: &str, events: usize) -> Figures {
+    let mut server = ServerProcess::start(events);
+    let rt = client_runtime();
     let counter = Counter::new(events);
     let url = server.url.clone();
     rt.block_on(async {
@@ -673,15 +678,7 @@ pub mod soak {
     pub fn run(events: usize) -> Soak {
         let mut pod_server = ServerProcess::start(events);
         let mut dyn_server = ServerProcess::start(events);
-        let workers = std::env::var("PEER_WORKERS")
-            .ok()
-            .and_then(|w| w.parse().ok())
-            .unwrap_or(2);
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(workers)
-            .enable_all()
-            .build()
-            .expect("runtime");
+        let rt = super::client_runtime();
         let pods = Counter::new(events);
         let dynamic = Counter::new(events);
         rt.block_on(async {

@@ -100,6 +100,37 @@ fn gated_recorder(
     })
 }
 
+/// One test's informer on `queue` (`PODS` pods listed; high waters 16 and 8), and the gate and
+/// record of the gated handler the test registers.
+struct Paced {
+    lw: FakeLw,
+    inf: SharedIndexInformer<DynamicObject, FakeLw>,
+    gate: Gate,
+    seen: Arc<Mutex<Vec<(String, u64)>>>,
+    _open: OpenOnDrop,
+}
+
+fn paced(queue: InformerQueue, max_handler_wait: Duration) -> Paced {
+    let lw = FakeLw::new(
+        (0..PODS).map(|i| pod(&format!("p{i}"), i + 1)).collect(),
+        &PODS.to_string(),
+    );
+    let pacing = Pacing {
+        queue_high_water: 16,
+        handler_high_water: 8,
+        max_handler_wait,
+    };
+    let inf = informer(queue, lw.clone(), Some(pacing));
+    let gate = Gate::default();
+    Paced {
+        lw,
+        inf,
+        _open: OpenOnDrop(gate.clone()),
+        gate,
+        seen: Arc::new(Mutex::new(Vec::new())),
+    }
+}
+
 /// `EVENTS` updates spread over `PODS` pods, resource versions `PODS + 1 ..= PODS + EVENTS`.
 fn send_updates(lw: &FakeLw) {
     for e in 0..EVENTS {
@@ -117,6 +148,17 @@ fn start(
         tokio::spawn(async move { inf.run(cancel).await })
     };
     (cancel, task)
+}
+
+/// Waits until the cache holds the last event's object (so every notification has been queued).
+async fn until_cache_has_the_last_event(inf: &SharedIndexInformer<DynamicObject, FakeLw>) {
+    let last_rv = (PODS + EVENTS).to_string();
+    until(|| {
+        inf.indexer()
+            .get_by_key("ns/p19")
+            .is_some_and(|o| o.resource_version() == Some(last_rv.as_str()))
+    })
+    .await;
 }
 
 /// Every pod's updates reached the handler, each pod's in increasing resource version order.
@@ -143,22 +185,12 @@ fn assert_in_order_per_pod(seen: &[(String, u64)]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_is_waited_for_holds_the_reader_back_within_the_bounds() {
     for queue in QUEUES {
-        let lw = FakeLw::new(
-            (0..PODS).map(|i| pod(&format!("p{i}"), i + 1)).collect(),
-            &PODS.to_string(),
-        );
-        let pacing = Pacing {
-            queue_high_water: 16,
-            handler_high_water: 8,
-            max_handler_wait: Duration::from_secs(3600),
-        };
-        let inf = informer(queue, lw.clone(), Some(pacing));
-        let (gate, seen) = (Gate::default(), Arc::new(Mutex::new(Vec::new())));
-        let _open = OpenOnDrop(gate.clone());
-        let reg = inf.add_event_handler(gated_recorder(&gate, &seen)).unwrap();
-        let (cancel, task) = start(&inf);
+        let setup = paced(queue, Duration::from_secs(3600));
+        let (lw, inf, gate, seen) = (&setup.lw, &setup.inf, &setup.gate, &setup.seen);
+        let reg = inf.add_event_handler(gated_recorder(gate, seen)).unwrap();
+        let (cancel, task) = start(inf);
         until(|| reg.has_synced()).await;
-        send_updates(&lw);
+        send_updates(lw);
 
         // The informer now waits for the handler. From here on, the whole time the handler is
         // blocked, what the reflector has read stays within the bounds: the handler's high water
@@ -196,13 +228,7 @@ async fn a_handler_that_is_waited_for_holds_the_reader_back_within_the_bounds() 
         gate.open();
         // The last event in the cache means every notification has been queued; then the
         // handler's buffer drains.
-        let last_rv = (PODS + EVENTS).to_string();
-        until(|| {
-            inf.indexer()
-                .get_by_key("ns/p19")
-                .is_some_and(|o| o.resource_version() == Some(last_rv.as_str()))
-        })
-        .await;
+        until_cache_has_the_last_event(inf).await;
         until(|| reg.pending() == 0).await;
         assert_eq!(read(), EVENTS);
         assert_in_order_per_pod(&seen.lock());
@@ -216,31 +242,15 @@ async fn a_handler_that_is_waited_for_holds_the_reader_back_within_the_bounds() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_does_not_drain_in_time_lags_without_holding_the_cache_back() {
     for queue in QUEUES {
-        let lw = FakeLw::new(
-            (0..PODS).map(|i| pod(&format!("p{i}"), i + 1)).collect(),
-            &PODS.to_string(),
-        );
-        let pacing = Pacing {
-            queue_high_water: 16,
-            handler_high_water: 8,
-            max_handler_wait: Duration::from_millis(20),
-        };
-        let inf = informer(queue, lw.clone(), Some(pacing));
-        let (gate, seen) = (Gate::default(), Arc::new(Mutex::new(Vec::new())));
-        let _open = OpenOnDrop(gate.clone());
-        let slow = inf.add_event_handler(gated_recorder(&gate, &seen)).unwrap();
+        let setup = paced(queue, Duration::from_millis(20));
+        let (lw, inf, gate, seen) = (&setup.lw, &setup.inf, &setup.gate, &setup.seen);
+        let slow = inf.add_event_handler(gated_recorder(gate, seen)).unwrap();
         let fast = inf.add_event_handler(EventHandlerFns::new()).unwrap();
-        let (cancel, task) = start(&inf);
+        let (cancel, task) = start(inf);
         until(|| slow.has_synced() || inf.has_synced()).await;
-        send_updates(&lw);
+        send_updates(lw);
 
-        let last_rv = (PODS + EVENTS).to_string();
-        until(|| {
-            inf.indexer()
-                .get_by_key("ns/p19")
-                .is_some_and(|o| o.resource_version() == Some(last_rv.as_str()))
-        })
-        .await;
+        until_cache_has_the_last_event(inf).await;
         until(|| fast.processed() >= EVENTS).await;
         assert!(
             inf.handler_stats()[0].lagging,
@@ -280,11 +290,9 @@ async fn without_pacing_nothing_is_waited_for() {
     until(|| inf.has_synced()).await;
     send_updates(&lw);
     until(|| slow.pending() as u64 >= EVENTS).await;
-    let last_rv = (PODS + EVENTS).to_string();
-    assert!(inf
-        .indexer()
-        .get_by_key("ns/p19")
-        .is_some_and(|o| o.resource_version() == Some(last_rv.as_str())));
+    // Every event buffered for the blocked handler: the cache, which is written first, is at the
+    // end already.
+    until_cache_has_the_last_event(&inf).await;
     assert!(
         !inf.handler_stats()[0].lagging,
         "lagging is a pacing state only"
