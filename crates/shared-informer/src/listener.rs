@@ -58,11 +58,13 @@ pub(crate) struct Listener<K> {
     /// Fires on removal or informer stop: the delivery task drops what is buffered and ends.
     pub(crate) stop: CancellationToken,
     task: Mutex<Option<JoinHandle<()>>>,
-    /// Pacing (P3, P4): the buffer length at which `room` is signalled and `lagging` cleared, as
-    /// the buffer drains past it; `None` when the informer is not paced.
+    /// Pacing (P3, P4): the backlog (see `backlog`) at which `room` is signalled and `lagging`
+    /// cleared as the buffer drains; `None` when the informer is not paced.
     low_water: Option<i64>,
     room: Notify,
-    /// Not waited for by the informer until the buffer is back down to `low_water` (P4).
+    /// The informer waits on `room` (set before it checks the backlog, cleared by the wake-up).
+    waited: AtomicBool,
+    /// Not waited for by the informer until the backlog is back down to `low_water` (P4).
     lagging: AtomicBool,
 }
 
@@ -94,6 +96,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             task: Mutex::new(None),
             low_water: low_water.map(|w| i64::try_from(w).unwrap_or(i64::MAX)),
             room: Notify::new(),
+            waited: AtomicBool::new(false),
             lagging: AtomicBool::new(false),
         }
     }
@@ -181,18 +184,22 @@ impl<K: Send + Sync + 'static> Listener<K> {
             Notification::Update { old, new } => handler.on_update(old, new),
             Notification::Delete(obj) => handler.on_delete(obj),
         }));
-        let before = self.pending.fetch_sub(1, Ordering::SeqCst);
-        if self.low_water.is_some_and(|low| before == low + 1) {
-            self.drained_to_low_water();
-        }
+        self.pending.fetch_sub(1, Ordering::SeqCst);
         self.processed.fetch_add(1, Ordering::Relaxed);
-        match outcome {
-            Ok(()) => {
-                if initial && self.initial_pending.fetch_sub(1, Ordering::SeqCst) == 1 {
-                    self.check_synced();
-                    self.initial_done.notify_waiters();
-                }
+        if outcome.is_ok() && initial && self.initial_pending.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.check_synced();
+            self.initial_done.notify_waiters();
+        }
+        if let Some(low) = self.low_water {
+            // Two loads when nobody waits and nothing lags: the common case.
+            if (self.waited.load(Ordering::SeqCst) || self.lagging.load(Ordering::SeqCst))
+                && self.backlog() <= low
+            {
+                self.drained_to_low_water();
             }
+        }
+        match outcome {
+            Ok(()) => {}
             Err(panic) => {
                 // As client-go: a handler that panics on an initial add never counts it as
                 // done, so that registration never reports synced (contract D7.2).
@@ -271,21 +278,30 @@ impl<K: Send + Sync + 'static> Listener<K> {
         }
     }
 
-    /// The buffer just drained to the low water: the informer may stop waiting, and a lagging
+    /// What pacing counts (P3): the notifications buffered other than initial-list adds. Those
+    /// hold objects the cache holds too, so they keep no memory alive of their own, and a large
+    /// initial list is never waited for. (A handler that panicked on an initial add never counts
+    /// it as handled, D7.2, so its backlog is undercounted by that many.)
+    fn backlog(&self) -> i64 {
+        (self.pending.load(Ordering::SeqCst) - self.initial_pending.load(Ordering::SeqCst)).max(0)
+    }
+
+    /// The backlog drained to the low water: the informer may stop waiting, and a lagging
     /// listener is waited for again (P3, P4).
     fn drained_to_low_water(&self) {
+        self.waited.store(false, Ordering::SeqCst);
         if self.lagging.swap(false, Ordering::SeqCst) {
             tracing::info!(handler = %self.name, "event handler caught up; the informer paces it again");
         }
         self.room.notify_waiters();
     }
 
-    /// Whether the informer should wait for this listener now: paced, not lagging, and more than
-    /// `high_water` notifications buffered.
+    /// Whether the informer should wait for this listener now: paced, not lagging, and a
+    /// backlog over `high_water`.
     pub(crate) fn over_high_water(&self, high_water: usize) -> bool {
         self.low_water.is_some()
             && !self.lagging.load(Ordering::SeqCst)
-            && usize::try_from(self.pending()).is_ok_and(|p| p > high_water)
+            && usize::try_from(self.backlog()).is_ok_and(|b| b > high_water)
     }
 
     /// Waits until the buffer is down to the low water, or the listener stopped (P3).
@@ -294,12 +310,15 @@ impl<K: Send + Sync + 'static> Listener<K> {
             return;
         };
         loop {
-            // Registered before the check: the delivery task's crossing wakes every enabled
-            // waiter.
+            // Registered, then announced, then checked: a delivery task that drains the backlog
+            // after the check sees `waited` and wakes this waiter; one that drained it before
+            // is seen by the check (all SeqCst).
             let drained = self.room.notified();
             tokio::pin!(drained);
             drained.as_mut().enable();
-            if self.pending.load(Ordering::SeqCst) <= low || self.stop.is_cancelled() {
+            self.waited.store(true, Ordering::SeqCst);
+            if self.backlog() <= low || self.stop.is_cancelled() {
+                self.waited.store(false, Ordering::SeqCst);
                 return;
             }
             tokio::select! {
@@ -323,9 +342,10 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 "event handler is not keeping up; the informer no longer waits for it and its buffer grows until it catches up"
             );
         }
-        // A crossing between the informer's last check and the swap above found `lagging` unset
-        // and left it so: undo the mark if the buffer is already down.
-        if self.pending.load(Ordering::SeqCst) <= low {
+        self.waited.store(false, Ordering::SeqCst);
+        // A delivery that drained the backlog between the informer's last check and the swap
+        // above found `lagging` unset and left it so: undo the mark if the backlog is down.
+        if self.backlog() <= low {
             self.lagging.store(false, Ordering::SeqCst);
         }
     }

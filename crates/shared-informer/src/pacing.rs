@@ -51,7 +51,8 @@ pub struct Pacing {
     pub queue_high_water: usize,
     /// Notifications buffered for one handler above which the informer waits for that handler
     /// before it takes more from the queue, until it is down to half of this (default
-    /// [`DEFAULT_HANDLER_HIGH_WATER`]).
+    /// [`DEFAULT_HANDLER_HIGH_WATER`]). Initial-list adds are not counted: they hold objects the
+    /// cache holds too.
     pub handler_high_water: usize,
     /// The longest the informer waits for its handlers after one pop (default
     /// [`DEFAULT_MAX_HANDLER_WAIT`]); a handler still above half its high water by then is left

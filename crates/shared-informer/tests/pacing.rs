@@ -190,6 +190,7 @@ async fn a_handler_that_is_waited_for_holds_the_reader_back_within_the_bounds() 
         let reg = inf.add_event_handler(gated_recorder(gate, seen)).unwrap();
         let (cancel, task) = start(inf);
         until(|| reg.has_synced()).await;
+        until(|| lw.watches() > 0).await;
         send_updates(lw);
 
         // The informer now waits for the handler. From here on, the whole time the handler is
@@ -248,6 +249,7 @@ async fn a_handler_that_does_not_drain_in_time_lags_without_holding_the_cache_ba
         let fast = inf.add_event_handler(EventHandlerFns::new()).unwrap();
         let (cancel, task) = start(inf);
         until(|| slow.has_synced() || inf.has_synced()).await;
+        until(|| lw.watches() > 0).await;
         send_updates(lw);
 
         until_cache_has_the_last_event(inf).await;
@@ -288,6 +290,7 @@ async fn without_pacing_nothing_is_waited_for() {
     let slow = inf.add_event_handler(gated_recorder(&gate, &seen)).unwrap();
     let (cancel, task) = start(&inf);
     until(|| inf.has_synced()).await;
+    until(|| lw.watches() > 0).await;
     send_updates(&lw);
     until(|| slow.pending() as u64 >= EVENTS).await;
     // Every event buffered for the blocked handler: the cache, which is written first, is at the
@@ -302,4 +305,54 @@ async fn without_pacing_nothing_is_waited_for() {
     assert_in_order_per_pod(&seen.lock());
     cancel.cancel();
     task.await.unwrap();
+}
+
+/// P3: initial-list adds hold objects the cache holds too, so they are not counted: a handler
+/// still busy with a large initial list is not waited for, and watch events reach the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initial_list_adds_are_not_waited_for() {
+    const LISTED: u64 = 100;
+    for queue in QUEUES {
+        let lw = FakeLw::new(
+            (0..LISTED).map(|i| pod(&format!("p{i}"), i + 1)).collect(),
+            &LISTED.to_string(),
+        );
+        let pacing = Pacing {
+            queue_high_water: 16,
+            handler_high_water: 8,
+            max_handler_wait: Duration::from_secs(3600),
+        };
+        let inf = informer(queue, lw.clone(), Some(pacing));
+        let gate = Gate::default();
+        let _open = OpenOnDrop(gate.clone());
+        let blocked = gate.clone();
+        let reg = inf
+            .add_event_handler(
+                EventHandlerFns::new().on_add(move |_: &Arc<DynamicObject>, _| blocked.pass()),
+            )
+            .unwrap();
+        let (cancel, task) = start(&inf);
+        until(|| inf.has_synced() && lw.watches() > 0).await;
+        assert!(
+            reg.pending() as u64 >= LISTED - 1,
+            "{queue:?}: the initial adds wait"
+        );
+        // Fewer updates than the high water: had the initial adds counted, the informer would
+        // wait for this handler (for an hour) before taking them from the queue.
+        for e in 0..4 {
+            assert!(lw.send(WatchEvent::Modified(pod(&format!("p{e}"), LISTED + 1 + e))));
+        }
+        let last = (LISTED + 4).to_string();
+        until(|| {
+            inf.indexer()
+                .get_by_key("ns/p3")
+                .is_some_and(|o| o.resource_version() == Some(last.as_str()))
+        })
+        .await;
+        assert!(!inf.handler_stats()[0].lagging);
+        gate.open();
+        until(|| reg.pending() == 0 && reg.has_synced()).await;
+        cancel.cancel();
+        task.await.unwrap();
+    }
 }
