@@ -48,6 +48,7 @@ use kube::runtime::WatchStreamExt as _;
 use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object};
 use shared_informer::reflector::{ClusterConfig, Decode, Resource};
 use shared_informer::{EventHandlerFns, SharedInformerFactory};
+use sim_apiserver::procstat::{cpu_between, process_cpu_s, status_mb, thread_cpu};
 use tokio_util::sync::CancellationToken;
 
 /// Pods in the list.
@@ -231,8 +232,8 @@ pub fn measure(client: &str, events: usize) -> Figures {
             other => panic!("unknown client {other}"),
         };
         let sync = started.elapsed();
-        let rss_sync_mb = proc_status_mb("VmRSS:");
-        let list_peak_rss_mb = proc_status_mb("VmHWM:");
+        let rss_sync_mb = status_mb("VmRSS:");
+        let list_peak_rss_mb = status_mb("VmHWM:");
         reset_peak_rss();
         let trace = std::env::var_os("PEER_TRACE").is_some().then(|| {
             let counter = Arc::clone(&counter);
@@ -243,7 +244,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
                     eprintln!(
                         "  t={:>5} ms rss {:>6.0} MB handled {}",
                         start.elapsed().as_millis(),
-                        proc_status_mb("VmRSS:"),
+                        status_mb("VmRSS:"),
                         counter.count.load(Ordering::Relaxed)
                     );
                 }
@@ -274,16 +275,19 @@ pub fn measure(client: &str, events: usize) -> Figures {
         let cpu = process_cpu_s() - cpu_before;
         if let Some(trace) = trace {
             trace.abort();
-            eprintln!("  cpu by thread in the watch: {}", cpu_between(&threads_before));
+            eprintln!(
+                "  cpu by thread in the watch: {}",
+                cpu_between(&threads_before, &thread_cpu())
+            );
         }
         let figures = Figures {
             events_per_s: events as f64 / took.as_secs_f64(),
             sync_ms: sync.as_secs_f64() * 1e3,
             rss_sync_mb,
-            rss_end_mb: proc_status_mb("VmRSS:"),
-            peak_rss_mb: list_peak_rss_mb.max(proc_status_mb("VmHWM:")),
+            rss_end_mb: status_mb("VmRSS:"),
+            peak_rss_mb: list_peak_rss_mb.max(status_mb("VmHWM:")),
             list_peak_rss_mb,
-            watch_peak_rss_mb: proc_status_mb("VmHWM:"),
+            watch_peak_rss_mb: status_mb("VmHWM:"),
             cpu_us_per_event: cpu * 1e6 / events as f64,
             max_backlog,
         };
@@ -435,7 +439,9 @@ fn pacing_from_env() -> Option<Option<shared_informer::Pacing>> {
     if value == "off" {
         return Some(None);
     }
-    let (queue, handler) = value.split_once(',').expect("PEER_PACING=off or <queue>,<handler>");
+    let (queue, handler) = value
+        .split_once(',')
+        .expect("PEER_PACING=off or <queue>,<handler>");
     Some(Some(shared_informer::Pacing {
         queue_high_water: queue.parse().expect("queue high water"),
         handler_high_water: handler.parse().expect("handler high water"),
@@ -464,68 +470,6 @@ fn reset_peak_rss() {
     if let Err(e) = std::fs::write("/proc/self/clear_refs", "5") {
         eprintln!("peak RSS not reset ({e}): the watch peak includes the list's");
     }
-}
-
-/// A `/proc/self/status` field in MB (0 where there is no `/proc`).
-pub(crate) fn proc_status_mb(field: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}
-
-/// User + system seconds from a `stat` file's text (clock ticks of 10 ms).
-fn stat_cpu_s(stat: &str) -> f64 {
-    // Fields after the parenthesised name: utime and stime are the 14th and 15th of the line.
-    stat.rfind(')')
-        .map(|i| {
-            stat[i + 2..]
-                .split_whitespace()
-                .skip(11)
-                .take(2)
-                .filter_map(|t| t.parse::<f64>().ok())
-                .sum::<f64>()
-                / 100.0
-        })
-        .unwrap_or(0.0)
-}
-
-/// The process's CPU seconds so far.
-fn process_cpu_s() -> f64 {
-    std::fs::read_to_string("/proc/self/stat").map_or(0.0, |s| stat_cpu_s(&s))
-}
-
-/// CPU seconds by thread name so far.
-fn thread_cpu() -> std::collections::BTreeMap<String, f64> {
-    let mut by_name = std::collections::BTreeMap::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return by_name;
-    };
-    for task in tasks.flatten() {
-        let (Ok(name), Ok(stat)) = (
-            std::fs::read_to_string(task.path().join("comm")),
-            std::fs::read_to_string(task.path().join("stat")),
-        ) else {
-            continue;
-        };
-        *by_name.entry(name.trim().to_string()).or_insert(0.0) += stat_cpu_s(&stat);
-    }
-    by_name
-}
-
-fn cpu_between(before: &std::collections::BTreeMap<String, f64>) -> String {
-    thread_cpu()
-        .iter()
-        .map(|(name, s)| (name, s - before.get(name).copied().unwrap_or(0.0)))
-        .filter(|(_, s)| *s > 0.0)
-        .map(|(name, s)| format!("{name} {s:.2} s"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The fast fake API server, run as `peer-bench serve [events]` in a process of its own: the list
@@ -609,17 +553,6 @@ mod server {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_is_read_from_the_fields_after_the_name() {
-        let stat = "42 (tokio (worker)) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0";
-        assert!((stat_cpu_s(stat) - 3.0).abs() < 1e-9);
-    }
-}
-
 /// The soak variant (`peer-bench soak [events]`): a typed `Pod` informer and a `DynamicObject`
 /// informer in one process, each against a server process of its own (10k pods, then `events`
 /// `MODIFIED` events each, released together once both have synced), the process's RSS sampled
@@ -633,7 +566,9 @@ pub mod soak {
     use k8s_openapi::api::core::v1::Pod;
     use shared_informer::reflector::store_index::DynamicObject;
 
-    use super::{proc_status_mb, reset_peak_rss, ClientRun, Counter, ServerProcess};
+    use sim_apiserver::procstat::status_mb;
+
+    use super::{reset_peak_rss, ClientRun, Counter, ServerProcess};
 
     /// One sample: milliseconds since the release, RSS, and each handler's count.
     #[derive(Debug, Clone, Copy)]
@@ -684,7 +619,7 @@ pub mod soak {
         rt.block_on(async {
             let pod_run = ClientRun::ours::<Pod>(&pod_server.url, &pods).await;
             let dyn_run = ClientRun::ours::<DynamicObject>(&dyn_server.url, &dynamic).await;
-            let rss_sync_mb = proc_status_mb("VmRSS:");
+            let rss_sync_mb = status_mb("VmRSS:");
             reset_peak_rss();
             eprintln!("soak: both informers synced, RSS {rss_sync_mb:.0} MB; releasing {events} events each");
             let start = Instant::now();
@@ -710,7 +645,7 @@ pub mod soak {
                 tick.tick().await;
                 let sample = Sample {
                     t_ms: start.elapsed().as_millis(),
-                    rss_mb: proc_status_mb("VmRSS:"),
+                    rss_mb: status_mb("VmRSS:"),
                     pods: pods.count.load(Ordering::Relaxed),
                     dynamic: dynamic.count.load(Ordering::Relaxed),
                 };
@@ -726,8 +661,8 @@ pub mod soak {
             let (pod_took, dyn_took) = ends.await.expect("counters");
             let soak = Soak {
                 rss_sync_mb,
-                watch_peak_rss_mb: proc_status_mb("VmHWM:"),
-                rss_end_mb: proc_status_mb("VmRSS:"),
+                watch_peak_rss_mb: status_mb("VmHWM:"),
+                rss_end_mb: status_mb("VmRSS:"),
                 pod_events_per_s: events as f64 / pod_took.as_secs_f64(),
                 dynamic_events_per_s: events as f64 / dyn_took.as_secs_f64(),
                 samples,

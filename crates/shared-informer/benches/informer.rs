@@ -38,6 +38,7 @@ use shared_informer::reflector::store_index::{
 use shared_informer::reflector::{Client, ClusterConfig, Decode, Resource};
 use shared_informer::{EventHandlerFns, InformerQueue, SharedInformerFactory};
 use sim_apiserver::fixtures::realistic_pod_json;
+use sim_apiserver::procstat;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 
@@ -373,7 +374,7 @@ async fn watch_throughput(cached: usize, events: usize, rounds: usize) {
         done_rx.await.expect("producer");
         let produced = produce.elapsed();
         let target = (round as u64 + 1) * events as u64;
-        let cpu_before = thread_cpu();
+        let cpu_before = procstat::thread_cpu();
         let switches = context_switches();
         perf_control("enable");
         let start = Instant::now();
@@ -381,7 +382,7 @@ async fn watch_throughput(cached: usize, events: usize, rounds: usize) {
         updates.wait_for(target).await;
         let took = start.elapsed();
         perf_control("disable");
-        let cpu = cpu_between(&cpu_before, &thread_cpu());
+        let cpu = procstat::cpu_between(&cpu_before, &procstat::thread_cpu());
         let switches = context_switches() - switches;
 
         // Baseline: decode the very event lines the server sent in this round, read again by a
@@ -681,7 +682,7 @@ where
     factory.start(&cancel);
     factory.wait_for_cache_sync(Duration::from_secs(120)).await;
     let rss_synced = rss_mb();
-    let cpu_before = thread_cpu();
+    let cpu_before = procstat::thread_cpu();
     let switches = context_switches();
     // The events were held back until now: none of them was read while the cache synced.
     let start = Instant::now();
@@ -695,7 +696,7 @@ where
         updates.wait_for(events as u64).await;
     }
     let took = start.elapsed();
-    let cpu = cpu_between(&cpu_before, &thread_cpu());
+    let cpu = procstat::cpu_between(&cpu_before, &procstat::thread_cpu());
     let switches = context_switches() - switches;
     eprintln!(
         "rss after sync {rss_synced:.0} MB, after the watch {:.0} MB, peak {:.0} MB",
@@ -874,66 +875,11 @@ fn context_switches() -> u64 {
         .sum()
 }
 
-/// CPU seconds used so far by this process's threads, summed per thread name (from
-/// `/proc/self/task/*/stat`; clock ticks of 10 ms). Empty where `/proc` is not there.
-fn thread_cpu() -> std::collections::BTreeMap<String, f64> {
-    let mut by_name = std::collections::BTreeMap::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return by_name;
-    };
-    for task in tasks.flatten() {
-        let path = task.path();
-        let (Ok(name), Ok(stat)) = (
-            std::fs::read_to_string(path.join("comm")),
-            std::fs::read_to_string(path.join("stat")),
-        ) else {
-            continue;
-        };
-        // Fields after the parenthesised name: state is the 3rd field, utime and stime the 14th
-        // and 15th.
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: f64 = fields
-            .get(11..13)
-            .map(|f| f.iter().filter_map(|t| t.parse::<f64>().ok()).sum())
-            .unwrap_or(0.0);
-        *by_name.entry(name.trim().to_string()).or_insert(0.0) += ticks / 100.0;
-    }
-    by_name
-}
-
-/// The CPU each thread name used between two [`thread_cpu`] readings, for a one-line report.
-fn cpu_between(
-    before: &std::collections::BTreeMap<String, f64>,
-    after: &std::collections::BTreeMap<String, f64>,
-) -> String {
-    after
-        .iter()
-        .map(|(name, secs)| (name, secs - before.get(name).copied().unwrap_or(0.0)))
-        .filter(|(_, secs)| *secs > 0.0)
-        .map(|(name, secs)| format!("{name} {secs:.2} s"))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn proc_status_mb(field: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
-}
 fn rss_mb() -> f64 {
-    proc_status_mb("VmRSS:")
+    procstat::status_mb("VmRSS:")
 }
 fn peak_rss_mb() -> f64 {
-    proc_status_mb("VmHWM:")
+    procstat::status_mb("VmHWM:")
 }
 
 /// Prints one machine-readable figure for `cargo xtask bench`: the value, its same-run baseline,
