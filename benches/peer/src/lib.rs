@@ -14,6 +14,8 @@
 //! Clients, picked by the first argument:
 //! - `kube-pod`: `kube::runtime::reflector` over `kube::runtime::watcher` of `k8s_openapi` `Pod`
 //!   (default watcher configuration), the handler being the loop that consumes the stream;
+//! - `kube-dynamic`: the same of `kube::api::DynamicObject` (the like-for-like peer of our
+//!   `DynamicObject`: typed metadata, the rest as `serde_json::Value`);
 //! - `ours-pod`, `ours-dynamic`, `ours-compact`: a `SharedInformerFactory` informer of `Pod`,
 //!   `DynamicObject` or `CompactObject` (default queue, no indexes), one `on_update` handler.
 //!
@@ -31,7 +33,8 @@
 //!
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
 //! CPU each thread used, on stderr. `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
-//! handler and sees the end in the cache instead; `PEER_WORKERS=N` sets the client runtime's worker
+//! handler and sees the end in the cache instead; `PEER_CACHED=N` lists N pods instead of 10k (with
+//! `events` 0 or small, a measure of the initial list alone); `PEER_WORKERS=N` sets the client runtime's worker
 //! threads (default 2); `PEER_PACING=off` or `PEER_PACING=<queue>,<handler>` replaces the
 //! informers' default pacing (high waters). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
@@ -51,13 +54,28 @@ use shared_informer::{EventHandlerFns, SharedInformerFactory};
 use sim_apiserver::procstat::{cpu_between, process_cpu_s, status_mb, thread_cpu};
 use tokio_util::sync::CancellationToken;
 
-/// Pods in the list.
+/// Pods in the list by default.
 pub const CACHED: usize = 10_000;
+
+/// Pods in the list: `PEER_CACHED` (read by the client and inherited by the server process), else
+/// [`CACHED`].
+pub fn cached() -> usize {
+    std::env::var("PEER_CACHED")
+        .ok()
+        .map(|n| n.parse().expect("PEER_CACHED: a number"))
+        .unwrap_or(CACHED)
+}
 /// Watch events by default.
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 4] = ["kube-pod", "ours-pod", "ours-dynamic", "ours-compact"];
+pub const CLIENTS: [&str; 5] = [
+    "kube-pod",
+    "kube-dynamic",
+    "ours-pod",
+    "ours-dynamic",
+    "ours-compact",
+];
 
 /// Entry point of both binaries; `allocator` names the process's global allocator in the result.
 pub fn run(allocator: &'static str) {
@@ -67,7 +85,7 @@ pub fn run(allocator: &'static str) {
         .map(|n| n.parse::<usize>().expect("events: a number"))
         .unwrap_or(DEFAULT_EVENTS);
     match args.first().map(String::as_str) {
-        Some("serve") => server::serve(CACHED, events),
+        Some("serve") => server::serve(cached(), events),
         Some("soak") => {
             let soak = soak::run(events);
             println!("bench-result {}", soak.to_json(events, allocator));
@@ -112,12 +130,13 @@ pub struct Figures {
 impl Figures {
     fn to_json(self, client: &str, events: usize, allocator: &str) -> serde_json::Value {
         serde_json::json!({
-            "name": format!("peer: {client}, watch {events} events over {CACHED} pods, {allocator}"),
+            "name": format!("peer: {client}, watch {events} events over {} pods, {allocator}", cached()),
             "value": self.events_per_s,
             "unit": "events/s",
             "client": client,
             "allocator": allocator,
             "events": events,
+            "cached": cached(),
             "events_per_s": self.events_per_s,
             "sync_ms": self.sync_ms,
             "rss_sync_mb": self.rss_sync_mb,
@@ -225,7 +244,16 @@ pub fn measure(client: &str, events: usize) -> Figures {
     rt.block_on(async {
         let started = Instant::now();
         let client_run = match client {
-            "kube-pod" => ClientRun::kube(&url, &counter).await,
+            "kube-pod" => {
+                let client = kube_client(&url);
+                ClientRun::kube(kube::Api::<Pod>::all(client), (), &counter).await
+            }
+            "kube-dynamic" => {
+                let resource = kube::discovery::ApiResource::erase::<Pod>(&());
+                let client = kube_client(&url);
+                let api = kube::Api::<kube::api::DynamicObject>::all_with(client, &resource);
+                ClientRun::kube(api, resource, &counter).await
+            }
             "ours-pod" => ClientRun::ours::<Pod>(&url, &counter).await,
             "ours-dynamic" => ClientRun::ours::<DynamicObject>(&url, &counter).await,
             "ours-compact" => ClientRun::ours::<CompactObject>(&url, &counter).await,
@@ -308,6 +336,12 @@ pub fn measure(client: &str, events: usize) -> Figures {
     })
 }
 
+/// A kube-rs client of the server at `url`, with kube's default configuration otherwise.
+fn kube_client(url: &str) -> kube::Client {
+    let config = kube::Config::new(url.parse().expect("url"));
+    kube::Client::try_from(config).expect("kube client")
+}
+
 /// A running, synced client.
 enum ClientRun {
     Kube(tokio::task::JoinHandle<()>),
@@ -321,11 +355,19 @@ enum ClientRun {
 impl ClientRun {
     /// kube-rs: `reflector(writer, watcher(api, default config))`, consumed by one task that counts
     /// `Apply` events once the store is ready.
-    async fn kube(url: &str, counter: &Arc<Counter>) -> Self {
-        let config = kube::Config::new(url.parse().expect("url"));
-        let client = kube::Client::try_from(config).expect("kube client");
-        let api: kube::Api<Pod> = kube::Api::all(client);
-        let (store, writer) = kube::runtime::reflector::store();
+    async fn kube<K>(api: kube::Api<K>, dyntype: K::DynamicType, counter: &Arc<Counter>) -> Self
+    where
+        K: kube::Resource
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+        K::DynamicType: Clone + Eq + std::hash::Hash + Send + Sync + 'static,
+    {
+        let writer = kube::runtime::reflector::store::Writer::new(dyntype);
+        let store = writer.as_reader();
         // As kube-rs's examples write it: a watcher with the default backoff (without one, a failed
         // watch is retried at once, in a loop that never yields).
         let stream = kube::runtime::reflector(
@@ -353,7 +395,7 @@ impl ClientRun {
             }
         });
         store.wait_until_ready().await.expect("kube store ready");
-        assert_eq!(store.len(), CACHED, "kube store synced");
+        assert_eq!(store.len(), cached(), "kube store synced");
         ClientRun::Kube(task)
     }
 
@@ -381,16 +423,17 @@ impl ClientRun {
         factory.start(&cancel);
         let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
         assert!(report.all_synced(), "informer synced");
-        assert_eq!(informer.indexer().len(), CACHED, "informer synced");
+        assert_eq!(informer.indexer().len(), cached(), "informer synced");
         let pending: Arc<dyn Fn() -> i64 + Send + Sync> = match registration {
             Some(registration) => Arc::new(move || registration.pending()),
             None => {
                 // PEER_NO_HANDLER: no handler; the end is seen in the cache, polled every
                 // millisecond: the last event's pod at the last event's resource version.
                 let target = counter.target as usize;
-                let i = (target - 1) % CACHED;
+                let cached = cached();
+                let i = (target - 1) % cached;
                 let key = format!("team-{}/web-{i}-7c9f8d6b5-x2k4p", i % 100);
-                let last_rv = (CACHED + target).to_string();
+                let last_rv = (cached + target).to_string();
                 let counter = Arc::clone(counter);
                 let informer = informer.clone();
                 tokio::spawn(async move {
@@ -481,15 +524,12 @@ mod server {
 
     use bytes::Bytes;
     use sim_apiserver::fixtures::realistic_pod_json;
+    use sim_apiserver::PrebuiltList;
 
-    /// The list body and the event lines: the bytes the `informer` bench's fast server serves.
-    pub fn bytes(cached: usize, events: usize) -> (Bytes, Vec<Bytes>) {
+    /// The list (served in pages of the client's `limit`, as kube-apiserver serves it) and the event
+    /// lines: the bytes the `informer` bench's fast server serves.
+    pub fn bytes(cached: usize, events: usize) -> (PrebuiltList, Vec<Bytes>) {
         let pod_lines: Vec<String> = (0..cached).map(realistic_pod_json).collect();
-        let list = format!(
-            r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{}"}},"items":[{}]}}"#,
-            cached,
-            pod_lines.join(",")
-        );
         // MODIFIED events: the same pods with later resource versions.
         let rv_of = |i: usize| format!(r#""resourceVersion":"{}""#, 1000 + i);
         let lines = (0..events)
@@ -503,7 +543,9 @@ mod server {
                 Bytes::from(format!("{{\"type\":\"MODIFIED\",\"object\":{obj}}}\n"))
             })
             .collect();
-        (Bytes::from(list), lines)
+        let items = pod_lines.into_iter().map(Bytes::from).collect();
+        let list = PrebuiltList::paged("PodList", &cached.to_string(), items);
+        (list, lines)
     }
 
     pub fn serve(cached: usize, events: usize) {
@@ -538,7 +580,7 @@ mod server {
         #[test]
         fn every_event_is_one_modified_line_with_a_later_resource_version() {
             let (list, lines) = super::bytes(3, 5);
-            let list: serde_json::Value = serde_json::from_slice(&list).unwrap();
+            let list: serde_json::Value = serde_json::from_slice(list.whole()).unwrap();
             assert_eq!(list["items"].as_array().unwrap().len(), 3);
             for (e, line) in lines.iter().enumerate() {
                 assert!(line.ends_with(b"\n"));
