@@ -1,5 +1,7 @@
 //! Typed `k8s_openapi` objects (feature `k8s-openapi`): addressing from the types' own metadata,
-//! and [`Decode`](crate::Decode) for the commonly used resource types.
+//! and [`Decode`](crate::Decode) for the commonly used resource types, each object kept compact
+//! (every list and string allocated at exactly its length: see
+//! [`decode_with_serde_compacted!`](crate::decode_with_serde_compacted)).
 //!
 //! `Decode` cannot be implemented for every `k8s_openapi` type at once (it would overlap with the
 //! implementations for `DynamicObject` and `CompactObject`), so it is implemented for the list
@@ -36,7 +38,9 @@ impl Resource {
     }
 }
 
-crate::decode_with_serde!(
+// Compacted: a typed object holds many lists, each decoded with up to half its capacity unused;
+// the cache keeps a copy allocated at exactly their lengths (about a fifth less memory for a Pod).
+crate::decode_with_serde_compacted!(
     k8s_openapi::api::core::v1::Pod,
     k8s_openapi::api::core::v1::ConfigMap,
     k8s_openapi::api::core::v1::Secret,
@@ -87,6 +91,44 @@ mod tests {
 
     use crate::store_index::Object;
     use crate::{Resource, WatchDecoder, WatchEvent};
+
+    /// Decoded typed objects are compact: every list's capacity is its length (serde alone leaves
+    /// `env` of 3 with room for 4, `conditions` of 5 with room for 8), in watch events and in list
+    /// pages alike.
+    #[test]
+    fn typed_objects_are_kept_compact_every_list_at_its_length() {
+        fn assert_compact(pod: &Pod) {
+            let spec = pod.spec.as_ref().unwrap();
+            assert_eq!(spec.containers.capacity(), spec.containers.len());
+            let env = spec.containers[0].env.as_ref().unwrap();
+            assert_eq!((env.len(), env.capacity()), (3, 3));
+            let conditions = pod.status.as_ref().unwrap().conditions.as_ref().unwrap();
+            assert_eq!((conditions.len(), conditions.capacity()), (5, 5));
+        }
+        let condition = |t: &str| format!(r#"{{"type":"{t}","status":"True"}}"#);
+        let conditions: Vec<String> = ["A", "B", "C", "D", "E"]
+            .iter()
+            .map(|t| condition(t))
+            .collect();
+        let pod = format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p","namespace":"ns","resourceVersion":"5"}},"spec":{{"containers":[{{"name":"c","env":[{{"name":"a"}},{{"name":"b"}},{{"name":"c"}}]}}]}},"status":{{"conditions":[{}]}}}}"#,
+            conditions.join(",")
+        );
+        let mut decoder = WatchDecoder::<Pod>::default();
+        let mut events = Vec::new();
+        let line = format!("{{\"type\":\"ADDED\",\"object\":{pod}}}\n");
+        decoder.decode(Bytes::from(line), &mut events).unwrap();
+        match &events[0] {
+            WatchEvent::Added(pod) => assert_compact(pod),
+            other => panic!("{other:?}"),
+        }
+        let page = format!(
+            r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{pod},{pod}]}}"#
+        );
+        let list = crate::ObjectList::<Pod>::from_json(&Bytes::from(page)).unwrap();
+        assert_eq!(list.items.len(), 2);
+        list.items.iter().for_each(assert_compact);
+    }
 
     #[test]
     fn typed_pods_decode_from_a_watch_stream() {
