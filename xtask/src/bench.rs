@@ -10,7 +10,9 @@
 //!
 //! Then the peer comparison (`benches/peer`): kube-rs's reflector and this project's informers, each
 //! client in a process of its own against a fake server in another, [`PEER_RUNS`] times each,
-//! interleaved; the table gets the medians with ratios against kube-rs.
+//! interleaved; the table gets the medians with ratios against kube-rs (its `Pod` reflector for
+//! every type, and its `DynamicObject` reflector for ours too); then one 100k-pod initial list of
+//! each typed client (peak RSS) and the soak.
 //!
 //! Arguments: `--quick` (shorter criterion runs, fewer peer watch events; figures noisier),
 //! `--no-write` (print only).
@@ -156,14 +158,48 @@ const PEER_RUNS: usize = 3;
 /// The client runtime's worker threads the peer comparison runs with (`PEER_WORKERS`).
 const PEER_WORKERS: [usize; 2] = [2, 1];
 
-/// The peer-comparison clients (`peer-bench <client>`) and how the table names them; the first is
-/// the baseline of the others.
-const PEER_CLIENTS: &[(&str, &str)] = &[
-    ("kube-pod", "kube-rs reflector, Pod"),
-    ("ours-pod", "informer Pod"),
-    ("ours-dynamic", "informer DynamicObject"),
-    ("ours-compact", "informer CompactObject"),
+/// The peer-comparison clients (`peer-bench <client>`), run in this order each round.
+const PEER_CLIENTS: &[&str] = &[
+    "kube-pod",
+    "kube-dynamic",
+    "ours-pod",
+    "ours-dynamic",
+    "ours-compact",
 ];
+
+/// The table's comparisons: one of our clients, how the table names it, and the kube-rs client it
+/// is set against with that one's name. kube-rs's `Pod` reflector is the baseline of every type
+/// (issue 18's); `DynamicObject` is also set against kube-rs's reflector of its own
+/// `DynamicObject`, the client a user of dynamic objects would pick instead.
+const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
+    (
+        "ours-pod",
+        "informer Pod",
+        "kube-pod",
+        "kube-rs reflector, Pod",
+    ),
+    (
+        "ours-dynamic",
+        "informer DynamicObject",
+        "kube-pod",
+        "kube-rs reflector, Pod",
+    ),
+    (
+        "ours-dynamic",
+        "informer DynamicObject against kube-rs's DynamicObject",
+        "kube-dynamic",
+        "kube-rs reflector, DynamicObject",
+    ),
+    (
+        "ours-compact",
+        "informer CompactObject",
+        "kube-pod",
+        "kube-rs reflector, Pod",
+    ),
+];
+
+/// Pods in the peer comparison's large initial list (its peak RSS, ours against kube-rs's).
+const PEER_LARGE_LIST: usize = 100_000;
 
 /// Targets of the custom benches' figures: the first whose text the figure's name contains.
 const CUSTOM_TARGETS: &[(&str, &str)] = &[
@@ -173,6 +209,8 @@ const CUSTOM_TARGETS: &[(&str, &str)] = &[
     ("peer: watch, informer CompactObject", "≥ 4.5"),
     ("peer: watch peak RSS", "peak ≤ 1.1x RSS at sync"),
     ("peer: soak", "≤ 1.1"),
+    // Issue 18: the large typed list's peak at most 0.8x kube-rs's (kube-rs's peak over ours).
+    ("peer: initial list peak RSS", "≥ 1.25"),
     // Issue 19: batched in-order processing must not be slower than the DeltaFifo.
     ("in-order queue", "≥ 1.0"),
     // A diagnostic second baseline, not what issue 6's target is set against.
@@ -320,20 +358,30 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
     for workers in PEER_WORKERS {
         let mut runs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for round in 1..=PEER_RUNS {
-            for (client, _) in PEER_CLIENTS {
+            for client in PEER_CLIENTS {
                 println!(
                     "peer comparison, {workers} worker(s), round {round}/{PEER_RUNS}: {client}"
                 );
-                let result = run_peer_bench(&exe, &[client, events], workers)?;
+                let result = run_peer_bench(&exe, &[client, events], workers, &[])?;
                 runs.entry(client.to_string()).or_default().push(result);
             }
         }
         rows.extend(peer_rows(&runs, workers));
     }
+    // The large typed list: its peak RSS, one run each (default runtime; the figure is memory,
+    // which moves little from run to run).
+    let cached = PEER_LARGE_LIST.to_string();
+    let mut large = BTreeMap::new();
+    for client in ["kube-pod", "ours-pod"] {
+        println!("peer comparison: initial list of {cached} pods, {client}");
+        let env = [("PEER_CACHED", cached.as_str())];
+        large.insert(client, run_peer_bench(&exe, &[client, "1000"], 2, &env)?);
+    }
+    rows.extend(large_list_row(&large["ours-pod"], &large["kube-pod"]));
     // The soak: a typed and a dynamic informer together, RSS over time (default runtime).
     println!("peer comparison: soak, Pod + DynamicObject informers");
     let soak_events = if quick { "60000" } else { "200000" };
-    let soak = run_peer_bench(&exe, &["soak", soak_events], 2)?;
+    let soak = run_peer_bench(&exe, &["soak", soak_events], 2, &[])?;
     rows.push(soak_row(&soak));
     Ok(rows)
 }
@@ -345,15 +393,9 @@ fn median_of(runs: &[Value], field: &str) -> Option<f64> {
     values.get(values.len().checked_sub(1)? / 2).copied()
 }
 
-/// The peer comparison's rows, in the custom benches' format: each of this project's clients
-/// beside kube-rs (the first of [`PEER_CLIENTS`]), median against median.
+/// The peer comparison's rows, in the custom benches' format: each pair of [`PEER_PAIRS`], our
+/// client beside its kube-rs peer, median against median.
 fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> {
-    let (base_client, base_label) = PEER_CLIENTS[0];
-    let Some(base) = runs.get(base_client) else {
-        return Vec::new();
-    };
-    let events = base.first().and_then(|r| r["events"].as_u64()).unwrap_or(0);
-    let n = base.len();
     let mut rows = Vec::new();
     // (what, field, unit, higher is better)
     let figures = [
@@ -363,10 +405,12 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> 
         ("watch peak RSS", "watch_peak_rss_mb", "MB", false),
         ("CPU per watch event", "cpu_us_per_event", "µs", false),
     ];
-    for (client, label) in &PEER_CLIENTS[1..] {
-        let Some(ours) = runs.get(*client) else {
+    for (client, label, base_client, base_label) in PEER_PAIRS {
+        let (Some(ours), Some(base)) = (runs.get(*client), runs.get(*base_client)) else {
             continue;
         };
+        let events = base.first().and_then(|r| r["events"].as_u64()).unwrap_or(0);
+        let n = base.len();
         for (what, field, unit, higher_better) in figures {
             let (Some(value), Some(baseline)) = (median_of(ours, field), median_of(base, field))
             else {
@@ -400,11 +444,46 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> 
     rows
 }
 
-/// Runs `peer-bench <args>` on a client runtime of `workers` threads; its `bench-result` line.
-fn run_peer_bench(exe: &Path, args: &[&str], workers: usize) -> Result<Value, String> {
+/// The large list's row: our typed informer's peak RSS over the initial list against kube-rs's
+/// (kube-rs's over ours: higher is better), with both RSS at sync and sync times in the note.
+fn large_list_row(ours: &Value, kube: &Value) -> Option<Value> {
+    let figure = |run: &Value, field: &str| run[field].as_f64();
+    let (value, baseline) = (
+        figure(ours, "list_peak_rss_mb")?,
+        figure(kube, "list_peak_rss_mb")?,
+    );
+    Some(serde_json::json!({
+        "name": format!(
+            "peer: initial list peak RSS, informer Pod, {} pods (2 worker(s); one run), glibc malloc",
+            ours["cached"].as_u64().unwrap_or(0)
+        ),
+        "value": value,
+        "unit": "MB",
+        "baseline": baseline,
+        "baseline_name": "kube-rs reflector, Pod",
+        "ratio": baseline / value,
+        "note": format!(
+            "RSS at sync {:.0} MB (kube-rs {:.0} MB), sync {:.1} s (kube-rs {:.1} s)",
+            figure(ours, "rss_sync_mb").unwrap_or(f64::NAN),
+            figure(kube, "rss_sync_mb").unwrap_or(f64::NAN),
+            figure(ours, "sync_ms").unwrap_or(f64::NAN) / 1e3,
+            figure(kube, "sync_ms").unwrap_or(f64::NAN) / 1e3
+        ),
+    }))
+}
+
+/// Runs `peer-bench <args>` on a client runtime of `workers` threads, with `env` set; its
+/// `bench-result` line.
+fn run_peer_bench(
+    exe: &Path,
+    args: &[&str],
+    workers: usize,
+    env: &[(&str, &str)],
+) -> Result<Value, String> {
     let what = format!("`peer-bench {}`", args.join(" "));
     let out = Command::new(exe)
         .args(args)
+        .envs(env.iter().copied())
         .env("PEER_WORKERS", workers.to_string())
         .current_dir(tools::workspace_root())
         .stderr(Stdio::inherit())
@@ -762,6 +841,48 @@ mod tests {
             .find(|r| r.label.starts_with("peer: watch peak"))
             .unwrap();
         assert_eq!(peak.target, "peak ≤ 1.1x RSS at sync");
+
+        // DynamicObject: against kube-rs's Pod reflector and against its DynamicObject one.
+        runs.insert(
+            "kube-dynamic".to_string(),
+            vec![run(50.0, 40.0, 400.0, 300.0, 16.0)],
+        );
+        runs.insert(
+            "ours-dynamic".to_string(),
+            vec![run(150.0, 20.0, 400.0, 300.0, 8.0)],
+        );
+        let rows = peer_rows(&runs, 1);
+        let watch_of = |needle: &str| {
+            rows.iter()
+                .find(|r| r["name"].as_str().unwrap().starts_with(needle))
+                .unwrap()["ratio"]
+                .as_f64()
+                .unwrap()
+        };
+        assert_eq!(watch_of("peer: watch, informer DynamicObject ("), 0.75);
+        assert_eq!(
+            watch_of("peer: watch, informer DynamicObject against kube-rs's DynamicObject"),
+            3.0
+        );
+    }
+
+    #[test]
+    fn the_large_list_row_is_kube_rs_peak_over_ours() {
+        let run = |peak: f64| {
+            serde_json::json!({
+                "cached": 100000, "list_peak_rss_mb": peak, "rss_sync_mb": peak - 10.0, "sync_ms": 5000.0
+            })
+        };
+        let row = large_list_row(&run(1600.0), &run(2000.0)).unwrap();
+        assert_eq!(row["ratio"], 1.25);
+        assert!(row["name"].as_str().unwrap().contains("100000 pods"));
+        let table = table_rows(&BTreeMap::new(), &[row]);
+        let large = table
+            .iter()
+            .find(|r| r.label.starts_with("peer: initial list"))
+            .unwrap();
+        assert_eq!(large.target, "≥ 1.25");
+        assert!(large_list_row(&serde_json::json!({}), &run(1.0)).is_none());
     }
 
     #[test]
