@@ -36,7 +36,8 @@
 //! handler and sees the end in the cache instead; `PEER_CACHED=N` lists N pods instead of 10k (with
 //! `events` 0 or small, a measure of the initial list alone); `PEER_WORKERS=N` sets the client runtime's worker
 //! threads (default 2); `PEER_PACING=off` or `PEER_PACING=<queue>,<handler>` replaces the
-//! informers' default pacing (high waters). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
+//! informers' default pacing (high waters), `PEER_QUEUE=delta-fifo` or `PEER_QUEUE=in-order,<batch>`
+//! their default queue. `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -408,6 +409,9 @@ impl ClientRun {
         if let Some(pacing) = pacing_from_env() {
             factory = factory.pacing(pacing);
         }
+        if let Some(queue) = queue_from_env() {
+            factory = factory.queue(queue);
+        }
         let informer = factory
             .informer::<K>(Resource::namespaced("", "v1", "pods"))
             .expect("informer");
@@ -490,6 +494,25 @@ fn pacing_from_env() -> Option<Option<shared_informer::Pacing>> {
         handler_high_water: handler.parse().expect("handler high water"),
         ..shared_informer::Pacing::default()
     }))
+}
+
+/// `PEER_QUEUE=delta-fifo` (the classic queue) or `PEER_QUEUE=in-order,<batch size>` in place of
+/// the informers' default queue (in order, batches of 1000); unset: the default.
+fn queue_from_env() -> Option<shared_informer::InformerQueue> {
+    let value = std::env::var("PEER_QUEUE").ok()?;
+    if value == "delta-fifo" {
+        return Some(shared_informer::InformerQueue::DeltaFifo);
+    }
+    let batch = value
+        .strip_prefix("in-order,")
+        .and_then(|b| b.parse().ok())
+        .expect("PEER_QUEUE=delta-fifo or in-order,<batch size>");
+    Some(shared_informer::InformerQueue::InOrder(
+        shared_informer::InOrder {
+            batch_size: batch,
+            ..Default::default()
+        },
+    ))
 }
 
 /// Writes `command` to the FIFO named by `PERF_CTL_FIFO`, if set, so that a profile taken with
