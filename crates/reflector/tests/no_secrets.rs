@@ -165,11 +165,16 @@ fn kubeconfig_warnings_name_fields_never_their_values() {
 
 #[tokio::test]
 async fn request_errors_never_show_a_secret() {
-    // Credentials that fail: an exec plugin that echoes its environment to stderr and fails, an
-    // OIDC refresh that cannot reach its issuer.
+    // Credentials that fail: an exec plugin that prints its environment (holding a key) and a
+    // token to stderr and fails, an OIDC refresh that cannot reach its issuer.
     let failing_exec = ExecConfig {
         command: "sh".into(),
-        args: vec!["-c".into(), "echo denied >&2; exit 1".into()],
+        args: vec![
+            "-c".into(),
+            "env >&2; echo \"API_KEY=$API_KEY\" >&2; \
+             echo 'token: eyJhbGciOiJSUzI1NiJ9.TOKEN-MARKER.sig' >&2; exit 1"
+                .into(),
+        ],
         env: vec![("API_KEY".into(), "ENV-MARKER".into())],
         ..ExecConfig::default()
     };
@@ -190,5 +195,12 @@ async fn request_errors_never_show_a_secret() {
             .await
             .unwrap_err();
         assert_clean("ClientError", &format!("{err} {err:?}"));
+        if let ClientError::Auth(message) = &err {
+            if message.contains("exec plugin") {
+                // The plugin did print them: the error tells where to look, not what it said.
+                assert!(message.contains("exit status: 1"), "{message}");
+                assert!(message.contains("stderr ("), "{message}");
+            }
+        }
     }
 }

@@ -42,7 +42,7 @@ struct ExecStatus {
 
 /// What an exec plugin returned.
 struct ExecOutput {
-    token: Option<String>,
+    token: Option<SecretString>,
     expires: Option<SystemTime>,
     /// PEM certificate chain and key.
     client_cert: Option<(String, SecretString)>,
@@ -254,7 +254,12 @@ impl Authenticator {
                             ClientError::Auth(format!("{}: {e}", exec.command.display()))
                         })?;
                 }
-                (out.token.as_deref().map(bearer).transpose()?, out.expires)
+                let header = out
+                    .token
+                    .as_ref()
+                    .map(|t| bearer(t.expose_secret()))
+                    .transpose()?;
+                (header, out.expires)
             }
             None => {
                 let issuer = self.oidc.as_ref().expect("OIDC credentials have an issuer");
@@ -350,13 +355,19 @@ async fn run_exec(
         Ok(Ok(output)) => output,
     };
     if !output.status.success() {
+        // client-go hands a plugin's stderr to the user's terminal, never to an error. A
+        // controller has no terminal, and its errors end up in logs: a plugin that prints its
+        // token or its environment there must not leak them, so only the size is told.
+        let stderr = match output.stderr.len() {
+            0 => String::new(),
+            n => format!(
+                "; its stderr ({n} bytes) is not shown, as it may hold credentials: run the \
+                 plugin by hand to read it"
+            ),
+        };
         return Err(auth_err(
             exec,
-            format!(
-                "exited with {}: {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            ),
+            format!("exited with {}{stderr}", output.status),
         ));
     }
     // The error names where the output went wrong, never what it held: it holds the token.
@@ -374,7 +385,11 @@ async fn run_exec(
     let status = cred
         .status
         .ok_or_else(|| auth_err(exec, "its output has no status"))?;
-    let token = status.token.filter(|t| !t.is_empty());
+    // Held as a secret from here on, as the key is.
+    let token = status
+        .token
+        .filter(|t| !t.is_empty())
+        .map(SecretString::from);
     let cert = status.client_certificate_data.filter(|c| !c.is_empty());
     let key = status
         .client_key_data
@@ -526,7 +541,11 @@ mod tests {
             .header()
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("denied"), "{err}");
+        let text = err.to_string();
+        assert!(matches!(err, ClientError::Auth(_)), "{err:?}");
+        assert!(text.contains("exit status: 3"), "{text}");
+        assert!(text.contains("stderr (7 bytes) is not shown"), "{text}");
+        assert!(!text.contains("denied"), "{text}");
     }
 
     #[tokio::test]
