@@ -19,6 +19,7 @@ use serde::Deserialize;
 use super::config::{ClusterConfig, Credentials, ExecConfig};
 use super::error::{ClientError, ConfigError};
 use super::oidc::{jwt_expiry, OidcIssuer};
+use super::proxy::ProxySettings;
 use super::tls::ClientCertSlot;
 
 #[derive(Deserialize)]
@@ -110,17 +111,26 @@ impl Authenticator {
             credentials,
             ..ClusterConfig::new("https://unused.invalid").expect("a valid URL")
         };
-        Self::for_config(&config).expect("valid credentials")
+        let user_agent = HeaderValue::from_static("test");
+        Self::for_config(&config, Arc::default(), &user_agent).expect("valid credentials")
     }
 
-    /// The authenticator of `config`'s credentials.
-    pub(crate) fn for_config(config: &ClusterConfig) -> Result<Self, ConfigError> {
+    /// The authenticator of `config`'s credentials. An OIDC refresh reaches its issuer through
+    /// `proxies`, as the API server's requests go, and sends `user_agent`.
+    pub(crate) fn for_config(
+        config: &ClusterConfig,
+        proxies: Arc<ProxySettings>,
+        user_agent: &HeaderValue,
+    ) -> Result<Self, ConfigError> {
         let cluster_info = match &config.credentials {
             Credentials::Exec(e) if e.provide_cluster_info => Some(cluster_info(config)),
             _ => None,
         };
         let (oidc, refresh_token) = match &config.credentials {
-            Credentials::Oidc(o) => (Some(OidcIssuer::new(o.clone())?), o.refresh_token.clone()),
+            Credentials::Oidc(o) => (
+                Some(OidcIssuer::new(o.clone(), proxies, user_agent.clone())?),
+                o.refresh_token.clone(),
+            ),
             _ => (None, None),
         };
         let mut cache = Cache {
