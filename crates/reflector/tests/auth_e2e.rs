@@ -461,6 +461,50 @@ async fn an_oidc_refresh_goes_through_the_clusters_proxy_with_the_clients_user_a
 }
 
 #[tokio::test]
+async fn a_401_to_an_unexpired_oidc_id_token_refreshes_it_once_and_sends_again() {
+    let fresh = jwt(now() + 3600);
+    let reply = serde_json::json!({ "id_token": fresh, "refresh_token": "refresh-token-two" });
+    let idp = issuer((200, reply.to_string())).await;
+    let sim = SimServer::builder().token(&fresh).start().await.unwrap();
+    let mut config = ClusterConfig::new(&sim.url()).unwrap();
+    // Valid by its `exp` for an hour, but revoked: the server refuses it.
+    let revoked = format!("{}x", jwt(now() + 3600));
+    config.credentials = Credentials::Oidc(oidc(&idp, &revoked));
+    let client = Client::new(&config).unwrap();
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get_bytes(PODS).await })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+    client.get_bytes(PODS).await.unwrap();
+    let requests = idp.requests.lock().clone();
+    assert_eq!(
+        requests.len(),
+        2,
+        "one discovery and one refresh for every 401 together: {requests:?}"
+    );
+
+    // A refreshed token the server refuses too: one refresh per request, then the 401.
+    let refused = issuer((200, serde_json::json!({ "id_token": revoked }).to_string())).await;
+    config.credentials = Credentials::Oidc(oidc(&refused, &revoked));
+    let err = Client::new(&config)
+        .unwrap()
+        .get_bytes(PODS)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Some(401), "{err}");
+    assert_eq!(
+        refused.requests.lock().len(),
+        2,
+        "one refresh, never a loop"
+    );
+}
+
+#[tokio::test]
 async fn a_valid_oidc_id_token_is_used_without_asking_the_issuer() {
     let token = jwt(now() + 3600);
     let issuer = issuer((500, "{}".into())).await;
