@@ -213,6 +213,32 @@ async fn a_hung_exec_plugin_is_killed_at_its_timeout() {
 }
 
 #[tokio::test]
+async fn an_exec_plugin_writing_without_end_is_stopped_at_the_output_bound() {
+    let config = ClusterConfig {
+        credentials: Credentials::Exec(ExecConfig {
+            command: "sh".into(),
+            // Endless standard output and some standard error: neither may fill memory, and the
+            // run ends at the bound, long before the timeout.
+            args: vec!["-c".into(), "echo oops >&2; exec yes token".into()],
+            ..ExecConfig::default()
+        }),
+        ..ClusterConfig::new("http://127.0.0.1:9").unwrap()
+    };
+    let err = Client::new(&config)
+        .unwrap()
+        .get_bytes(PODS)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Auth(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("its output is larger than 1048576 bytes"),
+        "{text}"
+    );
+    assert!(!text.contains("token"), "{text}");
+}
+
+#[tokio::test]
 async fn a_missing_exec_program_error_carries_its_install_hint() {
     let config = ClusterConfig {
         credentials: Credentials::Exec(ExecConfig {

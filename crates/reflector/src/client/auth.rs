@@ -316,6 +316,57 @@ fn cluster_info(config: &ClusterConfig) -> serde_json::Value {
     cluster
 }
 
+/// Most bytes read of an exec plugin's standard output (an `ExecCredential` is a few KiB, a client
+/// certificate chain included); a plugin writing more is stopped and its run is an error.
+pub(crate) const MAX_EXEC_OUTPUT: usize = 1024 * 1024;
+
+/// What a finished exec plugin left: its exit status, its standard output (`None`: more than
+/// [`MAX_EXEC_OUTPUT`] bytes, the plugin was stopped) and the size of its standard error, which is
+/// counted and dropped, never held (it is never shown either: see `run_exec`).
+struct ExecRun {
+    status: std::process::ExitStatus,
+    stdout: Option<Vec<u8>>,
+    stderr_len: u64,
+}
+
+/// Reads `child`'s output within bounds: at most [`MAX_EXEC_OUTPUT`] bytes of its standard output
+/// are kept, its standard error only counted. A plugin that writes more standard output is killed.
+async fn bounded_output(mut child: tokio::process::Child) -> std::io::Result<ExecRun> {
+    use tokio::io::AsyncReadExt as _;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    // Standard error is counted on a task of its own, so that a plugin filling it never blocks.
+    let count_stderr = tokio::spawn(async move {
+        let mut stderr = stderr;
+        tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await
+    });
+    let mut held = Vec::new();
+    let read = stdout
+        .take(MAX_EXEC_OUTPUT as u64 + 1)
+        .read_to_end(&mut held)
+        .await;
+    if let Err(e) = read {
+        count_stderr.abort();
+        return Err(e);
+    }
+    if held.len() > MAX_EXEC_OUTPUT {
+        // Stopped at once: it would otherwise block writing, and hold the caller until the timeout.
+        count_stderr.abort();
+        child.kill().await?;
+        return Ok(ExecRun {
+            status: child.wait().await?,
+            stdout: None,
+            stderr_len: 0,
+        });
+    }
+    let stderr_len = count_stderr.await.map_err(std::io::Error::other)??;
+    Ok(ExecRun {
+        status: child.wait().await?,
+        stdout: Some(held),
+        stderr_len,
+    })
+}
+
 fn auth_err(exec: &ExecConfig, message: impl std::fmt::Display) -> ClientError {
     ClientError::Auth(format!("exec plugin {}: {message}", exec.command.display()))
 }
@@ -338,22 +389,17 @@ async fn run_exec(
         "kind": "ExecCredential",
         "spec": spec,
     });
-    let run = tokio::process::Command::new(&exec.command)
+    let spawned = tokio::process::Command::new(&exec.command)
         .args(&exec.args)
         .envs(exec.env.iter().map(|(k, v)| (k, v)))
         .env("KUBERNETES_EXEC_INFO", info.to_string())
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    // On timeout the future is dropped, and with it the child, which `kill_on_drop` kills.
-    let output = match tokio::time::timeout(exec.timeout, run).await {
-        Err(_) => {
-            return Err(auth_err(
-                exec,
-                format!("killed after running for {:?}", exec.timeout),
-            ))
-        }
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+        .spawn();
+    let child = match spawned {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let hint = exec
                 .install_hint
                 .as_deref()
@@ -361,14 +407,31 @@ async fn run_exec(
                 .unwrap_or_default();
             return Err(auth_err(exec, format!("executable not found{hint}")));
         }
+        Err(e) => return Err(auth_err(exec, e)),
+        Ok(child) => child,
+    };
+    // On timeout the future is dropped, and with it the child, which `kill_on_drop` kills.
+    let output = match tokio::time::timeout(exec.timeout, bounded_output(child)).await {
+        Err(_) => {
+            return Err(auth_err(
+                exec,
+                format!("killed after running for {:?}", exec.timeout),
+            ))
+        }
         Ok(Err(e)) => return Err(auth_err(exec, e)),
         Ok(Ok(output)) => output,
+    };
+    let Some(stdout) = output.stdout else {
+        return Err(auth_err(
+            exec,
+            format!("its output is larger than {MAX_EXEC_OUTPUT} bytes; it was stopped"),
+        ));
     };
     if !output.status.success() {
         // client-go hands a plugin's stderr to the user's terminal, never to an error. A
         // controller has no terminal, and its errors end up in logs: a plugin that prints its
         // token or its environment there must not leak them, so only the size is told.
-        let stderr = match output.stderr.len() {
+        let stderr = match output.stderr_len {
             0 => String::new(),
             n => format!(
                 "; its stderr ({n} bytes) is not shown, as it may hold credentials: run the \
@@ -381,7 +444,7 @@ async fn run_exec(
         ));
     }
     // The error names where the output went wrong, never what it held: it holds the token.
-    let cred: ExecCredential = serde_json::from_slice(&output.stdout).map_err(|e| {
+    let cred: ExecCredential = serde_json::from_slice(&stdout).map_err(|e| {
         auth_err(
             exec,
             format!(
