@@ -85,12 +85,14 @@ pub struct Bookmark {
 #[derive(Debug, Error)]
 pub enum DecodeError {
     /// A frame is not valid JSON of a watch event.
-    #[error("malformed watch event: {source} (in {snippet:?})")]
+    #[error("malformed watch event: {reason} (in {snippet:?})")]
     Json {
-        /// The parser's error.
-        #[source]
-        source: serde_json::Error,
-        /// The start of the offending frame.
+        /// The parser's message and position, with the values it quotes redacted (an event may
+        /// carry a Secret).
+        reason: String,
+        /// Whether the frame ended before its JSON did.
+        eof: bool,
+        /// The start of the offending frame, its JSON string values redacted.
         snippet: String,
     },
     /// A frame is not UTF-8.
@@ -106,7 +108,8 @@ pub enum DecodeError {
     /// watch is ended rather than run on with an event silently missing.
     #[error("watch event of unknown type (in {snippet:?})")]
     UnknownEventType {
-        /// The start of the offending frame.
+        /// The start of the offending frame, its JSON string values redacted (the unknown type
+        /// is a string value too: the snippet shows where it is, not what it is).
         snippet: String,
     },
     /// The stream ended in the middle of an event.
@@ -215,7 +218,7 @@ impl<K: Decode> WatchDecoder<K> {
         let frame = self.pending.split().freeze();
         let len = frame.len();
         decode_frame(frame, true, out).map_err(|e| match e {
-            DecodeError::Json { source, .. } if source.is_eof() => DecodeError::Truncated(len),
+            DecodeError::Json { eof: true, .. } => DecodeError::Truncated(len),
             other => other,
         })
     }
@@ -283,18 +286,15 @@ fn complete_objects_len(buf: &[u8]) -> Result<(usize, usize), DecodeError> {
 
 fn json_error(source: serde_json::Error, text: &str) -> DecodeError {
     DecodeError::Json {
-        source,
+        reason: crate::client::redact_quoted(&source.to_string()),
+        eof: source.is_eof(),
         snippet: snippet_of(text),
     }
 }
 
-/// The first 120 bytes of `text` (cut at a character boundary), to name a frame in an error.
+/// The first 120 characters of `text`, string values redacted, to name a frame in an error.
 fn snippet_of(text: &str) -> String {
-    let mut end = text.len().min(120);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
+    crate::client::body_snippet(text, 120)
 }
 
 /// One complete frame of a watch body, not yet decoded.

@@ -107,7 +107,8 @@ impl<K: Decode> ObjectList<K> {
                 if let Some(status) = status_body(text) {
                     return Err(ReflectorError::api(status));
                 }
-                return Err(ListError::new(format!("not JSON of a list ({source})"), text).into());
+                let reason = crate::client::redact_quoted(&source.to_string());
+                return Err(ListError::new(format!("not JSON of a list ({reason})"), text).into());
             }
         };
         if list.kind.as_deref() == Some("Status") {
@@ -142,7 +143,7 @@ impl<K: Decode> ObjectList<K> {
 pub struct ListError {
     /// What is missing or wrong (`no items`, `kind "Pod" is not a list`, ...).
     pub problem: String,
-    /// The start of the body.
+    /// The start of the body, its JSON string values redacted (`"…"`): it may be a Secret.
     pub snippet: String,
 }
 
@@ -155,9 +156,9 @@ impl ListError {
     }
 }
 
-/// The first 120 characters of `text`.
+/// The first 120 characters of `text`, string values redacted.
 fn snippet(text: &str) -> String {
-    text.chars().take(120).collect()
+    crate::client::body_snippet(text, 120)
 }
 
 /// `text` read as a `Status` object, when it is one (`"kind":"Status"`).

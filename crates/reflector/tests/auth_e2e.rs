@@ -14,6 +14,9 @@ use reflector::{
 use sim_apiserver::SimServer;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
+mod test_proxy;
+use test_proxy::{Mode, TestProxy};
+
 const PODS: &str = "/api/v1/namespaces/default/pods";
 
 /// A directory of its own for one test, removed when dropped (at the end of the test, or when
@@ -210,6 +213,32 @@ async fn a_hung_exec_plugin_is_killed_at_its_timeout() {
 }
 
 #[tokio::test]
+async fn an_exec_plugin_writing_without_end_is_stopped_at_the_output_bound() {
+    let config = ClusterConfig {
+        credentials: Credentials::Exec(ExecConfig {
+            command: "sh".into(),
+            // Endless standard output and some standard error: neither may fill memory, and the
+            // run ends at the bound, long before the timeout.
+            args: vec!["-c".into(), "echo oops >&2; exec yes token".into()],
+            ..ExecConfig::default()
+        }),
+        ..ClusterConfig::new("http://127.0.0.1:9").unwrap()
+    };
+    let err = Client::new(&config)
+        .unwrap()
+        .get_bytes(PODS)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::Auth(_)), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("its output is larger than 1048576 bytes"),
+        "{text}"
+    );
+    assert!(!text.contains("token"), "{text}");
+}
+
+#[tokio::test]
 async fn a_missing_exec_program_error_carries_its_install_hint() {
     let config = ClusterConfig {
         credentials: Credentials::Exec(ExecConfig {
@@ -330,18 +359,24 @@ fn now() -> u64 {
         .as_secs()
 }
 
-/// An issuer whose token endpoint answers a refresh with `reply` (code and JSON body).
+/// An issuer whose token endpoint answers a refresh with `reply` (code and JSON body). Requests
+/// may come in origin form or, through a forwarding proxy, in absolute form.
 async fn issuer(reply: (u16, String)) -> TinyServer {
     let base: Arc<Mutex<String>> = Arc::default();
     let base_in = base.clone();
     let server = tiny_server(Arc::new(move |head: &str, _body: &str| {
-        if head.starts_with("GET /realm/.well-known/openid-configuration ") {
+        let target = head.split(' ').nth(1).unwrap_or_default();
+        let path = target
+            .strip_prefix("http://")
+            .and_then(|rest| rest.find('/').map(|i| &rest[i..]))
+            .unwrap_or(target);
+        if head.starts_with("GET ") && path == "/realm/.well-known/openid-configuration" {
             let endpoint = format!("{}/realm/token", base_in.lock());
             (
                 200,
                 serde_json::json!({ "token_endpoint": endpoint }).to_string(),
             )
-        } else if head.starts_with("POST /realm/token ") {
+        } else if head.starts_with("POST ") && path == "/realm/token" {
             reply.clone()
         } else {
             (404, "{}".into())
@@ -410,6 +445,89 @@ async fn an_expired_oidc_id_token_is_refreshed_at_the_issuer() {
     ] {
         assert!(!debug.contains(secret), "{debug}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oidc_refresh_goes_through_the_clusters_proxy_with_the_clients_user_agent() {
+    let new_token = jwt(now() + 3600);
+    let reply = serde_json::json!({ "id_token": new_token });
+    let issuer = issuer((200, reply.to_string())).await;
+    let sim = SimServer::builder()
+        .token(&new_token)
+        .start()
+        .await
+        .unwrap();
+    let proxy = TestProxy::start(Mode::Pass, Some("admin:proxy-pw")).await;
+    let mut config = ClusterConfig::new(&sim.url()).unwrap();
+    // A kubeconfig's proxy-url: every connection goes through it, loopback ones too.
+    config.proxy = reflector::Proxy::Url(proxy.url_with_user_info("admin:proxy-pw"));
+    config.user_agent = "oidc-test/1.0 (linux/amd64) informer-rs/0".into();
+    config.credentials = Credentials::Oidc(oidc(&issuer, &jwt(now() - 60)));
+    Client::new(&config).unwrap().get_bytes(PODS).await.unwrap();
+
+    let issuer_addr = issuer.url.trim_start_matches("http://").to_string();
+    let forwards = proxy.forwards();
+    assert_eq!(
+        forwards.iter().filter(|f| **f == issuer_addr).count(),
+        2,
+        "discovery and the token endpoint, both through the proxy: {forwards:?}"
+    );
+    assert!(forwards.contains(&sim.addr().to_string()), "{forwards:?}");
+    // The proxy demanded its credentials of every request: the issuer's carried them too.
+    assert!(proxy.seen.lock().authorizations.iter().all(Option::is_some));
+    let requests = issuer.requests.lock().clone();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for (head, _) in &requests {
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("user-agent: oidc-test/1.0 (linux/amd64) informer-rs/0"),
+            "{head}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_401_to_an_unexpired_oidc_id_token_refreshes_it_once_and_sends_again() {
+    let fresh = jwt(now() + 3600);
+    let reply = serde_json::json!({ "id_token": fresh, "refresh_token": "refresh-token-two" });
+    let idp = issuer((200, reply.to_string())).await;
+    let sim = SimServer::builder().token(&fresh).start().await.unwrap();
+    let mut config = ClusterConfig::new(&sim.url()).unwrap();
+    // Valid by its `exp` for an hour, but revoked: the server refuses it.
+    let revoked = format!("{}x", jwt(now() + 3600));
+    config.credentials = Credentials::Oidc(oidc(&idp, &revoked));
+    let client = Client::new(&config).unwrap();
+    let calls: Vec<_> = (0..3)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get_bytes(PODS).await })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+    client.get_bytes(PODS).await.unwrap();
+    let requests = idp.requests.lock().clone();
+    assert_eq!(
+        requests.len(),
+        2,
+        "one discovery and one refresh for every 401 together: {requests:?}"
+    );
+
+    // A refreshed token the server refuses too: one refresh per request, then the 401.
+    let refused = issuer((200, serde_json::json!({ "id_token": revoked }).to_string())).await;
+    config.credentials = Credentials::Oidc(oidc(&refused, &revoked));
+    let err = Client::new(&config)
+        .unwrap()
+        .get_bytes(PODS)
+        .await
+        .unwrap_err();
+    assert_eq!(code(&err), Some(401), "{err}");
+    assert_eq!(
+        refused.requests.lock().len(),
+        2,
+        "one refresh, never a loop"
+    );
 }
 
 #[tokio::test]

@@ -326,7 +326,10 @@ fn an_oidc_auth_provider_is_read_with_its_tokens_kept_secret() {
     assert!(oidc.issuer_certificate_authority.is_some());
     assert_eq!(
         warned(&load),
-        ["users[oidc].user.auth-provider.config.flavour"]
+        [
+            "users[oidc].user.auth-provider.config.flavour",
+            "users[oidc].user.auth-provider.config.extra-scopes",
+        ]
     );
     let debug = format!("{:?} {:?}", load.config, load.warnings);
     for secret in ["oidc-id-token", "oidc-refresh-token", "oidc-client-secret"] {
@@ -389,6 +392,113 @@ fn unknown_and_superseded_fields_are_warnings_naming_them() {
     let err = load_fields("token-and-basic").unwrap_err();
     assert!(!err.to_string().contains("basic-password"));
     assert_eq!(field_of(err), "users[token-and-basic].user.username");
+}
+
+fn load_ignored(context: &str) -> Result<reflector::KubeconfigLoad, ConfigError> {
+    ClusterConfig::load_kubeconfig_files(&[fixture("kubeconfig/ignored.yaml")], Some(context))
+}
+
+#[test]
+fn unknown_keys_of_list_entries_are_warnings_and_a_misspelt_user_is_not_silently_empty() {
+    let load = load_ignored("entry-typos").unwrap();
+    assert_eq!(
+        warned(&load),
+        [
+            "contexts[entry-typos].namespace",
+            "clusters[entry-typo].server",
+            "users[usr-typo].usr",
+        ]
+    );
+    assert_eq!(load.config.server.host_str(), Some("entry.example"));
+    assert_eq!(load.config.default_namespace, "default");
+    assert!(matches!(load.config.credentials, Credentials::None));
+    let shown = format!("{:?} {:?}", load.warnings, load.config);
+    assert!(
+        !shown.contains("never-read") && !shown.contains("wrong-level"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_file_and_data_for_the_same_pem_are_refused_as_client_go_validation_refuses_them() {
+    for (context, expected) in [
+        (
+            "ca-both",
+            "clusters[ca-both].cluster.certificate-authority-data",
+        ),
+        ("cert-both", "users[cert-both].user.client-certificate-data"),
+        ("key-both", "users[key-both].user.client-key-data"),
+    ] {
+        let err = load_ignored(context).unwrap_err();
+        let text = err.to_string();
+        assert_eq!(field_of(err), expected, "{context}");
+        assert!(text.contains("cannot be set together with"), "{text}");
+    }
+}
+
+#[test]
+fn basic_auth_halves_follow_client_go_with_a_warning_and_a_password_beside_a_token_is_refused() {
+    // A password alone: client-go's transport sends no basic auth without a user name.
+    let load = load_ignored("password-alone").unwrap();
+    assert!(matches!(load.config.credentials, Credentials::None));
+    assert_eq!(warned(&load), ["users[password-alone].user.password"]);
+    assert!(load.warnings[0].reason.contains("username is not set"));
+    assert!(!format!("{:?}", load.warnings).contains("lonely-password"));
+    // A user name alone: sent with an empty password, as client-go sends it, and said so.
+    let load = load_ignored("username-alone").unwrap();
+    match &load.config.credentials {
+        Credentials::Basic { username, password } => {
+            assert_eq!(username, "bob");
+            assert_eq!(password.expose_secret(), "");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(warned(&load), ["users[username-alone].user.password"]);
+    // A password beside a token: two authentication methods, an error as in client-go.
+    let err = load_ignored("token-and-password").unwrap_err();
+    assert!(!err.to_string().contains("basic-password"), "{err}");
+    assert_eq!(field_of(err), "users[token-and-password].user.password");
+}
+
+#[test]
+fn unknown_keys_of_exec_env_entries_are_warnings_and_a_nameless_variable_is_an_error() {
+    let load = load_ignored("exec-env").unwrap();
+    let Credentials::Exec(exec) = &load.config.credentials else {
+        panic!("{:?}", load.config.credentials)
+    };
+    assert_eq!(exec.env.len(), 2);
+    assert_eq!(
+        warned(&load),
+        ["users[exec-env].user.exec.env[API_KEY].valueFrom"]
+    );
+    assert!(!format!("{:?}", load.warnings).contains("env-secret-value"));
+    let err = load_ignored("exec-env-no-name").unwrap_err();
+    assert_eq!(
+        field_of(err),
+        "users[exec-env-no-name].user.exec.env[0].name"
+    );
+}
+
+#[test]
+fn oidc_keys_beside_name_and_config_extra_scopes_and_a_shadowed_ca_file_are_warnings() {
+    let load = load_ignored("oidc-extras").unwrap();
+    let Credentials::Oidc(oidc) = &load.config.credentials else {
+        panic!("{:?}", load.config.credentials)
+    };
+    // The data wins, as in client-go's transport: the file is not read.
+    assert_eq!(
+        oidc.issuer_certificate_authority.as_deref(),
+        Some(&b"-----BEGIN CERTIFICATE-----\n"[..])
+    );
+    assert_eq!(
+        warned(&load),
+        [
+            "users[oidc-extras].user.auth-provider.cmd-path",
+            "users[oidc-extras].user.auth-provider.config.extra-scopes",
+            "users[oidc-extras].user.auth-provider.config.idp-certificate-authority",
+        ]
+    );
+    assert!(load.warnings[1].reason.contains("no scopes"));
 }
 
 #[test]

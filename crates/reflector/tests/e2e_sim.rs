@@ -1056,12 +1056,19 @@ async fn requests_carry_a_user_agent_in_client_go_shape_which_can_be_overridden(
             Some(custom) => assert_eq!(agent, custom),
             None => {
                 let version = env!("CARGO_PKG_VERSION");
+                // The platform as Go's runtime.GOOS/GOARCH spell it (K7).
+                let arch = match std::env::consts::ARCH {
+                    "x86_64" => "amd64",
+                    "aarch64" => "arm64",
+                    "x86" => "386",
+                    other => other,
+                };
+                let os = match std::env::consts::OS {
+                    "macos" => "darwin",
+                    other => other,
+                };
                 assert!(
-                    agent.ends_with(&format!(
-                        "/{version} ({}/{}) informer-rs/{version}",
-                        std::env::consts::OS,
-                        std::env::consts::ARCH
-                    )),
+                    agent.ends_with(&format!("/{version} ({os}/{arch}) informer-rs/{version}")),
                     "{agent}"
                 );
             }

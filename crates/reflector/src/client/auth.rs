@@ -19,6 +19,7 @@ use serde::Deserialize;
 use super::config::{ClusterConfig, Credentials, ExecConfig};
 use super::error::{ClientError, ConfigError};
 use super::oidc::{jwt_expiry, OidcIssuer};
+use super::proxy::ProxySettings;
 use super::tls::ClientCertSlot;
 
 #[derive(Deserialize)]
@@ -42,7 +43,7 @@ struct ExecStatus {
 
 /// What an exec plugin returned.
 struct ExecOutput {
-    token: Option<String>,
+    token: Option<SecretString>,
     expires: Option<SystemTime>,
     /// PEM certificate chain and key.
     client_cert: Option<(String, SecretString)>,
@@ -110,17 +111,26 @@ impl Authenticator {
             credentials,
             ..ClusterConfig::new("https://unused.invalid").expect("a valid URL")
         };
-        Self::for_config(&config).expect("valid credentials")
+        let user_agent = HeaderValue::from_static("test");
+        Self::for_config(&config, Arc::default(), &user_agent).expect("valid credentials")
     }
 
-    /// The authenticator of `config`'s credentials.
-    pub(crate) fn for_config(config: &ClusterConfig) -> Result<Self, ConfigError> {
+    /// The authenticator of `config`'s credentials. An OIDC refresh reaches its issuer through
+    /// `proxies`, as the API server's requests go, and sends `user_agent`.
+    pub(crate) fn for_config(
+        config: &ClusterConfig,
+        proxies: Arc<ProxySettings>,
+        user_agent: &HeaderValue,
+    ) -> Result<Self, ConfigError> {
         let cluster_info = match &config.credentials {
             Credentials::Exec(e) if e.provide_cluster_info => Some(cluster_info(config)),
             _ => None,
         };
         let (oidc, refresh_token) = match &config.credentials {
-            Credentials::Oidc(o) => (Some(OidcIssuer::new(o.clone())?), o.refresh_token.clone()),
+            Credentials::Oidc(o) => (
+                Some(OidcIssuer::new(o.clone(), proxies, user_agent.clone())?),
+                o.refresh_token.clone(),
+            ),
             _ => (None, None),
         };
         let mut cache = Cache {
@@ -254,7 +264,12 @@ impl Authenticator {
                             ClientError::Auth(format!("{}: {e}", exec.command.display()))
                         })?;
                 }
-                (out.token.as_deref().map(bearer).transpose()?, out.expires)
+                let header = out
+                    .token
+                    .as_ref()
+                    .map(|t| bearer(t.expose_secret()))
+                    .transpose()?;
+                (header, out.expires)
             }
             None => {
                 let issuer = self.oidc.as_ref().expect("OIDC credentials have an issuer");
@@ -301,6 +316,57 @@ fn cluster_info(config: &ClusterConfig) -> serde_json::Value {
     cluster
 }
 
+/// Most bytes read of an exec plugin's standard output (an `ExecCredential` is a few KiB, a client
+/// certificate chain included); a plugin writing more is stopped and its run is an error.
+pub(crate) const MAX_EXEC_OUTPUT: usize = 1024 * 1024;
+
+/// What a finished exec plugin left: its exit status, its standard output (`None`: more than
+/// [`MAX_EXEC_OUTPUT`] bytes, the plugin was stopped) and the size of its standard error, which is
+/// counted and dropped, never held (it is never shown either: see `run_exec`).
+struct ExecRun {
+    status: std::process::ExitStatus,
+    stdout: Option<Vec<u8>>,
+    stderr_len: u64,
+}
+
+/// Reads `child`'s output within bounds: at most [`MAX_EXEC_OUTPUT`] bytes of its standard output
+/// are kept, its standard error only counted. A plugin that writes more standard output is killed.
+async fn bounded_output(mut child: tokio::process::Child) -> std::io::Result<ExecRun> {
+    use tokio::io::AsyncReadExt as _;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    // Standard error is counted on a task of its own, so that a plugin filling it never blocks.
+    let count_stderr = tokio::spawn(async move {
+        let mut stderr = stderr;
+        tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await
+    });
+    let mut held = Vec::new();
+    let read = stdout
+        .take(MAX_EXEC_OUTPUT as u64 + 1)
+        .read_to_end(&mut held)
+        .await;
+    if let Err(e) = read {
+        count_stderr.abort();
+        return Err(e);
+    }
+    if held.len() > MAX_EXEC_OUTPUT {
+        // Stopped at once: it would otherwise block writing, and hold the caller until the timeout.
+        count_stderr.abort();
+        child.kill().await?;
+        return Ok(ExecRun {
+            status: child.wait().await?,
+            stdout: None,
+            stderr_len: 0,
+        });
+    }
+    let stderr_len = count_stderr.await.map_err(std::io::Error::other)??;
+    Ok(ExecRun {
+        status: child.wait().await?,
+        stdout: Some(held),
+        stderr_len,
+    })
+}
+
 fn auth_err(exec: &ExecConfig, message: impl std::fmt::Display) -> ClientError {
     ClientError::Auth(format!("exec plugin {}: {message}", exec.command.display()))
 }
@@ -323,22 +389,17 @@ async fn run_exec(
         "kind": "ExecCredential",
         "spec": spec,
     });
-    let run = tokio::process::Command::new(&exec.command)
+    let spawned = tokio::process::Command::new(&exec.command)
         .args(&exec.args)
         .envs(exec.env.iter().map(|(k, v)| (k, v)))
         .env("KUBERNETES_EXEC_INFO", info.to_string())
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .kill_on_drop(true)
-        .output();
-    // On timeout the future is dropped, and with it the child, which `kill_on_drop` kills.
-    let output = match tokio::time::timeout(exec.timeout, run).await {
-        Err(_) => {
-            return Err(auth_err(
-                exec,
-                format!("killed after running for {:?}", exec.timeout),
-            ))
-        }
-        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+        .spawn();
+    let child = match spawned {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let hint = exec
                 .install_hint
                 .as_deref()
@@ -346,21 +407,44 @@ async fn run_exec(
                 .unwrap_or_default();
             return Err(auth_err(exec, format!("executable not found{hint}")));
         }
+        Err(e) => return Err(auth_err(exec, e)),
+        Ok(child) => child,
+    };
+    // On timeout the future is dropped, and with it the child, which `kill_on_drop` kills.
+    let output = match tokio::time::timeout(exec.timeout, bounded_output(child)).await {
+        Err(_) => {
+            return Err(auth_err(
+                exec,
+                format!("killed after running for {:?}", exec.timeout),
+            ))
+        }
         Ok(Err(e)) => return Err(auth_err(exec, e)),
         Ok(Ok(output)) => output,
     };
-    if !output.status.success() {
+    let Some(stdout) = output.stdout else {
         return Err(auth_err(
             exec,
-            format!(
-                "exited with {}: {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
+            format!("its output is larger than {MAX_EXEC_OUTPUT} bytes; it was stopped"),
+        ));
+    };
+    if !output.status.success() {
+        // client-go hands a plugin's stderr to the user's terminal, never to an error. A
+        // controller has no terminal, and its errors end up in logs: a plugin that prints its
+        // token or its environment there must not leak them, so only the size is told.
+        let stderr = match output.stderr_len {
+            0 => String::new(),
+            n => format!(
+                "; its stderr ({n} bytes) is not shown, as it may hold credentials: run the \
+                 plugin by hand to read it"
             ),
+        };
+        return Err(auth_err(
+            exec,
+            format!("exited with {}{stderr}", output.status),
         ));
     }
     // The error names where the output went wrong, never what it held: it holds the token.
-    let cred: ExecCredential = serde_json::from_slice(&output.stdout).map_err(|e| {
+    let cred: ExecCredential = serde_json::from_slice(&stdout).map_err(|e| {
         auth_err(
             exec,
             format!(
@@ -374,7 +458,11 @@ async fn run_exec(
     let status = cred
         .status
         .ok_or_else(|| auth_err(exec, "its output has no status"))?;
-    let token = status.token.filter(|t| !t.is_empty());
+    // Held as a secret from here on, as the key is.
+    let token = status
+        .token
+        .filter(|t| !t.is_empty())
+        .map(SecretString::from);
     let cert = status.client_certificate_data.filter(|c| !c.is_empty());
     let key = status
         .client_key_data
@@ -526,7 +614,11 @@ mod tests {
             .header()
             .await
             .unwrap_err();
-        assert!(err.to_string().contains("denied"), "{err}");
+        let text = err.to_string();
+        assert!(matches!(err, ClientError::Auth(_)), "{err:?}");
+        assert!(text.contains("exit status: 3"), "{text}");
+        assert!(text.contains("stderr (7 bytes) is not shown"), "{text}");
+        assert!(!text.contains("denied"), "{text}");
     }
 
     #[tokio::test]

@@ -93,7 +93,8 @@ pub(crate) fn redact_userinfo(url: &str) -> String {
 }
 
 /// client-go's `User-Agent` shape: the running program's name and this library's version, the
-/// platform, then the library: `my-controller/0.1.0 (linux/x86_64) informer-rs/0.1.0`.
+/// platform as Go names it (`runtime.GOOS/GOARCH`, so that rules written for client-go's agents
+/// match), then the library: `my-controller/0.1.0 (linux/amd64) informer-rs/0.1.0`.
 pub fn default_user_agent() -> String {
     let program = std::env::current_exe()
         .ok()
@@ -103,9 +104,34 @@ pub fn default_user_agent() -> String {
     let version = env!("CARGO_PKG_VERSION");
     format!(
         "{program}/{version} ({}/{}) informer-rs/{version}",
-        std::env::consts::OS,
-        std::env::consts::ARCH
+        go_os(std::env::consts::OS),
+        go_arch(std::env::consts::ARCH, cfg!(target_endian = "little"))
     )
+}
+
+/// Go's `GOOS` for Rust's `target_os` (the same word but for macOS).
+fn go_os(os: &str) -> &str {
+    match os {
+        "macos" => "darwin",
+        other => other,
+    }
+}
+
+/// Go's `GOARCH` for Rust's `target_arch`; little-endian MIPS and POWER carry `le` in Go.
+fn go_arch(arch: &str, little_endian: bool) -> &str {
+    match (arch, little_endian) {
+        ("x86_64", _) => "amd64",
+        ("x86", _) => "386",
+        ("aarch64", _) => "arm64",
+        ("loongarch64", _) => "loong64",
+        ("powerpc64", true) => "ppc64le",
+        ("powerpc64", false) => "ppc64",
+        ("powerpc", _) => "ppc",
+        ("mips", true) => "mipsle",
+        ("mips64", true) => "mips64le",
+        ("wasm32", _) => "wasm",
+        (other, _) => other,
+    }
 }
 
 /// Request authentication. Tokens and passwords are held as [`SecretString`]s: `Debug` prints
@@ -308,6 +334,31 @@ impl std::fmt::Debug for ClusterConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_agent_names_the_platform_as_go_does() {
+        assert_eq!(go_arch("x86_64", true), "amd64");
+        assert_eq!(go_arch("aarch64", true), "arm64");
+        assert_eq!(go_arch("x86", true), "386");
+        assert_eq!(go_arch("arm", true), "arm");
+        assert_eq!(go_arch("powerpc64", true), "ppc64le");
+        assert_eq!(go_arch("powerpc64", false), "ppc64");
+        assert_eq!(go_arch("s390x", false), "s390x");
+        assert_eq!(go_arch("riscv64", true), "riscv64");
+        assert_eq!(go_os("macos"), "darwin");
+        assert_eq!(go_os("linux"), "linux");
+        let agent = default_user_agent();
+        let platform = format!(
+            "({}/{})",
+            go_os(std::env::consts::OS),
+            go_arch(std::env::consts::ARCH, cfg!(target_endian = "little"))
+        );
+        assert!(agent.contains(&platform), "{agent}");
+        assert!(
+            !agent.contains("x86_64") && !agent.contains("aarch64"),
+            "{agent}"
+        );
+    }
 
     #[test]
     fn user_information_is_redacted_from_urls_valid_or_not() {

@@ -119,13 +119,19 @@ impl Client {
         }
         let proxy_authorization =
             forward_authorization(&proxies, &server, config.http2_prior_knowledge);
+        let user_agent =
+            http::HeaderValue::from_str(&config.user_agent).map_err(|_| ConfigError::Field {
+                field: "user_agent".into(),
+                reason: "not a valid HTTP header value".into(),
+            })?;
+        // An OIDC refresh goes where the API server's requests go: through the same proxy.
+        let auth = Authenticator::for_config(config, proxies.clone(), &user_agent)?;
         let http = ProxyConnector::new(
             http,
             proxies,
             config.http2_prior_knowledge,
             config.connect_timeout,
         );
-        let auth = Authenticator::for_config(config)?;
         let tls = tls_config(config, auth.client_cert_slot())?;
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
@@ -163,12 +169,7 @@ impl Client {
             impersonate: Arc::new(impersonation_headers(config.impersonate.as_ref())?),
             request_timeout: config.request_timeout,
             compression: config.compression,
-            user_agent: http::HeaderValue::from_str(&config.user_agent).map_err(|_| {
-                ConfigError::Field {
-                    field: "user_agent".into(),
-                    reason: "not a valid HTTP header value".into(),
-                }
-            })?,
+            user_agent,
             proxy_authorization,
             requests: config.rate_limit.map(|l| Arc::new(TokenBucket::new(l))),
             watches: config

@@ -4,10 +4,14 @@
 //! name wins, and the first file to set `current-context` sets it. Relative paths in a file are
 //! resolved against that file's directory.
 //!
-//! Every field kubectl knows is either used or refused with an error naming it; a field this
-//! loader does not know (a typo, a newer field) is a [`KubeconfigWarning`], logged and returned by
-//! [`ClusterConfig::load_kubeconfig_files`]. Only the entries the chosen context uses are checked,
-//! as kubectl only reads those.
+//! Every field kubectl knows is used, refused with an error naming it (a conflict such as
+//! `certificate-authority` with `certificate-authority-data`, which client-go's validation
+//! refuses too), or, when kubectl would not use it either (superseded by another credential,
+//! a `password` without a `username`, OIDC's `extra-scopes`), a [`KubeconfigWarning`] naming it.
+//! A field this loader does not know (a typo, a newer field), at any level down to a list entry
+//! or an exec plugin's `env` entry, is a warning too. Warnings are logged and returned by
+//! [`ClusterConfig::load_kubeconfig_files`]; they name fields, never their values. Only the
+//! entries the chosen context uses are checked, as kubectl only reads those.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,13 +51,19 @@ struct Named<T> {
     name: String,
     #[serde(alias = "cluster", alias = "context")]
     value: Option<T>,
+    /// Keys beside `name` and the value (a typo such as `clustr`).
+    #[serde(flatten)]
+    other: Other,
 }
 
+/// One list entry: its name, its value and the names of the keys beside them.
+type Entry<T> = (String, T, Vec<String>);
+
 impl<T> Named<T> {
-    /// The entry as `(name, value)`; a missing value is an error naming `kind[name].inner`.
-    fn required(self, kind: &str, inner: &str) -> Result<(String, T), ConfigError> {
+    /// The entry; a missing value is an error naming `kind[name].inner`.
+    fn required(self, kind: &str, inner: &str) -> Result<Entry<T>, ConfigError> {
         match self.value {
-            Some(v) => Ok((self.name, v)),
+            Some(v) => Ok((self.name, v, self.other.into_keys().collect())),
             None => Err(field(format!("{kind}[{}].{inner}", self.name), "missing")),
         }
     }
@@ -63,6 +73,9 @@ impl<T> Named<T> {
 struct NamedUser {
     name: String,
     user: Option<User>,
+    /// Keys beside `name` and `user` (a typo such as `usr`, which leaves the user empty).
+    #[serde(flatten)]
+    other: Other,
 }
 
 #[derive(Deserialize, Default)]
@@ -134,6 +147,8 @@ struct Exec {
 struct EnvVar {
     name: String,
     value: String,
+    #[serde(flatten)]
+    other: Other,
 }
 
 #[derive(Deserialize, Default)]
@@ -141,6 +156,8 @@ struct AuthProvider {
     name: Option<String>,
     #[serde(default)]
     config: Option<BTreeMap<String, String>>,
+    #[serde(flatten)]
+    other: Other,
 }
 
 /// A kubeconfig field that was present but not used: unknown to this loader (a typo, or a field
@@ -194,6 +211,20 @@ impl Warnings {
 struct Defined<T> {
     value: T,
     dir: PathBuf,
+    /// Keys of the list entry beside `name` and the value, warned about if the entry is used.
+    entry_keys: Vec<String>,
+}
+
+impl<T> Defined<T> {
+    /// Warns about the entry's unknown keys; `entry` is its path (`users[admin]`).
+    fn warn_entry_keys(&self, entry: &str, warnings: &mut Warnings) {
+        for key in &self.entry_keys {
+            warnings.ignored(
+                format!("{entry}.{key}"),
+                "not a field of a list entry (only name and its value are); ignored",
+            );
+        }
+    }
 }
 
 fn field(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
@@ -219,7 +250,9 @@ fn read(path: &Path) -> Result<Vec<u8>, ConfigError> {
     })
 }
 
-/// PEM from `<name>-data` (base64) or the file `<name>`.
+/// PEM from `<name>-data` (base64) or the file `<name>`. Both at once is an error, as in
+/// client-go's kubeconfig validation (`certificate-authority-data and certificate-authority are
+/// both specified`): which of the two was meant is anyone's guess.
 fn pem(
     dir: &Path,
     file: &Option<String>,
@@ -227,6 +260,13 @@ fn pem(
     field_path: &str,
     name: &str,
 ) -> Result<Option<Vec<u8>>, ConfigError> {
+    let set = |v: &Option<String>| v.as_deref().is_some_and(|v| !v.is_empty());
+    if set(file) && set(data) {
+        return Err(field(
+            format!("{field_path}.{name}-data"),
+            format!("cannot be set together with {name} (kubectl refuses both too)"),
+        ));
+    }
     if let Some(d) = data.as_deref().filter(|d| !d.is_empty()) {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(d.trim())
@@ -257,17 +297,24 @@ fn parse(path: &Path, text: &[u8]) -> Result<KubeconfigFile, ConfigError> {
     })
 }
 
-/// Adds `(name, value)` entries not yet defined, remembering the file's directory.
+/// Adds the entries not yet defined, remembering the file's directory.
 fn merge<T>(
     into: &mut Vec<(String, Defined<T>)>,
-    entries: impl IntoIterator<Item = Result<(String, T), ConfigError>>,
+    entries: impl IntoIterator<Item = Result<Entry<T>, ConfigError>>,
     dir: &Path,
 ) -> Result<(), ConfigError> {
     for entry in entries {
-        let (name, value) = entry?;
+        let (name, value, entry_keys) = entry?;
         if !into.iter().any(|(n, _)| *n == name) {
             let dir = dir.to_path_buf();
-            into.push((name, Defined { value, dir }));
+            into.push((
+                name,
+                Defined {
+                    value,
+                    dir,
+                    entry_keys,
+                },
+            ));
         }
     }
     Ok(())
@@ -369,7 +416,10 @@ impl ClusterConfig {
             let us = file.users.unwrap_or_default().into_iter();
             merge(
                 &mut users,
-                us.map(|u| Ok((u.name, u.user.unwrap_or_default()))),
+                us.map(|u| {
+                    let keys = u.other.into_keys().collect();
+                    Ok((u.name, u.user.unwrap_or_default(), keys))
+                }),
                 &dir,
             )?;
         }
@@ -381,12 +431,13 @@ impl ClusterConfig {
             None => current
                 .ok_or_else(|| field("current-context", "not set and no context was named"))?,
         };
-        let ctx = &contexts
+        let ctx_entry = &contexts
             .iter()
             .find(|(n, _)| *n == ctx_name)
             .ok_or_else(|| field(format!("contexts[{ctx_name}]"), "no such context"))?
-            .1
-            .value;
+            .1;
+        ctx_entry.warn_entry_keys(&format!("contexts[{ctx_name}]"), &mut warnings);
+        let ctx = &ctx_entry.value;
         warnings.unknown(&format!("contexts[{ctx_name}].context"), &ctx.other);
         let cluster_name = ctx
             .cluster
@@ -403,6 +454,7 @@ impl ClusterConfig {
                     format!("no cluster named {cluster_name:?}"),
                 )
             })?;
+        cluster.warn_entry_keys(&format!("clusters[{cluster_name}]"), &mut warnings);
         let cpath = format!("clusters[{cluster_name}].cluster");
         let mut config = apply_cluster(cluster, &cpath, &mut warnings)?;
         if let Some(ns) = ctx.namespace.as_deref().filter(|n| !n.is_empty()) {
@@ -419,6 +471,7 @@ impl ClusterConfig {
                         format!("no user named {user_name:?}"),
                     )
                 })?;
+            user.warn_entry_keys(&format!("users[{user_name}]"), &mut warnings);
             let upath = format!("users[{user_name}].user");
             apply_user(&mut config, user, &upath, &mut warnings)?;
         }
@@ -514,12 +567,29 @@ fn apply_user(
     let token = u.token.as_deref().filter(|t| !t.is_empty());
     let token_file = u.token_file.as_deref().filter(|f| !f.is_empty());
     let basic = u.username.as_deref().filter(|n| !n.is_empty());
-    if (token.is_some() || token_file.is_some()) && basic.is_some() {
-        // As client-go: which of the two was meant is anyone's guess.
-        return Err(field(
-            format!("{upath}.username"),
-            "cannot be set together with a bearer token",
-        ));
+    let password = u.password.as_deref().filter(|p| !p.is_empty());
+    if token.is_some() || token_file.is_some() {
+        // As client-go ("more than one authentication method"): a user name or a password
+        // beside a token, and which of the two was meant is anyone's guess.
+        if basic.is_some() {
+            return Err(field(
+                format!("{upath}.username"),
+                "cannot be set together with a bearer token",
+            ));
+        }
+        if password.is_some() {
+            return Err(field(
+                format!("{upath}.password"),
+                "cannot be set together with a bearer token",
+            ));
+        }
+    }
+    if basic.is_none() && password.is_some() {
+        // client-go's transport sends basic auth only with a user name: the password goes unused.
+        warnings.ignored(
+            format!("{upath}.password"),
+            "not used: username is not set (kubectl ignores it too)",
+        );
     }
     if u.exec.is_some() && u.auth_provider.is_some() {
         return Err(field(
@@ -559,13 +629,16 @@ fn apply_user(
     } else if let Some(f) = token_file {
         Credentials::TokenFile(resolve(&user.dir, f))
     } else if let Some(username) = basic {
-        let password = u
-            .password
-            .clone()
-            .ok_or_else(|| field(format!("{upath}.password"), "missing while username is set"))?;
+        if password.is_none() {
+            // client-go sends the user name with an empty password; so does this, but says so.
+            warnings.ignored(
+                format!("{upath}.password"),
+                "missing: basic authentication is sent with an empty password, as kubectl sends it",
+            );
+        }
         Credentials::Basic {
             username: username.to_string(),
-            password: password.into(),
+            password: password.unwrap_or_default().into(),
         }
     } else if static_credential.is_some() {
         Credentials::None
@@ -641,6 +714,13 @@ fn exec_config(
     } else {
         PathBuf::from(command)
     };
+    for (i, var) in exec.env.iter().flatten().enumerate() {
+        if var.name.is_empty() {
+            // As client-go's validation: a variable needs a name.
+            return Err(field(format!("{epath}.env[{i}].name"), "missing"));
+        }
+        warnings.unknown(&format!("{epath}.env[{}]", var.name), &var.other);
+    }
     Ok(ExecConfig {
         command,
         args: exec.args.clone().unwrap_or_default(),
@@ -679,6 +759,7 @@ fn oidc_config(
             format!("auth-provider {name:?} is not supported: {advice}"),
         ));
     }
+    warnings.unknown(&apath, &provider.other);
     let cfg = provider.config.clone().unwrap_or_default();
     let get = |key: &str| cfg.get(key).filter(|v| !v.is_empty()).cloned();
     for key in cfg.keys() {
@@ -700,6 +781,22 @@ fn oidc_config(
         }
     }
     let cpath = format!("{apath}.config");
+    if get("extra-scopes").is_some() {
+        // client-go's oidc plugin logs it as deprecated: refresh requests send no scopes.
+        warnings.ignored(
+            format!("{cpath}.extra-scopes"),
+            "not used: refresh requests send no scopes (deprecated in client-go, which ignores it too)",
+        );
+    }
+    let mut ca_file = get("idp-certificate-authority");
+    if ca_file.is_some() && get("idp-certificate-authority-data").is_some() {
+        // client-go's transport reads the data and never opens the file.
+        warnings.ignored(
+            format!("{cpath}.idp-certificate-authority"),
+            "not used: idp-certificate-authority-data is set",
+        );
+        ca_file = None;
+    }
     let issuer =
         get("idp-issuer-url").ok_or_else(|| field(format!("{cpath}.idp-issuer-url"), "missing"))?;
     let issuer_url = url::Url::parse(&issuer)
@@ -728,7 +825,7 @@ fn oidc_config(
         refresh_token,
         issuer_certificate_authority: pem(
             dir,
-            &get("idp-certificate-authority"),
+            &ca_file,
             &get("idp-certificate-authority-data"),
             &cpath,
             "idp-certificate-authority",

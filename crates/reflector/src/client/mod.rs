@@ -31,6 +31,7 @@ mod rate_limit;
 mod representation;
 mod resource;
 mod retry;
+mod snippet;
 mod status;
 mod tls;
 mod watch_body;
@@ -42,6 +43,7 @@ pub use api::{
 pub use config::{
     default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig,
 };
+pub(crate) use error::redact_quoted;
 pub use error::{BoxError, ClientError, ConfigError};
 pub use http::{Client, WriteCheck, DEFAULT_MAX_BODY_BYTES};
 pub use incluster::SERVICE_ACCOUNT_DIR;
@@ -53,5 +55,6 @@ pub use representation::Representation;
 pub use resource::{ApiResource, Resource};
 pub use retry::{on_error, retry_on_conflict, RetryBackoff};
 pub use secrecy::{ExposeSecret, SecretSlice, SecretString};
+pub(crate) use snippet::body_snippet;
 pub use status::{Status, StatusCause, StatusDetails};
 pub use watch_body::WatchBody;

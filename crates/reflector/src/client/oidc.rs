@@ -5,14 +5,21 @@
 //!
 //! The id token is read, not verified: the API server verifies it; the client only needs its
 //! expiry. Tokens live in memory; unlike kubectl, the kubeconfig file is never rewritten.
+//!
+//! The issuer is reached as the API server is: through the proxy the client's [`Proxy`]
+//! setting chooses for the issuer's URL (a kubeconfig's `proxy-url`, or `HTTPS_PROXY` and
+//! `NO_PROXY`), with the client's `User-Agent`, as client-go's oidc plugin does with the
+//! cluster's transport.
+//!
+//! [`Proxy`]: crate::Proxy
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
-use http::{Method, Request};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, PROXY_AUTHORIZATION, USER_AGENT};
+use http::{HeaderValue, Method, Request};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -22,6 +29,7 @@ use serde::Deserialize;
 
 use super::config::OidcConfig;
 use super::error::{ClientError, ConfigError};
+use super::proxy::{forward_authorization, ProxyConnector, ProxySettings};
 use super::tls::{root_store, tls_err};
 
 /// Bound on the issuer's answers (a discovery document or a token response is a few KiB).
@@ -29,12 +37,15 @@ const MAX_ANSWER_BYTES: usize = 256 << 10;
 /// Bound on one refresh, discovery included.
 const REFRESH_TIMEOUT: Duration = Duration::from_secs(30);
 
-type HttpClient = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = hyper_util::client::legacy::Client<HttpsConnector<ProxyConnector>, Full<Bytes>>;
 
 /// Talks to the issuer: discovery, then the token endpoint.
 pub(crate) struct OidcIssuer {
     config: OidcConfig,
     http: HttpClient,
+    /// The client's proxy settings, for the `Proxy-Authorization` of forwarded requests.
+    proxies: Arc<ProxySettings>,
+    user_agent: HeaderValue,
 }
 
 /// New tokens from a refresh.
@@ -70,7 +81,12 @@ fn auth_err(message: impl Into<String>) -> ClientError {
 }
 
 impl OidcIssuer {
-    pub(crate) fn new(config: OidcConfig) -> Result<Self, ConfigError> {
+    /// An issuer client reaching `config`'s issuer through `proxies`, sending `user_agent`.
+    pub(crate) fn new(
+        config: OidcConfig,
+        proxies: Arc<ProxySettings>,
+        user_agent: HeaderValue,
+    ) -> Result<Self, ConfigError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let roots = root_store(
             config.issuer_certificate_authority.as_deref(),
@@ -84,6 +100,7 @@ impl OidcIssuer {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(REFRESH_TIMEOUT));
+        let http = ProxyConnector::new(http, proxies.clone(), false, Some(REFRESH_TIMEOUT));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -91,7 +108,12 @@ impl OidcIssuer {
             .wrap_connector(http);
         let http =
             hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
-        Ok(OidcIssuer { config, http })
+        Ok(OidcIssuer {
+            config,
+            http,
+            proxies,
+            user_agent,
+        })
     }
 
     pub(crate) fn config(&self) -> &OidcConfig {
@@ -206,9 +228,17 @@ impl OidcIssuer {
     /// Sends `req` and reads the answer (at most [`MAX_ANSWER_BYTES`]).
     async fn exchange(
         &self,
-        req: Request<Full<Bytes>>,
+        mut req: Request<Full<Bytes>>,
         what: &str,
     ) -> Result<(u16, Bytes), ClientError> {
+        // A plain-http issuer behind a forwarding proxy that wants credentials (a tunnel carries
+        // them in its CONNECT instead).
+        let proxy_authorization = forward_authorization(&self.proxies, req.uri(), false);
+        let headers = req.headers_mut();
+        headers.insert(USER_AGENT, self.user_agent.clone());
+        if let Some(auth) = proxy_authorization {
+            headers.insert(PROXY_AUTHORIZATION, auth);
+        }
         let resp = self
             .http
             .request(req)

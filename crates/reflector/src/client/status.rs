@@ -108,7 +108,8 @@ impl Status {
     }
 
     /// Parses a response body as a `Status`; falls back to a status built from the HTTP code and
-    /// the body's text when the body is not one.
+    /// the body's start when the body is not one, its JSON string values redacted: an object
+    /// sent back where a Status belongs may be a Secret.
     pub fn from_response(code: u16, body: &[u8]) -> Self {
         match serde_json::from_slice::<Status>(body) {
             Ok(mut s) if !s.message.is_empty() || !s.reason.is_empty() => {
@@ -118,8 +119,9 @@ impl Status {
                 s
             }
             _ => {
-                let text = String::from_utf8_lossy(&body[..body.len().min(1024)]);
-                Status::failure(code, reason_for_code(code), text.trim().to_string())
+                let text = String::from_utf8_lossy(&body[..body.len().min(4096)]);
+                let message = super::snippet::body_snippet(text.trim(), 1024);
+                Status::failure(code, reason_for_code(code), message)
             }
         }
     }
