@@ -35,8 +35,8 @@ pub use error::InformerError;
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{
-    HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, SharedIndexInformer,
-    MINIMUM_RESYNC_PERIOD,
+    HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, InformerStats,
+    SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
 };
 pub use pacing::{
     Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,

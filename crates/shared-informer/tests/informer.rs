@@ -754,3 +754,50 @@ async fn a_batch_applies_what_the_cache_accepts_and_notifies_only_that() {
     cancel.cancel();
     task.await.unwrap();
 }
+
+// D15: the informer's identity, name and object type, labels its handlers' names and stats and
+// its reflector's counters.
+on_every_queue!(
+    the_informer_identity_labels_its_stats_and_its_handlers,
+    start_paused = true
+);
+async fn the_informer_identity_labels_its_stats_and_its_handlers(queue: InformerQueue) {
+    let lw = FakeLw::new(vec![pod("a", 1), pod("b", 2)], "2");
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
+    assert_eq!(inf.id().to_string(), "pods (DynamicObject)");
+    assert!(inf.id().type_name.ends_with("::DynamicObject"));
+    let registration = inf.add_event_handler(EventHandlerFns::new()).unwrap();
+    assert!(
+        registration.name().starts_with("pods (DynamicObject)#"),
+        "{}",
+        registration.name()
+    );
+    let (cancel, task) = start(&inf);
+    assert!(registration.wait_for_sync().await);
+    until(|| lw.watches() == 1).await;
+    assert!(lw.send(WatchEvent::Modified(pod("a", 3))));
+    until(|| inf.stats().reflector.modified == 1).await;
+    let stats = inf.stats();
+    assert_eq!(&stats.informer, inf.id());
+    assert_eq!(
+        (stats.reflector.lists, stats.reflector.listed_items),
+        (1, 2)
+    );
+    assert_eq!(stats.reflector.watches, 1);
+    let [handler] = &stats.handlers[..] else {
+        panic!("one handler: {:?}", stats.handlers)
+    };
+    assert_eq!(&handler.informer, inf.id());
+    assert_eq!(handler.name, registration.name());
+    let by_handler_stats = &inf.handler_stats()[0];
+    assert_eq!(
+        (&by_handler_stats.informer, &by_handler_stats.name),
+        (&handler.informer, &handler.name)
+    );
+    // Another informer of the same name and type is still another informer.
+    let twin = informer_on(queue, FakeLw::new(vec![], "1"), Duration::ZERO);
+    assert_eq!(twin.id().to_string(), inf.id().to_string());
+    assert_ne!(twin.id(), inf.id());
+    cancel.cancel();
+    task.await.unwrap();
+}
