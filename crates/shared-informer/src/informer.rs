@@ -1,5 +1,8 @@
-//! [`SharedIndexInformer`]: reflector → DeltaFifo → indexer + handlers (client-go's
-//! `sharedIndexInformer` and its controller loop).
+//! [`SharedIndexInformer`]: reflector → queue → indexer + handlers (client-go's
+//! `sharedIndexInformer` and its controller loop). The queue is the in-order [`RealFifo`] by
+//! default (atomic relists, batched pops, unlocked while processing) or the [`DeltaFifo`]
+//! ([`InformerQueue`]); `handle_popped` applies whatever one pop hands out — one key's deltas, a
+//! batch, a whole relist, a resync or a bookmark — to the indexer, then notifies.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -6,11 +6,16 @@
 //! consumers ask.
 //!
 //! ```text
-//!  Reflector ──▶ DeltaFifo ──pop──▶ handle_deltas ──▶ Indexer (written first)
-//!                                        │
-//!                                        └──▶ Processor ──▶ Listener 1: unbounded buffer ─▶ task ─▶ handler
-//!                                                       └─▶ Listener 2: unbounded buffer ─▶ task ─▶ handler
+//!  Reflector ──▶ queue ──pop──▶ handle_popped ──▶ Indexer (written first)
+//!               RealFifo (default:     │
+//!               in order, atomic,      └──▶ Processor ──▶ Listener 1: buffer ─▶ task ─▶ handler
+//!               batched) or DeltaFifo                  └─▶ Listener 2: buffer ─▶ task ─▶ handler
 //! ```
+//!
+//! The queue ([`InformerQueue`]) is client-go's default since 1.33, the in-order `RealFifo`:
+//! every change reaches the cache and the handlers in the order the server sent it, a relist
+//! replaces the cache at once, and deltas of distinct keys are applied in batches. The classic
+//! `DeltaFifo` hands over all of a key's queued changes together instead.
 //!
 //! Rules kept (contract section d): the cache is updated before any handler hears of a change;
 //! presence in the cache, not the delta type, makes a notification an add or an update; an update
