@@ -34,6 +34,7 @@ mod pacing;
 mod processor;
 mod registration;
 mod synced;
+mod synctrack;
 
 pub use adaptors::FilteringHandler;
 pub use error::InformerError;
@@ -48,6 +49,7 @@ pub use pacing::{
 };
 pub use registration::HandlerRegistration;
 pub use synced::{wait_for, wait_for_cache_sync, HasSynced, SyncReport};
+pub use synctrack::SyncTracker;
 
 /// The cancellation token that stops informers and factories.
 pub use reflector::CancellationToken;

@@ -801,3 +801,46 @@ async fn the_informer_identity_labels_its_stats_and_its_handlers(queue: Informer
     cancel.cancel();
     task.await.unwrap();
 }
+
+// A handler that hands its initial adds to a worker: its registration syncs when the handler has
+// returned, the `SyncTracker` only when the worker has finished them too.
+on_every_queue!(
+    a_sync_tracker_waits_for_the_work_a_handler_handed_off,
+    start_paused = true
+);
+async fn a_sync_tracker_waits_for_the_work_a_handler_handed_off(queue: InformerQueue) {
+    use shared_informer::{HasSynced, SyncTracker};
+
+    let lw = FakeLw::new((0..3).map(|i| pod(&format!("p{i}"), i)).collect(), "3");
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
+    let tracker = SyncTracker::new();
+    let (work, mut worker) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let registration = inf
+        .add_event_handler(EventHandlerFns::new().on_add({
+            let tracker = tracker.clone();
+            move |o: &Arc<DynamicObject>, initial| {
+                if initial {
+                    tracker.start();
+                }
+                work.send(o.name().to_string()).unwrap();
+            }
+        }))
+        .unwrap();
+    tracker.set_upstream(registration.clone());
+    let (cancel, task) = start(&inf);
+    assert!(registration.wait_for_sync().await);
+    assert_eq!(tracker.pending(), 3);
+    assert!(!tracker.has_synced(), "the worker has not started");
+    let waiting = tokio::spawn({
+        let tracker = tracker.clone();
+        async move { tracker.wait_synced().await }
+    });
+    for done in 1..=3 {
+        assert!(worker.recv().await.is_some());
+        tracker.finished();
+        assert_eq!(tracker.has_synced(), done == 3, "{done} finished");
+    }
+    assert!(waiting.await.unwrap());
+    cancel.cancel();
+    task.await.unwrap();
+}
