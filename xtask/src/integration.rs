@@ -1,7 +1,7 @@
 //! `cargo xtask integration`: builds the end-to-end suite (`tests/integration`, package
 //! `integration-suite`) in release mode and runs it, passing arguments through (a substring filter,
-//! `--list`, `--soak-seconds N`, `--queue in-order|delta-fifo|both`). `cargo xtask ci` runs it with no
-//! arguments (the in-order queue) as its last step.
+//! `--list`, `--soak-seconds N`, `--queue in-order|delta-fifo|both`). `cargo xtask ci` runs it with
+//! `--queue both` as its last step.
 
 use crate::tools;
 

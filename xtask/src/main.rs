@@ -3,12 +3,12 @@
 //! Commands:
 //! - `ci`: everything CI checks, in order of increasing cost: tools, layering, fmt, clippy, doc
 //!   (rustdoc warnings denied), tests (doctests and the README's snippets included), then the
-//!   integration suite.
+//!   integration suite on both informer queues.
 //! - `layering`: only the crate layering check.
 //! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
 //! - `integration`: the end-to-end scenarios (`tests/integration`) against the simulated API
-//!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`) are
-//!   passed through.
+//!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`,
+//!   `--queue in-order|delta-fifo|both`) are passed through.
 //! - `bench`: every benchmark in release mode, one table of figures with their same-run baselines,
 //!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only).
 //!
@@ -27,12 +27,12 @@ fn usage() -> &'static str {
     "usage: cargo xtask <command>\n\
      \n\
      commands:\n  \
-       ci           install missing tools, then layering, fmt, clippy, doc, all tests and the integration suite\n  \
+       ci           install missing tools, then layering, fmt, clippy, doc, all tests and the integration suite on both queues\n  \
        layering     check that each workspace crate depends only on the crate below it\n  \
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster)\n  \
-       integration  run the end-to-end scenarios against the simulated API server (about 9 minutes)\n               \
-       ([FILTER...] to pick scenarios by name, --list, --soak-seconds N)\n  \
+       integration  run the end-to-end scenarios against the simulated API server (about 7 minutes per queue)\n               \
+       ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
        (--quick for shorter runs, --no-write to print only)\n"
 }

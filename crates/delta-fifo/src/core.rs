@@ -81,6 +81,12 @@ impl<K: Object, S> QueueCore<K, S> {
         self.locked.lock()
     }
 
+    /// Whether someone holds the lock now (tests of unlocking while processing).
+    #[cfg(test)]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.locked.is_locked()
+    }
+
     /// The key of an object (the key function's answer) or of a tombstone (its own key).
     pub(crate) fn key_of(&self, obj: &ObjectOrTombstone<K>) -> Result<ObjectKey, FifoError> {
         match obj {

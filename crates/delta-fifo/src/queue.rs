@@ -54,6 +54,13 @@ impl<K> Popped<'_, K> {
 }
 
 /// A queue of deltas that a reflector fills (through [`Store`]) and an informer drains.
+///
+/// What it is for: the one interface the informer's pop loop is written against, so that it runs
+/// unchanged on either queue; [`DeltaFifo`](crate::DeltaFifo) and [`RealFifo`](crate::RealFifo)
+/// implement it. It is public so that a consumer of this crate can write such a loop over either
+/// queue too. The plain [`Fifo`](crate::Fifo) does not implement it: it keeps one object per key,
+/// not deltas, so it has no [`Popped`] to hand out. Nothing in the workspace accepts a queue of the
+/// caller's own making: an informer builds its queue from `InformerOptions::queue`.
 pub trait Queue<K>: Store<K> + Clone + Send + Sync + 'static {
     /// Waits for the next entry (or, in a queue that batches, up to `max_batch` deltas of
     /// distinct keys) and runs `process` on it with `is_in_initial_list`; outcomes as in

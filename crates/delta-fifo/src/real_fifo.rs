@@ -43,6 +43,13 @@ pub struct Atomic {
     /// [`UNLOCK_WHILE_PROCESSING_MAX_DEPTH`] entries are queued (client-go's
     /// `UnlockWhileProcessingFIFO`): the reflector keeps queueing meanwhile. Safe only in atomic
     /// mode, where nothing the queue does depends on the consumer's store.
+    ///
+    /// Invariant **R2:** unlocking changes when a producer may queue, never what is popped: a
+    /// change queued while an entry is processed goes behind everything queued, each key's
+    /// changes pop in the order they were queued, every change pops once, and the pops are those
+    /// of the same operations with the lock held (checked against the model by
+    /// `proptest_atomic_real_fifo_matches_its_model`, and with concurrent producers by
+    /// `tests/concurrency.rs`).
     pub unlock_while_processing: bool,
 }
 
@@ -762,5 +769,60 @@ impl<K: Object> Queue<K> for RealFifo<K> {
     }
     fn last_sync_resource_version(&self) -> ResourceVersion {
         RealFifo::last_sync_resource_version(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use store_index::DynamicObject;
+
+    use super::*;
+
+    fn unlocking() -> RealFifo<DynamicObject> {
+        RealFifo::new(RealFifoOptions::atomic(Atomic {
+            emit_bookmarks: false,
+            unlock_while_processing: true,
+        }))
+    }
+
+    fn fill(fifo: &RealFifo<DynamicObject>, n: usize) {
+        for i in 0..n {
+            let pod = DynamicObject::new("v1", "Pod").named(format!("p{i}"));
+            fifo.add(Arc::new(pod)).unwrap();
+        }
+    }
+
+    /// Whether the queue's lock was held while `process` ran, for one pop of up to `batch`.
+    async fn locked_while_processing(fifo: &RealFifo<DynamicObject>, batch: usize) -> bool {
+        fifo.pop_batch(batch, |_, _| Ok::<_, ProcessError>(fifo.core.is_locked()))
+            .await
+            .unwrap()
+            .unwrap()
+    }
+
+    /// B15.3: the lock is released while processing only when fewer than
+    /// `UNLOCK_WHILE_PROCESSING_MAX_DEPTH` entries are left queued after the pop; a deeper queue
+    /// processes under the lock, so the producer waits and cannot run further ahead.
+    #[tokio::test]
+    async fn unlocking_while_processing_stops_at_the_depth_threshold() {
+        let fifo = unlocking();
+        fill(&fifo, UNLOCK_WHILE_PROCESSING_MAX_DEPTH + 1);
+        // 2000 left after the pop: not fewer than the threshold.
+        assert!(locked_while_processing(&fifo, 1).await);
+        assert_eq!(fifo.len(), UNLOCK_WHILE_PROCESSING_MAX_DEPTH);
+        // 1999 left: unlocked.
+        assert!(!locked_while_processing(&fifo, 1).await);
+        // The depth counts what is left after the whole batch is taken.
+        fill(&fifo, 1000);
+        assert_eq!(fifo.len(), 2999);
+        assert!(locked_while_processing(&fifo, 999).await);
+        assert!(!locked_while_processing(&fifo, 1).await);
+        // Without unlock_while_processing, or in the non-atomic mode, always under the lock.
+        let held = RealFifo::new(RealFifoOptions::atomic(Atomic::default()));
+        fill(&held, 1);
+        assert!(locked_while_processing(&held, 1).await);
+        let tombstones = RealFifo::new(RealFifoOptions::new(store_index::Indexer::default()));
+        fill(&tombstones, 1);
+        assert!(locked_while_processing(&tombstones, 1).await);
     }
 }

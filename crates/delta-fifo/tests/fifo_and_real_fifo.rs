@@ -193,3 +193,42 @@ async fn real_fifo_resync_skips_queued_keys() {
     assert_eq!(popped, [d(Updated, "foo", 7), d(Sync, "bar", 6)]);
     assert!(popped.iter().all(|x| x.1 != "foo" || x.0 != Sync));
 }
+
+/// `RealFifo::key_of`: an object's key is the key function's answer, and its failure is a key
+/// error naming the object; a tombstone's key is its own, whatever the key function says.
+#[test]
+fn real_fifo_key_of_uses_the_key_function_for_objects_and_a_tombstone_key_for_tombstones() {
+    let f = RealFifo::new(RealFifoOptions::new(known(&[])));
+    let key = f.key_of(&ObjectOrTombstone::from(obj("foo", 1))).unwrap();
+    assert_eq!(key.as_str(), "foo");
+    let key = f.key_of(&tombstone("ns/gone", None)).unwrap();
+    assert_eq!(key.as_str(), "ns/gone");
+
+    let strict = RealFifo::new(RealFifoOptions::new(known(&[])).key_fn(std::sync::Arc::new(
+        |o: &Obj| {
+            if o.meta.name.as_deref() == Some("") {
+                Err(delta_fifo::store_index::KeyError::NoMeta)
+            } else {
+                Ok(format!("custom/{}", o.meta.name.as_deref().unwrap_or("")).into())
+            }
+        },
+    )));
+    let key = strict
+        .key_of(&ObjectOrTombstone::from(obj("foo", 1)))
+        .unwrap();
+    assert_eq!(key.as_str(), "custom/foo");
+    let err = strict
+        .key_of(&ObjectOrTombstone::from(obj("", 1)))
+        .unwrap_err();
+    assert!(err.key_error().is_some(), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("couldn't create key for object"),
+        "{err}"
+    );
+    // The key function is not asked about a tombstone, even one holding an object it refuses.
+    let key = strict
+        .key_of(&tombstone("ns/kept", Some(obj("", 1))))
+        .unwrap();
+    assert_eq!(key.as_str(), "ns/kept");
+}

@@ -56,9 +56,13 @@ async fn drain_batches(f: &RealFifo<Obj>, max: usize) -> Vec<P> {
 }
 
 fn atomic(bookmarks: bool) -> RealFifo<Obj> {
+    atomic_unlocking(bookmarks, false)
+}
+
+fn atomic_unlocking(bookmarks: bool, unlock_while_processing: bool) -> RealFifo<Obj> {
     RealFifo::new(RealFifoOptions::atomic(Atomic {
         emit_bookmarks: bookmarks,
-        unlock_while_processing: false,
+        unlock_while_processing,
     }))
 }
 
@@ -472,6 +476,9 @@ enum AtomicOp {
     Resync,
     Bookmark(u32),
     Pop(usize),
+    /// A pop whose process function adds a change, as a reflector does while the informer
+    /// processes with the lock released (run after the pop when the lock is held).
+    PopWhileAdding(usize, u8, i64),
 }
 
 fn atomic_op() -> impl Strategy<Value = AtomicOp> {
@@ -482,6 +489,7 @@ fn atomic_op() -> impl Strategy<Value = AtomicOp> {
         1 => Just(AtomicOp::Resync),
         1 => (0u32..1000).prop_map(AtomicOp::Bookmark),
         4 => (1usize..5).prop_map(AtomicOp::Pop),
+        2 => (1usize..5, 0u8..6, 0i64..100).prop_map(|(m, k, v)| AtomicOp::PopWhileAdding(m, k, v)),
     ]
 }
 
@@ -530,12 +538,17 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
 
     /// The atomic RealFifo behaves as its model: the same entries in the same pops and batches,
-    /// the same HasSynced, and the reflector's RV recorded whether or not bookmarks are queued.
+    /// the same HasSynced, and the reflector's RV recorded whether or not bookmarks are queued;
+    /// with `unlock_while_processing` too, where changes queued during a pop's processing land
+    /// behind everything queued and nothing else differs (invariant R2).
     #[test]
-    fn proptest_atomic_real_fifo_matches_its_model(ops in proptest::collection::vec(atomic_op(), 1..40)) {
+    fn proptest_atomic_real_fifo_matches_its_model(
+        ops in proptest::collection::vec(atomic_op(), 1..40),
+        unlock in any::<bool>(),
+    ) {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         rt.block_on(async {
-            let f = atomic(true);
+            let f = atomic_unlocking(true, unlock);
             let mut queue: Vec<AtomicEntry> = Vec::new();
             let mut initial: Option<usize> = None;
             let mut populated = false;
@@ -574,6 +587,28 @@ proptest! {
                         prop_assert_eq!(got, atomic_model_pop(&mut queue, &mut initial, max));
                     }
                     AtomicOp::Pop(_) => {}
+                    AtomicOp::PopWhileAdding(max, k, v) if !f.is_empty() => {
+                        let producer = f.clone();
+                        let got = if unlock {
+                            // The lock is released: the add goes in while the entry is processed.
+                            f.pop_batch(max, |p, _| {
+                                producer.add(obj(&name(k), v)).map_err(ProcessError::failed)?;
+                                Ok::<_, ProcessError>(describe_popped(p))
+                            })
+                            .await
+                        } else {
+                            let got = f
+                                .pop_batch(max, |p, _| Ok::<_, ProcessError>(describe_popped(p)))
+                                .await;
+                            producer.add(obj(&name(k), v)).unwrap();
+                            got
+                        };
+                        let got = got.unwrap().unwrap();
+                        prop_assert_eq!(got, atomic_model_pop(&mut queue, &mut initial, max));
+                        queue.push(AtomicEntry::Delta(name(k), d(Added, &name(k), v)));
+                        populated = true;
+                    }
+                    AtomicOp::PopWhileAdding(..) => {}
                 }
                 prop_assert_eq!(f.len(), queue.len());
                 prop_assert_eq!(f.has_synced(), populated && initial.unwrap_or(0) == 0);

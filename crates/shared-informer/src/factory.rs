@@ -438,4 +438,35 @@ mod tests {
             ["/api/v1/things1 as Scripted", "/api/v1/things2 as Scripted"]
         );
     }
+
+    /// Every informer of a factory, metadata informers included, runs on the factory's queue, on
+    /// each of the queues the informer tests run on.
+    #[tokio::test]
+    async fn every_informer_of_a_factory_runs_on_the_factory_queue() {
+        let config = ClusterConfig::new("http://127.0.0.1:9").expect("config");
+        let pods = Resource::namespaced("", "v1", "pods");
+        let default = SharedInformerFactory::new(config.clone());
+        assert_eq!(
+            default
+                .informer::<DynamicObject>(pods.clone())
+                .unwrap()
+                .queue(),
+            InformerQueue::InOrder(crate::InOrder::default())
+        );
+        let queues = [
+            InformerQueue::InOrder(crate::InOrder::default()),
+            InformerQueue::InOrder(crate::InOrder {
+                batch_size: 1,
+                atomic: false,
+                unlock_while_processing: false,
+            }),
+            InformerQueue::DeltaFifo,
+        ];
+        for queue in queues {
+            let factory = SharedInformerFactory::new(config.clone()).queue(queue);
+            let full = factory.informer::<DynamicObject>(pods.clone()).unwrap();
+            let metadata = factory.metadata_informer(pods.clone()).unwrap();
+            assert_eq!((full.queue(), metadata.queue()), (queue, queue));
+        }
+    }
 }

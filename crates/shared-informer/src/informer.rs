@@ -1,5 +1,8 @@
-//! [`SharedIndexInformer`]: reflector → DeltaFifo → indexer + handlers (client-go's
-//! `sharedIndexInformer` and its controller loop).
+//! [`SharedIndexInformer`]: reflector → queue → indexer + handlers (client-go's
+//! `sharedIndexInformer` and its controller loop). The queue is the in-order [`RealFifo`] by
+//! default (atomic relists, batched pops, unlocked while processing) or the [`DeltaFifo`]
+//! ([`InformerQueue`]); `handle_popped` applies whatever one pop hands out — one key's deltas, a
+//! batch, a whole relist, a resync or a bookmark — to the indexer, then notifies.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,7 +19,10 @@ use reflector::store_index::{
     BoxError, DeletedFinalStateUnknown, Indexer, Indexers, Lister, Object, ReadOnlyIndexer,
     ResourceVersion, Transaction, TransactionError,
 };
-use reflector::{HttpListerWatcher, ListerWatcher, Reflector, ReflectorOptions, WatchErrorHandler};
+use reflector::{
+    HttpListerWatcher, ListerWatcher, Reflector, ReflectorMetrics, ReflectorOptions,
+    ReflectorStats, WatchErrorHandler,
+};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -34,7 +40,7 @@ pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// Options of a [`SharedIndexInformer`].
 pub struct InformerOptions<K> {
-    /// Name used in logs.
+    /// Name used, with the object type, in logs and stats (the informer's [`InformerId`]).
     pub name: String,
     /// Default resync period of handlers (zero: never resync).
     pub resync_period: Duration,
@@ -157,6 +163,8 @@ struct Inner<K, L> {
     /// The resource version the reflector of the running (or last) `run` last synced to, as its
     /// queue records it.
     reflector_rv: OnceLock<Box<dyn Fn() -> ResourceVersion + Send + Sync>>,
+    /// The counters of the reflector of `run` (zero before it).
+    reflector_metrics: Arc<ReflectorMetrics>,
     next_listener_id: AtomicU64,
 }
 
@@ -222,6 +230,7 @@ where
                 block_deltas: Mutex::new(()),
                 synced: Arc::default(),
                 reflector_rv: OnceLock::new(),
+                reflector_metrics: Arc::default(),
                 next_listener_id: AtomicU64::new(1),
             }),
         }
@@ -343,7 +352,8 @@ where
         resync: Duration,
     ) -> Result<HandlerRegistration<K>, InformerError> {
         let id = self.inner.next_listener_id.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{}#{id}", self.inner.id.name);
+        // The identity in the name: handler logs and sync reports say whose handler it is (D15).
+        let name = format!("{}#{id}", self.inner.id);
         let mut lifecycle = self.inner.lifecycle.lock();
         if lifecycle.stopped {
             return Err(InformerError::HandlerAfterStop(name));
@@ -500,7 +510,9 @@ where
         };
         let paced = PacedQueue::new(fifo.clone(), self.inner.pacing.as_ref());
         let reflector = Arc::new(
-            Reflector::new(lw, paced.clone(), reflector_options).with_should_resync(should_resync),
+            Reflector::new(lw, paced.clone(), reflector_options)
+                .with_should_resync(should_resync)
+                .with_metrics(Arc::clone(&self.inner.reflector_metrics)),
         );
         if let Some(h) = error_handler {
             reflector.set_watch_error_handler(h);
@@ -531,7 +543,8 @@ where
         let reflector_task = {
             let reflector = Arc::clone(&reflector);
             let cancel = cancel.clone();
-            tokio::spawn(async move { reflector.run(cancel).await })
+            // In the informer's span, so the reflector's logs carry the informer's identity.
+            tokio::spawn(async move { reflector.run(cancel).await }.in_current_span())
         };
 
         loop {
@@ -726,21 +739,65 @@ where
         Ok(())
     }
 
-    /// The registered handlers' counters, for observability.
+    /// The registered handlers' counters, for observability, each labelled with this informer's
+    /// identity (D15).
     pub fn handler_stats(&self) -> Vec<HandlerStats> {
-        self.inner
-            .processor
-            .listeners()
-            .iter()
-            .map(|l| HandlerStats {
-                name: l.name.clone(),
-                pending: l.pending(),
-                processed: l.processed(),
-                panics: l.panics(),
-                lagging: l.is_lagging(),
-            })
-            .collect()
+        self.stats().handlers
     }
+
+    /// The informer's counters, labelled with its identity (D15): its reflector's (what it asked
+    /// the server and received; zero before `run`) and its handlers'.
+    ///
+    /// ```
+    /// use shared_informer::{InformerOptions, SharedIndexInformer};
+    /// use shared_informer::reflector::store_index::DynamicObject;
+    /// # use shared_informer::reflector::{ListOptions, ListerWatcher, ObjectList, ReflectorError, WatchOptions, WatchStream};
+    /// # struct Never;
+    /// # impl ListerWatcher<DynamicObject> for Never {
+    /// #     async fn list(&self, _: ListOptions) -> Result<ObjectList<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// #     async fn watch(&self, _: WatchOptions) -> Result<WatchStream<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// # }
+    /// let pods = SharedIndexInformer::<DynamicObject, _>::new(
+    ///     Never,
+    ///     InformerOptions { name: "pods".into(), ..Default::default() },
+    /// );
+    /// let stats = pods.stats();
+    /// assert_eq!(stats.informer.to_string(), "pods (DynamicObject)");
+    /// assert_eq!(stats.reflector.lists, 0);
+    /// ```
+    pub fn stats(&self) -> InformerStats {
+        InformerStats {
+            informer: self.inner.id.clone(),
+            reflector: self.inner.reflector_metrics.snapshot(),
+            handlers: self
+                .inner
+                .processor
+                .listeners()
+                .iter()
+                .map(|l| HandlerStats {
+                    informer: self.inner.id.clone(),
+                    name: l.name.clone(),
+                    pending: l.pending(),
+                    processed: l.processed(),
+                    panics: l.panics(),
+                    lagging: l.is_lagging(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An informer's counters at one moment ([`SharedIndexInformer::stats`]), labelled with its
+/// identity as client-go labels a reflector's and a queue's metrics with their name (D15).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InformerStats {
+    /// Whose counters these are: the informer's name and object type.
+    pub informer: InformerId,
+    /// Its reflector's: lists, pages, watches, events by type, relists, 410s, backoff waits (bytes
+    /// only where the lister-watcher counts them).
+    pub reflector: ReflectorStats,
+    /// Its handlers', as [`SharedIndexInformer::handler_stats`] gives them.
+    pub handlers: Vec<HandlerStats>,
 }
 
 fn notify_add<K>(out: &mut Outbox<K>, obj: Arc<K>, is_in_initial_list: bool) {
@@ -775,7 +832,9 @@ impl<K: Object, L: ListerWatcher<K>> HasSynced for SharedIndexInformer<K, L> {
 /// One registered handler's counters ([`SharedIndexInformer::handler_stats`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HandlerStats {
-    /// The registration's name (`informer#n`).
+    /// The informer the handler is registered with (D15).
+    pub informer: InformerId,
+    /// The registration's name: the informer's identity and a number, `pods (DynamicObject)#2`.
     pub name: String,
     /// Notifications queued and not yet handled.
     pub pending: i64,

@@ -6,11 +6,16 @@
 //! consumers ask.
 //!
 //! ```text
-//!  Reflector ──▶ DeltaFifo ──pop──▶ handle_deltas ──▶ Indexer (written first)
-//!                                        │
-//!                                        └──▶ Processor ──▶ Listener 1: unbounded buffer ─▶ task ─▶ handler
-//!                                                       └─▶ Listener 2: unbounded buffer ─▶ task ─▶ handler
+//!  Reflector ──▶ queue ──pop──▶ handle_popped ──▶ Indexer (written first)
+//!               RealFifo (default:     │
+//!               in order, atomic,      └──▶ Processor ──▶ Listener 1: buffer ─▶ task ─▶ handler
+//!               batched) or DeltaFifo                  └─▶ Listener 2: buffer ─▶ task ─▶ handler
 //! ```
+//!
+//! The queue ([`InformerQueue`]) is client-go's default since 1.33, the in-order `RealFifo`:
+//! every change reaches the cache and the handlers in the order the server sent it, a relist
+//! replaces the cache at once, and deltas of distinct keys are applied in batches. The classic
+//! `DeltaFifo` hands over all of a key's queued changes together instead.
 //!
 //! Rules kept (contract section d): the cache is updated before any handler hears of a change;
 //! presence in the cache, not the delta type, makes a notification an add or an update; an update
@@ -29,20 +34,22 @@ mod pacing;
 mod processor;
 mod registration;
 mod synced;
+mod synctrack;
 
 pub use adaptors::FilteringHandler;
 pub use error::InformerError;
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{
-    HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, SharedIndexInformer,
-    MINIMUM_RESYNC_PERIOD,
+    HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, InformerStats,
+    SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
 };
 pub use pacing::{
     Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,
 };
 pub use registration::HandlerRegistration;
 pub use synced::{wait_for, wait_for_cache_sync, HasSynced, SyncReport};
+pub use synctrack::SyncTracker;
 
 /// The cancellation token that stops informers and factories.
 pub use reflector::CancellationToken;

@@ -82,7 +82,8 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
         self.listener.resync.lock().period
     }
 
-    /// The registration's name (`informer#n`).
+    /// The registration's name: its informer's identity and a number, `pods (DynamicObject)#2`
+    /// (D15).
     pub fn name(&self) -> &str {
         &self.listener.name
     }

@@ -1,14 +1,18 @@
-//! The informer and the factory against the simulated API server.
+//! The informer and the factory against the simulated API server, each test on every queue.
+
+#[macro_use]
+mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::queues;
 use parking_lot::Mutex;
 use serde_json::json;
 use shared_informer::reflector::store_index::{DynamicObject, Object};
 use shared_informer::reflector::{ClusterConfig, Credentials, ExecConfig, Resource};
-use shared_informer::{EventHandlerFns, SharedInformerFactory};
+use shared_informer::{EventHandlerFns, InformerQueue, SharedInformerFactory};
 use sim_apiserver::{ChurnConfig, SimServer};
 use tokio_util::sync::CancellationToken;
 
@@ -29,8 +33,12 @@ async fn eventually(what: &str, mut f: impl FnMut() -> bool) {
 
 // One client per factory: informers of different resources share its connections and its
 // credential cache, so an exec credential plugin runs once, not once per informer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn informers_of_one_factory_share_one_client_and_one_credential_cache() {
+on_every_queue!(
+    informers_of_one_factory_share_one_client_and_one_credential_cache,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn informers_of_one_factory_share_one_client_and_one_credential_cache(queue: InformerQueue) {
     let sim = SimServer::builder()
         .token("from-plugin")
         .start()
@@ -40,7 +48,11 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache() {
         sim.create(resource, Some("ns"), json!({"metadata": {"name": name}}))
             .unwrap();
     }
-    let dir = std::env::temp_dir().join(format!("informer-factory-exec-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "informer-factory-exec-{}-{}",
+        std::process::id(),
+        queues::name_of(queue)
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let runs = dir.join("runs");
     let script = dir.join("cred.sh");
@@ -60,8 +72,9 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache() {
         api_version: "client.authentication.k8s.io/v1".into(),
         ..ExecConfig::default()
     });
-    let factory = SharedInformerFactory::new(config);
+    let factory = SharedInformerFactory::new(config).queue(queue);
     let pods = factory.informer::<DynamicObject>(pods()).unwrap();
+    assert_eq!(pods.queue(), queue);
     let configmaps = factory
         .informer::<DynamicObject>(Resource::namespaced("", "v1", "configmaps"))
         .unwrap();
@@ -81,8 +94,12 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn consumers_of_one_factory_share_a_single_list_and_watch() {
+on_every_queue!(
+    consumers_of_one_factory_share_a_single_list_and_watch,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn consumers_of_one_factory_share_a_single_list_and_watch(queue: InformerQueue) {
     let sim = SimServer::start().await.unwrap();
     for i in 0..20 {
         sim.create(
@@ -92,7 +109,7 @@ async fn consumers_of_one_factory_share_a_single_list_and_watch() {
         )
         .unwrap();
     }
-    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap());
+    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap()).queue(queue);
     let seen: Vec<Arc<Mutex<usize>>> = (0..5).map(|_| Arc::default()).collect();
     for count in &seen {
         let informer = factory.informer::<DynamicObject>(pods()).unwrap();
@@ -170,11 +187,18 @@ impl Sequences {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn handler_sequences_stay_consistent_under_churn_and_the_cache_equals_the_server() {
+on_every_queue!(
+    handler_sequences_stay_consistent_under_churn_and_the_cache_equals_the_server,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn handler_sequences_stay_consistent_under_churn_and_the_cache_equals_the_server(
+    queue: InformerQueue,
+) {
     let sim = SimServer::start().await.unwrap();
-    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap());
+    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap()).queue(queue);
     let informer = factory.informer::<DynamicObject>(pods()).unwrap();
+    assert_eq!(informer.queue(), queue);
     let seq = Arc::new(Mutex::new(Sequences::default()));
     let (a, u, d) = (Arc::clone(&seq), Arc::clone(&seq), Arc::clone(&seq));
     informer

@@ -1,12 +1,13 @@
 //! Contract section (d): the informer against a scripted lister-watcher, under paused time.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{pod, until, FakeLw};
+use common::{pod, queues, until, FakeLw};
 use parking_lot::Mutex;
 use shared_informer::reflector::store_index::{DynamicObject, Indexers, Object};
 use shared_informer::reflector::{ReflectorError, Status, WatchEvent};
@@ -59,39 +60,6 @@ fn informer_on(
             ..InformerOptions::default()
         },
     )
-}
-
-/// The queues every test runs on: the in-order queue in its atomic and tombstone modes, batched
-/// and not, and the DeltaFifo.
-const IN_ORDER: InformerQueue = InformerQueue::InOrder(InOrder {
-    batch_size: 1000,
-    atomic: true,
-    unlock_while_processing: true,
-});
-const IN_ORDER_TOMBSTONES: InformerQueue = InformerQueue::InOrder(InOrder {
-    batch_size: 1,
-    atomic: false,
-    unlock_while_processing: false,
-});
-
-/// Runs the test function `$test(queue)` once per queue, as tests named `$test::<queue>`.
-macro_rules! on_every_queue {
-    ($test:ident, $($attr:tt)*) => {
-        mod $test {
-            #[tokio::test($($attr)*)]
-            async fn in_order() {
-                super::$test(super::IN_ORDER).await
-            }
-            #[tokio::test($($attr)*)]
-            async fn in_order_tombstones_unbatched() {
-                super::$test(super::IN_ORDER_TOMBSTONES).await
-            }
-            #[tokio::test($($attr)*)]
-            async fn delta_fifo() {
-                super::$test(super::InformerQueue::DeltaFifo).await
-            }
-        }
-    };
 }
 
 fn start(
@@ -636,12 +604,12 @@ async fn a_relist_notifies_deletions_then_the_list_in_order(queue: InformerQueue
 
 #[tokio::test(start_paused = true)]
 async fn a_relist_notifies_deletions_then_the_list_in_order_atomic() {
-    a_relist_notifies_deletions_then_the_list_in_order(IN_ORDER).await
+    a_relist_notifies_deletions_then_the_list_in_order(queues::IN_ORDER).await
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_relist_notifies_deletions_then_the_list_in_order_tombstones() {
-    a_relist_notifies_deletions_then_the_list_in_order(IN_ORDER_TOMBSTONES).await
+    a_relist_notifies_deletions_then_the_list_in_order(queues::IN_ORDER_TOMBSTONES).await
 }
 
 /// Whether a reader polling the cache during a relist of 3000 objects ever sees part of the old
@@ -695,7 +663,7 @@ async fn a_reader_sees_a_half_applied_relist(queue: InformerQueue) -> bool {
 /// shows the test can tell.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_atomic_relist_is_never_seen_half_applied() {
-    assert!(!a_reader_sees_a_half_applied_relist(IN_ORDER).await);
+    assert!(!a_reader_sees_a_half_applied_relist(queues::IN_ORDER).await);
     // The control depends on the reader thread running while the relist is applied: a few tries
     // make a busy machine's scheduling irrelevant.
     let mut control = false;
@@ -711,16 +679,24 @@ async fn an_atomic_relist_is_never_seen_half_applied() {
     );
 }
 
-/// The cache's own resource version (A6) follows what it has applied, bookmarks included, while
-/// the reflector's may be ahead.
-#[tokio::test(start_paused = true)]
-async fn the_store_resource_version_follows_what_the_cache_applied() {
+on_every_queue!(
+    the_store_resource_version_follows_what_the_cache_applied,
+    start_paused = true
+);
+/// The cache's own resource version (A6, D2.7) follows what it has applied, while the
+/// reflector's may be ahead. On the atomic in-order queue the list's RV and bookmarks reach the
+/// cache; on the others only objects do, so the cache holds the RV of the last object written.
+async fn the_store_resource_version_follows_what_the_cache_applied(queue: InformerQueue) {
+    let atomic = matches!(queue, InformerQueue::InOrder(InOrder { atomic: true, .. }));
     let lw = FakeLw::new(vec![pod("a", 1)], "10");
-    let inf = informer_on(IN_ORDER, lw.clone(), Duration::ZERO);
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
     assert_eq!(inf.last_store_sync_resource_version(), "");
     let (cancel, task) = start(&inf);
     assert!(inf.wait_for_sync().await);
-    until(|| inf.last_store_sync_resource_version() == "10").await;
+    // Synced: the list has been applied. Its RV, or its last object's.
+    let listed = if atomic { "10" } else { "1" };
+    assert_eq!(inf.last_store_sync_resource_version(), listed, "{queue:?}");
+    assert_eq!(inf.last_sync_resource_version(), "10");
     until(|| lw.watches() == 1).await;
     assert!(lw.send(WatchEvent::Modified(pod("a", 12))));
     until(|| inf.last_store_sync_resource_version() == "12").await;
@@ -731,7 +707,13 @@ async fn the_store_resource_version_follows_what_the_cache_applied() {
             initial_events_end: false,
         }))
     );
-    until(|| inf.last_store_sync_resource_version() == "15").await;
+    until(|| inf.last_sync_resource_version() == "15").await;
+    if atomic {
+        until(|| inf.last_store_sync_resource_version() == "15").await;
+    } else {
+        // The other queues queue nothing for a bookmark: nothing is left to reach the cache.
+        assert_eq!(inf.last_store_sync_resource_version(), "12", "{queue:?}");
+    }
     cancel.cancel();
     task.await.unwrap();
 }
@@ -769,6 +751,96 @@ async fn a_batch_applies_what_the_cache_accepts_and_notifies_only_that() {
     seen.sort();
     assert_eq!(seen, ["h add a 1 initial=true", "h add c 3 initial=true"]);
     assert_eq!(sorted_keys(&inf), ["ns/a", "ns/c"]);
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+// D15: the informer's identity, name and object type, labels its handlers' names and stats and
+// its reflector's counters.
+on_every_queue!(
+    the_informer_identity_labels_its_stats_and_its_handlers,
+    start_paused = true
+);
+async fn the_informer_identity_labels_its_stats_and_its_handlers(queue: InformerQueue) {
+    let lw = FakeLw::new(vec![pod("a", 1), pod("b", 2)], "2");
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
+    assert_eq!(inf.id().to_string(), "pods (DynamicObject)");
+    assert!(inf.id().type_name.ends_with("::DynamicObject"));
+    let registration = inf.add_event_handler(EventHandlerFns::new()).unwrap();
+    assert!(
+        registration.name().starts_with("pods (DynamicObject)#"),
+        "{}",
+        registration.name()
+    );
+    let (cancel, task) = start(&inf);
+    assert!(registration.wait_for_sync().await);
+    until(|| lw.watches() == 1).await;
+    assert!(lw.send(WatchEvent::Modified(pod("a", 3))));
+    until(|| inf.stats().reflector.modified == 1).await;
+    let stats = inf.stats();
+    assert_eq!(&stats.informer, inf.id());
+    assert_eq!(
+        (stats.reflector.lists, stats.reflector.listed_items),
+        (1, 2)
+    );
+    assert_eq!(stats.reflector.watches, 1);
+    let [handler] = &stats.handlers[..] else {
+        panic!("one handler: {:?}", stats.handlers)
+    };
+    assert_eq!(&handler.informer, inf.id());
+    assert_eq!(handler.name, registration.name());
+    let by_handler_stats = &inf.handler_stats()[0];
+    assert_eq!(
+        (&by_handler_stats.informer, &by_handler_stats.name),
+        (&handler.informer, &handler.name)
+    );
+    // Another informer of the same name and type is still another informer.
+    let twin = informer_on(queue, FakeLw::new(vec![], "1"), Duration::ZERO);
+    assert_eq!(twin.id().to_string(), inf.id().to_string());
+    assert_ne!(twin.id(), inf.id());
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+// A handler that hands its initial adds to a worker: its registration syncs when the handler has
+// returned, the `SyncTracker` only when the worker has finished them too.
+on_every_queue!(
+    a_sync_tracker_waits_for_the_work_a_handler_handed_off,
+    start_paused = true
+);
+async fn a_sync_tracker_waits_for_the_work_a_handler_handed_off(queue: InformerQueue) {
+    use shared_informer::{HasSynced, SyncTracker};
+
+    let lw = FakeLw::new((0..3).map(|i| pod(&format!("p{i}"), i)).collect(), "3");
+    let inf = informer_on(queue, lw.clone(), Duration::ZERO);
+    let tracker = SyncTracker::new();
+    let (work, mut worker) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let registration = inf
+        .add_event_handler(EventHandlerFns::new().on_add({
+            let tracker = tracker.clone();
+            move |o: &Arc<DynamicObject>, initial| {
+                if initial {
+                    tracker.start();
+                }
+                work.send(o.name().to_string()).unwrap();
+            }
+        }))
+        .unwrap();
+    tracker.set_upstream(registration.clone());
+    let (cancel, task) = start(&inf);
+    assert!(registration.wait_for_sync().await);
+    assert_eq!(tracker.pending(), 3);
+    assert!(!tracker.has_synced(), "the worker has not started");
+    let waiting = tokio::spawn({
+        let tracker = tracker.clone();
+        async move { tracker.wait_synced().await }
+    });
+    for done in 1..=3 {
+        assert!(worker.recv().await.is_some());
+        tracker.finished();
+        assert_eq!(tracker.has_synced(), done == 3, "{done} finished");
+    }
+    assert!(waiting.await.unwrap());
     cancel.cancel();
     task.await.unwrap();
 }

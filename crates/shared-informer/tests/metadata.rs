@@ -4,11 +4,16 @@
 //! not know the metadata representation, and a representation no server knows is a clear 406.
 //!
 //! Waiting is event-driven: the cache sync signal, and handler notifications on a channel read
-//! with a deadline; nothing sleeps to synchronise.
+//! with a deadline; nothing sleeps to synchronise. The informer tests run on every queue; the
+//! last test asks the client alone, so no queue is involved.
+
+#[macro_use]
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::queues;
 use serde_json::{json, Value};
 use shared_informer::reflector::store_index::{
     DynamicObject, Object, ObjectOrTombstone, PartialObjectMetadata, Selector,
@@ -17,7 +22,7 @@ use shared_informer::reflector::{
     ClientError, ClusterConfig, ReflectorOptions, Representation, Resource, DEFAULT_MAX_BODY_BYTES,
 };
 use shared_informer::{
-    CancellationToken, EventHandlerFns, SharedIndexInformer, SharedInformerFactory,
+    CancellationToken, EventHandlerFns, InformerQueue, SharedIndexInformer, SharedInformerFactory,
 };
 use sim_apiserver::SimServer;
 use tokio::sync::mpsc;
@@ -109,19 +114,27 @@ fn rv_of(v: &Value) -> String {
         .to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_metadata_informer_caches_metadata_only_and_follows_adds_updates_and_deletes() {
+on_every_queue!(
+    a_metadata_informer_caches_metadata_only_and_follows_adds_updates_and_deletes,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_metadata_informer_caches_metadata_only_and_follows_adds_updates_and_deletes(
+    queue: InformerQueue,
+) {
     // Without the watch cache the first list is paginated: three pages of a hundred.
     let sim = seeded(SimServer::builder().watch_cache(false)).await;
     // With an expected kind set, pages of PartialObjectMetadataList and PartialObjectMetadata
     // events pass for pods.
     let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap())
+        .queue(queue)
         .reflector_options(ReflectorOptions {
             expected_gvk: Some(("v1".into(), "Pod".into())),
             page_size: 100,
             ..ReflectorOptions::default()
         });
     let informer = factory.metadata_informer(pods()).unwrap();
+    assert_eq!(informer.queue(), queue);
     let same = factory.metadata_informer(pods()).unwrap();
     assert!(std::ptr::eq(informer.indexer(), same.indexer()));
     let mut heard = listen(&informer);
@@ -187,8 +200,14 @@ async fn a_metadata_informer_caches_metadata_only_and_follows_adds_updates_and_d
     factory.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_metadata_informer_receives_a_fraction_of_the_bytes_of_a_full_informer() {
+on_every_queue!(
+    a_metadata_informer_receives_a_fraction_of_the_bytes_of_a_full_informer,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_metadata_informer_receives_a_fraction_of_the_bytes_of_a_full_informer(
+    queue: InformerQueue,
+) {
     let sim = seeded(SimServer::builder()).await;
     let config = ClusterConfig::new(&sim.url()).unwrap();
 
@@ -206,10 +225,10 @@ async fn a_metadata_informer_receives_a_fraction_of_the_bytes_of_a_full_informer
             bytes
         }
     };
-    let full_factory = SharedInformerFactory::new(config.clone());
+    let full_factory = SharedInformerFactory::new(config.clone()).queue(queue);
     let full = full_factory.informer::<DynamicObject>(pods()).unwrap();
     let full_bytes = synced_bytes(full_factory).await;
-    let meta_factory = SharedInformerFactory::new(config);
+    let meta_factory = SharedInformerFactory::new(config).queue(queue);
     let meta = meta_factory.metadata_informer(pods()).unwrap();
     let meta_bytes = synced_bytes(meta_factory).await;
 
@@ -243,15 +262,23 @@ async fn a_metadata_informer_receives_a_fraction_of_the_bytes_of_a_full_informer
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_that_does_not_know_the_metadata_representation_still_fills_the_cache() {
+on_every_queue!(
+    a_server_that_does_not_know_the_metadata_representation_still_fills_the_cache,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_server_that_does_not_know_the_metadata_representation_still_fills_the_cache(
+    queue: InformerQueue,
+) {
     let sim = seeded(SimServer::builder().partial_object_metadata(false)).await;
     let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap())
+        .queue(queue)
         .reflector_options(ReflectorOptions {
             expected_gvk: Some(("v1".into(), "Pod".into())),
             ..ReflectorOptions::default()
         });
     let informer = factory.metadata_informer(pods()).unwrap();
+    assert_eq!(informer.queue(), queue);
     let mut heard = listen(&informer);
     let cancel = CancellationToken::new();
     factory.start(&cancel);

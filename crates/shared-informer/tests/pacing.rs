@@ -40,6 +40,8 @@ fn informer(
     )
 }
 
+/// The three queue modes of `common::queues`, the in-order one with batches of 8 so that one pop
+/// stays small against the high waters these tests set; every test here runs on each.
 const QUEUES: [InformerQueue; 3] = [
     InformerQueue::InOrder(InOrder {
         batch_size: 8,
@@ -280,31 +282,33 @@ async fn a_handler_that_does_not_drain_in_time_lags_without_holding_the_cache_ba
 /// the cache reaches the end at once (client-go's behaviour).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_pacing_nothing_is_waited_for() {
-    let lw = FakeLw::new(
-        (0..PODS).map(|i| pod(&format!("p{i}"), i + 1)).collect(),
-        &PODS.to_string(),
-    );
-    let inf = informer(QUEUES[0], lw.clone(), None);
-    let (gate, seen) = (Gate::default(), Arc::new(Mutex::new(Vec::new())));
-    let _open = OpenOnDrop(gate.clone());
-    let slow = inf.add_event_handler(gated_recorder(&gate, &seen)).unwrap();
-    let (cancel, task) = start(&inf);
-    until(|| inf.has_synced()).await;
-    until(|| lw.watches() > 0).await;
-    send_updates(&lw);
-    until(|| slow.pending() as u64 >= EVENTS).await;
-    // Every event buffered for the blocked handler: the cache, which is written first, is at the
-    // end already.
-    until_cache_has_the_last_event(&inf).await;
-    assert!(
-        !inf.handler_stats()[0].lagging,
-        "lagging is a pacing state only"
-    );
-    gate.open();
-    until(|| slow.pending() == 0).await;
-    assert_in_order_per_pod(&seen.lock());
-    cancel.cancel();
-    task.await.unwrap();
+    for queue in QUEUES {
+        let lw = FakeLw::new(
+            (0..PODS).map(|i| pod(&format!("p{i}"), i + 1)).collect(),
+            &PODS.to_string(),
+        );
+        let inf = informer(queue, lw.clone(), None);
+        let (gate, seen) = (Gate::default(), Arc::new(Mutex::new(Vec::new())));
+        let _open = OpenOnDrop(gate.clone());
+        let slow = inf.add_event_handler(gated_recorder(&gate, &seen)).unwrap();
+        let (cancel, task) = start(&inf);
+        until(|| inf.has_synced()).await;
+        until(|| lw.watches() > 0).await;
+        send_updates(&lw);
+        until(|| slow.pending() as u64 >= EVENTS).await;
+        // Every event buffered for the blocked handler: the cache, which is written first, is at
+        // the end already.
+        until_cache_has_the_last_event(&inf).await;
+        assert!(
+            !inf.handler_stats()[0].lagging,
+            "{queue:?}: lagging is a pacing state only"
+        );
+        gate.open();
+        until(|| slow.pending() == 0).await;
+        assert_in_order_per_pod(&seen.lock());
+        cancel.cancel();
+        task.await.unwrap();
+    }
 }
 
 /// P3: initial-list adds hold objects the cache holds too, so they are not counted: a handler

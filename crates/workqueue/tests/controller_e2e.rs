@@ -1,6 +1,11 @@
 //! An informer-driven controller against the simulated API server: every changed key is
 //! reconciled against its final state, injected failures are retried with backoff, and the runner
-//! stops cleanly.
+//! stops cleanly; on every informer queue.
+
+// The queues every informer test of the workspace runs on, shared with shared-informer's tests.
+#[path = "../../shared-informer/tests/common/queues.rs"]
+#[macro_use]
+mod queues;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -10,15 +15,21 @@ use parking_lot::Mutex;
 use serde_json::json;
 use shared_informer::reflector::store_index::{DynamicObject, Object};
 use shared_informer::reflector::{ClusterConfig, Resource};
-use shared_informer::SharedInformerFactory;
+use shared_informer::{InformerQueue, SharedInformerFactory};
 use sim_apiserver::{ChurnConfig, SimServer};
 use tokio_util::sync::CancellationToken;
 use workqueue::{
     default_controller_rate_limiter, Action, Controller, KeyEnqueuer, RateLimitingQueue,
 };
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn controller_reconciles_every_changed_key_and_retries_failures() {
+on_every_queue!(
+    controller_reconciles_every_changed_key_and_retries_failures,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn controller_reconciles_every_changed_key_and_retries_failures(
+    informer_queue: InformerQueue,
+) {
     let sim = SimServer::start().await.unwrap();
     for i in 0..30 {
         sim.create(
@@ -28,10 +39,12 @@ async fn controller_reconciles_every_changed_key_and_retries_failures() {
         )
         .unwrap();
     }
-    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap());
+    let factory =
+        SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap()).queue(informer_queue);
     let informer = factory
         .informer::<DynamicObject>(Resource::namespaced("", "v1", "pods"))
         .unwrap();
+    assert_eq!(informer.queue(), informer_queue);
     let queue: RateLimitingQueue<String> =
         RateLimitingQueue::new(default_controller_rate_limiter());
     informer

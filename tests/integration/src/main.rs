@@ -14,7 +14,8 @@
 //!
 //! Arguments: `[FILTER…]` (substrings of scenario names), `--list`, `--soak-seconds N`,
 //! `--queue in-order|delta-fifo|both` (the informers' queue; default `in-order`, client-go's
-//! default; `both` runs every scenario on each, twice as long).
+//! default; `both` runs every scenario that has informers on each, about twice as long, and
+//! the one without, leader election, once; `cargo xtask ci` runs `both`).
 
 mod check;
 mod harness;
@@ -45,6 +46,9 @@ pub struct Scenario {
     pub about: &'static str,
     /// Its time limit for these options.
     pub timeout: fn(&Opts) -> Duration,
+    /// Whether it runs informers. One that does not (leader election: replicas, a Lease and
+    /// writes) does not depend on the informers' queue and runs once with `--queue both`.
+    pub informers: bool,
     /// Runs it.
     pub run: fn(Opts) -> BoxFuture<'static, Outcome>,
 }
@@ -53,7 +57,8 @@ fn usage() -> &'static str {
     "usage: cargo xtask integration [FILTER...] [--list] [--soak-seconds N]\n\
      \x20                              [--queue in-order|delta-fifo|both]\n\
      Runs the end-to-end scenarios whose names contain any FILTER (all without one), with the\n\
-     informers on the in-order queue (default), the DeltaFifo, or each in turn."
+     informers on the in-order queue (default), the DeltaFifo, or each in turn (`both`: the\n\
+     scenarios without informers run once)."
 }
 
 struct Args {
@@ -210,13 +215,17 @@ fn main() -> ExitCode {
     let (mut passed, mut failed) = (0, 0);
     let several = args.queues.len() > 1;
     runtime.block_on(async {
-        for (queue_name, queue) in &args.queues {
+        for (round, (queue_name, queue)) in args.queues.iter().enumerate() {
             harness::use_queue(*queue);
             if several {
                 println!("informers on the {queue_name} queue");
             }
             for s in &chosen {
-                let name = if several {
+                if round > 0 && !s.informers {
+                    // No informer, so the queue changes nothing: the first round ran it.
+                    continue;
+                }
+                let name = if several && s.informers {
                     format!("{}@{queue_name}", s.name)
                 } else {
                     s.name.to_string()

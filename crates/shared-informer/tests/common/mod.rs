@@ -1,5 +1,9 @@
-//! A scripted in-memory lister-watcher, so informer behaviour can be tested under paused time.
+//! A scripted in-memory lister-watcher, so informer behaviour can be tested under paused time;
+//! and the queues every informer test runs on (`queues`, with `on_every_queue!`).
 #![allow(dead_code)]
+
+#[macro_use]
+pub mod queues;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
