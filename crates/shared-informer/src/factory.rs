@@ -10,7 +10,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use reflector::store_index::{DynamicObject, Indexers, Object, PartialObjectMetadata, Selector};
 use reflector::{
-    Client, ClusterConfig, ConfigError, Decode, HttpListerWatcher, ReflectorOptions, Resource,
+    Client, ClusterConfig, ConfigError, Decode, HttpListerWatcher, ReflectorMetrics,
+    ReflectorOptions, Resource,
 };
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -214,7 +215,10 @@ impl SharedInformerFactory {
             }
         }
         let client = Self::client_in(&mut state)?;
-        let mut lw = HttpListerWatcher::<K>::with_client(client, resource.clone());
+        // The reflector's counters, shared with the lister-watcher, which counts the bytes.
+        let metrics = Arc::<ReflectorMetrics>::default();
+        let mut lw = HttpListerWatcher::<K>::with_client(client, resource.clone())
+            .count_bytes_into(Arc::clone(&metrics));
         if let Some(ns) = &self.namespace {
             lw = lw.namespace(ns.clone());
         }
@@ -230,7 +234,7 @@ impl SharedInformerFactory {
             .get(&plural)
             .copied()
             .unwrap_or(self.default_resync);
-        let informer = SharedIndexInformer::new(
+        let informer = SharedIndexInformer::with_reflector_metrics(
             lw,
             InformerOptions {
                 name: plural,
@@ -240,6 +244,7 @@ impl SharedInformerFactory {
                 queue: self.queue,
                 pacing: self.pacing,
             },
+            metrics,
         );
         state.informers.insert(
             key,

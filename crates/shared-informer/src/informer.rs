@@ -208,6 +208,16 @@ where
 {
     /// An informer that will list and watch through `lw` once [`run`](Self::run).
     pub fn new(lw: L, options: InformerOptions<K>) -> Self {
+        Self::with_reflector_metrics(lw, options, Arc::default())
+    }
+
+    /// [`new`](Self::new), its reflector counting into `metrics`, which the lister-watcher may
+    /// share (the factory's count the body bytes they receive into it).
+    pub(crate) fn with_reflector_metrics(
+        lw: L,
+        options: InformerOptions<K>,
+        metrics: Arc<ReflectorMetrics>,
+    ) -> Self {
         let indexer = Indexer::new(options.indexers);
         SharedIndexInformer {
             inner: Arc::new(Inner {
@@ -230,7 +240,7 @@ where
                 block_deltas: Mutex::new(()),
                 synced: Arc::default(),
                 reflector_rv: OnceLock::new(),
-                reflector_metrics: Arc::default(),
+                reflector_metrics: metrics,
                 next_listener_id: AtomicU64::new(1),
             }),
         }

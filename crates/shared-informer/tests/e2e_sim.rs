@@ -83,6 +83,12 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache(queu
     let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
     assert!(report.all_synced(), "{report:?}");
     assert_eq!((pods.indexer().len(), configmaps.indexer().len()), (1, 1));
+    // Each informer's counters, the body bytes its lister-watcher received included (D15).
+    for informer in [&pods, &configmaps] {
+        let stats = informer.stats().reflector;
+        assert_eq!(stats.lists, 1, "{stats:?}");
+        assert!(stats.bytes > 0, "a factory informer counts its bytes: {stats:?}");
+    }
     let runs = std::fs::read_to_string(&runs).unwrap();
     assert_eq!(
         runs.lines().count(),
