@@ -94,15 +94,25 @@ pub trait Decode: Object + Sized {
 #[macro_export]
 macro_rules! decode_with_serde {
     ($($t:ty),+ $(,)?) => {$(
+        $crate::__decode_with_serde!($t, |decoded: $t| decoded);
+    )+};
+}
+
+/// The one implementation behind `decode_with_serde!` and `decode_with_serde_compacted!`:
+/// serde's decode, then `$finish` applied to the object.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __decode_with_serde {
+    ($t:ty, $finish:expr) => {
         impl $crate::Decode for $t {
             fn decode<'de, D: $crate::__serde::Deserializer<'de>>(
                 deserializer: D,
                 _frame: &$crate::DecodeSource<'de>,
             ) -> ::std::result::Result<Self, D::Error> {
-                <$t as $crate::__serde::Deserialize<'de>>::deserialize(deserializer)
+                <$t as $crate::__serde::Deserialize<'de>>::deserialize(deserializer).map($finish)
             }
         }
-    )+};
+    };
 }
 
 /// Implements [`Decode`] for types that implement `serde::Deserialize` and `Clone`, keeping a
@@ -130,16 +140,8 @@ macro_rules! decode_with_serde {
 #[macro_export]
 macro_rules! decode_with_serde_compacted {
     ($($t:ty),+ $(,)?) => {$(
-        impl $crate::Decode for $t {
-            fn decode<'de, D: $crate::__serde::Deserializer<'de>>(
-                deserializer: D,
-                _frame: &$crate::DecodeSource<'de>,
-            ) -> ::std::result::Result<Self, D::Error> {
-                let decoded = <$t as $crate::__serde::Deserialize<'de>>::deserialize(deserializer)?;
-                // Every list and string at exactly its length (see the macro's docs).
-                Ok(::std::clone::Clone::clone(&decoded))
-            }
-        }
+        // Every list and string at exactly its length (see the macro's docs).
+        $crate::__decode_with_serde!($t, |decoded: $t| ::std::clone::Clone::clone(&decoded));
     )+};
 }
 

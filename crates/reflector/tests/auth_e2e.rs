@@ -189,15 +189,11 @@ async fn concurrent_401s_renew_an_exec_credential_once() {
     assert_eq!(runs(&dir), 2, "four requests refused together renew once");
 }
 
-#[tokio::test]
-async fn a_hung_exec_plugin_is_killed_at_its_timeout() {
+/// The error of a first request from a client whose credential comes from `exec` (no server: the
+/// plugin fails before any connection).
+async fn exec_failure(exec: ExecConfig) -> ClientError {
     let config = ClusterConfig {
-        credentials: Credentials::Exec(ExecConfig {
-            command: "sh".into(),
-            args: vec!["-c".into(), "sleep 60".into()],
-            timeout: Duration::from_millis(200),
-            ..ExecConfig::default()
-        }),
+        credentials: Credentials::Exec(exec),
         ..ClusterConfig::new("http://127.0.0.1:9").unwrap()
     };
     let err = Client::new(&config)
@@ -206,6 +202,18 @@ async fn a_hung_exec_plugin_is_killed_at_its_timeout() {
         .await
         .unwrap_err();
     assert!(matches!(err, ClientError::Auth(_)), "{err}");
+    err
+}
+
+#[tokio::test]
+async fn a_hung_exec_plugin_is_killed_at_its_timeout() {
+    let err = exec_failure(ExecConfig {
+        command: "sh".into(),
+        args: vec!["-c".into(), "sleep 60".into()],
+        timeout: Duration::from_millis(200),
+        ..ExecConfig::default()
+    })
+    .await;
     assert!(
         err.to_string().contains("killed after running for 200ms"),
         "{err}"
@@ -214,22 +222,14 @@ async fn a_hung_exec_plugin_is_killed_at_its_timeout() {
 
 #[tokio::test]
 async fn an_exec_plugin_writing_without_end_is_stopped_at_the_output_bound() {
-    let config = ClusterConfig {
-        credentials: Credentials::Exec(ExecConfig {
-            command: "sh".into(),
-            // Endless standard output and some standard error: neither may fill memory, and the
-            // run ends at the bound, long before the timeout.
-            args: vec!["-c".into(), "echo oops >&2; exec yes token".into()],
-            ..ExecConfig::default()
-        }),
-        ..ClusterConfig::new("http://127.0.0.1:9").unwrap()
-    };
-    let err = Client::new(&config)
-        .unwrap()
-        .get_bytes(PODS)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, ClientError::Auth(_)), "{err}");
+    let err = exec_failure(ExecConfig {
+        command: "sh".into(),
+        // Endless standard output and some standard error: neither may fill memory, and the run
+        // ends at the bound, long before the timeout.
+        args: vec!["-c".into(), "echo oops >&2; exec yes token".into()],
+        ..ExecConfig::default()
+    })
+    .await;
     let text = err.to_string();
     assert!(
         text.contains("its output is larger than 1048576 bytes"),
@@ -240,19 +240,12 @@ async fn an_exec_plugin_writing_without_end_is_stopped_at_the_output_bound() {
 
 #[tokio::test]
 async fn a_missing_exec_program_error_carries_its_install_hint() {
-    let config = ClusterConfig {
-        credentials: Credentials::Exec(ExecConfig {
-            command: "/nonexistent/get-token".into(),
-            install_hint: Some("get-token is in the cloud SDK: apt install cloud-sdk".into()),
-            ..ExecConfig::default()
-        }),
-        ..ClusterConfig::new("http://127.0.0.1:9").unwrap()
-    };
-    let err = Client::new(&config)
-        .unwrap()
-        .get_bytes(PODS)
-        .await
-        .unwrap_err();
+    let err = exec_failure(ExecConfig {
+        command: "/nonexistent/get-token".into(),
+        install_hint: Some("get-token is in the cloud SDK: apt install cloud-sdk".into()),
+        ..ExecConfig::default()
+    })
+    .await;
     let text = err.to_string();
     assert!(text.contains("executable not found"), "{text}");
     assert!(text.contains("apt install cloud-sdk"), "{text}");

@@ -87,7 +87,10 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache(queu
     for informer in [&pods, &configmaps] {
         let stats = informer.stats().reflector;
         assert_eq!(stats.lists, 1, "{stats:?}");
-        assert!(stats.bytes > 0, "a factory informer counts its bytes: {stats:?}");
+        assert!(
+            stats.bytes > 0,
+            "a factory informer counts its bytes: {stats:?}"
+        );
     }
     let runs = std::fs::read_to_string(&runs).unwrap();
     assert_eq!(
