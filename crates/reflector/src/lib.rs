@@ -44,6 +44,7 @@ pub mod client;
 mod backoff;
 mod decoder;
 mod error;
+mod exact;
 mod http_lister_watcher;
 #[cfg(feature = "k8s-openapi")]
 mod k8s;
@@ -103,3 +104,10 @@ pub use delta_fifo::store_index;
 
 #[doc(hidden)]
 pub use serde as __serde;
+
+/// What `decode_with_serde_compacted!` expands to, from other crates.
+#[doc(hidden)]
+pub mod __exact {
+    pub use crate::exact::from_str_exact;
+    pub use serde_json::Error;
+}

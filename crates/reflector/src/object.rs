@@ -103,7 +103,7 @@ macro_rules! decode_with_serde {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __decode_with_serde {
-    ($t:ty, $finish:expr) => {
+    ($t:ty, $finish:expr $(, $exact:ident)?) => {
         impl $crate::Decode for $t {
             fn decode<'de, D: $crate::__serde::Deserializer<'de>>(
                 deserializer: D,
@@ -111,6 +111,14 @@ macro_rules! __decode_with_serde {
             ) -> ::std::result::Result<Self, D::Error> {
                 <$t as $crate::__serde::Deserialize<'de>>::deserialize(deserializer).map($finish)
             }
+            $(
+                fn decode_exact<'de>(
+                    text: &'de str,
+                    _frame: &$crate::DecodeSource<'de>,
+                ) -> ::std::result::Result<Self, $crate::__exact::Error> {
+                    $crate::__exact::$exact::<$t>(text)
+                }
+            )?
         }
     };
 }
@@ -121,10 +129,15 @@ macro_rules! __decode_with_serde {
 ///
 /// Why: serde grows each `Vec` it decodes by doubling (JSON does not say how long an array is), so
 /// a decoded object keeps up to half of each list's capacity unused: an `env` of 3 entries holds
-/// room for 4, a `conditions` of 5 room for 8. A clone allocates every `Vec` and `String` at
-/// exactly its length, and is cheap next to the parse (measured: docs/benchmarks.md, *Compact
-/// typed objects*); the slack original is dropped right away, on the thread that decoded it, so
-/// its blocks go back where they came from.
+/// room for 4, a `conditions` of 5 room for 8. How:
+/// - a watch event's object, whose text the watch decoder has found, is decoded in one pass with
+///   each array's length counted beforehand and given to serde as its size hint, so every list is
+///   allocated once, at its length (invariants X1–X2 in `src/exact.rs`);
+/// - an object decoded from inside a larger text (a list page) is cloned right after its decode:
+///   a clone allocates every `Vec` and `String` at exactly its length, and the slack original is
+///   dropped at once, on the thread that decoded it.
+///
+/// Measured in docs/benchmarks.md (*Latest: compact typed objects*).
 ///
 /// ```
 /// use reflector::decode_with_serde_compacted;
@@ -140,8 +153,13 @@ macro_rules! __decode_with_serde {
 #[macro_export]
 macro_rules! decode_with_serde_compacted {
     ($($t:ty),+ $(,)?) => {$(
-        // Every list and string at exactly its length (see the macro's docs).
-        $crate::__decode_with_serde!($t, |decoded: $t| ::std::clone::Clone::clone(&decoded));
+        // Every list and string at exactly its length (see the macro's docs): decoded with each
+        // list's length known when the object's text is (watch events), else cloned.
+        $crate::__decode_with_serde!(
+            $t,
+            |decoded: $t| ::std::clone::Clone::clone(&decoded),
+            from_str_exact
+        );
     )+};
 }
 
