@@ -166,6 +166,19 @@ async fn a_401_runs_the_exec_plugin_again_once() {
     assert_eq!(runs(&dir), 3, "a watch re-runs it once too");
 }
 
+/// `n` lists of the pods sent together from clones of `client`; each must succeed.
+async fn list_concurrently(client: &Client, n: usize) {
+    let calls: Vec<_> = (0..n)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move { client.get_bytes(PODS).await })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+}
+
 #[tokio::test]
 async fn concurrent_401s_renew_an_exec_credential_once() {
     let sim = SimServer::builder().token("fresh").start().await.unwrap();
@@ -177,15 +190,7 @@ async fn concurrent_401s_renew_an_exec_credential_once() {
         [token("revoked"), token("fresh"), token("fresh")],
     ));
     let client = Client::new(&config).unwrap();
-    let calls: Vec<_> = (0..4)
-        .map(|_| {
-            let client = client.clone();
-            tokio::spawn(async move { client.get_bytes(PODS).await })
-        })
-        .collect();
-    for call in calls {
-        call.await.unwrap().unwrap();
-    }
+    list_concurrently(&client, 4).await;
     assert_eq!(runs(&dir), 2, "four requests refused together renew once");
 }
 
@@ -490,15 +495,7 @@ async fn a_401_to_an_unexpired_oidc_id_token_refreshes_it_once_and_sends_again()
     let revoked = format!("{}x", jwt(now() + 3600));
     config.credentials = Credentials::Oidc(oidc(&idp, &revoked));
     let client = Client::new(&config).unwrap();
-    let calls: Vec<_> = (0..3)
-        .map(|_| {
-            let client = client.clone();
-            tokio::spawn(async move { client.get_bytes(PODS).await })
-        })
-        .collect();
-    for call in calls {
-        call.await.unwrap().unwrap();
-    }
+    list_concurrently(&client, 3).await;
     client.get_bytes(PODS).await.unwrap();
     let requests = idp.requests.lock().clone();
     assert_eq!(
