@@ -14,8 +14,8 @@
 //! - **X2 (in step)**: the counts are handed out in the order the arrays' `[` appear in the text,
 //!   which is the order serde visits them in, since every value (ignored ones included) is visited
 //!   through the wrapper. A sequence that turns out to have another length than its count puts the
-//!   wrapper out of step, and no count is handed out after it (no capacity is ever reserved from a
-//!   count that may belong to another array).
+//!   wrapper out of step, and no count is handed out after it: a wrong count costs at most that
+//!   one list's capacity (serde caps a hint at 1 MiB of elements), never every list after it.
 
 use std::cell::Cell;
 use std::fmt;

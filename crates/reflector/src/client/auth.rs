@@ -335,23 +335,20 @@ async fn bounded_output(mut child: tokio::process::Child) -> std::io::Result<Exe
     use tokio::io::AsyncReadExt as _;
     let stdout = child.stdout.take().expect("stdout is piped");
     let stderr = child.stderr.take().expect("stderr is piped");
-    // Standard error is counted on a task of its own, so that a plugin filling it never blocks.
-    let count_stderr = tokio::spawn(async move {
+    // Standard error is counted on a task of its own, so that a plugin filling it never blocks. The
+    // task ends with this future, whichever way it ends (an error, the bound, or the timeout that
+    // drops it while a grandchild of the plugin still holds the pipe).
+    let count_stderr = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
         let mut stderr = stderr;
         tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await
-    });
+    }));
     let mut held = Vec::new();
-    let read = stdout
+    stdout
         .take(MAX_EXEC_OUTPUT as u64 + 1)
         .read_to_end(&mut held)
-        .await;
-    if let Err(e) = read {
-        count_stderr.abort();
-        return Err(e);
-    }
+        .await?;
     if held.len() > MAX_EXEC_OUTPUT {
         // Stopped at once: it would otherwise block writing, and hold the caller until the timeout.
-        count_stderr.abort();
         child.kill().await?;
         return Ok(ExecRun {
             status: child.wait().await?,
