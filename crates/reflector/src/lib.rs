@@ -52,6 +52,7 @@ mod list;
 mod lister_watcher;
 mod metrics;
 mod object;
+mod reclaim;
 mod reflector;
 mod watch_idle;
 mod watch_stream;
@@ -76,6 +77,7 @@ pub use list::{ListError, ObjectList, PaginationError, DEFAULT_MAX_LIST_PAGES, D
 pub use lister_watcher::{ListerWatcher, WatchStream};
 pub use metrics::{ReflectorMetrics, ReflectorStats};
 pub use object::{Decode, DecodeSource};
+pub use reclaim::Reclaim;
 pub use reflector::{Reflector, ReflectorOptions, ShouldResync, WatchErrorHandler};
 pub use watch_idle::{DEFAULT_WATCH_IDLE_TIMEOUT, WATCH_IDLE_MARGIN};
 pub use watch_stream::decode_watch_body;

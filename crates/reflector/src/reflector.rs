@@ -35,6 +35,7 @@ use crate::error::ReflectorError;
 use crate::list::{list_all, PageLimits, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::{ReflectorMetrics, ReflectorStats};
+use crate::reclaim::Reclaim;
 
 /// Decides, at each resync tick, whether to resync now (contract C12.1).
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -170,6 +171,9 @@ pub struct Reflector<K, L, S> {
     backoff: Mutex<Backoff>,
     retry: Mutex<RetryWindow>,
     metrics: Arc<ReflectorMetrics>,
+    /// Where the objects its store's consumers are done with come back to be dropped while a
+    /// watch is read (`reclaim.rs`).
+    reclaim: Option<Arc<Reclaim<K>>>,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -229,6 +233,7 @@ where
             error_handler: Mutex::new(None),
             state: Mutex::new(SyncState::default()),
             metrics: Arc::new(ReflectorMetrics::default()),
+            reclaim: None,
             options,
             _k: PhantomData,
         }
@@ -257,6 +262,14 @@ where
     /// Uses these counters (shared with a lister-watcher that counts bytes).
     pub fn with_metrics(mut self, metrics: Arc<ReflectorMetrics>) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// Drops the objects given back to `reclaim` on the task reading the watch, before each run
+    /// of events it applies and when the watch ends: where the objects were allocated, so that
+    /// glibc's malloc does not make the two threads wait for each other (see [`Reclaim`]).
+    pub fn with_reclaim(mut self, reclaim: Arc<Reclaim<K>>) -> Self {
+        self.reclaim = Some(reclaim);
         self
     }
 
@@ -598,13 +611,25 @@ where
         let mut since_yield = 0;
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
+        // G2: what consumers give back is kept only while this watch is read.
+        let mut reading = self.reclaim.as_deref().map(Reclaim::reading);
         loop {
+            if let Some(reading) = reading.as_mut() {
+                reading.drop_kept();
+            }
             // P2: while the store is full, leave the next events in the connection.
             if !self.store.has_room() {
                 tokio::select! {
                     biased;
                     _ = &mut cancelled => return WatchEnd::Cancelled,
                     _ = self.store.wait_for_room() => {}
+                    // G2: handlers catching up give objects back meanwhile; drop them (loop top).
+                    _ = async {
+                        match reading.as_ref() {
+                            Some(reading) => reading.kept_some().await,
+                            None => std::future::pending().await,
+                        }
+                    } => continue,
                 }
             }
             let tick = async {
@@ -658,6 +683,14 @@ where
                         tokio::task::yield_now().await;
                     }
                 }
+                // G2, last as events come first: woken to drop what handlers gave back while no
+                // event comes (loop top).
+                _ = async {
+                    match reading.as_ref() {
+                        Some(reading) => reading.kept_some().await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
             }
         }
     }

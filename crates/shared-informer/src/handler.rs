@@ -128,6 +128,23 @@ pub(crate) enum Notification<K> {
     Delete(ObjectOrTombstone<K>),
 }
 
+impl<K> Notification<K> {
+    /// Moves the objects this notification holds into `out` (for [`Reclaim`](reflector::Reclaim)).
+    pub(crate) fn into_objects(self, out: &mut Vec<Arc<K>>) {
+        match self {
+            Notification::Add { obj, .. } => out.push(obj),
+            Notification::Update { old, new } => {
+                out.push(old);
+                out.push(new);
+            }
+            Notification::Delete(ObjectOrTombstone::Object(obj)) => out.push(obj),
+            Notification::Delete(ObjectOrTombstone::Tombstone(tombstone)) => {
+                out.extend(tombstone.obj)
+            }
+        }
+    }
+}
+
 impl<K> Clone for Notification<K> {
     fn clone(&self) -> Self {
         match self {

@@ -20,7 +20,7 @@ use reflector::store_index::{
     ResourceVersion, Transaction, TransactionError,
 };
 use reflector::{
-    HttpListerWatcher, ListerWatcher, Reflector, ReflectorMetrics, ReflectorOptions,
+    HttpListerWatcher, ListerWatcher, Reclaim, Reflector, ReflectorMetrics, ReflectorOptions,
     ReflectorStats, WatchErrorHandler,
 };
 use tokio::time::Instant;
@@ -165,6 +165,9 @@ struct Inner<K, L> {
     reflector_rv: OnceLock<Box<dyn Fn() -> ResourceVersion + Send + Sync>>,
     /// The counters of the reflector of `run` (zero before it).
     reflector_metrics: Arc<ReflectorMetrics>,
+    /// The objects handlers are done with go back to the reflector's watch reader, to be dropped
+    /// beside the allocations of the objects it decodes (`reflector::Reclaim`).
+    reclaim: Arc<Reclaim<K>>,
     next_listener_id: AtomicU64,
 }
 
@@ -219,12 +222,13 @@ where
         metrics: Arc<ReflectorMetrics>,
     ) -> Self {
         let indexer = Indexer::new(options.indexers);
+        let reclaim = Arc::new(Reclaim::new());
         SharedIndexInformer {
             inner: Arc::new(Inner {
                 id: InformerId::new::<K>(options.name),
                 view: ReadOnlyIndexer::new(indexer.clone()),
                 indexer,
-                processor: Processor::new(),
+                processor: Processor::new(Arc::clone(&reclaim)),
                 lifecycle: Mutex::new(Lifecycle {
                     lw: Some(lw),
                     started: false,
@@ -241,6 +245,7 @@ where
                 synced: Arc::default(),
                 reflector_rv: OnceLock::new(),
                 reflector_metrics: metrics,
+                reclaim,
                 next_listener_id: AtomicU64::new(1),
             }),
         }
@@ -394,6 +399,7 @@ where
             },
             Arc::clone(&self.inner.synced),
             self.inner.pacing.as_ref().map(Pacing::handler_low_water),
+            Arc::clone(&self.inner.reclaim),
         ));
         let started = lifecycle.started;
         drop(lifecycle);
@@ -522,7 +528,8 @@ where
         let reflector = Arc::new(
             Reflector::new(lw, paced.clone(), reflector_options)
                 .with_should_resync(should_resync)
-                .with_metrics(Arc::clone(&self.inner.reflector_metrics)),
+                .with_metrics(Arc::clone(&self.inner.reflector_metrics))
+                .with_reclaim(Arc::clone(&self.inner.reclaim)),
         );
         if let Some(h) = error_handler {
             reflector.set_watch_error_handler(h);
@@ -557,11 +564,20 @@ where
             tokio::spawn(async move { reflector.run(cancel).await }.in_current_span())
         };
 
+        // The objects of each pop's deltas: the queue drops its references when the pop ends,
+        // and for a version already replaced (several deltas of one key), or deleted and already
+        // handled, that is the last one. They go to the reclaim instead, to be dropped by the
+        // watch reader (`reflector::Reclaim`).
+        let mut spent: Vec<Arc<K>> = Vec::new();
         loop {
             let popped = tokio::select! {
                 _ = cancel.cancelled() => break,
-                r = fifo.pop_entry(batch, |popped, initial| self.handle_popped(popped, initial)) => r,
+                r = fifo.pop_entry(batch, |popped, initial| {
+                    popped_objects(&popped, &mut spent);
+                    self.handle_popped(popped, initial)
+                }) => r,
             };
+            self.inner.reclaim.give_all(&mut spent);
             match popped {
                 Ok(_) => {}
                 Err(FifoError::Closed) => break,
@@ -884,4 +900,19 @@ impl std::fmt::Display for InformerId {
         let short = self.type_name.rsplit("::").next().unwrap_or(self.type_name);
         write!(f, "{} ({short})", self.name)
     }
+}
+
+/// Clones the references a pop's deltas hold into `out` (a relist's objects, which are all in
+/// the cache after it, excepted).
+fn popped_objects<K>(popped: &Popped<'_, K>, out: &mut Vec<Arc<K>>) {
+    let deltas: &[Delta<K>] = match popped {
+        Popped::Deltas(deltas) => deltas.as_slice(),
+        Popped::Batch(batch) => batch,
+        Popped::ReplacedAll { .. } | Popped::SyncAll | Popped::Bookmark(_) => return,
+    };
+    out.extend(
+        deltas
+            .iter()
+            .filter_map(|delta| delta.object.object().cloned()),
+    );
 }

@@ -13,6 +13,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use reflector::Reclaim;
+
 use crate::handler::{Notification, ResourceEventHandler};
 use crate::synced::SyncLatch;
 
@@ -66,6 +68,9 @@ pub(crate) struct Listener<K> {
     waited: AtomicBool,
     /// Not waited for by the informer until the backlog is back down to `low_water` (P4).
     lagging: AtomicBool,
+    /// Where the objects of handled notifications go, to be dropped by the informer's watch
+    /// reader (`reflector::Reclaim`).
+    reclaim: Arc<Reclaim<K>>,
 }
 
 impl<K: Send + Sync + 'static> Listener<K> {
@@ -76,6 +81,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
         resync: ResyncSchedule,
         informer_synced: Arc<SyncLatch>,
         low_water: Option<usize>,
+        reclaim: Arc<Reclaim<K>>,
     ) -> Self {
         let (tx, rx) = unbounded_channel();
         Listener {
@@ -98,6 +104,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             room: Notify::new(),
             waited: AtomicBool::new(false),
             lagging: AtomicBool::new(false),
+            reclaim,
         }
     }
 
@@ -139,6 +146,9 @@ impl<K: Send + Sync + 'static> Listener<K> {
     }
 
     async fn deliver(self: Arc<Self>, mut rx: UnboundedReceiver<Vec<Notification<K>>>) {
+        // The objects of handled notifications, given back to the reclaim after each batch and
+        // before each yield (dropped here if the task ends first).
+        let mut spent = Vec::new();
         loop {
             let batch = tokio::select! {
                 biased;
@@ -156,18 +166,21 @@ impl<K: Send + Sync + 'static> Listener<K> {
                 // As tokio's budget would between channel receives: a long batch does not keep
                 // the worker from its other tasks.
                 if i > 0 && i % DELIVERY_YIELD_EVERY == 0 {
+                    self.reclaim.give_all(&mut spent);
                     tokio::task::yield_now().await;
                 }
-                if !self.deliver_one(notification).await {
+                if !self.deliver_one(&notification).await {
                     return;
                 }
+                notification.into_objects(&mut spent);
             }
+            self.reclaim.give_all(&mut spent);
         }
     }
 
     /// Hands one notification to the handler; false when the listener stopped during a panic
     /// pause.
-    async fn deliver_one(&self, notification: Notification<K>) -> bool {
+    async fn deliver_one(&self, notification: &Notification<K>) -> bool {
         let initial = matches!(
             notification,
             Notification::Add {
@@ -176,7 +189,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
             }
         );
         let handler = &self.handler;
-        let outcome = catch_unwind(AssertUnwindSafe(|| match &notification {
+        let outcome = catch_unwind(AssertUnwindSafe(|| match notification {
             Notification::Add {
                 obj,
                 is_in_initial_list,

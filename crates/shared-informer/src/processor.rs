@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
+use reflector::Reclaim;
 use tokio::time::Instant;
 
 use crate::handler::Notification;
@@ -33,13 +34,16 @@ pub(crate) struct Processor<K> {
     listeners: RwLock<Vec<Arc<Listener<K>>>>,
     /// Set while running: where delivery tasks of late listeners are spawned.
     runtime: RwLock<Option<tokio::runtime::Handle>>,
+    /// Where the objects of a pop no listener hears of go (`reflector::Reclaim`).
+    reclaim: Arc<Reclaim<K>>,
 }
 
 impl<K: Send + Sync + 'static> Processor<K> {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(reclaim: Arc<Reclaim<K>>) -> Self {
         Processor {
             listeners: RwLock::new(Vec::new()),
             runtime: RwLock::new(None),
+            reclaim,
         }
     }
 
@@ -86,7 +90,15 @@ impl<K: Send + Sync + 'static> Processor<K> {
             return;
         }
         let listeners = self.listeners.read();
-        let last = listeners.len().saturating_sub(1);
+        if listeners.is_empty() {
+            let mut spent = Vec::with_capacity(outbox.items.len() * 2);
+            for (notification, _) in outbox.items {
+                notification.into_objects(&mut spent);
+            }
+            self.reclaim.give_all(&mut spent);
+            return;
+        }
+        let last = listeners.len() - 1;
         let mut items = Some(outbox.items);
         for (i, listener) in listeners.iter().enumerate() {
             let syncing = listener.resync.lock().syncing;

@@ -1,0 +1,180 @@
+//! The objects an informer is done with are dropped by the task that reads the watch, the one
+//! that allocated them (`reflector::Reclaim`, invariants G1–G3), not by the handler's task that
+//! held them last: under glibc's malloc, frees beside the allocations do not make two threads
+//! wait on one arena lock. Checked with an object type that records, when dropped, which task
+//! dropped it.
+
+#[macro_use]
+mod common;
+
+use std::sync::Arc;
+
+use common::{queues, until};
+use futures::StreamExt as _;
+use parking_lot::Mutex;
+use shared_informer::reflector::store_index::{Object, ObjectMeta};
+use shared_informer::reflector::{
+    ListOptions, ListerWatcher, ObjectList, ReflectorError, WatchEvent, WatchOptions, WatchStream,
+};
+use shared_informer::{EventHandlerFns, InformerOptions, InformerQueue, SharedIndexInformer};
+use tokio::sync::mpsc;
+use tokio::task::Id;
+use tokio_util::sync::CancellationToken;
+
+/// Who dropped which version: (resource version, the task that dropped it).
+type Drops = Arc<Mutex<Vec<(String, Option<Id>)>>>;
+
+/// An object that records the task dropping it.
+struct Tracked {
+    metadata: ObjectMeta,
+    drops: Drops,
+}
+
+impl Tracked {
+    fn new(rv: u64, drops: &Drops) -> Self {
+        Tracked {
+            metadata: ObjectMeta {
+                name: Some("a".into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.to_string()),
+                ..ObjectMeta::default()
+            },
+            drops: Arc::clone(drops),
+        }
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        let rv = self.metadata.resource_version.clone().unwrap_or_default();
+        self.drops.lock().push((rv, tokio::task::try_id()));
+    }
+}
+
+impl Object for Tracked {
+    fn object_meta(&self) -> Option<&ObjectMeta> {
+        Some(&self.metadata)
+    }
+}
+
+type Item = Result<WatchEvent<Tracked>, ReflectorError>;
+
+/// Lists one object at version 1, then watches what the test sends; records the task that
+/// reads the watch (the reflector's).
+#[derive(Clone)]
+struct Lw {
+    drops: Drops,
+    sender: Arc<Mutex<Option<mpsc::UnboundedSender<Item>>>>,
+    reader: Arc<Mutex<Option<Id>>>,
+}
+
+impl ListerWatcher<Tracked> for Lw {
+    async fn list(&self, _: ListOptions) -> Result<ObjectList<Tracked>, ReflectorError> {
+        Ok(ObjectList::new(vec![Tracked::new(1, &self.drops)], "1"))
+    }
+
+    async fn watch(&self, _: WatchOptions) -> Result<WatchStream<Tracked>, ReflectorError> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        *self.sender.lock() = Some(tx);
+        let reader = Arc::clone(&self.reader);
+        Ok(futures::stream::poll_fn(move |cx| {
+            *reader.lock() = tokio::task::try_id();
+            rx.poll_recv(cx)
+        })
+        .boxed())
+    }
+
+    fn supports_watch_list(&self) -> bool {
+        false
+    }
+}
+
+/// Updates the object `updates` times; every replaced version must be dropped by the watch
+/// reader's task, none by the handler's (or, with no handler, by the informer's pop loop).
+async fn replaced_objects_are_dropped_by_the_watch_reader(queue: InformerQueue, handler: bool) {
+    let drops: Drops = Arc::default();
+    let lw = Lw {
+        drops: Arc::clone(&drops),
+        sender: Arc::default(),
+        reader: Arc::default(),
+    };
+    let informer = SharedIndexInformer::new(
+        lw.clone(),
+        InformerOptions {
+            name: "tracked".into(),
+            queue,
+            ..InformerOptions::default()
+        },
+    );
+    let handler_task: Arc<Mutex<Option<Id>>> = Arc::default();
+    let handled: Arc<Mutex<u64>> = Arc::default();
+    if handler {
+        let (task, handled) = (Arc::clone(&handler_task), Arc::clone(&handled));
+        informer
+            .add_event_handler(EventHandlerFns::new().on_update(
+                move |_: &Arc<Tracked>, new: &Arc<Tracked>| {
+                    *task.lock() = tokio::task::try_id();
+                    *handled.lock() = new.resource_version().unwrap().parse().unwrap();
+                },
+            ))
+            .unwrap();
+    }
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    assert!(informer.wait_for_sync().await);
+    until(|| lw.sender.lock().is_some()).await;
+
+    let updates = 300u64;
+    for rv in 2..=updates + 1 {
+        let sent = lw.sender.lock().as_ref().map(|tx| {
+            tx.send(Ok(WatchEvent::Modified(Tracked::new(rv, &drops))))
+                .is_ok()
+        });
+        assert_eq!(sent, Some(true));
+    }
+    // Every replaced version (1 to `updates`) is dropped, with no further event to wake the
+    // reader: the first object kept wakes it (G2).
+    until(|| drops.lock().len() as u64 == updates).await;
+    if handler {
+        assert_eq!(*handled.lock(), updates + 1);
+    }
+    let reader = lw.reader.lock().expect("the watch was read in a task");
+    let mut dropped = drops.lock().clone();
+    dropped.sort_by_key(|(rv, _)| rv.parse::<u64>().unwrap());
+    let versions: Vec<u64> = dropped.iter().map(|(rv, _)| rv.parse().unwrap()).collect();
+    assert_eq!(versions, (1..=updates).collect::<Vec<_>>());
+    let elsewhere: Vec<&(String, Option<Id>)> = dropped
+        .iter()
+        .filter(|(_, task)| *task != Some(reader))
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "dropped outside the watch reader's task ({reader:?}; handler {:?}): {elsewhere:?}",
+        handler_task.lock()
+    );
+    assert!(informer.indexer().get_by_key("ns/a").is_some());
+
+    cancel.cancel();
+    run.await.unwrap();
+}
+
+on_every_queue!(
+    a_handlers_replaced_objects_are_dropped_by_the_watch_reader,
+    start_paused = true
+);
+async fn a_handlers_replaced_objects_are_dropped_by_the_watch_reader(queue: InformerQueue) {
+    replaced_objects_are_dropped_by_the_watch_reader(queue, true).await;
+}
+
+on_every_queue!(
+    replaced_objects_no_handler_hears_of_are_dropped_by_the_watch_reader,
+    start_paused = true
+);
+async fn replaced_objects_no_handler_hears_of_are_dropped_by_the_watch_reader(
+    queue: InformerQueue,
+) {
+    replaced_objects_are_dropped_by_the_watch_reader(queue, false).await;
+}
