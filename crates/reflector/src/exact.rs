@@ -9,9 +9,9 @@
 //! at their length.
 //!
 //! Invariants (checked by this module's tests):
-//! - **X1 (same value)**: decoding through [`Exact`] gives the same value as decoding without it,
+//! - **S1 (same value)**: decoding through [`Exact`] gives the same value as decoding without it,
 //!   whatever the text: the counts are hints, never used for anything but capacity.
-//! - **X2 (in step)**: the counts are handed out in the order the arrays' `[` appear in the text,
+//! - **S2 (in step)**: the counts are handed out in the order the arrays' `[` appear in the text,
 //!   which is the order serde visits them in, since every value (ignored ones included) is visited
 //!   through the wrapper. A sequence that turns out to have another length than its count puts the
 //!   wrapper out of step, and no count is handed out after it: a wrong count costs at most that
@@ -99,7 +99,7 @@ impl ArrayLengths {
         }
     }
 
-    /// The next array's count, if still in step (X2).
+    /// The next array's count, if still in step (S2).
     fn take(&self) -> Option<usize> {
         let next = self.next.get();
         self.next.set(next + 1);
@@ -174,7 +174,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Exact<'_, D> {
     }
 
     /// Visited, not skipped: an ignored value's arrays are counted too, so the wrapper stays in
-    /// step (X2).
+    /// step (S2).
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
         self.inner.deserialize_any(Wrap {
             inner: visitor,
@@ -258,7 +258,7 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<'_, V> {
         };
         let value = self.inner.visit_seq(&mut seq)?;
         if expected != Some(seq.seen) {
-            // The count was not this array's: hand out no more (X2).
+            // The count was not this array's: hand out no more (S2).
             self.lengths.in_step.set(false);
         }
         Ok(value)
@@ -505,7 +505,7 @@ mod tests {
     }
 
     proptest! {
-        /// X1 and X2: any JSON decodes through the wrapper to what it decodes to without it, and
+        /// S1 and S2: any JSON decodes through the wrapper to what it decodes to without it, and
         /// every count matches its array (the wrapper never goes out of step on valid JSON).
         #[test]
         fn proptest_exact_decoding_changes_nothing_but_capacity(value in any_json()) {

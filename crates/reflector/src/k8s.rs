@@ -131,7 +131,7 @@ mod tests {
     }
 
     /// A realistic pod decoded in one exact pass equals serde's decode of it, every list at its
-    /// length (X1 on a real type: the counts are handed out in step through k8s-openapi's own
+    /// length (S1 on a real type: the counts are handed out in step through k8s-openapi's own
     /// deserializers).
     #[test]
     fn a_realistic_pod_decodes_exactly_to_what_serde_decodes() {

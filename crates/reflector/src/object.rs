@@ -132,7 +132,7 @@ macro_rules! __decode_with_serde {
 /// room for 4, a `conditions` of 5 room for 8. How:
 /// - a watch event's object, whose text the watch decoder has found, is decoded in one pass with
 ///   each array's length counted beforehand and given to serde as its size hint, so every list is
-///   allocated once, at its length (invariants X1–X2 in `src/exact.rs`);
+///   allocated once, at its length (invariants S1–S2 in `src/exact.rs`);
 /// - an object decoded from inside a larger text (a list page) is cloned right after its decode:
 ///   a clone allocates every `Vec` and `String` at exactly its length, and the slack original is
 ///   dropped at once, on the thread that decoded it.
