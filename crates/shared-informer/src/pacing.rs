@@ -60,11 +60,14 @@ pub struct Pacing {
     pub max_handler_wait: Duration,
 }
 
-/// Default [`Pacing::queue_high_water`]: one default batch of the in-order queue and as much
-/// again queued behind it.
-pub const DEFAULT_QUEUE_HIGH_WATER: usize = 2 * DEFAULT_BATCH_SIZE;
-/// Default [`Pacing::handler_high_water`].
-pub const DEFAULT_HANDLER_HIGH_WATER: usize = 512;
+/// Default [`Pacing::queue_high_water`]: half of [`DEFAULT_BATCH_SIZE`], so a pop of the
+/// in-order queue takes at most about this many deltas. Each queued delta holds a decoded object
+/// the cache does not hold yet; with this bound and [`DEFAULT_HANDLER_HIGH_WATER`], a sustained
+/// watch of 10k typed or dynamic pods on one worker stays within 1.06× the RSS at sync (1.11–1.15×
+/// with the earlier 2000 and 512, at the same rate; docs/benchmarks.md).
+pub const DEFAULT_QUEUE_HIGH_WATER: usize = DEFAULT_BATCH_SIZE / 2;
+/// Default [`Pacing::handler_high_water`]: each buffered update keeps a replaced object alive.
+pub const DEFAULT_HANDLER_HIGH_WATER: usize = 256;
 /// Default [`Pacing::max_handler_wait`].
 pub const DEFAULT_MAX_HANDLER_WAIT: Duration = Duration::from_millis(500);
 
