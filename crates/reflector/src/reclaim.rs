@@ -36,7 +36,19 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 /// Objects an informer is done with, dropped by the reflector's watch loop rather than by the
-/// thread that last held them (see the [module documentation](self) for why).
+/// thread that last held them.
+///
+/// Why: a decoded object is hundreds of small allocations made by the task that reads and
+/// decodes the watch. Under glibc's malloc (one arena per thread, a lock each), freeing them on
+/// another thread, a handler's, takes the reader's arena lock while it allocates the next
+/// objects, and both threads end up waiting on it. Freed by the reader, they are freed beside
+/// the allocations. A library may not choose or tune its users' allocator; it can choose where it
+/// frees.
+///
+/// Invariants: **G1** at most [`CAPACITY`](Self::CAPACITY) objects are kept, past that the giver
+/// drops what it gives; **G2** nothing is kept while no watch is read, and what is kept is dropped
+/// before the watch's next events are applied, as soon as its reading task runs while it waits,
+/// and when it ends; **G3** an object is kept only when the giver holds its last reference.
 ///
 /// A [`Reflector`](crate::Reflector) given one with
 /// [`with_reclaim`](crate::Reflector::with_reclaim) drops what it keeps while it reads a watch;
