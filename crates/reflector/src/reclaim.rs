@@ -114,8 +114,19 @@ impl<K> Reclaim<K> {
 
     /// Hands back one object the caller is done with (see [`give_all`](Self::give_all)).
     pub fn give(&self, obj: Arc<K>) {
-        let mut one = vec![obj];
-        self.give_all(&mut one);
+        if Arc::strong_count(&obj) != 1 || Arc::weak_count(&obj) != 0 {
+            return;
+        }
+        let mut state = self.state.lock();
+        if state.reading && state.kept.len() < Self::CAPACITY {
+            let was_empty = state.kept.is_empty();
+            state.kept.push(obj);
+            drop(state);
+            if was_empty {
+                self.kept_some.notify_one();
+            }
+        }
+        // Otherwise `obj` is dropped here, after the guard (locals drop in reverse order).
     }
 
     /// Hands back objects the caller is done with, and empties `objects`. Those whose last
@@ -163,6 +174,15 @@ impl<K> Reclaim<K> {
     /// Swaps what is kept with `spare` (empty), so that the caller drops it outside the lock.
     fn swap_out(&self, spare: &mut Vec<Arc<K>>) {
         std::mem::swap(&mut self.state.lock().kept, spare);
+    }
+}
+
+/// Resolves when `reading` is some and something was kept while nothing was; never otherwise.
+/// For a `select!` arm of the watch loop.
+pub(crate) async fn kept_some<K>(reading: Option<&Reading<'_, K>>) {
+    match reading {
+        Some(reading) => reading.kept_some().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -290,7 +310,13 @@ mod tests {
             let mut given = 0;
             for (op, n) in ops {
                 match op {
-                    0 | 1 => {
+                    0 => {
+                        for _ in 0..n {
+                            reclaim.give(Arc::new(Counted(Arc::clone(&drops))));
+                        }
+                        given += n;
+                    }
+                    1 => {
                         let mut objects: Vec<_> =
                             (0..n).map(|_| Arc::new(Counted(Arc::clone(&drops)))).collect();
                         given += n;

@@ -35,7 +35,7 @@ use crate::error::ReflectorError;
 use crate::list::{list_all, PageLimits, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::{ReflectorMetrics, ReflectorStats};
-use crate::reclaim::Reclaim;
+use crate::reclaim::{self, Reclaim};
 
 /// Decides, at each resync tick, whether to resync now (contract C12.1).
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -624,12 +624,7 @@ where
                     _ = &mut cancelled => return WatchEnd::Cancelled,
                     _ = self.store.wait_for_room() => {}
                     // G2: handlers catching up give objects back meanwhile; drop them (loop top).
-                    _ = async {
-                        match reading.as_ref() {
-                            Some(reading) => reading.kept_some().await,
-                            None => std::future::pending().await,
-                        }
-                    } => continue,
+                    _ = reclaim::kept_some(reading.as_ref()) => continue,
                 }
             }
             let tick = async {
@@ -685,12 +680,7 @@ where
                 }
                 // G2, last as events come first: woken to drop what handlers gave back while no
                 // event comes (loop top).
-                _ = async {
-                    match reading.as_ref() {
-                        Some(reading) => reading.kept_some().await,
-                        None => std::future::pending().await,
-                    }
-                } => {}
+                _ = reclaim::kept_some(reading.as_ref()) => {}
             }
         }
     }
