@@ -32,7 +32,8 @@
 //! bench` runs each client three times and tables the medians with ratios against kube-rs.
 //!
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
-//! CPU each thread used, on stderr. `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
+//! CPU each thread used, on stderr; `PEER_MALLOC_STATS=1` prints glibc's per-arena statistics
+//! (`malloc_stats(3)`) at sync, after the watch and, with `PEER_TRACE`, at every tick. `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
 //! handler and sees the end in the cache instead; `PEER_CACHED=N` lists N pods instead of 10k (with
 //! `events` 0 or small, a measure of the initial list alone); `PEER_WORKERS=N` sets the client runtime's worker
 //! threads (default 2); `PEER_PACING=off` or `PEER_PACING=<queue>,<handler>` replaces the
@@ -262,6 +263,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
         };
         let sync = started.elapsed();
         let rss_sync_mb = status_mb("VmRSS:");
+        arena_stats("at sync");
         let list_peak_rss_mb = status_mb("VmHWM:");
         reset_peak_rss();
         let trace = std::env::var_os("PEER_TRACE").is_some().then(|| {
@@ -270,6 +272,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
                 let start = Instant::now();
                 loop {
                     tokio::time::sleep(Duration::from_millis(100)).await;
+                    arena_stats("trace");
                     eprintln!(
                         "  t={:>5} ms rss {:>6.0} MB handled {}",
                         start.elapsed().as_millis(),
@@ -302,6 +305,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
             backlog_max.load(Ordering::Relaxed)
         });
         let cpu = process_cpu_s() - cpu_before;
+        arena_stats("after the watch");
         if let Some(trace) = trace {
             trace.abort();
             eprintln!(
@@ -745,5 +749,25 @@ pub mod soak {
             dyn_run.stop().await;
             soak
         })
+    }
+}
+
+/// `PEER_MALLOC_STATS=1`: glibc's own account of its arenas (`malloc_stats(3)`: for each arena, the
+/// bytes it took from the system and the bytes in use), on stderr under `when`. It shows where the
+/// watch's RSS above the sync's goes: memory free in one thread's arena while another's grows.
+fn arena_stats(when: &str) {
+    if std::env::var_os("PEER_MALLOC_STATS").is_none() {
+        return;
+    }
+    eprintln!("== glibc arenas, {when}");
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    {
+        extern "C" {
+            fn malloc_stats();
+        }
+        // SAFETY: glibc's malloc_stats takes no arguments, only reads the allocator's state under
+        // its locks and writes to stderr.
+        unsafe { malloc_stats() }
     }
 }

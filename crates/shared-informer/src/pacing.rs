@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reflector::delta_fifo::{FifoError, Queue, Store, DEFAULT_BATCH_SIZE};
+use reflector::delta_fifo::{FifoError, Queue, Store};
 use reflector::store_index::ResourceVersion;
 use tokio::sync::Notify;
 
@@ -60,14 +60,15 @@ pub struct Pacing {
     pub max_handler_wait: Duration,
 }
 
-/// Default [`Pacing::queue_high_water`]: half of [`DEFAULT_BATCH_SIZE`], so a pop of the
-/// in-order queue takes at most about this many deltas. Each queued delta holds a decoded object
-/// the cache does not hold yet; with this bound and [`DEFAULT_HANDLER_HIGH_WATER`], a sustained
-/// watch of 10k typed or dynamic pods on one worker stays within 1.06× the RSS at sync (1.11–1.15×
-/// with the earlier 2000 and 512, at the same rate; docs/benchmarks.md).
-pub const DEFAULT_QUEUE_HIGH_WATER: usize = DEFAULT_BATCH_SIZE / 2;
+/// Default [`Pacing::queue_high_water`]. Each queued delta holds a decoded object the cache does
+/// not hold yet, and a pop of the in-order queue takes at most about this many (plus one decoded
+/// batch of the reflector's). With this bound and [`DEFAULT_HANDLER_HIGH_WATER`], a sustained
+/// watch of 10k typed `Pod`s on one worker peaks at 1.02× the RSS at sync, kube-rs's reflector's
+/// peak on the same run, at the same rate as with 500 and 256 (1.05×) or 2000 and 512 (1.11×);
+/// docs/benchmarks.md, section *Pacing defaults and glibc's arenas*.
+pub const DEFAULT_QUEUE_HIGH_WATER: usize = 128;
 /// Default [`Pacing::handler_high_water`]: each buffered update keeps a replaced object alive.
-pub const DEFAULT_HANDLER_HIGH_WATER: usize = 256;
+pub const DEFAULT_HANDLER_HIGH_WATER: usize = 64;
 /// Default [`Pacing::max_handler_wait`].
 pub const DEFAULT_MAX_HANDLER_WAIT: Duration = Duration::from_millis(500);
 
