@@ -11,6 +11,7 @@ use crate::client::{
     BoxError, Client, ClusterConfig, ConfigError, ListOptions, Representation, Resource,
     WatchOptions, DEFAULT_MAX_BODY_BYTES,
 };
+use crate::decode_lane::DecodeLane;
 use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::ReflectorError;
 use crate::list::ObjectList;
@@ -19,7 +20,7 @@ use crate::metrics::ReflectorMetrics;
 use crate::object::Decode;
 use crate::store_index::Selector;
 use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
-use crate::watch_stream::decode_watch_body;
+use crate::watch_stream::decode_watch_body_on;
 
 /// Lists and watches one resource of an API server (client-go's `ListWatch` from a REST client,
 /// contract C15): namespace or all, label and field selectors applied to every request, and the
@@ -48,6 +49,8 @@ pub struct HttpListerWatcher<K> {
     max_list_page_bytes: usize,
     watch_idle_timeout: Option<Duration>,
     metrics: Option<Arc<ReflectorMetrics>>,
+    /// Where its list pages and watch events are decoded (on multi-threaded runtimes).
+    lane: DecodeLane,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -79,6 +82,7 @@ impl<K> HttpListerWatcher<K> {
             max_list_page_bytes: DEFAULT_MAX_BODY_BYTES,
             watch_idle_timeout: None,
             metrics: None,
+            lane: DecodeLane::next(),
             _k: PhantomData,
         }
     }
@@ -172,6 +176,13 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         if let Some(m) = &self.metrics {
             m.add_bytes(body.len() as u64);
         }
+        // On the lane, the page's objects are allocated by the thread that will free them.
+        if let Some(lane) = self.lane.usable() {
+            let page = body.clone();
+            if let Some(list) = lane.run(move || ObjectList::from_json(&page)).await {
+                return list;
+            }
+        }
         ObjectList::from_json(&body)
     }
 
@@ -204,7 +215,7 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
                 r.map_err(|e| Box::new(e) as BoxError)
             }
         });
-        let events = decode_watch_body(chunks, self.max_event_size);
+        let events = decode_watch_body_on(chunks, self.max_event_size, self.lane.usable());
         Ok(with_idle_timeout(events, activity, idle))
     }
 
@@ -214,5 +225,9 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
 
     fn representation(&self) -> Representation {
         K::REPRESENTATION
+    }
+
+    fn decode_lane(&self) -> Option<DecodeLane> {
+        self.lane.usable()
     }
 }

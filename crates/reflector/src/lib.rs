@@ -42,6 +42,7 @@
 pub mod client;
 
 mod backoff;
+mod decode_lane;
 mod decoder;
 mod error;
 mod exact;
@@ -67,6 +68,7 @@ pub use client::{
     SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
     DEFAULT_MAX_BODY_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
 };
+pub use decode_lane::DecodeLane;
 pub use decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
     INITIAL_EVENTS_END_ANNOTATION,

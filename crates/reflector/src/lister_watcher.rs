@@ -5,6 +5,7 @@ use std::future::Future;
 use futures::stream::BoxStream;
 
 use crate::client::{ListOptions, Representation, WatchOptions};
+use crate::decode_lane::DecodeLane;
 use crate::decoder::WatchEvent;
 use crate::error::ReflectorError;
 use crate::list::ObjectList;
@@ -39,5 +40,13 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     /// (`PartialObjectMetadataList`, `PartialObjectMetadata`). Default: the objects as they are.
     fn representation(&self) -> Representation {
         Representation::Object
+    }
+
+    /// The thread this lister-watcher decodes its objects on, if it uses one from the current
+    /// context: the reflector then drops there the objects handed back through its
+    /// [`Reclaim`](crate::Reclaim), so that each is freed by the thread that allocated it.
+    /// A lister-watcher that wraps another forwards it. Default: none (dropped by the reader).
+    fn decode_lane(&self) -> Option<DecodeLane> {
+        None
     }
 }

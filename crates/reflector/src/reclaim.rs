@@ -1,5 +1,6 @@
-//! [`Reclaim`]: objects an informer is done with, handed back to the task that reads the watch,
-//! to be dropped there.
+//! [`Reclaim`]: objects an informer is done with, handed back to the reflector, to be dropped
+//! where they were decoded: on the lister-watcher's [`DecodeLane`] when it has one, else by the
+//! task that reads the watch.
 //!
 //! Why: an object decoded from a watch is hundreds of small allocations (a k8s-openapi `Pod` is
 //! ~300), made by the task that reads and decodes the watch. The object it replaces in the cache
@@ -9,15 +10,17 @@
 //! thread's arena takes that arena's lock, while its own thread is allocating from it. At tens of
 //! thousands of events a second, the two threads then spend much of their time waiting for each
 //! other on that lock (a quarter of all samples in the watch benchmark, docs/benchmarks.md). When
-//! the objects are dropped by the reading task instead, frees happen beside the allocations, one
-//! thread at a time, and the informer runs faster with less memory. A library may not choose its
-//! users' allocator or tune it; it can choose where it frees.
+//! the objects are dropped where they were decoded instead (the lane's thread, or the reading
+//! task when objects are decoded there), frees happen beside the allocations, one thread at a
+//! time, and the informer runs faster with less memory. A library may not choose its users'
+//! allocator or tune it; it can choose where it allocates and frees.
 //!
 //! How: the informer gives each object it is done with (the old object of an update or the
 //! object of a deletion, once every handler has handled it) to its [`Reclaim`], which keeps it
 //! when a watch is being read and there is room, and lets the giver drop it otherwise. The
-//! reflector's watch loop drops everything kept before it applies the next events, when it is
-//! woken by the first object kept while it waits for events, and once more when the watch ends.
+//! reflector's watch loop drops everything kept (hands it to the lane, when there is one) before
+//! it applies the next events, when it is woken by the first object kept while it waits for
+//! events, and once more when the watch ends.
 //!
 //! Invariants (checked by this module's tests):
 //! - **G1 (bounded)**: at most [`Reclaim::CAPACITY`] objects are kept; past that the giver drops
@@ -35,15 +38,17 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
-/// Objects an informer is done with, dropped by the reflector's watch loop rather than by the
-/// thread that last held them.
+use crate::decode_lane::DecodeLane;
+
+/// Objects an informer is done with, dropped where they were decoded (the lister-watcher's
+/// [`DecodeLane`], else the reflector's watch loop) rather than by the thread that last held them.
 ///
-/// Why: a decoded object is hundreds of small allocations made by the task that reads and
-/// decodes the watch. Under glibc's malloc (one arena per thread, a lock each), freeing them on
-/// another thread, a handler's, takes the reader's arena lock while it allocates the next
-/// objects, and both threads end up waiting on it. Freed by the reader, they are freed beside
-/// the allocations. A library may not choose or tune its users' allocator; it can choose where it
-/// frees.
+/// Why: a decoded object is hundreds of small allocations made by the thread that decoded it.
+/// Under glibc's malloc (one arena per thread, a lock each), freeing them on another thread, a
+/// handler's, takes the decoding thread's arena lock while it allocates the next objects, and
+/// both threads end up waiting on it. Freed by the decoding thread, they are freed beside the
+/// allocations. A library may not choose or tune its users' allocator; it can choose where it
+/// allocates and frees.
 ///
 /// Invariants: **G1** at most [`CAPACITY`](Self::CAPACITY) objects are kept, past that the giver
 /// drops what it gives; **G2** nothing is kept while no watch is read, and what is kept is dropped
@@ -163,11 +168,17 @@ impl<K> Reclaim<K> {
 
     /// Marks a watch as being read until the guard is dropped, which drops everything kept (G2).
     /// Only one watch is read at a time per `Reclaim`; the reflector holds the guard.
-    pub(crate) fn reading(&self) -> Reading<'_, K> {
+    /// With a `lane`, what is kept is dropped on the lane's thread, the one its objects were
+    /// decoded on (`decode_lane.rs`, M1); without, on the caller's.
+    pub(crate) fn reading(&self, lane: Option<DecodeLane>) -> Reading<'_, K>
+    where
+        K: Send + Sync + 'static,
+    {
         self.state.lock().reading = true;
         Reading {
             reclaim: self,
             spare: Vec::new(),
+            lane,
         }
     }
 
@@ -179,7 +190,7 @@ impl<K> Reclaim<K> {
 
 /// Resolves when `reading` is some and something was kept while nothing was; never otherwise.
 /// For a `select!` arm of the watch loop.
-pub(crate) async fn kept_some<K>(reading: Option<&Reading<'_, K>>) {
+pub(crate) async fn kept_some<K: Send + Sync + 'static>(reading: Option<&Reading<'_, K>>) {
     match reading {
         Some(reading) => reading.kept_some().await,
         None => std::future::pending().await,
@@ -187,35 +198,43 @@ pub(crate) async fn kept_some<K>(reading: Option<&Reading<'_, K>>) {
 }
 
 /// A watch is being read: while it lives, given objects are kept for [`drop_kept`](Self::drop_kept).
-pub(crate) struct Reading<'a, K> {
+pub(crate) struct Reading<'a, K: Send + Sync + 'static> {
     reclaim: &'a Reclaim<K>,
-    /// The other of the two vectors kept objects move between, so that dropping them allocates
-    /// nothing.
+    /// The other of the two vectors kept objects move between, so that dropping them here
+    /// allocates nothing.
     spare: Vec<Arc<K>>,
+    /// Where kept objects are dropped; here when `None`.
+    lane: Option<DecodeLane>,
 }
 
-impl<K> Reading<'_, K> {
+impl<K: Send + Sync + 'static> Reading<'_, K> {
     /// Resolves when something was kept while nothing was (also if that happened before the
     /// call): the reading task should [`drop_kept`](Self::drop_kept).
     pub(crate) async fn kept_some(&self) {
         self.reclaim.kept_some.notified().await;
     }
 
-    /// Drops, on the calling task, everything kept.
+    /// Drops everything kept: on the lane if there is one, else on the calling task.
     pub(crate) fn drop_kept(&mut self) {
         self.reclaim.swap_out(&mut self.spare);
-        self.spare.clear();
+        match self.lane {
+            Some(lane) if !self.spare.is_empty() => lane.drop_all(std::mem::take(&mut self.spare)),
+            _ => self.spare.clear(),
+        }
     }
 }
 
-impl<K> Drop for Reading<'_, K> {
+impl<K: Send + Sync + 'static> Drop for Reading<'_, K> {
     fn drop(&mut self) {
         let kept = {
             let mut state = self.reclaim.state.lock();
             state.reading = false;
             std::mem::take(&mut state.kept)
         };
-        drop(kept);
+        match self.lane {
+            Some(lane) => lane.drop_all(kept),
+            None => drop(kept),
+        }
     }
 }
 
@@ -248,7 +267,7 @@ mod tests {
     fn g2_kept_objects_are_dropped_by_the_reader_and_when_the_watch_ends() {
         let drops = Arc::new(AtomicUsize::new(0));
         let reclaim = Reclaim::new();
-        let mut reading = reclaim.reading();
+        let mut reading = reclaim.reading(None);
         reclaim.give(Arc::new(Counted(Arc::clone(&drops))));
         reclaim.give(Arc::new(Counted(Arc::clone(&drops))));
         assert_eq!((reclaim.len(), drops.load(Ordering::SeqCst)), (2, 0));
@@ -267,7 +286,7 @@ mod tests {
     async fn g2_a_reader_waiting_for_events_is_woken_by_the_first_object_kept() {
         let drops = Arc::new(AtomicUsize::new(0));
         let reclaim = Arc::new(Reclaim::new());
-        let mut reading = reclaim.reading();
+        let mut reading = reclaim.reading(None);
         let giver = tokio::spawn({
             let reclaim = Arc::clone(&reclaim);
             let drops = Arc::clone(&drops);
@@ -283,7 +302,7 @@ mod tests {
     fn g3_objects_still_referenced_are_never_kept() {
         let drops = Arc::new(AtomicUsize::new(0));
         let reclaim = Reclaim::new();
-        let _reading = reclaim.reading();
+        let _reading = reclaim.reading(None);
         let cached = Arc::new(Counted(Arc::clone(&drops)));
         reclaim.give(Arc::clone(&cached));
         let weak = Arc::new(Counted(Arc::clone(&drops)));
@@ -332,7 +351,7 @@ mod tests {
                     _ => {
                         reading = match reading.take() {
                             Some(r) => { drop(r); None }
-                            None => Some(reclaim.reading()),
+                            None => Some(reclaim.reading(None)),
                         };
                     }
                 }

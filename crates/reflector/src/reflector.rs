@@ -265,9 +265,11 @@ where
         self
     }
 
-    /// Drops the objects given back to `reclaim` on the task reading the watch, before each run
-    /// of events it applies and when the watch ends: where the objects were allocated, so that
-    /// glibc's malloc does not make the two threads wait for each other (see [`Reclaim`]).
+    /// Drops the objects given back to `reclaim` before each run of events the watch loop
+    /// applies and when the watch ends, where the objects were allocated: on the lister-watcher's
+    /// [`DecodeLane`](crate::DecodeLane) when it has one
+    /// ([`ListerWatcher::decode_lane`]), else on the task reading the watch; so that glibc's
+    /// malloc does not make two threads wait for each other (see [`Reclaim`]).
     pub fn with_reclaim(mut self, reclaim: Arc<Reclaim<K>>) -> Self {
         self.reclaim = Some(reclaim);
         self
@@ -612,7 +614,11 @@ where
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
         // G2: what consumers give back is kept only while this watch is read.
-        let mut reading = self.reclaim.as_deref().map(Reclaim::reading);
+        // M1: on the lane the lister-watcher decodes on, if any.
+        let mut reading = self
+            .reclaim
+            .as_deref()
+            .map(|reclaim| reclaim.reading(self.lw.decode_lane()));
         loop {
             if let Some(reading) = reading.as_mut() {
                 reading.drop_kept();

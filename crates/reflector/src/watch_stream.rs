@@ -1,35 +1,27 @@
-//! [`decode_watch_body`]: a watch body's chunks in, a [`WatchStream`] of events out, decoded in
-//! parallel batches when events arrive faster than one thread decodes them.
+//! [`decode_watch_body`]: a watch body's chunks in, a [`WatchStream`] of events out, decoded on
+//! the lister-watcher's [`DecodeLane`] while this task goes on reading.
 //!
-//! Decoding is most of a watch's client-side cost. When the body delivers one event at a time
-//! (the usual case: a cluster's events trickle in), each is decoded right here, in the reading
-//! task, with no extra hand-off. When many complete frames are already there to read (a burst, a
-//! watch-list's initial state, a catch-up after a reconnect), they are split into batches of
-//! [`BATCH`] frames decoded by tasks of their own on the multi-threaded runtime, up to
-//! [`MAX_IN_FLIGHT`] batches at once, while this task goes on reading. Results are taken strictly
-//! in batch order, so events come out in exactly the order the server wrote them, whichever
-//! batch finishes first.
-//!
-//! A batch belongs to whoever starts it first: its task, or this reading task. When the reader
-//! has nothing to read and would wait for the oldest batch, and no worker has started that batch
-//! yet (they are all busy with other tasks, such as the informer's handlers or, on a small machine,
-//! a co-located server, or have not woken up yet), the reader decodes it itself instead of going
-//! idle. That guarantees progress when every worker is held up, by blocking handlers say (W5);
-//! it is kept for that, not for speed: on two cores shared with a server its effect on
-//! throughput was within the machine's run-to-run noise (docs/benchmarks.md, section *The watch
-//! reader*).
+//! Decoding is most of a watch's client-side cost. With a lane (a multi-threaded runtime on more
+//! than one core), every complete event read is decoded on the lane's thread, in batches of at
+//! most [`BATCH`] frames, up to [`MAX_IN_FLIGHT`] batches at once, while this task goes on reading
+//! the body and the informer applies what came before. The lane is the thread the reflector also
+//! drops replaced objects on, so each object is allocated and freed by one thread (see
+//! `decode_lane.rs` for why that keeps memory flat on glibc). Results are taken strictly in batch
+//! order, so events come out in exactly the order the server wrote them. Without a lane (a
+//! current-thread runtime, one core) each event is decoded right here, in the reading task.
 //!
 //! Invariants (checked by this module's tests):
 //! - **W1 (order)**: events come out in body order, each once.
 //! - **W2 (errors end the stream)**: a decode error comes out after every event decoded before
-//!   it, and nothing after it; batches already in flight behind it are dropped.
+//!   it, and nothing after it; batches already in flight behind it are dropped undecoded.
 //! - **W3 (bounded)**: at most [`MAX_IN_FLIGHT`] batches of at most [`BATCH`] frames are decoded
 //!   ahead of the consumer (plus the batch being read), so memory stays bounded however fast the
 //!   server writes.
 //! - **W4 (close semantics)**: a transport error, or a body ending inside an event, ends the stream
-//!   like a normal close (`None`) once everything before it has come out.
-//! - **W5 (progress)**: the stream makes progress even when no worker ever runs a decoding task:
-//!   the reader decodes every batch nobody has started.
+//!   like a close (`None`) once everything before it has come out.
+//! - **W5 (progress)**: decoding never waits for a runtime worker: it runs on the lane's own
+//!   thread, or inline, so the stream makes progress even when every worker is held up (by
+//!   blocking handlers, say).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -37,20 +29,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::{FutureExt as _, Stream, StreamExt as _};
 use parking_lot::Mutex;
-use tokio::task::JoinHandle;
 
 use crate::client::BoxError;
+use crate::decode_lane::{DecodeLane, LaneResult};
 use crate::decoder::{decode_frames, DecodeError, RawFrame, WatchDecoder, WatchEvent};
 use crate::error::ReflectorError;
 use crate::lister_watcher::WatchStream;
 use crate::object::Decode;
 
-/// Frames per batch decoded by a task of its own.
+/// Frames per batch handed to the lane at once.
 pub(crate) const BATCH: usize = 32;
-
-/// Fewest frames ready at once for a batch to be decoded on another task; fewer are decoded inline
-/// (a task hand-off costs more than it saves on one or two events).
-const MIN_PARALLEL: usize = 8;
 
 /// Batches decoded ahead of the consumer at most.
 pub(crate) const MAX_IN_FLIGHT: usize = 2;
@@ -73,8 +61,8 @@ impl<K> Decoded<K> {
     }
 }
 
-/// Frames handed to a decoding task, which either that task or the reader decodes: whichever
-/// claims them first (see [`Batch::Spawned`]).
+/// Frames handed to the lane, taken back if the batch is dropped before the lane gets to them
+/// (W2: not decoded for nothing).
 struct Job {
     frames: Mutex<Option<Vec<RawFrame>>>,
 }
@@ -86,18 +74,15 @@ impl Job {
     }
 }
 
-/// A batch on its way: handed to a task of its own, or already decoded here.
+/// A batch on its way: handed to the lane, or already decoded here.
 enum Batch<K> {
-    /// Decoded by its task, or, when the reader would otherwise wait for a batch no worker has
-    /// started yet (every worker busy with other tasks, or not yet woken), by the reader itself:
-    /// the reader then works instead of idling. The task's output is `None` when the reader took
-    /// the frames first.
-    Spawned {
+    OnLane {
         job: Arc<Job>,
-        /// The decode error or end of body the batch carries, whoever decodes it.
+        /// The decode error or end of body the batch carries, after its frames.
         error: Option<DecodeError>,
         last: bool,
-        handle: JoinHandle<Option<Decoded<K>>>,
+        /// `Some` decoded frames; `None` if the frames were claimed back first.
+        result: LaneResult<Option<Decoded<K>>>,
     },
     Done(Decoded<K>),
 }
@@ -106,8 +91,8 @@ impl<K> Drop for Batch<K> {
     fn drop(&mut self) {
         // A batch dropped before its result is taken (the consumer dropped the stream, or an
         // earlier batch failed) is not decoded for nothing.
-        if let Batch::Spawned { handle, .. } = self {
-            handle.abort();
+        if let Batch::OnLane { job, .. } = self {
+            job.claim();
         }
     }
 }
@@ -138,9 +123,8 @@ struct BodyState<K, S> {
     body_done: bool,
     /// Nothing comes out after what is in `ready` (W2, W4).
     finished: bool,
-    /// The runtime batches are decoded on, when that may be done in parallel (a multi-threaded
-    /// runtime on more than one core).
-    parallel: Option<tokio::runtime::Handle>,
+    /// Where batches are decoded; inline when `None`.
+    lane: Option<DecodeLane>,
 }
 
 impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, S> {
@@ -159,7 +143,7 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
                     self.in_flight.pop_front();
                     self.take(decoded);
                 }
-                Some(Batch::Spawned { .. }) => {
+                Some(Batch::OnLane { .. }) => {
                     // Reading comes first while a chunk is there to read and there is room.
                     if room {
                         if let Some(item) = self.chunks.next().now_or_never() {
@@ -167,53 +151,39 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
                             continue;
                         }
                     }
-                    if !self.help_with_front() {
-                        self.wait_for_front(room).await;
-                    }
+                    self.wait_for_front(room).await;
                 }
             }
         }
     }
 
-    /// Decodes the oldest batch here, if no task has started it: the reader would otherwise wait
-    /// for it. Returns whether it did.
-    fn help_with_front(&mut self) -> bool {
-        let Some(Batch::Spawned {
-            job, error, last, ..
-        }) = self.in_flight.front_mut()
-        else {
-            return false;
-        };
-        let Some(frames) = job.claim() else {
-            return false;
-        };
-        let decoded = decode_batch(frames, error.take(), *last);
-        self.in_flight.pop_front();
-        self.take(decoded);
-        true
-    }
-
-    /// Waits for the oldest batch's task, and, when there is `room` to read ahead (W3), for the
-    /// next chunk too: whichever comes first.
+    /// Waits for the oldest batch from the lane, and, when there is `room` to read ahead (W3),
+    /// for the next chunk too: whichever comes first.
     async fn wait_for_front(&mut self, room: bool) {
-        let Some(Batch::Spawned { handle, .. }) = self.in_flight.front_mut() else {
+        let Some(Batch::OnLane { result, .. }) = self.in_flight.front_mut() else {
             return;
         };
-        let result = if room {
+        let decoded = if room {
             tokio::select! {
                 biased;
-                result = handle => result,
+                decoded = result => decoded,
                 item = self.chunks.next() => return self.read(item),
             }
         } else {
-            handle.await
+            result.await
         };
         let (error, last) = match self.in_flight.front_mut() {
-            Some(Batch::Spawned { error, last, .. }) => (error.take(), *last),
+            Some(Batch::OnLane { error, last, .. }) => (error.take(), *last),
             _ => (None, false),
         };
         self.in_flight.pop_front();
-        let mut decoded = join_result(result);
+        // `None` twice over: the lane never ran the job (it always does), or found no frames
+        // (only a dropped batch's, never waited for). Either way, end like a close.
+        let mut decoded = decoded.flatten().unwrap_or(Decoded {
+            events: Vec::new(),
+            error: None,
+            last: true,
+        });
         decoded.error = decoded.error.or(error);
         decoded.last |= last;
         self.take(decoded);
@@ -304,18 +274,15 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
             }
             return;
         }
-        let runtime = match &self.parallel {
-            Some(runtime) if frames.len() >= MIN_PARALLEL => runtime.clone(),
-            _ => {
-                let mut events = Vec::with_capacity(frames.len());
-                let decoded = decode_frames(frames, &mut events).err();
-                self.in_flight.push_back(Batch::Done(Decoded {
-                    events,
-                    error: decoded.or(error),
-                    last,
-                }));
-                return;
-            }
+        let Some(lane) = self.lane else {
+            let mut events = Vec::with_capacity(frames.len());
+            let decoded = decode_frames(frames, &mut events).err();
+            self.in_flight.push_back(Batch::Done(Decoded {
+                events,
+                error: decoded.or(error),
+                last,
+            }));
+            return;
         };
         while !frames.is_empty() {
             let rest = frames.split_off(frames.len().min(BATCH));
@@ -329,63 +296,37 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
             let job = Arc::new(Job {
                 frames: Mutex::new(Some(batch)),
             });
-            let handle = runtime.spawn({
+            let result = lane.run({
                 let job = Arc::clone(&job);
-                async move { job.claim().map(|frames| decode_batch(frames, None, false)) }
+                move || job.claim().map(|frames| decode_batch(frames, None, false))
             });
-            self.in_flight.push_back(Batch::Spawned {
+            self.in_flight.push_back(Batch::OnLane {
                 job,
                 error,
                 last,
-                handle,
+                result,
             });
         }
     }
 }
 
-/// A finished decoding task's batch. A panic in a `Decode` implementation is re-raised here, as it
-/// would have been had the batch been decoded inline; a task cancelled by the runtime shutting
-/// down ends the stream like a close. (A task finds no frames only when the reader took them, and
-/// the reader then never waits for that task.)
-fn join_result<K>(result: Result<Option<Decoded<K>>, tokio::task::JoinError>) -> Decoded<K> {
-    match result {
-        Ok(Some(decoded)) => decoded,
-        Ok(None) => Decoded::empty(),
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => Decoded {
-            events: Vec::new(),
-            error: None,
-            last: true,
-        },
-    }
-}
-
-/// The runtime batches can be decoded on in parallel: the current one, when it is multi-threaded
-/// and the machine has more than one core.
-fn parallel_runtime() -> Option<tokio::runtime::Handle> {
-    let handle = tokio::runtime::Handle::try_current().ok()?;
-    let multi = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
-    let cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-    (multi && cores).then_some(handle)
-}
-
 /// Turns a watch body (its data chunks) into a [`WatchStream`]: events in order, a decode error
 /// ending the stream, a transport error or a body cut inside an event ending it like a close.
-/// Events that arrive one at a time are decoded in the reading task; a burst of complete events
-/// is decoded in parallel batches on the multi-threaded runtime, and still comes out in order.
+/// On a multi-threaded runtime of more than one core, events are decoded on a [`DecodeLane`]
+/// taken in turn, and still come out in order; elsewhere, in the reading task.
 pub fn decode_watch_body<K, S>(chunks: S, max_event_size: usize) -> WatchStream<K>
 where
     K: Decode,
     S: Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
 {
-    decode_watch_body_on(chunks, max_event_size, parallel_runtime())
+    decode_watch_body_on(chunks, max_event_size, DecodeLane::next().usable())
 }
 
-/// [`decode_watch_body`], with batches decoded on `parallel` (inline when `None`).
-fn decode_watch_body_on<K, S>(
+/// [`decode_watch_body`], with events decoded on `lane` (inline when `None`).
+pub(crate) fn decode_watch_body_on<K, S>(
     chunks: S,
     max_event_size: usize,
-    parallel: Option<tokio::runtime::Handle>,
+    lane: Option<DecodeLane>,
 ) -> WatchStream<K>
 where
     K: Decode,
@@ -398,7 +339,7 @@ where
         ready: VecDeque::new(),
         body_done: false,
         finished: false,
-        parallel,
+        lane,
     };
     Box::pin(futures::stream::unfold(state, |mut st| async move {
         st.fill().await;
@@ -465,9 +406,9 @@ mod tests {
             .unwrap()
     }
 
-    /// W1 with a burst big enough for several parallel batches: every event once, in order.
+    /// W1 with a burst big enough for several batches on the lane: every event once, in order.
     #[test]
-    fn w1_a_burst_decoded_in_parallel_batches_comes_out_in_order() {
+    fn w1_a_burst_decoded_on_the_lane_comes_out_in_order() {
         let n = BATCH * MAX_IN_FLIGHT * 5 + 7;
         let text: String = (0..n).map(line).collect();
         let cuts: Vec<usize> = (1..text.len()).step_by(97).collect();
@@ -476,7 +417,7 @@ mod tests {
                 body(&text, &cuts, None, Arc::default()),
                 DEFAULT_MAX,
             );
-            assert!(parallel_runtime().is_some());
+            assert!(DecodeLane::next().usable().is_some());
             stream.collect::<Vec<_>>().await
         });
         let expected: Vec<String> = (0..n).map(|i| i.to_string()).collect();
@@ -565,11 +506,10 @@ mod tests {
         );
     }
 
-    /// W5: with the decoding runtime's only worker blocked for the whole test, no decoding task
-    /// ever runs, and the reader still delivers every event, in order, by decoding each batch
-    /// itself. (Without that, the reader would wait for the first batch forever.)
+    /// W5: with the runtime's only worker blocked for the whole test, the stream still delivers
+    /// every event, in order: decoding runs on the lane's own thread, never on a worker.
     #[test]
-    fn w5_the_reader_decodes_the_batches_no_worker_starts() {
+    fn w5_decoding_never_waits_for_a_runtime_worker() {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .build()
@@ -586,7 +526,7 @@ mod tests {
         let stream = decode_watch_body_on::<CompactObject, _>(
             body(&text, &[], None, Arc::default()),
             DEFAULT_MAX,
-            Some(rt.handle().clone()),
+            Some(DecodeLane::next()),
         );
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -596,7 +536,7 @@ mod tests {
         // A deadline only to turn a hang into a failure; it is never waited out when this works.
         let got = done_rx
             .recv_timeout(std::time::Duration::from_secs(60))
-            .expect("the reader waited for a batch no worker could start");
+            .expect("decoding waited for a runtime worker");
         release_tx.send(()).unwrap();
         assert_eq!(got, (0..n).map(|i| i.to_string()).collect::<Vec<_>>());
     }

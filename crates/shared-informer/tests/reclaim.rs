@@ -178,3 +178,131 @@ async fn replaced_objects_no_handler_hears_of_are_dropped_by_the_watch_reader(
 ) {
     replaced_objects_are_dropped_by_the_watch_reader(queue, false).await;
 }
+
+/// An object decoded from JSON that records the thread that decoded it and, when dropped, the
+/// thread that dropped it, in [`LANE_DROPS`] under its namespace.
+#[derive(serde::Deserialize)]
+struct OnThread {
+    metadata: ObjectMeta,
+    #[serde(skip, default = "this_thread")]
+    made_on: (std::thread::ThreadId, Option<String>),
+}
+
+fn this_thread() -> (std::thread::ThreadId, Option<String>) {
+    let thread = std::thread::current();
+    (thread.id(), thread.name().map(str::to_string))
+}
+
+/// (namespace, resource version, made on, dropped on) of every dropped [`OnThread`].
+type LaneDrop = (
+    String,
+    String,
+    (std::thread::ThreadId, Option<String>),
+    std::thread::ThreadId,
+);
+
+static LANE_DROPS: Mutex<Vec<LaneDrop>> = Mutex::new(Vec::new());
+
+impl Drop for OnThread {
+    fn drop(&mut self) {
+        LANE_DROPS.lock().push((
+            self.metadata.namespace.clone().unwrap_or_default(),
+            self.metadata.resource_version.clone().unwrap_or_default(),
+            self.made_on.clone(),
+            std::thread::current().id(),
+        ));
+    }
+}
+
+impl Object for OnThread {
+    fn object_meta(&self) -> Option<&ObjectMeta> {
+        Some(&self.metadata)
+    }
+}
+
+shared_informer::reflector::decode_with_serde!(OnThread);
+
+// Decode lanes (`reflector::DecodeLane`, M1): through the HTTP lister-watcher on a multi-threaded
+// runtime, every replaced object is dropped on the thread that decoded it, a lane's, never a
+// runtime worker; so under glibc each object's memory goes back to the arena it came from.
+on_every_queue!(
+    replaced_objects_are_dropped_on_the_lane_that_decoded_them,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn replaced_objects_are_dropped_on_the_lane_that_decoded_them(queue: InformerQueue) {
+    use serde_json::json;
+    use shared_informer::reflector::{ClusterConfig, HttpListerWatcher, Resource};
+
+    let ns = format!("lane-{}", common::queues::name_of(queue));
+    let sim = sim_apiserver::SimServer::builder().start().await.unwrap();
+    sim.create("pods", Some(&ns), json!({"metadata": {"name": "a"}}))
+        .unwrap();
+    let config = ClusterConfig::new(&sim.url()).unwrap();
+    let lw = HttpListerWatcher::<OnThread>::new(&config, Resource::namespaced("", "v1", "pods"))
+        .unwrap()
+        .namespace(ns.clone());
+    let informer = SharedIndexInformer::new(
+        lw,
+        InformerOptions {
+            name: "on-thread".into(),
+            queue,
+            ..InformerOptions::default()
+        },
+    );
+    let handled: Arc<Mutex<u64>> = Arc::default();
+    informer
+        .add_event_handler(EventHandlerFns::new().on_update({
+            let handled = Arc::clone(&handled);
+            move |_: &Arc<OnThread>, _: &Arc<OnThread>| *handled.lock() += 1
+        }))
+        .unwrap();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    assert!(informer.wait_for_sync().await);
+
+    let updates = 200u64;
+    for i in 0..updates {
+        sim.update(
+            "pods",
+            Some(&ns),
+            json!({"metadata": {"name": "a"}, "spec": {"n": i}}),
+        )
+        .unwrap();
+    }
+    let dropped_here = |ns: &str| {
+        LANE_DROPS
+            .lock()
+            .iter()
+            .filter(|d| d.0 == ns)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    // The list's version and each update but the last are replaced, handled and dropped.
+    until(|| *handled.lock() == updates && dropped_here(&ns).len() as u64 == updates).await;
+    let dropped = dropped_here(&ns);
+    let elsewhere: Vec<_> = dropped
+        .iter()
+        .filter(|(_, _, (made, _), freed)| made != freed)
+        .collect();
+    assert!(
+        elsewhere.is_empty(),
+        "dropped on another thread than the one that decoded them: {elsewhere:?}"
+    );
+    if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+        let off_lane: Vec<_> = dropped
+            .iter()
+            .filter(|(_, _, (_, name), _)| {
+                !name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("reflector-decode-"))
+            })
+            .collect();
+        assert!(off_lane.is_empty(), "decoded off the lanes: {off_lane:?}");
+    }
+    cancel.cancel();
+    run.await.unwrap();
+}

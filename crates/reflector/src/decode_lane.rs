@@ -1,0 +1,396 @@
+//! [`DecodeLane`]: the thread a lister-watcher's objects are decoded on, and the objects its
+//! reflector is done with are dropped on.
+//!
+//! glibc's malloc, the default allocator of Rust programs on Linux, gives each thread an arena of
+//! its own, and a freed block goes back to the arena it came from. When a watch's objects are
+//! decoded on whichever runtime worker happens to run the decoding, each worker's arena holds a
+//! share of the cache that drifts as objects are replaced: one arena grows while another keeps
+//! the free memory it cannot hand over. Measured on two workers, a 10k-pod cache's RSS rose 11–32%
+//! over a sustained watch for that reason alone, and a thread freeing objects another thread was
+//! allocating beside waited on that arena's lock (docs/benchmarks.md, section *Decode lanes*).
+//!
+//! A lane is one long-lived thread. A lister-watcher that has one decodes every list page and
+//! every watch event there, and its reflector drops there the objects handed back through
+//! [`Reclaim`](crate::Reclaim): an object is allocated and freed by the same thread, in the same
+//! arena, whatever the runtime's workers do in between. Lanes are shared by the process, one per
+//! core at most, started on first use; lister-watchers take them in turn.
+//!
+//! Invariants (checked by this module's tests and by `shared-informer`'s `tests/reclaim.rs`):
+//! - **M1 (one thread per object)**: with a lane, the objects of every list page and watch event
+//!   a lister-watcher decodes are decoded on the lane's thread, and those its reflector is handed
+//!   back are dropped on that thread.
+//! - **M2 (bounded)**: at most one lane thread per core, for the whole process; at most
+//!   [`MAX_PENDING_DROPS`] objects wait on a lane to be dropped, and beyond that the caller drops
+//!   them itself.
+//! - **M3 (as if inline)**: a job's result comes back to the task awaiting it exactly as the job
+//!   returned it; a panic in a job (a `Decode` implementation's) is raised again in that task, and
+//!   the lane goes on with the next job.
+//! - **M4 (fallback)**: where no lane is used (not on a multi-threaded tokio runtime, a single
+//!   core, or a thread that could not be started), everything is done inline, as before lanes.
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, SendError, Sender};
+use std::sync::OnceLock;
+use std::task::{Context, Poll};
+
+use tokio::sync::oneshot;
+
+/// Most objects waiting on one lane to be dropped (M2). A reflector hands over at most
+/// [`Reclaim::CAPACITY`](crate::Reclaim::CAPACITY) at a time and waits for its own decoding on
+/// the same lane, so this is reached only when many reflectors share a lane that fell behind.
+pub(crate) const MAX_PENDING_DROPS: usize = 8192;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct Lane {
+    index: usize,
+    /// The lane's thread's queue; `None` if the thread could not be started (M4).
+    sender: OnceLock<Option<Sender<Job>>>,
+    /// Objects handed to [`DecodeLane::drop_all`] and not dropped yet (M2).
+    pending_drops: AtomicUsize,
+}
+
+impl Lane {
+    fn sender(&self) -> Option<&Sender<Job>> {
+        self.sender
+            .get_or_init(|| {
+                let (tx, rx) = mpsc::channel::<Job>();
+                std::thread::Builder::new()
+                    .name(format!("reflector-decode-{}", self.index))
+                    .spawn(move || {
+                        // Jobs catch their own panics (M3), so this loop ends only with the
+                        // process: the lanes and their senders are statics.
+                        while let Ok(job) = rx.recv() {
+                            job();
+                        }
+                    })
+                    .map_err(|e| {
+                        tracing::warn!(error = %e, "could not start a decode lane; decoding inline")
+                    })
+                    .ok()
+                    .map(|_| tx)
+            })
+            .as_ref()
+    }
+}
+
+/// The process's lanes: one per core (M2).
+fn lanes() -> &'static [Lane] {
+    static LANES: OnceLock<Box<[Lane]>> = OnceLock::new();
+    LANES.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (0..cores)
+            .map(|index| Lane {
+                index,
+                sender: OnceLock::new(),
+                pending_drops: AtomicUsize::new(0),
+            })
+            .collect()
+    })
+}
+
+/// The thread a lister-watcher decodes its objects on, and its reflector drops the objects it is
+/// done with on, so that each object is allocated and freed by one thread (see the module's
+/// docs). [`HttpListerWatcher`](crate::HttpListerWatcher) takes one when it is built and uses it
+/// on multi-threaded tokio runtimes of a machine with more than one core; it tells its reflector
+/// through [`ListerWatcher::decode_lane`](crate::ListerWatcher::decode_lane).
+#[derive(Clone, Copy)]
+pub struct DecodeLane {
+    lane: &'static Lane,
+}
+
+impl std::fmt::Debug for DecodeLane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DecodeLane").field(&self.lane.index).finish()
+    }
+}
+
+impl DecodeLane {
+    /// The next lane in turn (no thread is started until one is used).
+    pub(crate) fn next() -> DecodeLane {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let lanes = lanes();
+        DecodeLane {
+            lane: &lanes[NEXT.fetch_add(1, Ordering::Relaxed) % lanes.len()],
+        }
+    }
+
+    /// This lane, if it should be used from the current context: on a multi-threaded tokio
+    /// runtime, with more than one core, and with its thread running (M4). Elsewhere decoding on
+    /// another thread would only add a hand-off.
+    pub(crate) fn usable(self) -> Option<DecodeLane> {
+        let handle = tokio::runtime::Handle::try_current().ok()?;
+        let multi = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+        let cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        (multi && cores && self.lane.sender().is_some()).then_some(self)
+    }
+
+    /// Runs `f` on the lane; its result (or its panic, M3) comes out of the returned future.
+    /// Dropping the future does not stop `f`: callers that may give up make `f` check first.
+    pub(crate) fn run<T, F>(self, f: F) -> LaneResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move || {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            let _ = tx.send(outcome);
+        });
+        self.submit(job);
+        LaneResult { rx }
+    }
+
+    /// Drops `objects` on the lane (M1), or here if the lane already holds
+    /// [`MAX_PENDING_DROPS`] waiting to be dropped (M2).
+    pub(crate) fn drop_all<T: Send + 'static>(self, objects: Vec<T>) {
+        let n = objects.len();
+        if n == 0 {
+            return;
+        }
+        let pending = &self.lane.pending_drops;
+        if pending.fetch_add(n, Ordering::Relaxed) + n > MAX_PENDING_DROPS {
+            pending.fetch_sub(n, Ordering::Relaxed);
+            drop(objects);
+            return;
+        }
+        self.submit(Box::new(move || {
+            drop(objects);
+            pending.fetch_sub(n, Ordering::Relaxed);
+        }));
+    }
+
+    fn submit(self, job: Job) {
+        match self.lane.sender() {
+            Some(sender) => {
+                if let Err(SendError(job)) = sender.send(job) {
+                    job();
+                }
+            }
+            // Not reached through `usable`; done inline all the same (M4).
+            None => job(),
+        }
+    }
+}
+
+/// What a job run on a lane returned: a future resolving to it, raising its panic again (M3).
+/// `None` only if the job was dropped without running, which a lane never does.
+pub(crate) struct LaneResult<T> {
+    rx: oneshot::Receiver<Result<T, Box<dyn Any + Send>>>,
+}
+
+impl<T> Future for LaneResult<T> {
+    type Output = Option<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|outcome| match outcome {
+                Ok(Ok(value)) => Some(value),
+                Ok(Err(panic)) => std::panic::resume_unwind(panic),
+                Err(_) => None,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::thread::ThreadId;
+
+    use super::*;
+
+    fn multi_thread() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap()
+    }
+
+    /// Records the thread it was made on and the thread it was dropped on.
+    struct Traced {
+        made: ThreadId,
+        dropped: Arc<parking_lot::Mutex<Vec<(ThreadId, ThreadId)>>>,
+    }
+
+    impl Drop for Traced {
+        fn drop(&mut self) {
+            self.dropped
+                .lock()
+                .push((self.made, std::thread::current().id()));
+        }
+    }
+
+    /// A lane of its own (its thread is started on first use), so that no other test's drops
+    /// count against its bound.
+    fn private_lane() -> DecodeLane {
+        DecodeLane {
+            lane: Box::leak(Box::new(Lane {
+                index: usize::MAX,
+                sender: OnceLock::new(),
+                pending_drops: AtomicUsize::new(0),
+            })),
+        }
+    }
+
+    fn two_cores() -> bool {
+        std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+    }
+
+    /// M1: objects made by a job on a lane and dropped through `drop_all` are made and dropped
+    /// on the same thread, which is neither the caller's nor a runtime worker's.
+    #[test]
+    fn m1_objects_are_made_and_dropped_on_the_lane() {
+        if !two_cores() {
+            return;
+        }
+        let dropped = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let rt = multi_thread();
+        let caller = rt.block_on(async {
+            let lane = DecodeLane::next().usable().expect("a lane on two cores");
+            let made = lane
+                .run({
+                    let dropped = Arc::clone(&dropped);
+                    move || {
+                        (0..100)
+                            .map(|_| Traced {
+                                made: std::thread::current().id(),
+                                dropped: Arc::clone(&dropped),
+                            })
+                            .collect::<Vec<_>>()
+                    }
+                })
+                .await
+                .unwrap();
+            lane.drop_all(made);
+            // A job queued after the drops runs after them: the lane is first in, first out.
+            lane.run(|| ()).await.unwrap();
+            std::thread::current().id()
+        });
+        let dropped = dropped.lock();
+        assert_eq!(dropped.len(), 100);
+        for &(made, freed) in dropped.iter() {
+            assert_eq!(made, freed);
+            assert_ne!(made, caller);
+        }
+    }
+
+    /// M2: past `MAX_PENDING_DROPS` waiting on a lane, the caller drops the objects itself.
+    #[test]
+    fn m2_a_lane_that_fell_behind_leaves_the_drops_to_the_caller() {
+        if !two_cores() {
+            return;
+        }
+        let rt = multi_thread();
+        rt.block_on(async {
+            let lane = private_lane();
+            let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+            // Keep the lane busy until released, so nothing it is given is dropped meanwhile.
+            let busy = lane.run(move || {
+                let _ = hold_rx.recv();
+            });
+            let dropped = Arc::new(parking_lot::Mutex::new(Vec::new()));
+            let batch = |n: usize| {
+                (0..n)
+                    .map(|_| Traced {
+                        made: std::thread::current().id(),
+                        dropped: Arc::clone(&dropped),
+                    })
+                    .collect::<Vec<_>>()
+            };
+            lane.drop_all(batch(MAX_PENDING_DROPS));
+            assert!(
+                dropped.lock().is_empty(),
+                "within the bound, the lane drops them"
+            );
+            lane.drop_all(batch(1));
+            assert_eq!(
+                dropped.lock().len(),
+                1,
+                "past the bound, dropped here at once"
+            );
+            hold_tx.send(()).unwrap();
+            busy.await.unwrap();
+            lane.run(|| ()).await.unwrap();
+            assert_eq!(dropped.lock().len(), MAX_PENDING_DROPS + 1);
+            assert_eq!(lane.lane.pending_drops.load(Ordering::Relaxed), 0);
+        });
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+        /// M1 and M2 together: whatever the batches handed to a lane that is busy meanwhile,
+        /// what fits under the bound waits for the lane and is dropped there, the rest is
+        /// dropped by the caller at once; nothing is dropped twice or lost, and the count of
+        /// pending drops never passes the bound and comes back to zero.
+        #[test]
+        fn m1_m2_drops_are_bounded_and_each_happens_once(
+            sizes in proptest::collection::vec(0usize..5000, 0..8),
+        ) {
+            let lane = private_lane();
+            let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+            let busy = lane.run(move || {
+                let _ = hold_rx.recv();
+            });
+            let dropped = Arc::new(parking_lot::Mutex::new(Vec::new()));
+            let caller = std::thread::current().id();
+            let mut kept = 0;
+            for &n in &sizes {
+                let made: Vec<Traced> = (0..n)
+                    .map(|_| Traced { made: caller, dropped: Arc::clone(&dropped) })
+                    .collect();
+                let inline_before = dropped.lock().len();
+                lane.drop_all(made);
+                let inline = dropped.lock().len() - inline_before;
+                if kept + n <= MAX_PENDING_DROPS {
+                    proptest::prop_assert_eq!(inline, 0);
+                    kept += n;
+                } else {
+                    proptest::prop_assert_eq!(inline, n);
+                }
+                proptest::prop_assert!(lane.lane.pending_drops.load(Ordering::Relaxed) <= MAX_PENDING_DROPS);
+            }
+            hold_tx.send(()).unwrap();
+            futures::executor::block_on(busy).unwrap();
+            futures::executor::block_on(lane.run(|| ())).unwrap();
+            let dropped = dropped.lock();
+            proptest::prop_assert_eq!(dropped.len(), sizes.iter().sum::<usize>());
+            let on_lane = dropped.iter().filter(|(_, freed)| *freed != caller).count();
+            proptest::prop_assert_eq!(on_lane, kept);
+            proptest::prop_assert_eq!(lane.lane.pending_drops.load(Ordering::Relaxed), 0);
+        }
+    }
+
+    /// M3: a panic in a job is raised again in the awaiting task, and the lane keeps working.
+    #[test]
+    fn m3_a_panicking_job_panics_its_caller_and_the_lane_goes_on() {
+        if !two_cores() {
+            return;
+        }
+        let rt = multi_thread();
+        let lane = rt.block_on(async { DecodeLane::next().usable().unwrap() });
+        let joined = rt.block_on(async {
+            tokio::spawn(async move {
+                lane.run(|| -> u32 { panic!("bad object") }).await;
+            })
+            .await
+        });
+        let panic = joined.unwrap_err().into_panic();
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"bad object"));
+        assert_eq!(rt.block_on(lane.run(|| 7)), Some(7));
+    }
+
+    /// M4: no lane on a current-thread runtime, nor outside a runtime.
+    #[test]
+    fn m4_no_lane_outside_a_multi_threaded_runtime() {
+        assert!(DecodeLane::next().usable().is_none());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert!(rt.block_on(async { DecodeLane::next().usable() }).is_none());
+    }
+}
