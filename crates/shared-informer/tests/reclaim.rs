@@ -59,6 +59,24 @@ impl Object for Tracked {
 
 type Item = Result<WatchEvent<Tracked>, ReflectorError>;
 
+/// Runs `informer` on a task of its own until the returned token is cancelled, and waits for it
+/// to sync.
+async fn run_until_synced<K, L>(
+    informer: &SharedIndexInformer<K, L>,
+) -> (CancellationToken, tokio::task::JoinHandle<()>)
+where
+    K: Object + Send + Sync + 'static,
+    L: ListerWatcher<K>,
+{
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    assert!(informer.wait_for_sync().await);
+    (cancel, run)
+}
+
 /// Lists one object at version 1, then watches what the test sends; records the task that
 /// reads the watch (the reflector's).
 #[derive(Clone)]
@@ -119,12 +137,7 @@ async fn replaced_objects_are_dropped_by_the_watch_reader(queue: InformerQueue, 
             ))
             .unwrap();
     }
-    let cancel = CancellationToken::new();
-    let run = tokio::spawn({
-        let (informer, cancel) = (informer.clone(), cancel.clone());
-        async move { informer.run(cancel).await }
-    });
-    assert!(informer.wait_for_sync().await);
+    let (cancel, run) = run_until_synced(&informer).await;
     until(|| lw.sender.lock().is_some()).await;
 
     let updates = 300u64;
@@ -257,12 +270,7 @@ async fn replaced_objects_are_dropped_on_the_lane_that_decoded_them(queue: Infor
             move |_: &Arc<OnThread>, _: &Arc<OnThread>| *handled.lock() += 1
         }))
         .unwrap();
-    let cancel = CancellationToken::new();
-    let run = tokio::spawn({
-        let (informer, cancel) = (informer.clone(), cancel.clone());
-        async move { informer.run(cancel).await }
-    });
-    assert!(informer.wait_for_sync().await);
+    let (cancel, run) = run_until_synced(&informer).await;
 
     let updates = 200u64;
     for i in 0..updates {
