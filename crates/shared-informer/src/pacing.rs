@@ -62,13 +62,16 @@ pub struct Pacing {
 
 /// Default [`Pacing::queue_high_water`]. Each queued delta holds a decoded object the cache does
 /// not hold yet, and a pop of the in-order queue takes at most about this many (plus one decoded
-/// batch of the reflector's). With this bound and [`DEFAULT_HANDLER_HIGH_WATER`], a sustained
-/// watch of 10k typed `Pod`s on one worker peaks at 1.02× the RSS at sync, kube-rs's reflector's
-/// peak on the same run, at the same rate as with 500 and 256 (1.05×) or 2000 and 512 (1.11×);
-/// docs/benchmarks.md, section *Pacing defaults and glibc's arenas*.
+/// batch of the reflector's). With this bound, a sustained watch of 10k typed `Pod`s on one worker
+/// peaks at 1.02× the RSS at sync, kube-rs's reflector's peak on the same run, at the same rate as
+/// with the earlier 500 (1.05×); docs/benchmarks.md, section *Pacing defaults and glibc's arenas*.
 pub const DEFAULT_QUEUE_HIGH_WATER: usize = 128;
 /// Default [`Pacing::handler_high_water`]: each buffered update keeps a replaced object alive.
-pub const DEFAULT_HANDLER_HIGH_WATER: usize = 64;
+/// Lower would save little memory (none measurable at 64) and would let a merely slow handler
+/// throttle the informer: a handler is waited for until it drains half of this, and one that
+/// takes longer than [`DEFAULT_MAX_HANDLER_WAIT`] to do so is left to lag instead (P4). At 256,
+/// a handler slower than about 4 ms per event lags rather than holding the cache back.
+pub const DEFAULT_HANDLER_HIGH_WATER: usize = 256;
 /// Default [`Pacing::max_handler_wait`].
 pub const DEFAULT_MAX_HANDLER_WAIT: Duration = Duration::from_millis(500);
 
