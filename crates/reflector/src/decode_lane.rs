@@ -23,8 +23,8 @@
 //!   [`MAX_PENDING_DROPS`] objects wait on a lane to be dropped, and beyond that the caller drops
 //!   them itself.
 //! - **M3 (as if inline)**: a job's result comes back to the task awaiting it exactly as the job
-//!   returned it; a panic in a job (a `Decode` implementation's) is raised again in that task, and
-//!   the lane goes on with the next job.
+//!   returned it; a panic in a job (a `Decode` implementation's) is raised again in that task, a
+//!   panic in an object's `Drop` is logged, and the lane goes on with the next job.
 //! - **M4 (fallback)**: where no lane is used (not on a multi-threaded tokio runtime, a single
 //!   core, or a thread that could not be started), everything is done inline, as before lanes.
 
@@ -124,7 +124,8 @@ impl DecodeLane {
     pub(crate) fn usable(self) -> Option<DecodeLane> {
         let handle = tokio::runtime::Handle::try_current().ok()?;
         let multi = handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
-        let cores = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        // One lane per core, counted once.
+        let cores = lanes().len() > 1;
         (multi && cores && self.lane.sender().is_some()).then_some(self)
     }
 
@@ -158,8 +159,13 @@ impl DecodeLane {
             return;
         }
         self.submit(Box::new(move || {
-            drop(objects);
+            // A `Drop` that panics loses nothing more than it would have inline, and neither the
+            // count nor the lane (M3).
+            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(objects)));
             pending.fetch_sub(n, Ordering::Relaxed);
+            if dropped.is_err() {
+                tracing::warn!("an object's drop panicked on a decode lane");
+            }
         }));
     }
 
@@ -382,6 +388,22 @@ mod tests {
         let panic = joined.unwrap_err().into_panic();
         assert_eq!(panic.downcast_ref::<&str>(), Some(&"bad object"));
         assert_eq!(rt.block_on(lane.run(|| 7)), Some(7));
+    }
+
+    /// M3 for drops: an object whose `Drop` panics on the lane leaves the lane working and its
+    /// count of pending drops exact.
+    #[test]
+    fn m3_a_panicking_drop_leaves_the_lane_working() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("bad drop");
+            }
+        }
+        let lane = private_lane();
+        lane.drop_all(vec![Bomb]);
+        assert_eq!(futures::executor::block_on(lane.run(|| 7)), Some(7));
+        assert_eq!(lane.lane.pending_drops.load(Ordering::Relaxed), 0);
     }
 
     /// M4: no lane on a current-thread runtime, nor outside a runtime.
