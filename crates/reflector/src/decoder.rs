@@ -18,8 +18,9 @@
 //!   event is a [`DecodeError::TooLarge`];
 //! - each frame is checked as UTF-8 once and decoded with `serde_json::from_str` in one pass, the
 //!   object going straight into the target type through [`Decode`];
-//! - framing ([`WatchDecoder::frames`]) is separate from decoding, so that a burst of frames can be
-//!   decoded in parallel batches (see `watch_stream`);
+//! - framing ([`WatchDecoder::frames`]) is separate from decoding, so that the reading task frames
+//!   while the frames are decoded on another thread, the lister-watcher's decode lane (see
+//!   `watch_stream` and `decode_lane`);
 //! - an `ERROR` event becomes [`WatchEvent::Error`] carrying the parsed [`Status`]; anything
 //!   malformed, or of an event type it does not know, is a [`DecodeError`] that ends the watch.
 //!   Nothing panics on any input.
