@@ -33,7 +33,8 @@
 //!
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
 //! CPU each thread used, on stderr; `PEER_MALLOC_STATS=1` prints glibc's per-arena statistics
-//! (`malloc_stats(3)`) at sync, after the watch and, with `PEER_TRACE`, at every tick. `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
+//! (`malloc_stats(3)`) at sync, after the watch and, with `PEER_TRACE`, at every tick.
+//! `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
 //! handler and sees the end in the cache instead; `PEER_CACHED=N` lists N pods instead of 10k (with
 //! `events` 0 or small, a measure of the initial list alone); `PEER_WORKERS=N` sets the client runtime's worker
 //! threads (default 2); `PEER_PACING=off` or `PEER_PACING=<queue>,<handler>` replaces the

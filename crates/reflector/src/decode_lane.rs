@@ -19,9 +19,10 @@
 //! - **M1 (one thread per object)**: with a lane, the objects of every list page and watch event
 //!   a lister-watcher decodes are decoded on the lane's thread, and those its reflector is handed
 //!   back are dropped on that thread.
-//! - **M2 (bounded)**: at most one lane thread per core, for the whole process; at most
-//!   [`MAX_PENDING_DROPS`] objects wait on a lane to be dropped, and beyond that the caller drops
-//!   them itself.
+//! - **M2 (bounded)**: at most one lane thread per core, for the whole process; each reader has at
+//!   most its watch stream's `MAX_IN_FLIGHT` batches or one list page waiting on its lane, which
+//!   it awaits; at most [`MAX_PENDING_DROPS`] objects wait on a lane to be dropped, and beyond
+//!   that the caller drops them itself.
 //! - **M3 (as if inline)**: a job's result comes back to the task awaiting it exactly as the job
 //!   returned it; a panic in a job (a `Decode` implementation's) is raised again in that task, a
 //!   panic in an object's `Drop` is logged, and the lane goes on with the next job.
@@ -242,8 +243,9 @@ mod tests {
         }
     }
 
+    /// Lanes are used only with more than one core (one lane per core).
     fn two_cores() -> bool {
-        std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+        lanes().len() > 1
     }
 
     /// M1: objects made by a job on a lane and dropped through `drop_all` are made and dropped
