@@ -376,6 +376,29 @@ impl SimServer {
         self.shared.cfg.token.as_deref()
     }
 
+    /// A kubeconfig (YAML) that points kubectl, client-go or this project's
+    /// `ClusterConfig::from_kubeconfig` at this server: one cluster, user and context, all named
+    /// `sim`, with the CA file and the bearer token when the server has them, and `default` as the
+    /// context's namespace. Write it to a file and set `KUBECONFIG` to try a controller by hand.
+    pub fn kubeconfig(&self) -> String {
+        // Paths and tokens are quoted as JSON strings, which YAML reads as double-quoted scalars.
+        let quote = |s: &str| serde_json::Value::from(s).to_string();
+        let mut cluster = format!("    server: {}\n", quote(&self.url()));
+        if let Some(ca) = self.ca_path() {
+            cluster.push_str(&format!(
+                "    certificate-authority: {}\n",
+                quote(&ca.display().to_string())
+            ));
+        }
+        let user = match self.token() {
+            Some(t) => format!("    token: {}\n", quote(t)),
+            None => "    {}\n".to_string(),
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n{cluster}users:\n- name: sim\n  user:\n{user}contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\ncurrent-context: sim\n"
+        )
+    }
+
     /// Fault injection.
     pub fn faults(&self) -> &Faults {
         &self.shared.faults

@@ -28,18 +28,7 @@ impl Kube {
             sim.addr().port()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut cluster = format!("    server: {}\n", sim.url());
-        if let Some(ca) = sim.ca_path() {
-            cluster.push_str(&format!("    certificate-authority: {}\n", ca.display()));
-        }
-        let user = match sim.token() {
-            Some(t) => format!("    token: {t}\n"),
-            None => "    {}\n".to_string(),
-        };
-        let cfg = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n{cluster}users:\n- name: u\n  user:\n{user}contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: u\n    namespace: default\ncurrent-context: sim\n"
-        );
-        std::fs::write(dir.join("config"), cfg).unwrap();
+        std::fs::write(dir.join("config"), sim.kubeconfig()).unwrap();
         Self { bin, dir }
     }
 

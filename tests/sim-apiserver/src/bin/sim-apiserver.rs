@@ -1,10 +1,11 @@
 //! Runs the simulated kube-apiserver by hand.
 //!
-//! Usage: `sim-apiserver [--tls] [--token TOKEN] [--http1] [--pods N] [--churn RATE]
-//! [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
+//! Usage: `sim-apiserver [--tls] [--token TOKEN] [--kubeconfig PATH] [--http1] [--pods N]
+//! [--churn RATE] [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
 //! [--stall-every SECS] [--reset-connections-every SECS]`
 //!
-//! Prints the URL (and for TLS the CA path and token), then one `fault: ...` line per applied
+//! Prints the URL (and for TLS the CA path and token; with `--kubeconfig`, the kubeconfig file
+//! it wrote for kubectl or a controller to use), then one `fault: ...` line per applied
 //! fault, then serves until Ctrl-C. `--fault` (repeatable) makes the server misbehave, so any
 //! client can be pointed at it; SPEC is one of `sim_apiserver::FAULT_SPECS`, e.g.
 //! `list-status-200`, `list-html:3`, `watch-silent`, `fail-watch=503:2`, `rechunk=7`.
@@ -18,10 +19,13 @@ use sim_apiserver::{
 
 fn usage() -> String {
     format!(
-        "sim-apiserver [--tls] [--token TOKEN] [--http1] [--pods N] [--churn OPS_PER_SEC]
-              [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
+        "sim-apiserver [--tls] [--token TOKEN] [--kubeconfig PATH] [--http1] [--pods N]
+              [--churn OPS_PER_SEC] [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
               [--stall-every SECS] [--reset-connections-every SECS]
 
+  --kubeconfig PATH               write a kubeconfig for this server to PATH (context `sim`,
+                                  namespace `default`), removed again on Ctrl-C; point
+                                  KUBECONFIG at it to use kubectl or your own controller
   --gzip                          gzip lists, gets and errors of at least --gzip-min-bytes
                                   for requests with Accept-Encoding: gzip, as kube-apiserver
                                   does (never watches)
@@ -85,6 +89,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut compact_every = None;
     let mut stall_every = None;
     let mut reset_every = None;
+    let mut kubeconfig: Option<std::path::PathBuf> = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--tls" => b = b.tls(true),
@@ -100,6 +105,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 b = b.gzip_min_bytes(n);
             }
             "--token" => b = b.token(args.next().ok_or("--token needs a value")?),
+            "--kubeconfig" => {
+                kubeconfig = Some(args.next().ok_or("--kubeconfig needs a PATH")?.into())
+            }
             "--pods" => pods = args.next().ok_or("--pods needs a value")?.parse()?,
             "--churn" => churn = args.next().ok_or("--churn needs a value")?.parse()?,
             "--fault" => fault_specs.push(args.next().ok_or_else(|| {
@@ -139,6 +147,11 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(t) = sim.token() {
         println!("token: {t}");
+    }
+    if let Some(path) = &kubeconfig {
+        std::fs::write(path, sim.kubeconfig())
+            .map_err(|e| format!("--kubeconfig: cannot write {}: {e}", path.display()))?;
+        println!("kubeconfig: {}", path.display());
     }
     for a in &applied {
         println!("fault: {a}");
@@ -180,5 +193,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     interrupt.recv().await;
     #[cfg(not(unix))]
     tokio::signal::ctrl_c().await?;
+    if let Some(path) = &kubeconfig {
+        // It names a CA file that is gone once the server stops.
+        let _ = std::fs::remove_file(path);
+    }
     Ok(())
 }
