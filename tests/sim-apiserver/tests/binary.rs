@@ -18,7 +18,8 @@ async fn next(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout
 
 #[tokio::test]
 async fn the_binary_prints_url_ca_token_and_kubeconfig_and_serves_seeded_pods() {
-    let kubeconfig = std::env::temp_dir().join(format!("sim-binary-kubeconfig-{}", std::process::id()));
+    let kubeconfig =
+        std::env::temp_dir().join(format!("sim-binary-kubeconfig-{}", std::process::id()));
     let mut child = Command::new(env!("CARGO_BIN_EXE_sim-apiserver"))
         .args(["--tls", "--token", "t0k", "--pods", "3", "--kubeconfig"])
         .arg(&kubeconfig)
@@ -40,8 +41,14 @@ async fn the_binary_prints_url_ca_token_and_kubeconfig_and_serves_seeded_pods() 
     assert_eq!(written, format!("kubeconfig: {}", kubeconfig.display()));
     let config = std::fs::read_to_string(&kubeconfig).unwrap();
     let server = url.strip_prefix("url: ").unwrap();
-    assert!(config.contains(&format!("server: \"{server}\"")), "{config}");
-    assert!(config.contains(&format!("certificate-authority: \"{ca_path}\"")), "{config}");
+    assert!(
+        config.contains(&format!("server: \"{server}\"")),
+        "{config}"
+    );
+    assert!(
+        config.contains(&format!("certificate-authority: \"{ca_path}\"")),
+        "{config}"
+    );
     assert!(config.contains("token: \"t0k\""), "{config}");
     // Ctrl-C stops it cleanly, removing the CA file and the kubeconfig it wrote.
     let pid = child.id().unwrap().to_string();
