@@ -27,6 +27,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     std::env::set_var("CARGO_INCREMENTAL", "0");
     tools::step("tools", tools::ensure_tools)?;
     tools::step("layering", layering::run)?;
+    tools::step("rules", crate::rules::run)?;
     tools::step("fmt", || {
         tools::run(&cargo, &["fmt", "--all", "--", "--check"])
     })?;

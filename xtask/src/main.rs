@@ -1,10 +1,12 @@
 //! Project automation, run as `cargo xtask <command>` (aliased in `.cargo/config.toml`).
 //!
 //! Commands:
-//! - `ci`: everything CI checks, in order of increasing cost: tools, layering, fmt, clippy, doc
+//! - `ci`: everything CI checks, in order of increasing cost: tools, layering, rules, fmt, clippy, doc
 //!   (rustdoc warnings denied), tests (doctests and the README's snippets included), then the
 //!   integration suite on both informer queues.
 //! - `layering`: only the crate layering check.
+//! - `rules`: only the rule-id check (every rule id and invariant label cited is defined once in
+//!   docs/semantics.md); it reads files and builds nothing.
 //! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
 //! - `integration`: the end-to-end scenarios (`tests/integration`) against the simulated API
 //!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`,
@@ -19,6 +21,7 @@ mod bench;
 mod ci;
 mod integration;
 mod layering;
+mod rules;
 mod tools;
 
 use std::process::ExitCode;
@@ -29,6 +32,7 @@ fn usage() -> &'static str {
      commands:\n  \
        ci           install missing tools, then layering, fmt, clippy, doc, all tests and the integration suite on both queues\n  \
        layering     check that each workspace crate depends only on the crate below it\n  \
+       rules        check that every rule id and invariant label cited is defined once in docs/semantics.md\n  \
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster)\n  \
        integration  run the end-to-end scenarios against the simulated API server (about 7 minutes per queue)\n               \
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci::run(&args[1..]),
         Some("layering") => layering::run(),
+        Some("rules") => rules::run(),
         Some("demo") => demo(&args[1..]),
         Some("integration") => integration::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),

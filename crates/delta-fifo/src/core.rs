@@ -16,7 +16,7 @@ use crate::signals::Signals;
 
 /// What the lock of a queue guards: its items, and the bookkeeping of HasSynced.
 ///
-/// Invariant **Q1** (every queue): `has_synced()` = `populated && initial_population_count == 0`,
+/// Invariant **HS1** (every queue): `has_synced()` = `populated && initial_population_count == 0`,
 /// and once true it stays true: nothing raises the count after the first population.
 pub(crate) struct Locked<S> {
     /// The queue's own data.

@@ -75,7 +75,7 @@ struct Config<K> {
 /// - **F1:** a key is in `queue` iff it is in `items`, and `queue` holds no key twice;
 /// - **F2:** every `Deltas` in `items` is non-empty, oldest first;
 /// - **F3:** `has_synced()` = `populated && initial_population_count == 0`, and once true stays true
-///   (the queue core's invariant Q1).
+///   (the queue core's invariant HS1).
 struct Items<K> {
     items: HashMap<ObjectKey, Deltas<K>>,
     queue: VecDeque<ObjectKey>,

@@ -28,7 +28,7 @@ fn https_proxy_from_the_environment_carries_the_connection_unless_no_proxy_match
         let proxy = TestProxy::start(Mode::Pass, None).await;
         let name = format!("kubernetes.test:{}", sim.addr().port());
         proxy.alias(&name, sim.addr());
-        // Lower-case variables lose to upper-case ones, and an empty one counts as unset (P2).
+        // Lower-case variables lose to upper-case ones, and an empty one counts as unset (PX2).
         std::env::set_var("HTTPS_PROXY", format!("127.0.0.1:{}", proxy.addr.port()));
         std::env::set_var("https_proxy", "http://127.0.0.1:9");
         std::env::set_var("NO_PROXY", "example.com,10.0.0.0/8");

@@ -663,7 +663,7 @@ where
         result
     }
 
-    /// One delta (D2.1, D2.2).
+    /// One delta (D2).
     fn apply_delta(
         &self,
         delta: &Delta<K>,

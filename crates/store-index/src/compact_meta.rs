@@ -19,11 +19,11 @@
 //! nonsense (never a panic: out-of-range spans read as empty strings).
 //!
 //! Invariants (checked by `proptest_compact_meta` below):
-//! - **M1** every span lies inside its buffer (the JSON, or `unescaped` when flagged
+//! - **CM1** every span lies inside its buffer (the JSON, or `unescaped` when flagged
 //!   [`UNESCAPED`]), and the bytes it covers are valid UTF-8;
-//! - **M2** each pair range lies inside `pairs`, its keys strictly increasing: one entry per key,
+//! - **CM2** each pair range lies inside `pairs`, its keys strictly increasing: one entry per key,
 //!   the value the last one the JSON gave for that key (as a `BTreeMap` decoded from it keeps);
-//! - **M3** whatever [`CompactMeta::parse`] accepts, decoding the whole `ObjectMeta` from the same
+//! - **CM3** whatever [`CompactMeta::parse`] accepts, decoding the whole `ObjectMeta` from the same
 //!   bytes also accepts, and every accessor answers what that full decode holds.
 
 use std::cell::RefCell;
@@ -37,7 +37,7 @@ use serde::Deserialize;
 const UNESCAPED: u32 = 1 << 31;
 
 /// A string of the metadata: a byte range of the JSON, or of [`CompactMeta::unescaped`] when
-/// `start` carries [`UNESCAPED`] (invariant M1). `end` never carries the flag.
+/// `start` carries [`UNESCAPED`] (invariant CM1). `end` never carries the flag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Span {
     start: u32,
@@ -57,13 +57,13 @@ impl Span {
             .unwrap_or_default()
     }
 
-    /// The text this span covers (M1 makes it UTF-8; empty if it is not).
+    /// The text this span covers (CM1 makes it UTF-8; empty if it is not).
     fn text<'a>(self, json: &'a [u8], unescaped: &'a str) -> &'a str {
         std::str::from_utf8(self.bytes(json, unescaped)).unwrap_or_default()
     }
 }
 
-/// A range of [`CompactMeta::pairs`]: one map's entries (invariant M2).
+/// A range of [`CompactMeta::pairs`]: one map's entries (invariant CM2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PairRange {
     start: u32,
@@ -148,7 +148,7 @@ impl CompactMeta {
         })
     }
 
-    /// One value of a map, by binary search over its sorted keys (invariant M2).
+    /// One value of a map, by binary search over its sorted keys (invariant CM2).
     pub(crate) fn lookup<'a>(
         &'a self,
         json: &'a [u8],
@@ -609,7 +609,7 @@ mod tests {
 
 #[cfg(test)]
 mod proptest_compact_meta {
-    //! Invariants M1–M3 against the full decode, over generated metadata, including escapes,
+    //! Invariants CM1–CM3 against the full decode, over generated metadata, including escapes,
     //! duplicate and unsorted keys, nulls, wrong types and unknown fields.
     use std::collections::BTreeMap;
 
@@ -752,7 +752,7 @@ mod proptest_compact_meta {
             let bytes = json.as_bytes();
             let full = serde_json::from_str::<Full>(&json)
                 .and_then(|full| Ok((full, decode_full_meta(json.as_bytes())?)));
-            // M3, and its converse for the objects generated here (never written as arrays):
+            // CM3, and its converse for the objects generated here (never written as arrays):
             // both decodes accept the same inputs.
             prop_assert_eq!(compact.is_ok(), full.is_ok(), "{}", json);
             let (Ok(m), Ok((full, meta))) = (compact, full) else {
@@ -772,7 +772,7 @@ mod proptest_compact_meta {
                 prop_assert_eq!(m.lookup(bytes, m.labels, k), Some(v.as_str()));
             }
             prop_assert_eq!(m.lookup(bytes, m.labels, "not-a-generated-key"), None);
-            // M1: spans inside their buffers, covering UTF-8.
+            // CM1: spans inside their buffers, covering UTF-8.
             for span in [m.api_version, m.kind, m.name, m.namespace, m.uid, m.resource_version, m.deletion_timestamp]
                 .into_iter()
                 .flatten()
@@ -786,7 +786,7 @@ mod proptest_compact_meta {
                 let covered = buffer.get(start as usize..span.end as usize);
                 prop_assert!(covered.is_some_and(|b| std::str::from_utf8(b).is_ok()));
             }
-            // M2: ranges inside the table, keys strictly increasing.
+            // CM2: ranges inside the table, keys strictly increasing.
             for range in [m.labels, m.annotations].into_iter().flatten() {
                 prop_assert!(range.start <= range.end && range.end as usize <= m.pairs.len());
                 let keys: Vec<&str> = m.iter(bytes, Some(range)).map(|(k, _)| k).collect();

@@ -12,8 +12,8 @@
 //!
 //! Decoding visits the object's fields once (with the field matching and duplicate checks of
 //! `compact_meta.rs`), and accepts and refuses what a decode of `apiVersion`,
-//! `kind` and a full [`ObjectMeta`] would (invariant **P1**, checked by `proptest_partial` below):
-//! - **P1** whatever JSON object [`DynamicObject`](crate::DynamicObject) decodes,
+//! `kind` and a full [`ObjectMeta`] would (invariant **PM1**, checked by `proptest_partial` below):
+//! - **PM1** whatever JSON object [`DynamicObject`](crate::DynamicObject) decodes,
 //!   `PartialObjectMetadata` decodes too, to the same `apiVersion`, `kind` and metadata; and it
 //!   refuses what that decode refuses.
 
@@ -265,7 +265,7 @@ mod tests {
 
 #[cfg(test)]
 mod proptest_partial {
-    //! Invariant P1 against [`DynamicObject`]'s decode, over objects with generated type meta,
+    //! Invariant PM1 against [`DynamicObject`]'s decode, over objects with generated type meta,
     //! metadata (sometimes of the wrong shape) and other fields.
     use proptest::prelude::*;
     use serde_json::{json, Value};

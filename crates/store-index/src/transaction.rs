@@ -31,9 +31,9 @@ use crate::tombstone::ObjectOrTombstone;
 /// What a [`Transaction`] does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TransactionKind {
-    /// Insert or replace the object (the same as `Update`, A3.1).
+    /// Insert or replace the object (the same as `Update`, A3).
     Add,
-    /// Insert or replace the object (the same as `Add`, A3.1).
+    /// Insert or replace the object (the same as `Add`, A3).
     Update,
     /// Remove the object with this key; a missing key is a silent no-op.
     Delete,

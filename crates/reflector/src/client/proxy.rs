@@ -5,7 +5,7 @@
 //! kubectl users expect a kubeconfig's `proxy-url` or their `HTTPS_PROXY` to work here as it does
 //! there. The selection is therefore Go's, rule for rule (`golang.org/x/net/http/httpproxy`, which
 //! client-go's default transport uses), and written as one pure function, [`proxy_for`], so that
-//! every rule has a unit test. docs/semantics.md lists them as rules P1–P4.
+//! every rule has a unit test. docs/semantics.md lists them as rules PX1–PX4.
 //!
 //! # Which connections go through a proxy
 //!
@@ -67,7 +67,7 @@ use tokio::net::TcpStream;
 
 use super::error::{BoxError, ConfigError};
 
-/// Whether and how the client goes through an HTTP proxy, as client-go decides it (rules P1–P4
+/// Whether and how the client goes through an HTTP proxy, as client-go decides it (rules PX1–PX4
 /// of docs/semantics.md). Only `http://` proxies are supported: `https://` and `socks5://`
 /// proxy URLs, like malformed ones, make [`Client::new`](crate::Client::new) fail.
 ///
