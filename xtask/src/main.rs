@@ -21,6 +21,7 @@ mod bench;
 mod ci;
 mod integration;
 mod layering;
+mod modules;
 mod rules;
 mod tools;
 
@@ -62,6 +63,7 @@ fn main() -> ExitCode {
         Some("ci") => ci::run(&args[1..]),
         Some("layering") => layering::run(),
         Some("rules") => rules::run(),
+        Some("modules") => modules::run(),
         Some("demo") => demo(&args[1..]),
         Some("integration") => integration::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),

@@ -40,6 +40,14 @@ impl<K> Clone for Lister<K> {
     }
 }
 
+// Here rather than in `read_only.rs`: the read-only view sits below the listers built on it.
+impl<K: Object> ReadOnlyIndexer<K> {
+    /// A lister over the same objects.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(self.clone())
+    }
+}
+
 impl<K: Object> Lister<K> {
     /// A lister over `indexer` (an [`Indexer`](crate::Indexer) or a read-only view of one).
     pub fn new(indexer: impl Into<ReadOnlyIndexer<K>>) -> Self {

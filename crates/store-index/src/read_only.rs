@@ -10,7 +10,6 @@ use crate::error::StoreError;
 use crate::index::Indexers;
 use crate::indexer::Indexer;
 use crate::key::ObjectKey;
-use crate::lister::Lister;
 use crate::object::Object;
 use crate::resource_version::ResourceVersion;
 
@@ -132,10 +131,5 @@ impl<K: Object> ReadOnlyIndexer<K> {
     /// Runs `f` on the object under `key` while the store's read lock is held.
     pub fn with_object<R>(&self, key: &str, f: impl FnOnce(Option<&Arc<K>>) -> R) -> R {
         self.indexer.with_object(key, f)
-    }
-
-    /// A lister over the same objects.
-    pub fn lister(&self) -> Lister<K> {
-        Lister::new(self.clone())
     }
 }

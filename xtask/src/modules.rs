@@ -1,0 +1,660 @@
+//! The module check: inside each library crate, no import circle between modules, and no module
+//! importing one of a layer above its own where a crate declares layers (its walls).
+//!
+//! It reads the sources only, as the layering check reads `cargo metadata`: every `.rs` file under
+//! `crates/*/src` is a module (`lib.rs` the root, `a.rs` and `a/mod.rs` the module `a`, `a/b.rs`
+//! the module `a::b`), and a module depends on another when its non-test code names a path into it
+//! through `crate::` or `super::` (in a `use` or anywhere in the code). Test code (`#[cfg(test)]`
+//! items and modules named `tests`) may use anything, as dev-dependencies may. Edges between a
+//! module and its own ancestors or descendants are structure (declaring and re-exporting children,
+//! children using what their parent gathers), not dependencies, and are ignored.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module path inside a crate (`["client", "api"]`; empty for the crate root).
+pub type ModPath = Vec<String>;
+
+/// A crate's walls: layers bottom first, each a list of module path prefixes (`"client"` covers
+/// `client` and every module under it). A module may import modules of its own layer and below.
+/// Modules that no layer names (the crate root) are unchecked by the walls.
+pub struct Walls {
+    pub krate: &'static str,
+    pub layers: &'static [(&'static str, &'static [&'static str])],
+}
+
+/// The walls CI keeps. The reflector: the wire format below the HTTP client below the
+/// list-and-watch loop.
+pub const WALLS: &[Walls] = &[Walls {
+    krate: "reflector",
+    layers: &[
+        (
+            "wire",
+            &[
+                "wire",
+                "object",
+                "exact",
+                "k8s",
+                "decoder",
+                "list",
+                "decode_lane",
+            ],
+        ),
+        ("client", &["client"]),
+        (
+            "list-and-watch",
+            &[
+                "backoff",
+                "error",
+                "http_lister_watcher",
+                "lister_watcher",
+                "metrics",
+                "reclaim",
+                "reflector",
+                "watch_idle",
+                "watch_stream",
+            ],
+        ),
+    ],
+}];
+
+/// Blanks out comments and the contents of string and character literals (keeping newlines), so
+/// that what remains is code whose braces and paths can be read without a parser.
+pub fn code_only(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && (next == Some('"') || next == Some('#'))
+            && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_'))
+        {
+            // A raw string: r"…", r#"…"#, with as many hashes closing as opening.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while chars.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if chars.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            out.push('"');
+            j += 1;
+            while j < chars.len() {
+                if chars[j] == '"' && (0..hashes).all(|h| chars.get(j + 1 + h) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                out.push(blank(chars[j]));
+                j += 1;
+            }
+            out.push('"');
+            i = j;
+        } else if c == '"' {
+            out.push('"');
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    i += 1;
+                }
+                if i < chars.len() {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+            out.push('"');
+            i += 1;
+        } else if c == '\'' {
+            // A character literal ('x', '\n', '\u{..}') or a lifetime ('a), which stays.
+            if next == Some('\\') {
+                out.push('\'');
+                i += 2;
+                while i < chars.len() && chars[i] != '\'' {
+                    out.push(' ');
+                    i += 1;
+                }
+                out.push_str(" '");
+                i += 1;
+            } else if chars.get(i + 2) == Some(&'\'') {
+                out.push_str("' '");
+                i += 3;
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Removes `#[cfg(test)]` items from code that [`code_only`] has cleaned: the attribute, any
+/// attributes after it, and the item up to its `;` or its matching closing brace.
+pub fn without_tests(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let item = &rest[at..];
+        let bytes = item.as_bytes();
+        let mut i = "#[cfg(test)]".len();
+        let mut depth = 0usize;
+        let mut end = bytes.len();
+        while i < bytes.len() {
+            match bytes[i] {
+                b'[' | b'(' => depth += 1,
+                b']' | b')' => depth = depth.saturating_sub(1),
+                b';' if depth == 0 => {
+                    end = i + 1;
+                    break;
+                }
+                b'{' if depth == 0 => {
+                    let mut braces = 0usize;
+                    while i < bytes.len() {
+                        match bytes[i] {
+                            b'{' => braces += 1,
+                            b'}' => {
+                                braces -= 1;
+                                if braces == 0 {
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                        i += 1;
+                    }
+                    end = (i + 1).min(bytes.len());
+                    break;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        // Keep the line count, so line numbers in messages stay true.
+        out.extend(item[..end].chars().filter(|c| *c == '\n'));
+        rest = &item[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Reads an identifier at `i`, returning it and the index after it.
+fn ident(bytes: &[u8], mut i: usize) -> Option<(String, usize)> {
+    let start = i;
+    while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+        i += 1;
+    }
+    (i > start && !bytes[start].is_ascii_digit())
+        .then(|| (String::from_utf8_lossy(&bytes[start..i]).into_owned(), i))
+}
+
+fn skip_space(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+/// Reads a path tree after `crate::` or `super::` (`a::b`, `a::{b, c::{d, e}}`, `a::*`), pushing
+/// each full path (prefixed with `prefix`) to `out`; returns the index after the tree.
+fn path_tree(bytes: &[u8], i: usize, prefix: &ModPath, out: &mut Vec<ModPath>) -> usize {
+    let mut i = skip_space(bytes, i);
+    let mut path = prefix.clone();
+    loop {
+        if bytes.get(i) == Some(&b'{') {
+            i += 1;
+            loop {
+                i = skip_space(bytes, i);
+                match bytes.get(i) {
+                    None => return i,
+                    Some(b'}') => return i + 1,
+                    Some(b',') => i += 1,
+                    Some(_) => {
+                        let before = i;
+                        i = path_tree(bytes, i, &path, out);
+                        if i == before {
+                            i += 1; // not a path: skip a character rather than loop
+                        }
+                    }
+                }
+            }
+        }
+        match ident(bytes, i) {
+            Some((name, after)) => {
+                if name != "self" {
+                    path.push(name);
+                }
+                i = skip_space(bytes, after);
+                if bytes.get(i..i + 2) == Some(b"::") {
+                    i = skip_space(bytes, i + 2);
+                    continue;
+                }
+                out.push(path);
+                return i;
+            }
+            None => {
+                // `*` or nothing: the path so far.
+                if bytes.get(i) == Some(&b'*') {
+                    i += 1;
+                }
+                out.push(path);
+                return i;
+            }
+        }
+    }
+}
+
+/// Every path (relative to the crate root) that `code` names through `crate::` or `super::`,
+/// `module` being the module the code is in and `is_dir_module` whether it is a `mod.rs` (or the
+/// root), whose `super` is its parent.
+pub fn referenced_paths(code: &str, module: &ModPath) -> Vec<ModPath> {
+    let bytes = code.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let boundary = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
+        if boundary && bytes[i..].starts_with(b"crate::") {
+            i = path_tree(bytes, i + "crate::".len(), &Vec::new(), &mut out);
+        } else if boundary && bytes[i..].starts_with(b"super::") {
+            let mut base = module.clone();
+            base.pop();
+            let mut j = i + "super::".len();
+            while bytes[j..].starts_with(b"super::") {
+                base.pop();
+                j += "super::".len();
+            }
+            i = path_tree(bytes, j, &base, &mut out);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The module a path names: its longest prefix that is a module of the crate.
+fn resolve<'a>(path: &ModPath, modules: &'a BTreeSet<ModPath>) -> Option<&'a ModPath> {
+    (0..=path.len())
+        .rev()
+        .find_map(|n| modules.get(&path[..n].to_vec()))
+}
+
+fn related(a: &ModPath, b: &ModPath) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+fn display(module: &ModPath) -> String {
+    match module.is_empty() {
+        true => "(crate root)".to_string(),
+        false => module.join("::"),
+    }
+}
+
+/// One crate's module graph: module → the modules it imports (ancestors and descendants left out).
+pub fn graph(files: &BTreeMap<ModPath, String>) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
+    let modules: BTreeSet<ModPath> = files.keys().cloned().collect();
+    let mut edges: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
+    for (module, source) in files {
+        let code = without_tests(&code_only(source));
+        let entry = edges.entry(module.clone()).or_default();
+        for path in referenced_paths(&code, module) {
+            if let Some(target) = resolve(&path, &modules) {
+                if !related(module, target) {
+                    entry.insert(target.clone());
+                }
+            }
+        }
+    }
+    edges
+}
+
+/// Every import circle, as the modules of each strongly connected component (Tarjan's), with one
+/// circle through them spelled out.
+pub fn circles(edges: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<String> {
+    struct State<'a> {
+        edges: &'a BTreeMap<ModPath, BTreeSet<ModPath>>,
+        index: BTreeMap<&'a ModPath, usize>,
+        low: BTreeMap<&'a ModPath, usize>,
+        stack: Vec<&'a ModPath>,
+        on_stack: BTreeSet<&'a ModPath>,
+        components: Vec<Vec<&'a ModPath>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a ModPath) {
+        let n = s.index.len();
+        s.index.insert(v, n);
+        s.low.insert(v, n);
+        s.stack.push(v);
+        s.on_stack.insert(v);
+        for w in s.edges.get(v).into_iter().flatten() {
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(lw);
+            } else if s.on_stack.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut component = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on_stack.remove(w);
+                component.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                s.components.push(component);
+            }
+        }
+    }
+    let mut state = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        components: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !state.index.contains_key(v) {
+            visit(&mut state, v);
+        }
+    }
+    let mut out = Vec::new();
+    for component in state.components {
+        let members: BTreeSet<&ModPath> = component.iter().copied().collect();
+        let start = *members.iter().next().expect("a component has members");
+        // A shortest way back to `start` inside the component, by breadth-first search.
+        let mut previous: BTreeMap<&ModPath, &ModPath> = BTreeMap::new();
+        let mut frontier = vec![start];
+        let mut back = None;
+        'search: while !frontier.is_empty() {
+            let mut next = Vec::new();
+            for v in frontier {
+                for w in edges.get(v).into_iter().flatten() {
+                    if !members.contains(w) {
+                        continue;
+                    }
+                    if w == start {
+                        back = Some(v);
+                        break 'search;
+                    }
+                    if !previous.contains_key(w) {
+                        previous.insert(w, v);
+                        next.push(w);
+                    }
+                }
+            }
+            frontier = next;
+        }
+        // Walk back from the last step to `start`, then read the steps forwards.
+        let mut middle = Vec::new();
+        let mut at = back.expect("a component of two or more has a circle");
+        while at != start {
+            middle.push(at);
+            at = previous[at];
+        }
+        middle.reverse();
+        let path = std::iter::once(start)
+            .chain(middle)
+            .chain(std::iter::once(start));
+        let shown: Vec<String> = path.map(display).collect();
+        out.push(shown.join(" → "));
+    }
+    out
+}
+
+/// The layer of `module` under `walls`, by its longest matching prefix.
+fn layer_of(walls: &Walls, module: &ModPath) -> Option<usize> {
+    let name = module.join("::");
+    walls
+        .layers
+        .iter()
+        .enumerate()
+        .flat_map(|(n, (_, prefixes))| prefixes.iter().map(move |p| (n, *p)))
+        .filter(|(_, p)| name == *p || name.starts_with(&format!("{p}::")))
+        .max_by_key(|(_, p)| p.len())
+        .map(|(n, _)| n)
+}
+
+/// Every import that goes up through a wall.
+pub fn wall_breaches(walls: &Walls, edges: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (from, targets) in edges {
+        let Some(low) = layer_of(walls, from) else {
+            continue;
+        };
+        for to in targets {
+            if let Some(high) = layer_of(walls, to).filter(|h| *h > low) {
+                out.push(format!(
+                    "{}: `{}` ({}) imports `{}` ({}), a layer above it",
+                    walls.krate,
+                    display(from),
+                    walls.layers[low].0,
+                    display(to),
+                    walls.layers[high].0
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A crate's modules and their sources, read from `src`.
+fn read_crate(src: &Path) -> Result<BTreeMap<ModPath, String>, String> {
+    fn walk(dir: &Path, base: &ModPath, out: &mut BTreeMap<ModPath, String>) -> Result<(), String> {
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut paths: Vec<PathBuf> = entries
+            .map(|e| e.map(|e| e.path()))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        paths.sort();
+        for path in paths {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_string();
+            if path.is_dir() {
+                if name != "bin" && name != "tests" {
+                    let mut sub = base.clone();
+                    sub.push(name);
+                    walk(&path, &sub, out)?;
+                }
+                continue;
+            }
+            let Some(stem) = name.strip_suffix(".rs") else {
+                continue;
+            };
+            let module = match stem {
+                "lib" | "main" if base.is_empty() => base.clone(),
+                "mod" => base.clone(),
+                "tests" => continue,
+                other => {
+                    let mut m = base.clone();
+                    m.push(other.to_string());
+                    m
+                }
+            };
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            out.insert(module, text);
+        }
+        Ok(())
+    }
+    let mut out = BTreeMap::new();
+    walk(src, &Vec::new(), &mut out)?;
+    Ok(out)
+}
+
+/// Runs the check on every crate under `crates/` of the workspace at the current directory.
+pub fn run() -> Result<(), String> {
+    let mut problems = Vec::new();
+    let mut crates: Vec<PathBuf> = std::fs::read_dir("crates")
+        .map_err(|e| format!("crates: {e}"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("src").is_dir())
+        .collect();
+    crates.sort();
+    let mut counted = 0;
+    for dir in &crates {
+        let krate = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let files = read_crate(&dir.join("src"))?;
+        counted += files.len();
+        let edges = graph(&files);
+        for circle in circles(&edges) {
+            problems.push(format!("{krate}: import circle {circle}"));
+        }
+        if let Some(walls) = WALLS.iter().find(|w| w.krate == krate) {
+            for module in files.keys().filter(|m| !m.is_empty()) {
+                if layer_of(walls, module).is_none() {
+                    problems.push(format!(
+                        "{krate}: module `{}` is in no layer of its walls (xtask/src/modules.rs)",
+                        display(module)
+                    ));
+                }
+            }
+            problems.extend(wall_breaches(walls, &edges));
+        }
+    }
+    if problems.is_empty() {
+        println!(
+            "modules: {counted} modules in {} crates, no import circle, every wall kept",
+            crates.len()
+        );
+        Ok(())
+    } else {
+        for p in &problems {
+            println!("  {p}");
+        }
+        Err(format!("{} module problem(s)", problems.len()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(path: &str) -> ModPath {
+        match path {
+            "" => Vec::new(),
+            p => p.split("::").map(str::to_string).collect(),
+        }
+    }
+
+    fn files(list: &[(&str, &str)]) -> BTreeMap<ModPath, String> {
+        list.iter().map(|(p, t)| (m(p), t.to_string())).collect()
+    }
+
+    #[test]
+    fn paths_are_read_from_use_trees_and_code() {
+        let code = "use crate::{list::ObjectList, object::{Decode, DecodeSource}};\n\
+                    fn f() { crate::error::E::new(); super::sib::g(); }";
+        let paths = referenced_paths(code, &m("client::api"));
+        assert_eq!(
+            paths,
+            [
+                m("list::ObjectList"),
+                m("object::Decode"),
+                m("object::DecodeSource"),
+                m("error::E::new"),
+                m("client::sib::g"),
+            ]
+        );
+    }
+
+    #[test]
+    fn comments_strings_and_test_code_are_not_imports() {
+        let code = code_only(
+            "// crate::a::x\nlet s = \"crate::b::y\"; let r = r#\"crate::c\"#; let c = '{';\n\
+             #[cfg(test)]\nmod tests { use crate::d::z; fn f() { let _ = '}'; } }\nuse crate::e::w;",
+        );
+        let code = without_tests(&code);
+        assert_eq!(referenced_paths(&code, &m("")), [m("e::w")]);
+        assert_eq!(code.lines().count(), 5, "line numbers kept");
+    }
+
+    #[test]
+    fn a_circle_is_found_and_spelled_out() {
+        let crate_files = files(&[
+            ("", "mod a; mod b; mod c; pub use a::A;"),
+            ("a", "use crate::b::B;"),
+            ("b", "use crate::c::C;"),
+            ("c", "fn f() -> crate::a::A { todo!() }"),
+            ("d", "use crate::a::A;"),
+        ]);
+        assert_eq!(circles(&graph(&crate_files)), ["a → b → c → a"]);
+    }
+
+    #[test]
+    fn parents_and_children_are_structure_not_circles() {
+        let crate_files = files(&[
+            ("", "pub mod client; use crate::client::Client;"),
+            (
+                "client",
+                "mod api; pub use api::Api; use crate::client::api::X;",
+            ),
+            (
+                "client::api",
+                "use super::Client; use crate::client::Thing;",
+            ),
+        ]);
+        assert!(circles(&graph(&crate_files)).is_empty());
+    }
+
+    #[test]
+    fn an_import_through_a_wall_is_refused() {
+        const WALLS_UNDER_TEST: Walls = Walls {
+            krate: "k",
+            layers: &[("wire", &["wire"]), ("client", &["client"])],
+        };
+        let crate_files = files(&[
+            ("wire", "use crate::client::Client;"),
+            ("client", "use crate::wire::Frame;"),
+        ]);
+        assert_eq!(
+            wall_breaches(&WALLS_UNDER_TEST, &graph(&crate_files)),
+            ["k: `wire` (wire) imports `client` (client), a layer above it"]
+        );
+    }
+}
