@@ -4,8 +4,8 @@
 //! Each event goes through three stages, each with its own bounded LRU cache
 //! ([`CorrelatorConfig::cache_size`] entries, 4096 by default):
 //!
-//! 1. **Spam filter** — a token bucket per (source, involved object): a burst of 25, then one
-//!    event per 5 minutes. Events over it are dropped. Unlike client-go, which runs the filter
+//! 1. **Spam filter** — a token bucket per (source, involved object, event type): a burst of 25,
+//!    then one event per 5 minutes. Events over it are dropped. Unlike client-go, which runs the filter
 //!    last, the filter runs first here, so a dropped event leaves the other caches untouched
 //!    (client-go counts it in the next patch's `count` and may remember the name of an Event
 //!    it never wrote, whose next patch then fails with NotFound and falls back to a create).
@@ -152,7 +152,9 @@ fn key<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
     key
 }
 
-/// Source and involved object: one spam bucket each.
+/// Source, involved object and event type: one spam bucket each. The type is part of the key
+/// (as in client-go since 2024) so that a run of Normal events cannot use up the bucket a
+/// Warning about the same object needs.
 fn spam_key(e: &Event) -> String {
     let o = &e.involved_object;
     key([
@@ -163,6 +165,7 @@ fn spam_key(e: &Event) -> String {
         &o.name,
         &o.uid,
         &o.api_version,
+        e.type_.as_str(),
     ])
 }
 

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //!  recorder.event ──try_send──► queue (1000) ──► correlator ───────────────► EventSink
-//!      │ full: dropped          spam filter: 25 per object, +1 per 5 min       create / patch
+//!      │ full: dropped          spam filter: 25 per object+type, +1 per 5 min  create / patch
 //!      ▼                        aggregator: 10 similar in 10 min → combined    retry ×12, 10 s
 //!   EventStats                  logger: a repeat → patch count, lastTimestamp  NotFound → create
 //! ```

@@ -243,6 +243,43 @@ async fn the_spam_filter_drops_beyond_a_burst_of_25_per_object_only() {
     assert!(counts.contains(&("quiet".into(), 1)), "{counts:?}");
 }
 
+/// EV2: the bucket is per event type too, so a burst of routine Normal events cannot silence the
+/// first Warning about the same object (client-go's spam key has included the type since 2024).
+#[tokio::test(start_paused = true)]
+async fn a_warning_after_25_normal_events_about_the_same_object_is_still_written() {
+    let (recorder, sink, writer) = start(BroadcasterConfig::default());
+    for i in 0..25 {
+        recorder.event(
+            &pod("web-0"),
+            EventType::Normal,
+            "Sync",
+            &format!("synced {i}"),
+        );
+    }
+    recorder.event(&pod("web-0"), EventType::Warning, "BackOff", "restarting");
+    recorder.event(
+        &pod("web-0"),
+        EventType::Normal,
+        "Sync",
+        "one Normal too many",
+    );
+    let stats = finish(recorder, writer).await;
+
+    assert_eq!(stats.filtered, 1, "only the 26th Normal event: {stats:?}");
+    let warnings: Vec<Event> = sink
+        .events()
+        .into_iter()
+        .filter(|e| e.type_ == EventType::Warning)
+        .collect();
+    let [warning] = &warnings[..] else {
+        panic!("{warnings:?}")
+    };
+    assert_eq!(
+        (&*warning.reason, &*warning.message),
+        ("BackOff", "restarting")
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_drops_events_without_blocking_the_caller() {
     let config = BroadcasterConfig {
