@@ -59,6 +59,7 @@
 
 mod api_sink;
 mod correlator;
+mod keys;
 mod lru;
 mod model;
 mod recorder;
@@ -70,6 +71,7 @@ mod tests;
 
 pub use api_sink::ApiEventSink;
 pub use correlator::CorrelatorConfig;
+pub use keys::CorrelatorKeys;
 pub use model::{Event, EventMeta, EventSource, EventType, ObjectReference};
 pub use recorder::{
     BroadcasterConfig, EventBroadcaster, EventRecorder, EventStats, EventStatsHandle,

@@ -280,6 +280,129 @@ async fn a_warning_after_25_normal_events_about_the_same_object_is_still_written
     );
 }
 
+fn correlating(correlator: CorrelatorConfig) -> BroadcasterConfig {
+    BroadcasterConfig {
+        correlator,
+        ..BroadcasterConfig::default()
+    }
+}
+
+/// EV2: a custom spam key that leaves the type out puts Normal and Warning events about an object
+/// in one bucket again, as the key says.
+#[tokio::test(start_paused = true)]
+async fn a_custom_spam_key_groups_the_events_it_gives_one_key() {
+    let by_object = CorrelatorConfig::default().with_spam_key(|e| e.involved_object.name.clone());
+    let (recorder, sink, writer) = start(correlating(by_object));
+    for i in 0..25 {
+        recorder.event(
+            &pod("web-0"),
+            EventType::Normal,
+            "Sync",
+            &format!("synced {i}"),
+        );
+    }
+    recorder.event(&pod("web-0"), EventType::Warning, "BackOff", "restarting");
+    recorder.event(&pod("web-1"), EventType::Warning, "BackOff", "restarting");
+    let stats = finish(recorder, writer).await;
+
+    assert_eq!(stats.filtered, 1, "{stats:?}");
+    let warned: Vec<String> = sink
+        .events()
+        .into_iter()
+        .filter(|e| e.type_ == EventType::Warning)
+        .map(|e| e.involved_object.name)
+        .collect();
+    assert_eq!(warned, ["web-1"], "web-0's bucket was empty");
+}
+
+/// EV2: a custom spam key that adds the reason gives each reason its own bucket.
+#[tokio::test(start_paused = true)]
+async fn a_custom_spam_key_splits_the_events_it_gives_different_keys() {
+    let by_reason = CorrelatorConfig {
+        spam_burst: 2,
+        ..CorrelatorConfig::default()
+    }
+    .with_spam_key(|e| format!("{}/{}", e.involved_object.name, e.reason));
+    let (recorder, sink, writer) = start(correlating(by_reason));
+    for reason in ["Sync", "Sync", "Sync", "Pulled", "Pulled", "Pulled"] {
+        recorder.event(&pod("web-0"), EventType::Normal, reason, reason);
+    }
+    let stats = finish(recorder, writer).await;
+
+    assert_eq!(
+        stats,
+        EventStats {
+            created: 2,
+            patched: 2,
+            filtered: 2,
+            ..EventStats::default()
+        }
+    );
+    let counts: Vec<(String, i32)> = sink
+        .events()
+        .into_iter()
+        .map(|e| (e.reason, e.count))
+        .collect();
+    assert!(counts.contains(&("Sync".into(), 2)), "{counts:?}");
+    assert!(counts.contains(&("Pulled".into(), 2)), "{counts:?}");
+}
+
+/// EV3: a custom aggregation key and message combine what the key calls similar (here one
+/// reason across objects, told apart by object) and say what the message function says.
+#[tokio::test(start_paused = true)]
+async fn a_custom_aggregation_key_and_message_combine_the_events_they_name() {
+    let across_pods = CorrelatorConfig::default()
+        .with_aggregate_key(|e| (e.reason.clone(), e.involved_object.name.clone()))
+        .with_aggregate_message(|e| format!("{} (and on other pods)", e.message));
+    let (recorder, sink, writer) = start(correlating(across_pods));
+    for i in 0..11 {
+        recorder.event(
+            &pod(&format!("web-{i}")),
+            EventType::Warning,
+            "FailedMount",
+            "volume not ready",
+        );
+    }
+    // Different messages about one pod: one local key, never combined under this key.
+    for i in 0..12 {
+        recorder.event(
+            &pod("db-0"),
+            EventType::Warning,
+            "Unhealthy",
+            &format!("probe {i} failed"),
+        );
+    }
+    let stats = finish(recorder, writer).await;
+
+    assert_eq!(
+        stats,
+        EventStats {
+            created: 9 + 1 + 12,
+            patched: 1,
+            aggregated: 2,
+            ..EventStats::default()
+        }
+    );
+    let combined: Vec<Event> = sink
+        .events()
+        .into_iter()
+        .filter(|e| e.message.ends_with("(and on other pods)"))
+        .collect();
+    let [combined] = &combined[..] else {
+        panic!("{combined:?}")
+    };
+    assert_eq!(combined.message, "volume not ready (and on other pods)");
+    assert_eq!(
+        combined.count, 2,
+        "the 10th pod's event, patched by the 11th's"
+    );
+    assert_eq!(
+        combined.involved_object,
+        pod("web-9"),
+        "the event that started it"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_drops_events_without_blocking_the_caller() {
     let config = BroadcasterConfig {
