@@ -130,3 +130,134 @@ impl Fanout {
         delivered
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::events::model::{EventMeta, EventSource, EventType, ObjectReference};
+
+    fn event(n: usize) -> Event {
+        Event {
+            metadata: EventMeta {
+                name: format!("e.{n:x}"),
+                namespace: "default".into(),
+                resource_version: String::new(),
+            },
+            involved_object: ObjectReference::new("v1", "Pod", "default", "web-0"),
+            reason: format!("R{n}"),
+            message: String::new(),
+            source: EventSource::new("test"),
+            first_timestamp: None,
+            last_timestamp: None,
+            count: 1,
+            type_: EventType::Normal,
+            event_time: None,
+            reporting_component: "test".into(),
+            reporting_instance: String::new(),
+            action: None,
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Record,
+        Subscribe,
+        /// Watcher `i` (modulo those there are) handles up to `n` events.
+        Drain(usize, usize),
+        Unsubscribe(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => Just(Op::Record),
+            1 => Just(Op::Subscribe),
+            3 => (0usize..4, 0usize..4).prop_map(|(i, n)| Op::Drain(i, n)),
+            1 => (0usize..4).prop_map(Op::Unsubscribe),
+        ]
+    }
+
+    /// One watcher as the test sees it: its end of the buffer, what it handled, and the events
+    /// offered to it while it was subscribed.
+    struct Watcher {
+        subscription: Subscription,
+        subscribed: bool,
+        handled: Vec<usize>,
+        offered: Vec<usize>,
+    }
+
+    proptest! {
+        /// Invariants (module docs): no buffer holds more than `capacity` events; each watcher
+        /// handles, in order, exactly the events offered to it that it did not count as dropped,
+        /// whatever the other watchers do; `send` reports a miss exactly when some subscribed
+        /// watcher, or no watcher at all, missed the event.
+        #[test]
+        fn each_watchers_buffer_is_bounded_and_only_its_own_drops_cost_it_events(
+            capacity in 1usize..4,
+            ops in prop::collection::vec(op(), 1..120),
+        ) {
+            let fanout = Fanout::new(capacity);
+            // The first subscription is the buffer made with the registry.
+            let mut watchers = vec![Watcher {
+                subscription: fanout.subscribe(),
+                subscribed: true,
+                handled: Vec::new(),
+                offered: Vec::new(),
+            }];
+            for (next, op) in ops.into_iter().enumerate() {
+                match op {
+                    Op::Record => {
+                        let dropped = |w: &Watcher| w.subscription.counters.dropped.load(Ordering::Relaxed);
+                        let before: Vec<u64> = watchers.iter().map(dropped).collect();
+                        let delivered = fanout.send(event(next));
+                        let mut missed = !watchers.iter().any(|w| w.subscribed);
+                        for (w, before) in watchers.iter_mut().zip(before) {
+                            let after = dropped(w);
+                            if !w.subscribed {
+                                prop_assert_eq!(after, before, "not offered once unsubscribed");
+                            } else if after == before {
+                                w.offered.push(next);
+                            } else {
+                                prop_assert_eq!(after, before + 1);
+                                missed = true;
+                            }
+                        }
+                        prop_assert_eq!(delivered, !missed);
+                    }
+                    Op::Subscribe => watchers.push(Watcher {
+                        subscription: fanout.subscribe(),
+                        subscribed: true,
+                        handled: Vec::new(),
+                        offered: Vec::new(),
+                    }),
+                    Op::Drain(i, n) => {
+                        let len = watchers.len();
+                        let w = &mut watchers[i % len];
+                        for _ in 0..n {
+                            match w.subscription.receiver.try_recv() {
+                                Ok(event) => w.handled.push(event.reason[1..].parse().unwrap()),
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    Op::Unsubscribe(i) => {
+                        let len = watchers.len();
+                        let w = &mut watchers[i % len];
+                        fanout.unsubscribe(w.subscription.id);
+                        w.subscribed = false;
+                    }
+                }
+                for w in &watchers {
+                    prop_assert!(w.subscription.receiver.len() <= capacity);
+                }
+            }
+            for w in &mut watchers {
+                while let Ok(event) = w.subscription.receiver.try_recv() {
+                    w.handled.push(event.reason[1..].parse().unwrap());
+                }
+                prop_assert_eq!(&w.handled, &w.offered);
+            }
+        }
+    }
+}

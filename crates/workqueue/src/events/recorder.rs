@@ -290,7 +290,9 @@ impl EventBroadcaster {
     /// Starts logging every recorded event through `tracing` at `level` (client-go's
     /// `StartStructuredLogging`): message `event recorded`, with the object (`namespace/name`),
     /// its kind, API version and field path, and the event's type, reason and message as fields.
-    /// A watcher like those of [`start_event_watcher`](Self::start_event_watcher).
+    /// A watcher like those of [`start_event_watcher`](Self::start_event_watcher). The message
+    /// is logged as it is written to the API server, where anyone who can read Events sees it:
+    /// neither should carry a secret.
     pub fn start_logging(&self, level: tracing::Level) -> EventWatcher {
         self.start_event_watcher(move |event| super::watcher::log_event(level, event))
     }
