@@ -67,7 +67,9 @@ pub mod rate_limiting;
 pub use bridge::{Enqueue, KeyEnqueuer};
 pub use controller::{Action, Controller};
 pub use delaying::DelayingQueue;
-pub use events::{EventBroadcaster, EventRecorder, EventSink, EventType, ObjectReference};
+pub use events::{
+    EventBroadcaster, EventRecorder, EventSink, EventType, EventWatcher, ObjectReference,
+};
 pub use leader_election::{
     LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseGuard, LeaseLock, MemoryLock,
 };

@@ -4,11 +4,11 @@
 //! Each event goes through three stages, each with its own bounded LRU cache
 //! ([`CorrelatorConfig::cache_size`] entries, 4096 by default):
 //!
-//! 1. **Spam filter** — a token bucket per (source, involved object): a burst of 25, then one
-//!    event per 5 minutes. Events over it are dropped. Unlike client-go, which runs the filter
-//!    last, the filter runs first here, so a dropped event leaves the other caches untouched
-//!    (client-go counts it in the next patch's `count` and may remember the name of an Event
-//!    it never wrote, whose next patch then fails with NotFound and falls back to a create).
+//! 1. **Spam filter** — a token bucket per (source, involved object, event type): a burst of 25,
+//!    then one event per 5 minutes. Events over it are dropped. Unlike client-go, which runs the
+//!    filter last, the filter runs first here, so a dropped event leaves the other caches
+//!    untouched (client-go counts it in the next patch's `count` and may remember the name of an
+//!    Event it never wrote, whose next patch then fails with NotFound and falls back to a create).
 //! 2. **Aggregator** — events alike but for their message (same source, object, type, reason,
 //!    reporting controller and instance): once 10 distinct messages were seen with no gap longer
 //!    than 10 minutes, each further one is replaced by a single combined event, message
@@ -17,14 +17,22 @@
 //!    message included) becomes a patch of that Event: `count` + 1, a new `lastTimestamp`, the
 //!    first occurrence's `firstTimestamp`, instead of a new Event.
 //!
+//! Which events share a bucket, which are similar and what a combined event says are client-go's
+//! choices by default and can be replaced ([`CorrelatorConfig::with_spam_key`],
+//! [`with_aggregate_key`](CorrelatorConfig::with_aggregate_key),
+//! [`with_aggregate_message`](CorrelatorConfig::with_aggregate_message)); the logger's key is
+//! fixed.
+//!
 //! Windows and buckets use `tokio::time::Instant`, so they follow a paused test clock.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::keys::{event_key, CorrelatorKeys};
 use super::lru::Lru;
 use super::model::Event;
 use super::recorder::event_name;
@@ -43,6 +51,86 @@ pub struct CorrelatorConfig {
     pub aggregate_max_events: usize,
     /// How long a run of similar events may pause before it counts afresh (10 minutes).
     pub aggregate_window: Duration,
+    /// The spam key, aggregation key and combined message (client-go's by default); set them
+    /// with [`with_spam_key`](Self::with_spam_key),
+    /// [`with_aggregate_key`](Self::with_aggregate_key) and
+    /// [`with_aggregate_message`](Self::with_aggregate_message).
+    pub keys: CorrelatorKeys,
+}
+
+impl CorrelatorConfig {
+    /// Groups events for the spam filter by `key` (client-go's `SpamKeyFunc`): events with the
+    /// same key share one token bucket of [`spam_burst`](Self::spam_burst) events.
+    ///
+    /// The default, [`CorrelatorKeys::default_spam_key`], is source, involved object and type.
+    /// Here, one bucket per object whoever reports it and whatever the type:
+    ///
+    /// ```
+    /// use workqueue::events::{BroadcasterConfig, CorrelatorConfig};
+    ///
+    /// let config = BroadcasterConfig {
+    ///     correlator: CorrelatorConfig::default().with_spam_key(|event| {
+    ///         let object = &event.involved_object;
+    ///         format!("{}/{}/{}", object.kind, object.namespace, object.name)
+    ///     }),
+    ///     ..BroadcasterConfig::default()
+    /// };
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn with_spam_key(mut self, key: impl Fn(&Event) -> String + Send + Sync + 'static) -> Self {
+        self.keys.set_spam(Arc::new(key));
+        self
+    }
+
+    /// Groups events for aggregation by `key` (client-go's `KeyFunc`, an
+    /// `EventAggregatorKeyFunc`), which returns the group key and the key that tells the
+    /// events of a group apart. Once [`aggregate_max_events`](Self::aggregate_max_events)
+    /// distinct keys of one group were seen within [`aggregate_window`](Self::aggregate_window)
+    /// of each other, further events of that group are written as one combined Event.
+    ///
+    /// The default, [`CorrelatorKeys::default_aggregate_key`], groups by everything but the
+    /// message and tells events apart by their message. The combined Event is about the object
+    /// of the event that started it: a group spanning several objects patches that one Event.
+    ///
+    /// ```
+    /// use workqueue::events::CorrelatorConfig;
+    ///
+    /// // Combine the same failure across every object of a kind; count objects, not messages.
+    /// let config = CorrelatorConfig::default().with_aggregate_key(|event| {
+    ///     let object = &event.involved_object;
+    ///     (format!("{}/{}", object.kind, event.reason), object.name.clone())
+    /// });
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn with_aggregate_key(
+        mut self,
+        key: impl Fn(&Event) -> (String, String) + Send + Sync + 'static,
+    ) -> Self {
+        self.keys.set_aggregate(Arc::new(key));
+        self
+    }
+
+    /// The message of a combined Event, from the latest event folded into it (client-go's
+    /// `MessageFunc`); the default, [`CorrelatorKeys::default_aggregate_message`], is
+    /// `(combined from similar events): <latest message>`.
+    ///
+    /// ```
+    /// use workqueue::events::CorrelatorConfig;
+    ///
+    /// let config = CorrelatorConfig::default()
+    ///     .with_aggregate_message(|event| format!("{} (and similar)", event.message));
+    /// # let _ = config;
+    /// ```
+    #[must_use]
+    pub fn with_aggregate_message(
+        mut self,
+        message: impl Fn(&Event) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.keys.set_message(Arc::new(message));
+        self
+    }
 }
 
 impl Default for CorrelatorConfig {
@@ -53,12 +141,10 @@ impl Default for CorrelatorConfig {
             spam_refill_interval: Duration::from_secs(300),
             aggregate_max_events: 10,
             aggregate_window: Duration::from_secs(600),
+            keys: CorrelatorKeys::default(),
         }
     }
 }
-
-/// The prefix of a combined event's message.
-pub(crate) const COMBINED_PREFIX: &str = "(combined from similar events): ";
 
 /// What to do with an event.
 #[derive(Debug)]
@@ -78,7 +164,15 @@ pub(crate) struct Correlated {
     /// Whether the event was replaced by a combined one.
     pub(crate) aggregated: bool,
     /// The logger cache's key for the written Event.
-    key: String,
+    key: LogKey,
+}
+
+/// The logger cache's key: an event's full key, or for a combined Event its aggregation group.
+/// Kept apart so that a custom aggregation key can never meet an event's own key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum LogKey {
+    Event(String),
+    Combined(String),
 }
 
 /// A token bucket that never waits: an event takes a token or is refused.
@@ -114,10 +208,11 @@ impl TokenBucket {
     }
 }
 
-/// Similar events seen recently: their distinct messages (at most `aggregate_max_events`).
+/// Similar events seen recently: their distinct local keys (by default their messages; fewer
+/// than `aggregate_max_events`).
 #[derive(Debug)]
 struct AggregateRecord {
-    messages: HashSet<String>,
+    local_keys: HashSet<String>,
     last: Instant,
 }
 
@@ -138,68 +233,7 @@ pub(crate) struct EventCorrelator {
     clock: WallClock,
     spam: Lru<String, TokenBucket>,
     aggregates: Lru<String, AggregateRecord>,
-    logs: Lru<String, EventLog>,
-}
-
-/// Joins key parts with a separator that cannot occur in them, so that no two different
-/// events share a key (client-go joins with "", where `ab`+`c` meets `a`+`bc`).
-fn key<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
-    let mut key = String::new();
-    for part in parts {
-        key.push_str(part);
-        key.push('\0');
-    }
-    key
-}
-
-/// Source and involved object: one spam bucket each.
-fn spam_key(e: &Event) -> String {
-    let o = &e.involved_object;
-    key([
-        &*e.source.component,
-        &e.source.host,
-        &o.kind,
-        &o.namespace,
-        &o.name,
-        &o.uid,
-        &o.api_version,
-    ])
-}
-
-/// Everything but the message: events aggregated together.
-fn aggregate_key(e: &Event) -> String {
-    let o = &e.involved_object;
-    key([
-        &*e.source.component,
-        &e.source.host,
-        &o.kind,
-        &o.namespace,
-        &o.name,
-        &o.uid,
-        &o.api_version,
-        e.type_.as_str(),
-        &e.reason,
-        &e.reporting_component,
-        &e.reporting_instance,
-    ])
-}
-
-/// The full key, message included: identical events, deduplicated into one Event.
-fn event_key(e: &Event) -> String {
-    let o = &e.involved_object;
-    key([
-        &*e.source.component,
-        &e.source.host,
-        &o.kind,
-        &o.namespace,
-        &o.name,
-        &o.field_path,
-        &o.uid,
-        &o.api_version,
-        e.type_.as_str(),
-        &e.reason,
-        &e.message,
-    ])
+    logs: Lru<LogKey, EventLog>,
 }
 
 impl EventCorrelator {
@@ -246,7 +280,7 @@ impl EventCorrelator {
 
     fn spam_accepts(&mut self, event: &Event, now: Instant) -> bool {
         let (burst, refill) = (self.config.spam_burst, self.config.spam_refill_interval);
-        let key = spam_key(event);
+        let key = self.config.keys.spam_key(event);
         if let Some(bucket) = self.spam.get_mut(&key) {
             return bucket.try_accept(burst, refill, now);
         }
@@ -258,14 +292,14 @@ impl EventCorrelator {
 
     /// Returns the event to write (the event itself or a combined one), its logger key, and
     /// whether it was combined.
-    fn aggregate(&mut self, event: Event, now: Instant) -> (Event, String, bool) {
-        let aggregate_key = aggregate_key(&event);
+    fn aggregate(&mut self, event: Event, now: Instant) -> (Event, LogKey, bool) {
+        let (aggregate_key, local_key) = self.config.keys.aggregate_key(&event);
         let (max, window) = (
             self.config.aggregate_max_events.max(1),
             self.config.aggregate_window,
         );
         let fresh = || AggregateRecord {
-            messages: HashSet::new(),
+            local_keys: HashSet::new(),
             last: now,
         };
         let mut record = match self.aggregates.get_mut(&aggregate_key) {
@@ -274,19 +308,19 @@ impl EventCorrelator {
             }
             _ => fresh(),
         };
-        record.messages.insert(event.message.clone());
+        record.local_keys.insert(local_key);
         record.last = now;
-        let combine = record.messages.len() >= max;
+        let combine = record.local_keys.len() >= max;
         if combine {
-            // Keep the set below the threshold, so each further message is combined too and the
+            // Keep the set below the threshold, so each further event is combined too and the
             // set stays bounded (client-go pops an arbitrary one).
-            if let Some(any) = record.messages.iter().next().cloned() {
-                record.messages.remove(&any);
+            if let Some(any) = record.local_keys.iter().next().cloned() {
+                record.local_keys.remove(&any);
             }
         }
         self.aggregates.insert(aggregate_key.clone(), record);
         if !combine {
-            let key = event_key(&event);
+            let key = LogKey::Event(event_key(&event));
             return (event, key, false);
         }
         let combined = Event {
@@ -297,15 +331,15 @@ impl EventCorrelator {
             },
             count: 1,
             first_timestamp: event.last_timestamp,
-            message: format!("{COMBINED_PREFIX}{}", event.message),
+            message: self.config.keys.aggregate_message(&event),
             action: None,
             ..event
         };
-        (combined, aggregate_key, true)
+        (combined, LogKey::Combined(aggregate_key), true)
     }
 
-    fn observe(&mut self, mut event: Event, key: &str) -> (Event, Option<serde_json::Value>) {
-        let key = key.to_owned();
+    fn observe(&mut self, mut event: Event, key: &LogKey) -> (Event, Option<serde_json::Value>) {
+        let key = key.clone();
         let patch = match self.logs.get_mut(&key) {
             Some(last) => {
                 event.metadata.name = last.name.clone();

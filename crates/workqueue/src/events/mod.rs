@@ -1,24 +1,33 @@
 //! Kubernetes Events from a controller, with client-go's `tools/record` semantics.
 //!
-//! A reconcile calls [`EventRecorder::event`], which never blocks and never fails: it queues
-//! the event, or drops it (counted) when the queue is full. A writer task started by
-//! [`EventBroadcaster::start`] takes events off the queue and, through the correlator, keeps
-//! their number down before writing them to an [`EventSink`]:
+//! A reconcile calls [`EventRecorder::event`], which never blocks and never fails: it offers the
+//! event to every watcher the [`EventBroadcaster`] started, each through a bounded queue of its
+//! own, and an event a full queue cannot take is dropped for that watcher (counted). A sink's
+//! writer task ([`EventBroadcaster::start`], [`EventBroadcaster::start_recording_to_sink`])
+//! takes events off its queue and, through its own correlator, keeps their number down before
+//! writing them to an [`EventSink`]; a watcher function
+//! ([`EventBroadcaster::start_event_watcher`]) or the log ([`EventBroadcaster::start_logging`])
+//! sees every event as recorded. Each watcher's [`EventWatcher`] handle stops that one alone.
 //!
 //! ```text
-//!  recorder.event ──try_send──► queue (1000) ──► correlator ───────────────► EventSink
-//!      │ full: dropped          spam filter: 25 per object, +1 per 5 min       create / patch
-//!      ▼                        aggregator: 10 similar in 10 min → combined    retry ×12, 10 s
-//!   EventStats                  logger: a repeat → patch count, lastTimestamp  NotFound → create
+//!  recorder.event ─try_send─┬─► queue (1000) ─► correlator ──────────────► EventSink
+//!      │ full: dropped      │    spam filter: 25 per object+type, +1 / 5 min  create / patch
+//!      ▼ for that watcher   │    aggregator: 10 similar in 10 min → combined  retry ×12, 10 s
+//!   EventStats              │    logger: a repeat → patch count               NotFound → create
+//!                           ├─► queue (1000) ─► another sink, its own correlator
+//!                           ├─► queue (1000) ─► a watcher function
+//!                           └─► queue (1000) ─► tracing (start_logging)
 //! ```
 //!
 //! Invariants:
-//! - recording never awaits, and every buffer is bounded: the queue by
-//!   [`BroadcasterConfig::queue_capacity`], each correlator cache by
+//! - recording never awaits, and every buffer is bounded: each watcher's queue by
+//!   [`BroadcasterConfig::queue_capacity`] (see `fanout.rs`), each correlator cache by
 //!   [`CorrelatorConfig::cache_size`] (checked by a property test), the retries of one event by
 //!   [`BroadcasterConfig::max_attempts`];
-//! - events are written one at a time in the order they were recorded, so a repeat is always
-//!   correlated with the server's answer to the write before it.
+//! - a slow or stalled watcher delays neither the recorders nor the other watchers: it misses
+//!   the events its full queue cannot take;
+//! - a sink's events are written one at a time in the order they were recorded, so a repeat is
+//!   always correlated with the server's answer to the write before it.
 //!
 //! Used from a reconcile of the [`Controller`](crate::Controller) runner:
 //!
@@ -59,20 +68,26 @@
 
 mod api_sink;
 mod correlator;
+mod fanout;
+mod keys;
 mod lru;
 mod model;
 mod recorder;
 mod sink;
 mod timestamp;
+mod watcher;
+mod writer;
 
 #[cfg(test)]
 mod tests;
 
 pub use api_sink::ApiEventSink;
 pub use correlator::CorrelatorConfig;
+pub use keys::CorrelatorKeys;
 pub use model::{Event, EventMeta, EventSource, EventType, ObjectReference};
 pub use recorder::{
     BroadcasterConfig, EventBroadcaster, EventRecorder, EventStats, EventStatsHandle,
 };
 pub use sink::{EventSink, MemorySink, SinkCall, SinkError};
 pub use timestamp::{Timestamp, TimestampParseError};
+pub use watcher::EventWatcher;

@@ -1,30 +1,36 @@
 //! The recorder a controller calls, and the broadcaster that writes its events in the background
 //! (client-go's `EventRecorder` and `EventBroadcaster`, `tools/record/event.go`).
 //!
-//! Recording never blocks and never fails: [`EventRecorder::event`] stamps the event and puts it
-//! on a bounded queue ([`BroadcasterConfig::queue_capacity`], 1000 as in client-go); when the
-//! queue is full the event is dropped and counted. One writer task takes events off the queue in
-//! order, runs them through the [correlator](super::correlator) and writes them through the
-//! [`EventSink`], retrying transient failures a bounded number of times.
+//! Recording never blocks and never fails: [`EventRecorder::event`] stamps the event and offers it
+//! to every watcher the broadcaster started, each through its own bounded queue
+//! ([`BroadcasterConfig::queue_capacity`], 1000 as in client-go); a watcher whose queue is full
+//! misses the event, which is counted (see [`fanout`](super::fanout)). A sink's writer task takes
+//! events off its queue in order, runs them through its own [correlator](super::correlator) and
+//! writes them through the [`EventSink`], retrying transient failures a bounded number of times;
+//! a watcher task calls its function, or logs, for each event.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::correlator::{Correlated, Correlation, CorrelatorConfig, EventCorrelator};
+use super::correlator::CorrelatorConfig;
+use super::fanout::Fanout;
 use super::model::{Event, EventMeta, EventSource, EventType, ObjectReference};
-use super::sink::{EventSink, SinkError};
+use super::sink::EventSink;
 use super::timestamp::{Timestamp, WallClock};
+use super::watcher::EventWatcher;
+use super::writer::write_to_sink;
 
 /// The broadcaster's knobs; the defaults are client-go's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BroadcasterConfig {
-    /// Events waiting to be written before further ones are dropped (1000).
+    /// Events waiting for one watcher (a sink, a function, the log) before further ones are
+    /// dropped for it (1000). Each watcher has a queue of its own.
     pub queue_capacity: usize,
     /// Attempts to write one event before giving up on it (12).
     pub max_attempts: u32,
@@ -46,14 +52,17 @@ impl Default for BroadcasterConfig {
     }
 }
 
-/// What happened to the recorded events so far.
+/// What happened to the recorded events so far: for a broadcaster, summed over its sinks; for
+/// one watcher ([`EventWatcher::stats`]), its own.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EventStats {
     /// New Events created on the sink (including re-creations after a patch found none).
     pub created: u64,
     /// Existing Events patched with a higher count.
     pub patched: u64,
-    /// Events dropped because the queue was full (or the writer had stopped).
+    /// For a broadcaster: events that a watcher's full queue could not take, or that found a
+    /// watcher ended without being stopped, or no watcher at all; each counted once however many
+    /// watchers missed it. For one watcher: the events it missed.
     pub dropped: u64,
     /// Events dropped by the spam filter.
     pub filtered: u64,
@@ -64,17 +73,17 @@ pub struct EventStats {
 }
 
 #[derive(Debug, Default)]
-struct Counters {
-    created: AtomicU64,
-    patched: AtomicU64,
-    dropped: AtomicU64,
-    filtered: AtomicU64,
-    aggregated: AtomicU64,
-    failed: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) created: AtomicU64,
+    pub(crate) patched: AtomicU64,
+    pub(crate) dropped: AtomicU64,
+    pub(crate) filtered: AtomicU64,
+    pub(crate) aggregated: AtomicU64,
+    pub(crate) failed: AtomicU64,
 }
 
 impl Counters {
-    fn snapshot(&self) -> EventStats {
+    pub(crate) fn snapshot(&self) -> EventStats {
         let get = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         EventStats {
             created: get(&self.created),
@@ -98,14 +107,16 @@ impl EventStatsHandle {
     }
 }
 
-fn bump(counter: &AtomicU64) -> u64 {
+pub(crate) fn bump(counter: &AtomicU64) -> u64 {
     counter.fetch_add(1, Ordering::Relaxed) + 1
 }
 
+/// What the broadcaster, its recorders, writers and stats handles share; not the queues, so that
+/// a stats handle does not keep them open.
 #[derive(Debug)]
-struct Shared {
-    counters: Counters,
-    clock: WallClock,
+pub(crate) struct Shared {
+    pub(crate) counters: Counters,
+    pub(crate) clock: WallClock,
 }
 
 /// `<involved name>.<hex>`: client-go's Event name, the hex being the time in nanoseconds since
@@ -124,7 +135,10 @@ pub(crate) fn event_name(involved_name: &str, now: SystemTime) -> String {
     format!("{involved_name}.{:x}", nanos.max(previous.wrapping_add(1)))
 }
 
-/// Owns the event queue; hands out [`EventRecorder`]s, then writes their events to a sink.
+/// Hands out [`EventRecorder`]s and delivers their events to every watcher it started: sinks
+/// ([`start`](Self::start), [`start_recording_to_sink`](Self::start_recording_to_sink)),
+/// functions ([`start_event_watcher`](Self::start_event_watcher)) and the log
+/// ([`start_logging`](Self::start_logging)), each through a bounded queue of its own.
 ///
 /// ```
 /// use workqueue::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
@@ -148,19 +162,17 @@ pub(crate) fn event_name(involved_name: &str, now: SystemTime) -> String {
 #[derive(Debug)]
 pub struct EventBroadcaster {
     config: BroadcasterConfig,
-    sender: mpsc::Sender<Event>,
-    receiver: mpsc::Receiver<Event>,
+    fanout: Arc<Fanout>,
     shared: Arc<Shared>,
 }
 
 impl EventBroadcaster {
-    /// A broadcaster with an empty queue; nothing is written until [`start`](Self::start).
+    /// A broadcaster with one empty queue, which the first watcher started takes over (so events
+    /// recorded before it are not lost); nothing is written until a watcher starts.
     pub fn new(config: BroadcasterConfig) -> Self {
-        let (sender, receiver) = mpsc::channel(config.queue_capacity.max(1));
         Self {
+            fanout: Arc::new(Fanout::new(config.queue_capacity)),
             config,
-            sender,
-            receiver,
             shared: Arc::new(Shared {
                 counters: Counters::default(),
                 clock: WallClock::new(),
@@ -172,7 +184,7 @@ impl EventBroadcaster {
     /// component and `source.host` the reporting instance, as in client-go.
     pub fn new_recorder(&self, source: EventSource) -> EventRecorder {
         EventRecorder {
-            sender: self.sender.clone(),
+            fanout: self.fanout.clone(),
             shared: self.shared.clone(),
             source: Arc::new(source),
         }
@@ -197,37 +209,92 @@ impl EventBroadcaster {
     /// Writes recorded events to `sink`, in the order they were recorded, until every recorder
     /// is dropped and the queue is drained, or until `cancel` fires: then it returns at once,
     /// abandoning the event being written and those still queued.
-    pub async fn run<S: EventSink>(self, sink: S, cancel: CancellationToken) {
-        let Self {
-            config,
-            sender,
-            mut receiver,
-            shared,
-        } = self;
-        // Only recorders keep the queue open, so that dropping them all ends the writer.
-        drop(sender);
-        let mut writer = Writer {
-            correlator: EventCorrelator::new(config.correlator.clone(), shared.clock),
-            config,
+    ///
+    /// The sink is a watcher like those of [`start_recording_to_sink`](Self::start_recording_to_sink),
+    /// subscribed when `run` is called; watchers started earlier keep running, and end too once
+    /// every recorder is dropped (the broadcaster is consumed here).
+    pub fn run<S: EventSink>(
+        self,
+        sink: S,
+        cancel: CancellationToken,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let subscription = self.fanout.subscribe();
+        let fanout = Arc::downgrade(&self.fanout);
+        let Self { config, shared, .. } = self;
+        // The broadcaster's hold on the queues ends here: only recorders keep them open, so that
+        // dropping them all ends the writer.
+        write_to_sink(subscription, fanout, sink, config, shared, cancel)
+    }
+
+    /// Starts writing recorded events to `sink` as well (client-go's `StartRecordingToSink`),
+    /// through a correlator of its own, on a task of the current tokio runtime, and returns the
+    /// handle that stops it.
+    ///
+    /// The sink gets every event recorded from now on (and, if it is the first watcher, those
+    /// recorded before) through its own queue of [`BroadcasterConfig::queue_capacity`] events:
+    /// while it is slow or stalled, events beyond that are dropped for it alone (counted in its
+    /// [`EventWatcher::stats`]), and the recorders and the other watchers never wait for it.
+    /// It ends when stopped, or once the broadcaster and every recorder are dropped and it has
+    /// written what its queue holds.
+    ///
+    /// ```
+    /// use workqueue::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+    /// let recorder = broadcaster.new_recorder(EventSource::new("web-controller"));
+    /// let (cluster, audit) = (MemorySink::new(), MemorySink::new());
+    /// let to_cluster = broadcaster.start_recording_to_sink(cluster.clone());
+    /// let to_audit = broadcaster.start_recording_to_sink(audit.clone());
+    /// let logging = broadcaster.start_logging(tracing::Level::INFO);
+    ///
+    /// recorder.event(&ObjectReference::new("v1", "Pod", "default", "web-0"), EventType::Normal, "Scaled", "scaled to 3");
+    ///
+    /// drop((broadcaster, recorder)); // every queue closes: each watcher finishes and ends
+    /// for watcher in [to_cluster, to_audit, logging] {
+    ///     watcher.join().await.unwrap();
+    /// }
+    /// assert_eq!(cluster.events().len(), 1);
+    /// assert_eq!(audit.events().len(), 1);
+    /// # }
+    /// ```
+    pub fn start_recording_to_sink<S: EventSink>(&self, sink: S) -> EventWatcher {
+        let subscription = self.fanout.subscribe();
+        let (id, counters) = (subscription.id, subscription.counters.clone());
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(write_to_sink(
+            subscription,
+            Arc::downgrade(&self.fanout),
             sink,
-            shared,
-            rng: Jitter::seeded(),
-        };
-        loop {
-            let event = tokio::select! {
-                biased;
-                () = cancel.cancelled() => return,
-                event = receiver.recv() => match event {
-                    Some(event) => event,
-                    None => return,
-                },
-            };
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => return,
-                () = writer.record(event) => {}
-            }
-        }
+            self.config.clone(),
+            self.shared.clone(),
+            stop.clone(),
+        ));
+        EventWatcher::new(id, Arc::downgrade(&self.fanout), stop, task, counters)
+    }
+
+    /// Starts calling `handler` with every recorded event (client-go's `StartEventWatcher`), in
+    /// the order recorded, on a task of the current tokio runtime, and returns the handle that
+    /// stops it. The events are as recorded, before any correlation.
+    ///
+    /// `handler` runs on the runtime, so it must not block; what it cannot keep up with waits
+    /// in its queue and, beyond [`BroadcasterConfig::queue_capacity`] events, is dropped for it
+    /// alone, as for a sink (see [`start_recording_to_sink`](Self::start_recording_to_sink)).
+    pub fn start_event_watcher<F>(&self, handler: F) -> EventWatcher
+    where
+        F: FnMut(&Event) + Send + 'static,
+    {
+        EventWatcher::spawn_handler(&self.fanout, handler)
+    }
+
+    /// Starts logging every recorded event through `tracing` at `level` (client-go's
+    /// `StartStructuredLogging`): message `event recorded`, with the object (`namespace/name`),
+    /// its kind, API version and field path, and the event's type, reason and message as fields.
+    /// A watcher like those of [`start_event_watcher`](Self::start_event_watcher). The message
+    /// is logged as it is written to the API server, where anyone who can read Events sees it:
+    /// neither should carry a secret.
+    pub fn start_logging(&self, level: tracing::Level) -> EventWatcher {
+        self.start_event_watcher(move |event| super::watcher::log_event(level, event))
     }
 }
 
@@ -235,7 +302,7 @@ impl EventBroadcaster {
 /// [module docs](crate::events)).
 #[derive(Debug, Clone)]
 pub struct EventRecorder {
-    sender: mpsc::Sender<Event>,
+    fanout: Arc<Fanout>,
     shared: Arc<Shared>,
     source: Arc<EventSource>,
 }
@@ -244,8 +311,8 @@ impl EventRecorder {
     /// Records that `reason` happened to `object`, described by `message`.
     ///
     /// `reason` should be short and UpperCamelCase (`FailedScheduling`); it is what tools group
-    /// by. The event is queued, or dropped and counted in [`EventStats::dropped`] if the queue is
-    /// full.
+    /// by. The event is queued for every watcher of the broadcaster; a watcher whose queue is
+    /// full misses it, which is counted in [`EventStats::dropped`].
     pub fn event(&self, object: &ObjectReference, type_: EventType, reason: &str, message: &str) {
         let now = self.shared.clock.now();
         let timestamp = Some(Timestamp::from_system_time(now));
@@ -273,7 +340,7 @@ impl EventRecorder {
             reporting_instance: self.source.host.clone(),
             action: None,
         };
-        if self.sender.try_send(event).is_err() {
+        if !self.fanout.send(event) {
             let dropped = bump(&self.shared.counters.dropped);
             // Rate-limited: a full queue under load would otherwise log once per event.
             if dropped.is_power_of_two() {
@@ -283,7 +350,7 @@ impl EventRecorder {
                     kind = %object.kind,
                     namespace = %object.namespace,
                     name = %object.name,
-                    "event queue full or writer stopped; dropping event"
+                    "an event watcher's queue is full or no watcher is running; event dropped for it"
                 );
             }
         }
@@ -307,131 +374,5 @@ impl EventRecorder {
     /// The counts so far, shared by every recorder of the same broadcaster.
     pub fn stats(&self) -> EventStats {
         self.shared.counters.snapshot()
-    }
-}
-
-/// The random fraction of the first retry pause (xorshift64*: no need for a crypto RNG here).
-#[derive(Debug)]
-struct Jitter(u64);
-
-impl Jitter {
-    fn seeded() -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        Self(u64::from(nanos) ^ 0x9E37_79B9_7F4A_7C15 | 1)
-    }
-
-    /// A number in [0, 1).
-    fn next_fraction(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-struct Writer<S> {
-    config: BroadcasterConfig,
-    correlator: EventCorrelator,
-    sink: S,
-    shared: Arc<Shared>,
-    rng: Jitter,
-}
-
-/// How one attempt ended.
-enum Written {
-    Created(Event),
-    Patched(Event),
-}
-
-impl<S: EventSink> Writer<S> {
-    /// Correlates `event` and writes the result, retrying transient failures
-    /// (client-go's `recordToSink`).
-    async fn record(&mut self, event: Event) {
-        let counters = &self.shared.counters;
-        let mut correlated = match self.correlator.correlate(event) {
-            Correlation::Filtered => {
-                bump(&counters.filtered);
-                return;
-            }
-            Correlation::Write(correlated) => correlated,
-        };
-        if correlated.aggregated {
-            bump(&counters.aggregated);
-        }
-        let max_attempts = self.config.max_attempts.max(1);
-        let mut attempt = 1;
-        loop {
-            let error = match self.attempt(&mut correlated).await {
-                Ok(written) => {
-                    let server = match written {
-                        Written::Created(event) => {
-                            bump(&self.shared.counters.created);
-                            event
-                        }
-                        Written::Patched(event) => {
-                            bump(&self.shared.counters.patched);
-                            event
-                        }
-                    };
-                    self.correlator.update_state(&correlated, &server);
-                    return;
-                }
-                Err(error) => error,
-            };
-            let event = &correlated.event;
-            let retry = matches!(error, SinkError::Retryable(_)) && attempt < max_attempts;
-            match (&error, retry) {
-                (_, true) => tracing::debug!(
-                    %error, attempt, reason = %event.reason, name = %event.metadata.name,
-                    "writing event failed; retrying"
-                ),
-                (SinkError::AlreadyExists, _) => tracing::debug!(
-                    reason = %event.reason, name = %event.metadata.name,
-                    "event already exists; not retrying"
-                ),
-                _ => tracing::warn!(
-                    %error, attempt, reason = %event.reason, name = %event.metadata.name,
-                    "giving up writing event"
-                ),
-            }
-            if !retry {
-                bump(&self.shared.counters.failed);
-                return;
-            }
-            let pause = if attempt == 1 {
-                self.config.retry_interval.mul_f64(self.rng.next_fraction())
-            } else {
-                self.config.retry_interval
-            };
-            tokio::time::sleep(pause).await;
-            attempt += 1;
-        }
-    }
-
-    /// One attempt: the patch if the Event exists, else (or if it has vanished) a create
-    /// (client-go's `recordEvent`).
-    async fn attempt(&self, correlated: &mut Correlated) -> Result<Written, SinkError> {
-        if let Some(patch) = &correlated.patch {
-            match self.sink.patch(&correlated.event, patch.clone()).await {
-                Ok(event) => return Ok(Written::Patched(event)),
-                Err(SinkError::NotFound) => {
-                    // The Event expired or was deleted: create it afresh, counting from this
-                    // occurrence (client-go would create it with the accumulated count), and
-                    // keep creating on later attempts.
-                    let event = &mut correlated.event;
-                    event.count = 1;
-                    event.first_timestamp = event.last_timestamp;
-                    correlated.patch = None;
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        correlated.event.metadata.resource_version.clear();
-        self.sink
-            .create(&correlated.event)
-            .await
-            .map(Written::Created)
     }
 }

@@ -243,6 +243,166 @@ async fn the_spam_filter_drops_beyond_a_burst_of_25_per_object_only() {
     assert!(counts.contains(&("quiet".into(), 1)), "{counts:?}");
 }
 
+/// EV2: the bucket is per event type too, so a burst of routine Normal events cannot silence the
+/// first Warning about the same object (client-go's spam key has included the type since 2024).
+#[tokio::test(start_paused = true)]
+async fn a_warning_after_25_normal_events_about_the_same_object_is_still_written() {
+    let (recorder, sink, writer) = start(BroadcasterConfig::default());
+    for i in 0..25 {
+        recorder.event(
+            &pod("web-0"),
+            EventType::Normal,
+            "Sync",
+            &format!("synced {i}"),
+        );
+    }
+    recorder.event(&pod("web-0"), EventType::Warning, "BackOff", "restarting");
+    recorder.event(
+        &pod("web-0"),
+        EventType::Normal,
+        "Sync",
+        "one Normal too many",
+    );
+    let stats = finish(recorder, writer).await;
+
+    assert_eq!(stats.filtered, 1, "only the 26th Normal event: {stats:?}");
+    let warnings: Vec<Event> = sink
+        .events()
+        .into_iter()
+        .filter(|e| e.type_ == EventType::Warning)
+        .collect();
+    let [warning] = &warnings[..] else {
+        panic!("{warnings:?}")
+    };
+    assert_eq!(
+        (&*warning.reason, &*warning.message),
+        ("BackOff", "restarting")
+    );
+}
+
+fn correlating(correlator: CorrelatorConfig) -> BroadcasterConfig {
+    BroadcasterConfig {
+        correlator,
+        ..BroadcasterConfig::default()
+    }
+}
+
+/// EV2: a custom spam key that leaves the type out puts Normal and Warning events about an object
+/// in one bucket again, as the key says.
+#[tokio::test(start_paused = true)]
+async fn a_custom_spam_key_groups_the_events_it_gives_one_key() {
+    let by_object = CorrelatorConfig::default().with_spam_key(|e| e.involved_object.name.clone());
+    let (recorder, sink, writer) = start(correlating(by_object));
+    for i in 0..25 {
+        recorder.event(
+            &pod("web-0"),
+            EventType::Normal,
+            "Sync",
+            &format!("synced {i}"),
+        );
+    }
+    recorder.event(&pod("web-0"), EventType::Warning, "BackOff", "restarting");
+    recorder.event(&pod("web-1"), EventType::Warning, "BackOff", "restarting");
+    let stats = finish(recorder, writer).await;
+
+    assert_eq!(stats.filtered, 1, "{stats:?}");
+    let warned: Vec<String> = sink
+        .events()
+        .into_iter()
+        .filter(|e| e.type_ == EventType::Warning)
+        .map(|e| e.involved_object.name)
+        .collect();
+    assert_eq!(warned, ["web-1"], "web-0's bucket was empty");
+}
+
+/// EV2: a custom spam key that adds the reason gives each reason its own bucket.
+#[tokio::test(start_paused = true)]
+async fn a_custom_spam_key_splits_the_events_it_gives_different_keys() {
+    let by_reason = CorrelatorConfig {
+        spam_burst: 2,
+        ..CorrelatorConfig::default()
+    }
+    .with_spam_key(|e| format!("{}/{}", e.involved_object.name, e.reason));
+    let (recorder, sink, writer) = start(correlating(by_reason));
+    for reason in ["Sync", "Sync", "Sync", "Pulled", "Pulled", "Pulled"] {
+        recorder.event(&pod("web-0"), EventType::Normal, reason, reason);
+    }
+    let stats = finish(recorder, writer).await;
+
+    assert_eq!(
+        stats,
+        EventStats {
+            created: 2,
+            patched: 2,
+            filtered: 2,
+            ..EventStats::default()
+        }
+    );
+    let counts: Vec<(String, i32)> = sink
+        .events()
+        .into_iter()
+        .map(|e| (e.reason, e.count))
+        .collect();
+    assert!(counts.contains(&("Sync".into(), 2)), "{counts:?}");
+    assert!(counts.contains(&("Pulled".into(), 2)), "{counts:?}");
+}
+
+/// EV3: a custom aggregation key and message combine what the key calls similar (here one
+/// reason across objects, told apart by object) and say what the message function says.
+#[tokio::test(start_paused = true)]
+async fn a_custom_aggregation_key_and_message_combine_the_events_they_name() {
+    let across_pods = CorrelatorConfig::default()
+        .with_aggregate_key(|e| (e.reason.clone(), e.involved_object.name.clone()))
+        .with_aggregate_message(|e| format!("{} (and on other pods)", e.message));
+    let (recorder, sink, writer) = start(correlating(across_pods));
+    for i in 0..11 {
+        recorder.event(
+            &pod(&format!("web-{i}")),
+            EventType::Warning,
+            "FailedMount",
+            "volume not ready",
+        );
+    }
+    // Different messages about one pod: one local key, never combined under this key.
+    for i in 0..12 {
+        recorder.event(
+            &pod("db-0"),
+            EventType::Warning,
+            "Unhealthy",
+            &format!("probe {i} failed"),
+        );
+    }
+    let stats = finish(recorder, writer).await;
+
+    assert_eq!(
+        stats,
+        EventStats {
+            created: 9 + 1 + 12,
+            patched: 1,
+            aggregated: 2,
+            ..EventStats::default()
+        }
+    );
+    let combined: Vec<Event> = sink
+        .events()
+        .into_iter()
+        .filter(|e| e.message.ends_with("(and on other pods)"))
+        .collect();
+    let [combined] = &combined[..] else {
+        panic!("{combined:?}")
+    };
+    assert_eq!(combined.message, "volume not ready (and on other pods)");
+    assert_eq!(
+        combined.count, 2,
+        "the 10th pod's event, patched by the 11th's"
+    );
+    assert_eq!(
+        combined.involved_object,
+        pod("web-9"),
+        "the event that started it"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_full_queue_drops_events_without_blocking_the_caller() {
     let config = BroadcasterConfig {
@@ -453,4 +613,275 @@ async fn cancellation_stops_the_writer_even_while_the_sink_hangs() {
         1,
         "nothing reads the queue any more"
     );
+}
+
+/// The `tracing` events of the current thread, as `field=value` lines, while the guard lives
+/// (paused tests run on one thread, watchers included).
+struct LogCapture {
+    lines: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+impl LogCapture {
+    fn start() -> Self {
+        let lines = std::sync::Arc::default();
+        let subscriber = CaptureSubscriber(std::sync::Arc::clone(&lines));
+        Self {
+            lines,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
+
+    /// The captured lines of events recorded by a logging watcher.
+    fn recorded(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .iter()
+            .filter(|line| line.contains("message=event recorded"))
+            .cloned()
+            .collect()
+    }
+}
+
+struct CaptureSubscriber(std::sync::Arc<parking_lot::Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for CaptureSubscriber {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        struct Line(String);
+        impl tracing::field::Visit for Line {
+            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+                self.0.push_str(&format!("{}={value:?} ", field.name()));
+            }
+        }
+        let mut line = Line(format!("level={} ", event.metadata().level()));
+        event.record(&mut line);
+        self.0.lock().push(line.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+fn broadcaster(config: BroadcasterConfig) -> (EventBroadcaster, EventRecorder) {
+    let broadcaster = EventBroadcaster::new(config);
+    let recorder = broadcaster.new_recorder(EventSource::new("test-controller"));
+    (broadcaster, recorder)
+}
+
+fn reasons(sink: &MemorySink) -> Vec<String> {
+    sink.calls()
+        .iter()
+        .map(|c| c.event().reason.clone())
+        .collect()
+}
+
+/// EV7: every event reaches every watcher: two sinks, a function and the log.
+#[tokio::test(start_paused = true)]
+async fn two_sinks_a_function_and_the_log_each_receive_every_event() {
+    let log = LogCapture::start();
+    let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
+    let (a, b) = (MemorySink::new(), MemorySink::new());
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let watchers = [
+        broadcaster.start_recording_to_sink(a.clone()),
+        broadcaster.start_recording_to_sink(b.clone()),
+        broadcaster.start_event_watcher({
+            let seen = seen.clone();
+            move |event: &Event| seen.lock().push(event.reason.clone())
+        }),
+        broadcaster.start_logging(tracing::Level::INFO),
+    ];
+    for reason in ["First", "Second", "Third"] {
+        recorder.event(&pod("web-0"), EventType::Warning, reason, "m");
+    }
+    drop((broadcaster, recorder)); // every queue closes; each watcher drains it and ends
+    for watcher in watchers {
+        watcher.join().await.unwrap();
+    }
+
+    let all = ["First", "Second", "Third"];
+    assert_eq!(reasons(&a), all);
+    assert_eq!(reasons(&b), all);
+    assert_eq!(*seen.lock(), all);
+    let logged = log.recorded();
+    assert_eq!(logged.len(), 3, "{logged:?}");
+    for (line, reason) in logged.iter().zip(all) {
+        assert!(line.starts_with("level=INFO "), "{line}");
+        for field in [
+            "object=\"default/web-0\"".to_owned(),
+            "kind=Pod".to_owned(),
+            "type_=Warning".to_owned(),
+            format!("reason={reason} "),
+            "message=m ".to_owned(),
+        ] {
+            assert!(line.contains(&field), "{field} not in {line}");
+        }
+    }
+}
+
+/// EV7: each sink writes through a correlator of its own and counts in its own stats; the
+/// broadcaster's stats sum them.
+#[tokio::test(start_paused = true)]
+async fn each_sink_correlates_on_its_own_and_the_broadcaster_sums_their_counts() {
+    let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
+    let (a, b) = (MemorySink::new(), MemorySink::new());
+    let to_a = broadcaster.start_recording_to_sink(a.clone());
+    let to_b = broadcaster.start_recording_to_sink(b.clone());
+    recorder.event(&pod("web-0"), EventType::Normal, "Pulled", "pulled");
+    recorder.event(&pod("web-0"), EventType::Normal, "Pulled", "pulled");
+    until(|| a.calls().len() == 2 && b.calls().len() == 2).await;
+
+    let one_sink = EventStats {
+        created: 1,
+        patched: 1,
+        ..EventStats::default()
+    };
+    assert_eq!((to_a.stats(), to_b.stats()), (one_sink, one_sink));
+    assert_eq!(
+        broadcaster.stats(),
+        EventStats {
+            created: 2,
+            patched: 2,
+            ..EventStats::default()
+        }
+    );
+    for sink in [&a, &b] {
+        assert_eq!(
+            sink.events()[0].count,
+            2,
+            "each sink's own Event is patched"
+        );
+    }
+}
+
+/// EV7: stopping one watcher stops it alone, at once; the others keep receiving, and what the
+/// stopped one no longer gets is not counted as dropped.
+#[tokio::test(start_paused = true)]
+async fn stopping_one_watcher_leaves_the_others_running() {
+    let log = LogCapture::start();
+    let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
+    let (a, b) = (MemorySink::new(), MemorySink::new());
+    let to_a = broadcaster.start_recording_to_sink(a.clone());
+    let to_b = broadcaster.start_recording_to_sink(b.clone());
+    let logging = broadcaster.start_logging(tracing::Level::INFO);
+    recorder.event(&pod("web-0"), EventType::Normal, "Before", "m");
+    until(|| a.calls().len() == 1 && b.calls().len() == 1).await;
+
+    to_a.stop();
+    to_a.stop(); // again: nothing more
+    recorder.event(&pod("web-0"), EventType::Normal, "After", "m");
+    assert_eq!(
+        broadcaster.stats().dropped,
+        0,
+        "a stopped sink misses nothing"
+    );
+    to_a.join().await.unwrap();
+    drop((broadcaster, recorder));
+    to_b.join().await.unwrap();
+    logging.join().await.unwrap();
+
+    assert_eq!(reasons(&a), ["Before"]);
+    assert_eq!(reasons(&b), ["Before", "After"]);
+    assert_eq!(log.recorded().len(), 2);
+}
+
+/// EV7: a stalled sink fills its own queue and then misses events (counted), while the other
+/// sink and the recorder carry on as if it were not there.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_sink_does_not_block_the_others_and_drops_only_its_own_events() {
+    let (broadcaster, recorder) = broadcaster(BroadcasterConfig {
+        queue_capacity: 2,
+        ..BroadcasterConfig::default()
+    });
+    let (stalled, fast) = (MemorySink::new(), MemorySink::new());
+    stalled.hang(true);
+    let to_stalled = broadcaster.start_recording_to_sink(stalled.clone());
+    let to_fast = broadcaster.start_recording_to_sink(fast.clone());
+    for i in 0..6 {
+        recorder.event(&pod("web-0"), EventType::Normal, &format!("Step{i}"), "m");
+        // Each event reaches the fast sink while the stalled one still hangs on the first.
+        until(|| fast.calls().len() == i + 1).await;
+    }
+    assert_eq!(stalled.hanging_calls(), 1);
+    assert_eq!(
+        to_stalled.stats().dropped,
+        3,
+        "one being written, two queued, three missed"
+    );
+    assert_eq!(to_fast.stats().dropped, 0);
+    assert_eq!(broadcaster.stats().dropped, 3);
+
+    stalled.hang(false);
+    drop((broadcaster, recorder));
+    to_stalled.join().await.unwrap();
+    to_fast.join().await.unwrap();
+    assert_eq!(reasons(&stalled), ["Step0", "Step1", "Step2"]);
+    assert_eq!(fast.events().len(), 6);
+}
+
+/// EV7: the first watcher takes over the queue made with the broadcaster, so it also gets the
+/// events recorded before it started; a later one gets those recorded after its start.
+#[tokio::test(start_paused = true)]
+async fn the_first_watcher_gets_the_events_recorded_before_it_started() {
+    let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
+    recorder.event(&pod("web-0"), EventType::Normal, "Early", "m");
+    let (first, later) = (MemorySink::new(), MemorySink::new());
+    let to_first = broadcaster.start_recording_to_sink(first.clone());
+    let to_later = broadcaster.start_recording_to_sink(later.clone());
+    recorder.event(&pod("web-0"), EventType::Normal, "Late", "m");
+    drop((broadcaster, recorder));
+    to_first.join().await.unwrap();
+    to_later.join().await.unwrap();
+    assert_eq!(reasons(&first), ["Early", "Late"]);
+    assert_eq!(reasons(&later), ["Late"]);
+}
+
+/// EV7: `start` (which consumes the broadcaster) adds one more sink beside the watchers already
+/// started; dropping the recorders then ends them all.
+#[tokio::test(start_paused = true)]
+async fn start_runs_beside_watchers_started_before_it() {
+    let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(0));
+    let counting = broadcaster.start_event_watcher({
+        let seen = seen.clone();
+        move |_: &Event| *seen.lock() += 1
+    });
+    let sink = MemorySink::new();
+    let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+    recorder.event(&pod("web-0"), EventType::Normal, "A", "m");
+    drop(recorder);
+    writer.await.unwrap();
+    counting.join().await.unwrap();
+    assert_eq!(reasons(&sink), ["A"]);
+    assert_eq!(*seen.lock(), 1);
+}
+
+/// EV7: a watcher function that panics ends that watcher alone: its task reports the panic, the
+/// events it can no longer take are counted as dropped, and the other watchers carry on.
+#[tokio::test(start_paused = true)]
+async fn a_watcher_function_that_panics_ends_only_that_watcher() {
+    let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
+    let sink = MemorySink::new();
+    let writing = broadcaster.start_recording_to_sink(sink.clone());
+    let panicking = broadcaster.start_event_watcher(|_: &Event| panic!("a buggy watcher"));
+    recorder.event(&pod("web-0"), EventType::Normal, "A", "m");
+    until(|| panicking.is_finished()).await;
+    recorder.event(&pod("web-0"), EventType::Normal, "B", "m");
+    recorder.event(&pod("web-0"), EventType::Normal, "C", "m");
+    assert_eq!(
+        broadcaster.stats().dropped,
+        1,
+        "counted once, then it is forgotten"
+    );
+    assert!(panicking.join().await.unwrap_err().is_panic());
+    drop((broadcaster, recorder));
+    writing.join().await.unwrap();
+    assert_eq!(reasons(&sink), ["A", "B", "C"]);
 }
