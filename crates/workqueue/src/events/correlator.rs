@@ -34,8 +34,7 @@ use tokio::time::Instant;
 
 use super::keys::{event_key, CorrelatorKeys};
 use super::lru::Lru;
-use super::model::Event;
-use super::recorder::event_name;
+use super::model::{event_name, Event};
 use super::timestamp::{Timestamp, WallClock};
 
 /// The correlator's knobs; the defaults are client-go's.

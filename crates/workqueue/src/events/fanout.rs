@@ -22,7 +22,7 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::mpsc::{self, error::TrySendError};
 
 use super::model::Event;
-use super::recorder::Counters;
+use super::shared::Counters;
 
 /// One watcher's buffer, as the recorders see it.
 #[derive(Debug)]

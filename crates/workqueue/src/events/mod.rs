@@ -73,6 +73,7 @@ mod keys;
 mod lru;
 mod model;
 mod recorder;
+mod shared;
 mod sink;
 mod timestamp;
 mod watcher;
@@ -85,9 +86,8 @@ pub use api_sink::ApiEventSink;
 pub use correlator::CorrelatorConfig;
 pub use keys::CorrelatorKeys;
 pub use model::{Event, EventMeta, EventSource, EventType, ObjectReference};
-pub use recorder::{
-    BroadcasterConfig, EventBroadcaster, EventRecorder, EventStats, EventStatsHandle,
-};
+pub use recorder::{EventBroadcaster, EventRecorder};
+pub use shared::{BroadcasterConfig, EventStats, EventStatsHandle};
 pub use sink::{EventSink, MemorySink, SinkCall, SinkError};
 pub use timestamp::{Timestamp, TimestampParseError};
 pub use watcher::EventWatcher;

@@ -4,6 +4,8 @@
 //! empty optional strings are left out of the JSON as the API server leaves them out.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -191,6 +193,22 @@ pub struct Event {
     /// What the reporting controller did about it, if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
+}
+
+/// `<involved name>.<hex>`: client-go's Event name, the hex being the time in nanoseconds since
+/// the epoch, made strictly increasing within the process so that two events recorded in the
+/// same nanosecond (or under a paused clock) still get different names.
+pub(crate) fn event_name(involved_name: &str, now: SystemTime) -> String {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let nanos = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let previous = LAST
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(nanos.max(last.wrapping_add(1)))
+        })
+        .unwrap_or(nanos);
+    format!("{involved_name}.{:x}", nanos.max(previous.wrapping_add(1)))
 }
 
 #[cfg(test)]

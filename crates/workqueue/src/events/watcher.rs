@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::fanout::{Fanout, Subscription};
 use super::model::Event;
-use super::recorder::{Counters, EventStats};
+use super::shared::{Counters, EventStats};
 
 /// One running watcher of an [`EventBroadcaster`](super::EventBroadcaster): a sink, a function
 /// or the log. [`stop`](Self::stop) stops this one only.

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::correlator::{Correlated, Correlation, EventCorrelator};
 use super::fanout::{Fanout, Subscription};
 use super::model::Event;
-use super::recorder::{bump, BroadcasterConfig, Counters, Shared};
+use super::shared::{bump, BroadcasterConfig, Counters, Shared};
 use super::sink::{EventSink, SinkError};
 
 /// Writes the events of `subscription` to `sink`, in the order they were recorded, until the
