@@ -37,7 +37,7 @@ mod synced;
 mod synctrack;
 
 pub use adaptors::FilteringHandler;
-pub use error::InformerError;
+pub use error::{InformerError, SyncTrackerError};
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{

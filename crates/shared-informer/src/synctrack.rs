@@ -16,20 +16,25 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use crate::error::SyncTrackerError;
 use crate::synced::HasSynced;
 
 /// What the tracker waits on; every change is sent, so a waiter wakes at once.
 struct Tracked {
-    /// Items started and not finished.
+    /// Items started and not finished; never below zero (a `finished` that would take it there
+    /// is refused and sets `spoiled` instead).
     pending: i64,
+    /// A `finished` came without a matching `start`: the count is wrong, so the tracker never
+    /// reports synced again (unless it already had, which latches, D7).
+    spoiled: bool,
     upstream: Option<Arc<dyn HasSynced>>,
 }
 
 /// Per-registration HasSynced for work handed off by a handler (see the module documentation).
 /// Cheap to clone: clones share one count.
 ///
-/// Invariant: it is synced when its upstream has synced and the started items not yet finished
-/// are none; once it has reported synced (through `has_synced` or `wait_synced`), it stays
+/// Invariant: it is synced when its upstream has synced, the started items not yet finished are
+/// none and no `finished` was ever refused; once it has reported synced (through `has_synced` or `wait_synced`), it stays
 /// synced, as every [`HasSynced`] does, so items started later (not of the initial list) do not
 /// unsync it.
 ///
@@ -55,9 +60,10 @@ struct Tracked {
 /// tracker.set_upstream(RegistrationSynced);
 /// assert!(!tracker.has_synced(), "two items still with the worker");
 /// // In the worker, for each item done:
-/// tracker.finished();
-/// tracker.finished();
+/// tracker.finished()?;
+/// tracker.finished()?;
 /// assert!(tracker.has_synced());
+/// # Ok::<(), shared_informer::SyncTrackerError>(())
 /// ```
 #[derive(Clone)]
 pub struct SyncTracker {
@@ -81,6 +87,7 @@ impl fmt::Debug for SyncTracker {
         let state = self.inner.state.borrow();
         f.debug_struct("SyncTracker")
             .field("pending", &state.pending)
+            .field("spoiled", &state.spoiled)
             .field("upstream_set", &state.upstream.is_some())
             .field("latched", &self.inner.latched.load(Ordering::Acquire))
             .finish()
@@ -94,6 +101,7 @@ impl SyncTracker {
             inner: Arc::new(Inner {
                 state: watch::channel(Tracked {
                     pending: 0,
+                    spoiled: false,
                     upstream: None,
                 })
                 .0,
@@ -117,8 +125,45 @@ impl SyncTracker {
     }
 
     /// One handed-off item is done.
-    pub fn finished(&self) {
-        self.inner.state.send_modify(|state| state.pending -= 1);
+    ///
+    /// # Errors
+    ///
+    /// [`SyncTrackerError::FinishedWithoutStart`] when no started item is left to finish: the
+    /// call is refused (the count stays at zero, never negative), logged as an error, and the
+    /// tracker is spoiled for good: [`has_synced`](HasSynced::has_synced) stays false and waiters
+    /// get `false`, because a count that went wrong once could report synced while work is still
+    /// running. A tracker that had already reported synced stays synced (D7 latching).
+    ///
+    /// An unkeyed count only notices the mistake when it would go below zero: `start(a)`,
+    /// `start(b)`, `finished(a)`, `finished(a)` is at zero after the fourth call and cannot tell
+    /// that `b` is still running; the refusal comes with `b`'s own `finished`. When items have
+    /// keys, `AsyncTracker` tracks each one and is not fooled.
+    ///
+    /// client-go panics here instead; a refused call is what this project does with a caller's
+    /// mistake (a panic in a worker would end that worker's task and leave the tracker waiting
+    /// on it, silently).
+    pub fn finished(&self) -> Result<(), SyncTrackerError> {
+        let mut refused = false;
+        self.inner.state.send_modify(|state| {
+            if state.pending > 0 {
+                state.pending -= 1;
+            } else {
+                state.spoiled = true;
+                refused = true;
+            }
+        });
+        if refused {
+            tracing::error!(
+                "SyncTracker::finished without a matching start: refused; the tracker will not report synced"
+            );
+            return Err(SyncTrackerError::FinishedWithoutStart);
+        }
+        Ok(())
+    }
+
+    /// Whether a [`finished`](Self::finished) was refused: the tracker then never syncs.
+    pub fn is_spoiled(&self) -> bool {
+        self.inner.state.borrow().spoiled
     }
 
     /// Items started and not finished.
@@ -139,7 +184,9 @@ impl HasSynced for SyncTracker {
         }
         let synced = {
             let state = self.inner.state.borrow();
-            state.pending <= 0 && state.upstream.as_ref().is_some_and(|u| u.has_synced())
+            !state.spoiled
+                && state.pending == 0
+                && state.upstream.as_ref().is_some_and(|u| u.has_synced())
         };
         synced && self.latch()
     }
@@ -160,7 +207,14 @@ impl HasSynced for SyncTracker {
             if !upstream.wait_synced().await {
                 return false;
             }
-            rx.wait_for(|state| state.pending <= 0).await.is_ok() && self.latch()
+            let spoiled = match rx
+                .wait_for(|state| state.spoiled || state.pending == 0)
+                .await
+            {
+                Ok(state) => state.spoiled,
+                Err(_) => true,
+            };
+            !spoiled && self.latch()
         })
     }
 }
@@ -194,10 +248,10 @@ mod tests {
         tracker.start();
         upstream.0.set_synced();
         assert!(!tracker.has_synced(), "two items pending");
-        tracker.finished();
+        tracker.finished().unwrap();
         assert_eq!(tracker.pending(), 1);
         assert!(!tracker.has_synced(), "one item pending");
-        tracker.finished();
+        tracker.finished().unwrap();
         assert!(tracker.has_synced());
         // Later work is not initial work: synced stays synced.
         tracker.start();
@@ -217,7 +271,7 @@ mod tests {
         upstream.0.set_synced();
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "one item is still pending");
-        tracker.finished();
+        tracker.finished().unwrap();
         assert!(waiter.await.unwrap());
 
         let stopped = SyncTracker::new();
@@ -226,5 +280,53 @@ mod tests {
         upstream.0.set_stopped();
         assert!(!stopped.wait_synced().await);
         assert!(!stopped.has_synced());
+    }
+
+    /// The issue's sequence: start(a), start(b), finished(a), finished(a), then b finishes. The
+    /// count would go to -1 at b's finish: refused, never negative, and the tracker never syncs,
+    /// neither for a reader nor for a waiter.
+    #[tokio::test(start_paused = true)]
+    async fn a_finish_without_a_start_is_refused_and_the_tracker_never_syncs() {
+        let tracker = SyncTracker::new();
+        let upstream = Upstream::default();
+        tracker.set_upstream(upstream.clone());
+        let waiter = tokio::spawn({
+            let tracker = tracker.clone();
+            async move { tracker.wait_synced().await }
+        });
+        tracker.start(); // a
+        tracker.start(); // b
+        tracker.finished().unwrap(); // a
+        tracker.finished().unwrap(); // a again: the count cannot tell it from b
+        assert_eq!(tracker.pending(), 0);
+        assert_eq!(
+            tracker.finished(), // b
+            Err(SyncTrackerError::FinishedWithoutStart)
+        );
+        assert_eq!(tracker.pending(), 0, "never negative");
+        assert!(tracker.is_spoiled());
+        upstream.0.set_synced();
+        assert!(
+            !tracker.has_synced(),
+            "a spoiled count never reports synced"
+        );
+        assert!(!waiter.await.unwrap(), "a waiter learns it will not sync");
+        assert!(!tracker.wait_synced().await);
+        // Later balanced work does not heal it.
+        tracker.start();
+        tracker.finished().unwrap();
+        assert!(!tracker.has_synced());
+        assert!(format!("{tracker:?}").contains("spoiled: true"));
+    }
+
+    #[test]
+    fn a_finish_on_a_fresh_tracker_is_refused() {
+        let tracker = SyncTracker::new();
+        let err = tracker.finished().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "SyncTracker::finished called more often than start: the tracker will not report synced"
+        );
+        assert_eq!(tracker.pending(), 0);
     }
 }

@@ -837,7 +837,7 @@ async fn a_sync_tracker_waits_for_the_work_a_handler_handed_off(queue: InformerQ
     });
     for done in 1..=3 {
         assert!(worker.recv().await.is_some());
-        tracker.finished();
+        tracker.finished().unwrap();
         assert_eq!(tracker.has_synced(), done == 3, "{done} finished");
     }
     assert!(waiting.await.unwrap());
