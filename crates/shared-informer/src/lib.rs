@@ -48,7 +48,10 @@ pub use pacing::{
     Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,
 };
 pub use registration::HandlerRegistration;
-pub use synced::{wait_for, wait_for_cache_sync, HasSynced, SyncReport};
+pub use synced::{
+    wait_for, wait_for_cache_sync, wait_for_context, HasSynced, StopCause, SyncOutcome, SyncReport,
+    WaitContext,
+};
 pub use synctrack::SyncTracker;
 
 /// The cancellation token that stops informers and factories.
