@@ -49,8 +49,8 @@ pub use pacing::{
 };
 pub use registration::HandlerRegistration;
 pub use synced::{
-    wait_for, wait_for_cache_sync, wait_for_context, HasSynced, StopCause, SyncOutcome, SyncReport,
-    WaitContext,
+    wait_for, wait_for_cache_sync, wait_for_context, CacheSyncError, HasSynced, StopCause,
+    SyncOutcome, SyncReport, WaitContext,
 };
 pub use synctrack::SyncTracker;
 

@@ -330,6 +330,90 @@ impl SyncReport {
     }
 }
 
+impl SyncReport {
+    /// The report as a result (client-go's `WaitForCacheSync` error form): `Ok(self)` when every
+    /// checker synced, else a [`CacheSyncError`] naming those that did not and why the wait
+    /// ended.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// use std::time::Duration;
+    /// use shared_informer::{wait_for_cache_sync, InformerOptions, SharedIndexInformer};
+    /// # use shared_informer::reflector::{ListerWatcher, ListOptions, ObjectList, ReflectorError, WatchOptions, WatchStream};
+    /// # use shared_informer::reflector::store_index::DynamicObject;
+    /// # struct Never;
+    /// # impl ListerWatcher<DynamicObject> for Never {
+    /// #     async fn list(&self, _: ListOptions) -> Result<ObjectList<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// #     async fn watch(&self, _: WatchOptions) -> Result<WatchStream<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// # }
+    /// let pods = SharedIndexInformer::new(Never, InformerOptions::default());
+    /// let err = wait_for_cache_sync(Duration::from_secs(5), [("pods", &pods as _)])
+    ///     .await
+    ///     .into_result()
+    ///     .unwrap_err();
+    /// assert_eq!(err.to_string(), "caches not synced: pods (deadline exceeded)");
+    /// # }
+    /// ```
+    pub fn into_result(self) -> Result<SyncReport, CacheSyncError> {
+        match self.error() {
+            None => Ok(self),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// The error form of the report, if a checker did not sync ([`into_result`](Self::into_result)
+    /// without giving the report up).
+    pub fn error(&self) -> Option<CacheSyncError> {
+        if self.all_synced() {
+            return None;
+        }
+        Some(CacheSyncError {
+            not_synced: self.not_synced().into_iter().map(str::to_string).collect(),
+            outcome: self.outcome.clone(),
+        })
+    }
+}
+
+/// Caches that did not sync ([`SyncReport::into_result`]): their names, sorted, and how the wait
+/// ended. Its [`source`](std::error::Error::source) is the custom cause, if one ended the wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheSyncError {
+    not_synced: Vec<String>,
+    outcome: SyncOutcome,
+}
+
+impl CacheSyncError {
+    /// The names of the checkers that did not sync, sorted.
+    pub fn not_synced(&self) -> &[String] {
+        &self.not_synced
+    }
+
+    /// How the wait ended (never [`SyncOutcome::Synced`]).
+    pub fn outcome(&self) -> &SyncOutcome {
+        &self.outcome
+    }
+}
+
+impl fmt::Display for CacheSyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "caches not synced: {} ({})",
+            self.not_synced.join(", "),
+            self.outcome
+        )
+    }
+}
+
+impl std::error::Error for CacheSyncError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.outcome {
+            SyncOutcome::Interrupted(StopCause::Custom(cause)) => Some(&**cause as _),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for SyncReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.all_synced() {
@@ -769,5 +853,55 @@ mod tests {
             report.outcome(),
             &SyncOutcome::Interrupted(StopCause::DeadlineExceeded)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_error_form_names_the_caches_that_did_not_sync_and_why() {
+        let (a, b, c) = (
+            Latched(Default::default()),
+            Latched(Default::default()),
+            Latched(Default::default()),
+        );
+        a.0.set_synced();
+        let checkers = || [("c", &c as &dyn HasSynced), ("a", &a as _), ("b", &b as _)];
+        let err = wait_for_cache_sync(Duration::from_secs(1), checkers())
+            .await
+            .into_result()
+            .unwrap_err();
+        assert_eq!(err.not_synced(), ["b", "c"]);
+        assert_eq!(
+            err.to_string(),
+            "caches not synced: b, c (deadline exceeded)"
+        );
+        assert!(std::error::Error::source(&err).is_none());
+
+        let ctx = WaitContext::default();
+        ctx.cancel_with_cause(Upgrading);
+        let report = wait_for_context(&ctx, "", checkers()).await;
+        let err = report.error().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "caches not synced: b, c (controller upgrading)"
+        );
+        let source = std::error::Error::source(&err).unwrap();
+        assert!(source.downcast_ref::<Upgrading>().is_some());
+
+        b.0.set_synced();
+        c.0.set_stopped();
+        let err = wait_for(&CancellationToken::new(), "", checkers())
+            .await
+            .into_result()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "caches not synced: c (a checker stopped before syncing)"
+        );
+        assert_eq!(err.outcome(), &SyncOutcome::CheckerStopped);
+
+        let d = Latched(Default::default());
+        d.0.set_synced();
+        let report =
+            wait_for_cache_sync(Duration::from_secs(1), [("a", &a as _), ("d", &d as _)]).await;
+        assert_eq!(report.clone().into_result(), Ok(report));
     }
 }
