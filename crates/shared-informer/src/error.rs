@@ -19,7 +19,7 @@ pub enum InformerError {
     Store(#[from] reflector::store_index::StoreError),
 }
 
-/// A misuse of a [`SyncTracker`](crate::SyncTracker) or `AsyncTracker`.
+/// A misuse of a [`SyncTracker`](crate::SyncTracker).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum SyncTrackerError {

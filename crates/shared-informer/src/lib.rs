@@ -29,6 +29,7 @@ mod error;
 mod factory;
 mod handler;
 mod informer;
+mod lazy;
 mod listener;
 mod pacing;
 mod processor;
@@ -44,6 +45,7 @@ pub use informer::{
     HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, InformerStats,
     SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
 };
+pub use lazy::Lazy;
 pub use pacing::{
     Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,
 };
@@ -52,7 +54,7 @@ pub use synced::{
     wait_for, wait_for_cache_sync, wait_for_context, CacheSyncError, HasSynced, StopCause,
     SyncOutcome, SyncReport, WaitContext,
 };
-pub use synctrack::SyncTracker;
+pub use synctrack::{AsyncTracker, SyncTracker};
 
 /// The cancellation token that stops informers and factories.
 pub use reflector::CancellationToken;

@@ -1,5 +1,7 @@
-//! [`SyncTracker`]: HasSynced for a handler that hands its work elsewhere (client-go's
-//! `synctrack.SingleFileTracker`).
+//! [`SyncTracker`] and [[`AsyncTracker`]]: HasSynced for a handler that hands its work elsewhere
+//! (client-go's `synctrack.SingleFileTracker` and `synctrack.AsyncTracker`): the first counts
+//! items, for work done in order by one worker; the second tracks each item by key, for work
+//! done by several workers in any order, where the same key may be finished twice.
 //!
 //! A registration syncs once its handler has *returned* from every initial-list add (D7). A
 //! handler that only queues each object for a worker returns at once, so its registration syncs
@@ -8,8 +10,10 @@
 //! done with one, and the tracker is synced once its upstream (normally that registration) has
 //! synced and no started item is left.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
+use std::hash::Hash;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -137,7 +141,7 @@ impl SyncTracker {
     /// An unkeyed count only notices the mistake when it would go below zero: `start(a)`,
     /// `start(b)`, `finished(a)`, `finished(a)` is at zero after the fourth call and cannot tell
     /// that `b` is still running; the refusal comes with `b`'s own `finished`. When items have
-    /// keys, `AsyncTracker` tracks each one and is not fooled.
+    /// keys, [`AsyncTracker`] tracks each one and is not fooled.
     ///
     /// client-go panics here instead; a refused call is what this project does with a caller's
     /// mistake (a panic in a worker would end that worker's task and leave the tracker waiting
@@ -215,6 +219,163 @@ impl HasSynced for SyncTracker {
                 Err(_) => true,
             };
             !spoiled && self.latch()
+        })
+    }
+}
+
+/// What an [`AsyncTracker`] waits on.
+struct Keyed<T> {
+    /// Keys started and not finished.
+    waiting: HashSet<T>,
+    upstream: Option<Arc<dyn HasSynced>>,
+}
+
+/// Per-registration HasSynced for initial items handed to several workers, tracked by key
+/// (client-go's `synctrack.AsyncTracker`). Cheap to clone: clones share one set.
+///
+/// Invariant: it is synced when its upstream has synced and no started key is left unfinished;
+/// once it has reported synced it stays synced. Keys are a set: a key started twice is one
+/// item, and finishing a key that is not waiting (never started, or finished already) does
+/// nothing, so a worker may call [`finished`](Self::finished) for every key it processes
+/// without knowing whether it was an initial one.
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::Pin;
+/// use shared_informer::{AsyncTracker, HasSynced};
+///
+/// struct RegistrationSynced;
+/// impl HasSynced for RegistrationSynced {
+///     fn has_synced(&self) -> bool { true }
+///     fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+///         Box::pin(async { true })
+///     }
+/// }
+///
+/// let tracker = AsyncTracker::new();
+/// tracker.start("default/a");
+/// tracker.start("default/b");
+/// tracker.set_upstream(RegistrationSynced);
+/// tracker.finished(&"default/a");
+/// tracker.finished(&"default/a"); // twice: still one key
+/// assert!(!tracker.has_synced(), "b is still with a worker");
+/// tracker.finished(&"default/b");
+/// assert!(tracker.has_synced());
+/// ```
+pub struct AsyncTracker<T> {
+    inner: Arc<AsyncInner<T>>,
+}
+
+struct AsyncInner<T> {
+    state: watch::Sender<Keyed<T>>,
+    /// Reported synced once: stays synced.
+    latched: AtomicBool,
+}
+
+impl<T> Clone for AsyncTracker<T> {
+    fn clone(&self) -> Self {
+        AsyncTracker {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<T: Eq + Hash + Send + Sync + 'static> Default for AsyncTracker<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> fmt::Debug for AsyncTracker<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.borrow();
+        f.debug_struct("AsyncTracker")
+            .field("waiting", &state.waiting.len())
+            .field("upstream_set", &state.upstream.is_some())
+            .field("latched", &self.inner.latched.load(Ordering::Acquire))
+            .finish()
+    }
+}
+
+impl<T: Eq + Hash + Send + Sync + 'static> AsyncTracker<T> {
+    /// A tracker with no key started and no upstream yet (not synced until one is set).
+    pub fn new() -> Self {
+        AsyncTracker {
+            inner: Arc::new(AsyncInner {
+                state: watch::channel(Keyed {
+                    waiting: HashSet::new(),
+                    upstream: None,
+                })
+                .0,
+                latched: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// What must sync first: normally the registration of the handler that calls
+    /// [`start`](Self::start). The last call wins.
+    pub fn set_upstream(&self, upstream: impl HasSynced + 'static) {
+        let upstream: Arc<dyn HasSynced> = Arc::new(upstream);
+        self.inner
+            .state
+            .send_modify(|state| state.upstream = Some(upstream));
+    }
+
+    /// An initial item with this key is handed off (before the handler returns).
+    pub fn start(&self, key: T) {
+        self.inner.state.send_modify(|state| {
+            state.waiting.insert(key);
+        });
+    }
+
+    /// The item with this key is done; a key not waiting is ignored.
+    pub fn finished(&self, key: &T) {
+        self.inner
+            .state
+            .send_if_modified(|state| state.waiting.remove(key));
+    }
+
+    /// How many keys are started and not finished.
+    pub fn pending(&self) -> usize {
+        self.inner.state.borrow().waiting.len()
+    }
+
+    fn latch(&self) -> bool {
+        self.inner.latched.store(true, Ordering::Release);
+        true
+    }
+}
+
+impl<T: Eq + Hash + Send + Sync + 'static> HasSynced for AsyncTracker<T> {
+    fn has_synced(&self) -> bool {
+        if self.inner.latched.load(Ordering::Acquire) {
+            return true;
+        }
+        let synced = {
+            let state = self.inner.state.borrow();
+            state.waiting.is_empty() && state.upstream.as_ref().is_some_and(|u| u.has_synced())
+        };
+        synced && self.latch()
+    }
+
+    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(async move {
+            if self.inner.latched.load(Ordering::Acquire) {
+                return true;
+            }
+            let mut rx = self.inner.state.subscribe();
+            let upstream = match rx.wait_for(|state| state.upstream.is_some()).await {
+                Ok(state) => state.upstream.clone(),
+                Err(_) => None,
+            };
+            let Some(upstream) = upstream else {
+                return false;
+            };
+            if !upstream.wait_synced().await {
+                return false;
+            }
+            let drained = rx.wait_for(|state| state.waiting.is_empty()).await.is_ok();
+            drained && self.latch()
         })
     }
 }
@@ -328,5 +489,49 @@ mod tests {
             "SyncTracker::finished called more often than start: the tracker will not report synced"
         );
         assert_eq!(tracker.pending(), 0);
+    }
+
+    /// The issue's sequence on the keyed tracker: a key finished twice is one key, so b still
+    /// counts; a key never started is ignored.
+    #[tokio::test(start_paused = true)]
+    async fn the_keyed_tracker_is_not_fooled_by_a_key_finished_twice() {
+        let tracker = AsyncTracker::new();
+        let upstream = Upstream::default();
+        tracker.set_upstream(upstream.clone());
+        let waiter = tokio::spawn({
+            let tracker = tracker.clone();
+            async move { tracker.wait_synced().await }
+        });
+        tracker.start("a");
+        tracker.start("b");
+        tracker.finished(&"a");
+        tracker.finished(&"a");
+        tracker.finished(&"never-started");
+        upstream.0.set_synced();
+        assert_eq!(tracker.pending(), 1);
+        assert!(!tracker.has_synced(), "b still runs");
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        tracker.finished(&"b");
+        assert!(tracker.has_synced());
+        assert!(waiter.await.unwrap());
+        // Latched: a later key does not unsync it.
+        tracker.start("c");
+        assert!(tracker.has_synced());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_keyed_tracker_waits_for_its_upstream_and_learns_of_a_stop() {
+        let tracker: AsyncTracker<u32> = AsyncTracker::new();
+        assert!(!tracker.has_synced(), "no upstream yet");
+        let upstream = Upstream::default();
+        tracker.set_upstream(upstream.clone());
+        assert!(
+            !tracker.has_synced(),
+            "nothing started, but the upstream has not synced"
+        );
+        upstream.0.set_stopped();
+        assert!(!tracker.wait_synced().await);
+        assert!(!tracker.has_synced());
     }
 }
