@@ -38,6 +38,41 @@ use crate::synced::{HasSynced, SyncLatch};
 /// The smallest resync period a handler may ask for (D5.3 rule 2).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
+/// Options of one handler registration
+/// ([`SharedIndexInformer::add_event_handler_with_options`], client-go's `HandlerOptions`).
+///
+/// client-go's options carry a logger for the handler; here the handler's logs are `tracing`
+/// events, and what the logger's name gave them is the registration's [`name`](Self::name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HandlerOptions {
+    /// The handler's resync period (D5.3); `None`: the informer's default. `Some(ZERO)`: never.
+    pub resync_period: Option<Duration>,
+    /// A name for the handler, appended to its registration's name
+    /// (`pods (DynamicObject)#2/<name>`), so its logs, stats and sync reports say which one it
+    /// is; `None`: the number alone.
+    pub name: Option<String>,
+}
+
+impl HandlerOptions {
+    /// No resync period of its own, no name.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Its own resync period (zero: never).
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = Some(period);
+        self
+    }
+
+    /// A name for its logs, stats and sync reports.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
+
 /// Options of a [`SharedIndexInformer`].
 pub struct InformerOptions<K> {
     /// Name used, with the object type, in logs and stats (the informer's [`InformerId`]).
@@ -355,8 +390,7 @@ where
         &self,
         handler: impl ResourceEventHandler<K>,
     ) -> Result<HandlerRegistration<K>, InformerError> {
-        let period = self.inner.lifecycle.lock().default_resync;
-        self.add_event_handler_with_resync(handler, period)
+        self.add_event_handler_with_options(handler, HandlerOptions::default())
     }
 
     /// Registers a handler with its own resync period (contract D5.3). A handler added after start
@@ -366,9 +400,52 @@ where
         handler: impl ResourceEventHandler<K>,
         resync: Duration,
     ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.add_event_handler_with_options(handler, HandlerOptions::new().resync_period(resync))
+    }
+
+    /// Registers a handler with [`HandlerOptions`] (client-go's `AddEventHandlerWithOptions`):
+    /// its resync period (the informer's default when unset, D5.3) and a name that its logs,
+    /// stats and sync reports carry (D5.6). A handler added after start first receives the whole
+    /// cache as adds marked `is_in_initial_list` (D6).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shared_informer::{EventHandlerFns, HandlerOptions, InformerOptions, SharedIndexInformer};
+    /// use shared_informer::reflector::store_index::DynamicObject;
+    /// # use shared_informer::reflector::{ListOptions, ListerWatcher, ObjectList, ReflectorError, WatchOptions, WatchStream};
+    /// # struct Never;
+    /// # impl ListerWatcher<DynamicObject> for Never {
+    /// #     async fn list(&self, _: ListOptions) -> Result<ObjectList<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// #     async fn watch(&self, _: WatchOptions) -> Result<WatchStream<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// # }
+    /// let pods = SharedIndexInformer::<DynamicObject, _>::new(
+    ///     Never,
+    ///     InformerOptions { name: "pods".into(), ..Default::default() },
+    /// );
+    /// let registration = pods.add_event_handler_with_options(
+    ///     EventHandlerFns::new(),
+    ///     HandlerOptions::new().name("node-controller").resync_period(Duration::from_secs(60)),
+    /// )?;
+    /// assert_eq!(registration.name(), "pods (DynamicObject)#1/node-controller");
+    /// assert_eq!(registration.resync_period(), Duration::from_secs(60));
+    /// # Ok::<(), shared_informer::InformerError>(())
+    /// ```
+    pub fn add_event_handler_with_options(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        options: HandlerOptions,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        let resync = match options.resync_period {
+            Some(period) => period,
+            None => self.inner.lifecycle.lock().default_resync,
+        };
         let id = self.inner.next_listener_id.fetch_add(1, Ordering::Relaxed);
-        // The identity in the name: handler logs and sync reports say whose handler it is (D15).
-        let name = format!("{}#{id}", self.inner.id);
+        // The identity in the name: handler logs and sync reports say whose handler it is (D15),
+        // and the caller's name for it, if given, which one (D5.6).
+        let name = match &options.name {
+            Some(given) => format!("{}#{id}/{given}", self.inner.id),
+            None => format!("{}#{id}", self.inner.id),
+        };
         let mut lifecycle = self.inner.lifecycle.lock();
         if lifecycle.stopped {
             return Err(InformerError::HandlerAfterStop(name));

@@ -42,8 +42,8 @@ pub use error::{InformerError, SyncTrackerError};
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{
-    HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, InformerStats,
-    SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
+    HandlerOptions, HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue,
+    InformerStats, SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
 };
 pub use lazy::Lazy;
 pub use pacing::{
