@@ -29,6 +29,7 @@ use tracing::Instrument;
 
 use crate::error::InformerError;
 use crate::handler::{Notification, ResourceEventHandler};
+use crate::informer_name::InformerNameAndResource;
 use crate::listener::{determine_resync_period, Listener, ResyncSchedule};
 use crate::pacing::{PacedQueue, Pacing};
 use crate::processor::{Outbox, Processor};
@@ -89,6 +90,11 @@ pub struct InformerOptions<K> {
     /// How far the informer reads ahead of its cache and its handlers (default: paced, see
     /// [`Pacing`]); `None` for client-go's unbounded buffers.
     pub pacing: Option<Pacing>,
+    /// Its identity under a reserved [`InformerName`](crate::InformerName) (client-go's
+    /// `InformerNameAndResource`), shown before its name in logs and stats
+    /// (`kcm/pods (DynamicObject)`), and telling whether its metrics are to be published
+    /// ([`InformerId::informer_name`]). Default: none. A factory with a name sets it.
+    pub informer_name: Option<InformerNameAndResource>,
 }
 
 impl<K: Object> Default for InformerOptions<K> {
@@ -100,6 +106,7 @@ impl<K: Object> Default for InformerOptions<K> {
             reflector: ReflectorOptions::default(),
             queue: InformerQueue::default(),
             pacing: Some(Pacing::default()),
+            informer_name: None,
         }
     }
 }
@@ -260,7 +267,7 @@ where
         let reclaim = Arc::new(Reclaim::new());
         SharedIndexInformer {
             inner: Arc::new(Inner {
-                id: InformerId::new::<K>(options.name),
+                id: InformerId::new::<K>(options.name, options.informer_name),
                 view: ReadOnlyIndexer::new(indexer.clone()),
                 indexer,
                 processor: Processor::new(Arc::clone(&reclaim)),
@@ -958,23 +965,35 @@ pub struct InformerId {
     pub name: String,
     /// The Rust type of the cached objects.
     pub type_name: &'static str,
+    informer_name: Option<InformerNameAndResource>,
     serial: u64,
 }
 
 impl InformerId {
-    fn new<K>(name: String) -> Self {
+    fn new<K>(name: String, informer_name: Option<InformerNameAndResource>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         InformerId {
             name,
             type_name: std::any::type_name::<K>(),
+            informer_name,
             serial: NEXT.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// The informer's identity under a reserved [`InformerName`](crate::InformerName), if it was
+    /// given one; its [`is_reserved`](InformerNameAndResource::is_reserved) says whether this
+    /// informer's metrics are to be published under that name.
+    pub fn informer_name(&self) -> Option<&InformerNameAndResource> {
+        self.informer_name.as_ref()
     }
 }
 
 impl std::fmt::Display for InformerId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let short = self.type_name.rsplit("::").next().unwrap_or(self.type_name);
+        if let Some(named) = &self.informer_name {
+            write!(f, "{}/", named.name())?;
+        }
         write!(f, "{} ({short})", self.name)
     }
 }

@@ -29,6 +29,7 @@ mod error;
 mod factory;
 mod handler;
 mod informer;
+mod informer_name;
 mod lazy;
 mod listener;
 mod pacing;
@@ -44,6 +45,9 @@ pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{
     HandlerOptions, HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue,
     InformerStats, SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
+};
+pub use informer_name::{
+    InformerName, InformerNameAndResource, InformerNameError, InformerNameRegistry,
 };
 pub use lazy::Lazy;
 pub use pacing::{
