@@ -427,7 +427,11 @@ where
     /// # }
     /// let pods = SharedIndexInformer::<DynamicObject, _>::new(
     ///     Never,
-    ///     InformerOptions { name: "pods".into(), ..Default::default() },
+    ///     InformerOptions {
+    ///         name: "pods".into(),
+    ///         resync_period: Duration::from_secs(30),
+    ///         ..Default::default()
+    ///     },
     /// );
     /// let registration = pods.add_event_handler_with_options(
     ///     EventHandlerFns::new(),
