@@ -37,6 +37,7 @@ mod processor;
 mod registration;
 mod synced;
 mod synctrack;
+mod transforming;
 
 pub use adaptors::FilteringHandler;
 pub use error::{InformerError, SyncTrackerError};
@@ -59,6 +60,7 @@ pub use synced::{
     SyncOutcome, SyncReport, WaitContext,
 };
 pub use synctrack::{AsyncTracker, SyncTracker};
+pub use transforming::TransformingListerWatcher;
 
 /// The cancellation token that stops informers and factories.
 pub use reflector::CancellationToken;
