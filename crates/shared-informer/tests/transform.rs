@@ -182,3 +182,44 @@ fn the_wrapper_forwards_what_the_inner_lister_watcher_says_of_itself() {
         Representation::PartialObjectMetadata
     );
 }
+
+// A reflector writing straight into a cache, no queue between: the store-level transformer
+// (`TransformingStore`) transforms the list and each watch event as they enter the cache.
+#[tokio::test(start_paused = true)]
+async fn a_cache_fed_directly_by_a_reflector_gets_the_transform() {
+    use shared_informer::reflector::delta_fifo::TransformingStore;
+    use shared_informer::reflector::store_index::Indexer;
+    use shared_informer::reflector::{Reflector, ReflectorOptions};
+
+    let lw = FakeLw::new(vec![running("p0", 1)], "1");
+    let cache: Indexer<DynamicObject> = Indexer::default();
+    let store = TransformingStore::new(cache.clone(), |pod: Arc<DynamicObject>| {
+        let mut pod = (*pod).clone();
+        pod.data.remove("status");
+        Ok(Arc::new(pod))
+    });
+    let reflector = Arc::new(Reflector::new(
+        lw.clone(),
+        store,
+        ReflectorOptions::default(),
+    ));
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn({
+        let reflector = reflector.clone();
+        let cancel = cancel.clone();
+        async move { reflector.run(cancel).await }
+    });
+    until(|| cache.len() == 1).await;
+    until(|| lw.send(WatchEvent::Added(running("p1", 2)))).await;
+    until(|| cache.len() == 2).await;
+    for obj in cache.list() {
+        assert!(
+            !obj.data.contains_key("status"),
+            "{} kept its status",
+            obj.name()
+        );
+    }
+    assert_eq!(cache.resource_version().as_str(), "2");
+    cancel.cancel();
+    task.await.unwrap();
+}
