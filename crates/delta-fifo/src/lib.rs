@@ -66,6 +66,7 @@ mod queue;
 mod real_fifo;
 mod signals;
 mod store;
+mod transforming_store;
 
 pub use delta::{Delta, DeltaType, Deltas};
 pub use delta_fifo::DeltaFifo;
@@ -78,6 +79,7 @@ pub use real_fifo::{
     Atomic, RealFifo, RealFifoOptions, DEFAULT_BATCH_SIZE, UNLOCK_WHILE_PROCESSING_MAX_DEPTH,
 };
 pub use store::Store;
+pub use transforming_store::TransformingStore;
 
 /// What a user of this layer needs, in one import (the layer below's included):
 /// `use delta_fifo::prelude::*;`.

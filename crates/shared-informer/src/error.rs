@@ -18,3 +18,15 @@ pub enum InformerError {
     #[error(transparent)]
     Store(#[from] reflector::store_index::StoreError),
 }
+
+/// A misuse of a [`SyncTracker`](crate::SyncTracker).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum SyncTrackerError {
+    /// `finished` with no started item left: refused, and the tracker will not report synced
+    /// (client-go panics with "negative counter").
+    #[error(
+        "SyncTracker::finished called more often than start: the tracker will not report synced"
+    )]
+    FinishedWithoutStart,
+}

@@ -29,6 +29,7 @@ use tracing::Instrument;
 
 use crate::error::InformerError;
 use crate::handler::{Notification, ResourceEventHandler};
+use crate::informer_name::InformerNameAndResource;
 use crate::listener::{determine_resync_period, Listener, ResyncSchedule};
 use crate::pacing::{PacedQueue, Pacing};
 use crate::processor::{Outbox, Processor};
@@ -37,6 +38,41 @@ use crate::synced::{HasSynced, SyncLatch};
 
 /// The smallest resync period a handler may ask for (D5.3 rule 2).
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Options of one handler registration
+/// ([`SharedIndexInformer::add_event_handler_with_options`], client-go's `HandlerOptions`).
+///
+/// client-go's options carry a logger for the handler; here the handler's logs are `tracing`
+/// events, and what the logger's name gave them is the registration's [`name`](Self::name).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HandlerOptions {
+    /// The handler's resync period (D5.3); `None`: the informer's default. `Some(ZERO)`: never.
+    pub resync_period: Option<Duration>,
+    /// A name for the handler, appended to its registration's name
+    /// (`pods (DynamicObject)#2/<name>`), so its logs, stats and sync reports say which one it
+    /// is; `None`: the number alone.
+    pub name: Option<String>,
+}
+
+impl HandlerOptions {
+    /// No resync period of its own, no name.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Its own resync period (zero: never).
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = Some(period);
+        self
+    }
+
+    /// A name for its logs, stats and sync reports.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+}
 
 /// Options of a [`SharedIndexInformer`].
 pub struct InformerOptions<K> {
@@ -54,6 +90,11 @@ pub struct InformerOptions<K> {
     /// How far the informer reads ahead of its cache and its handlers (default: paced, see
     /// [`Pacing`]); `None` for client-go's unbounded buffers.
     pub pacing: Option<Pacing>,
+    /// Its identity under a reserved [`InformerName`](crate::InformerName) (client-go's
+    /// `InformerNameAndResource`), shown before its name in logs and stats
+    /// (`kcm/pods (DynamicObject)`), and telling whether its metrics are to be published
+    /// ([`InformerId::informer_name`]). Default: none. A factory with a name sets it.
+    pub informer_name: Option<InformerNameAndResource>,
 }
 
 impl<K: Object> Default for InformerOptions<K> {
@@ -65,6 +106,7 @@ impl<K: Object> Default for InformerOptions<K> {
             reflector: ReflectorOptions::default(),
             queue: InformerQueue::default(),
             pacing: Some(Pacing::default()),
+            informer_name: None,
         }
     }
 }
@@ -225,7 +267,7 @@ where
         let reclaim = Arc::new(Reclaim::new());
         SharedIndexInformer {
             inner: Arc::new(Inner {
-                id: InformerId::new::<K>(options.name),
+                id: InformerId::new::<K>(options.name, options.informer_name),
                 view: ReadOnlyIndexer::new(indexer.clone()),
                 indexer,
                 processor: Processor::new(Arc::clone(&reclaim)),
@@ -355,8 +397,7 @@ where
         &self,
         handler: impl ResourceEventHandler<K>,
     ) -> Result<HandlerRegistration<K>, InformerError> {
-        let period = self.inner.lifecycle.lock().default_resync;
-        self.add_event_handler_with_resync(handler, period)
+        self.add_event_handler_with_options(handler, HandlerOptions::default())
     }
 
     /// Registers a handler with its own resync period (contract D5.3). A handler added after start
@@ -366,9 +407,56 @@ where
         handler: impl ResourceEventHandler<K>,
         resync: Duration,
     ) -> Result<HandlerRegistration<K>, InformerError> {
+        self.add_event_handler_with_options(handler, HandlerOptions::new().resync_period(resync))
+    }
+
+    /// Registers a handler with [`HandlerOptions`] (client-go's `AddEventHandlerWithOptions`):
+    /// its resync period (the informer's default when unset, D5.3) and a name that its logs,
+    /// stats and sync reports carry (D5.6). A handler added after start first receives the whole
+    /// cache as adds marked `is_in_initial_list` (D6).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use shared_informer::{EventHandlerFns, HandlerOptions, InformerOptions, SharedIndexInformer};
+    /// use shared_informer::reflector::store_index::DynamicObject;
+    /// # use shared_informer::reflector::{ListOptions, ListerWatcher, ObjectList, ReflectorError, WatchOptions, WatchStream};
+    /// # struct Never;
+    /// # impl ListerWatcher<DynamicObject> for Never {
+    /// #     async fn list(&self, _: ListOptions) -> Result<ObjectList<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// #     async fn watch(&self, _: WatchOptions) -> Result<WatchStream<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// # }
+    /// let pods = SharedIndexInformer::<DynamicObject, _>::new(
+    ///     Never,
+    ///     InformerOptions {
+    ///         name: "pods".into(),
+    ///         resync_period: Duration::from_secs(30),
+    ///         ..Default::default()
+    ///     },
+    /// );
+    /// let registration = pods.add_event_handler_with_options(
+    ///     EventHandlerFns::new(),
+    ///     HandlerOptions::new().name("node-controller").resync_period(Duration::from_secs(60)),
+    /// )?;
+    /// assert_eq!(registration.name(), "pods (DynamicObject)#1/node-controller");
+    /// assert_eq!(registration.resync_period(), Duration::from_secs(60));
+    /// # Ok::<(), shared_informer::InformerError>(())
+    /// ```
+    pub fn add_event_handler_with_options(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        options: HandlerOptions,
+    ) -> Result<HandlerRegistration<K>, InformerError> {
+        let resync = match options.resync_period {
+            Some(period) => period,
+            None => self.inner.lifecycle.lock().default_resync,
+        };
         let id = self.inner.next_listener_id.fetch_add(1, Ordering::Relaxed);
-        // The identity in the name: handler logs and sync reports say whose handler it is (D15).
-        let name = format!("{}#{id}", self.inner.id);
+        // The identity in the name: handler logs and sync reports say whose handler it is (D15),
+        // and the caller's name for it, if given, which one (D5.6).
+        let name = match &options.name {
+            Some(given) => format!("{}#{id}/{given}", self.inner.id),
+            None => format!("{}#{id}", self.inner.id),
+        };
         let mut lifecycle = self.inner.lifecycle.lock();
         if lifecycle.stopped {
             return Err(InformerError::HandlerAfterStop(name));
@@ -881,23 +969,35 @@ pub struct InformerId {
     pub name: String,
     /// The Rust type of the cached objects.
     pub type_name: &'static str,
+    informer_name: Option<InformerNameAndResource>,
     serial: u64,
 }
 
 impl InformerId {
-    fn new<K>(name: String) -> Self {
+    fn new<K>(name: String, informer_name: Option<InformerNameAndResource>) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         InformerId {
             name,
             type_name: std::any::type_name::<K>(),
+            informer_name,
             serial: NEXT.fetch_add(1, Ordering::Relaxed),
         }
+    }
+
+    /// The informer's identity under a reserved [`InformerName`](crate::InformerName), if it was
+    /// given one; its [`is_reserved`](InformerNameAndResource::is_reserved) says whether this
+    /// informer's metrics are to be published under that name.
+    pub fn informer_name(&self) -> Option<&InformerNameAndResource> {
+        self.informer_name.as_ref()
     }
 }
 
 impl std::fmt::Display for InformerId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let short = self.type_name.rsplit("::").next().unwrap_or(self.type_name);
+        if let Some(named) = &self.informer_name {
+            write!(f, "{}/", named.name())?;
+        }
         write!(f, "{} ({short})", self.name)
     }
 }

@@ -29,27 +29,38 @@ mod error;
 mod factory;
 mod handler;
 mod informer;
+mod informer_name;
+mod lazy;
 mod listener;
 mod pacing;
 mod processor;
 mod registration;
 mod synced;
 mod synctrack;
+mod transforming;
 
 pub use adaptors::FilteringHandler;
-pub use error::InformerError;
+pub use error::{InformerError, SyncTrackerError};
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{
-    HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue, InformerStats,
-    SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
+    HandlerOptions, HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue,
+    InformerStats, SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
 };
+pub use informer_name::{
+    InformerName, InformerNameAndResource, InformerNameError, InformerNameRegistry,
+};
+pub use lazy::Lazy;
 pub use pacing::{
     Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,
 };
 pub use registration::HandlerRegistration;
-pub use synced::{wait_for, wait_for_cache_sync, HasSynced, SyncReport};
-pub use synctrack::SyncTracker;
+pub use synced::{
+    wait_for, wait_for_cache_sync, wait_for_context, CacheSyncError, HasSynced, StopCause,
+    SyncOutcome, SyncReport, WaitContext,
+};
+pub use synctrack::{AsyncTracker, SyncTracker};
+pub use transforming::TransformingListerWatcher;
 
 /// The cancellation token that stops informers and factories.
 pub use reflector::CancellationToken;

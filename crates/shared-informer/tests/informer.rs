@@ -837,10 +837,88 @@ async fn a_sync_tracker_waits_for_the_work_a_handler_handed_off(queue: InformerQ
     });
     for done in 1..=3 {
         assert!(worker.recv().await.is_some());
-        tracker.finished();
+        tracker.finished().unwrap();
         assert_eq!(tracker.has_synced(), done == 3, "{done} finished");
     }
     assert!(waiting.await.unwrap());
+    cancel.cancel();
+    task.await.unwrap();
+}
+
+// client-go's AddEventHandlerWithOptions: an unset resync period is the informer's default, a set
+// one (zero included) the handler's own; a name labels the registration, its stats and logs.
+on_every_queue!(
+    handler_options_set_the_resync_period_and_name_the_handler,
+    start_paused = true
+);
+async fn handler_options_set_the_resync_period_and_name_the_handler(queue: InformerQueue) {
+    use shared_informer::HandlerOptions;
+
+    let lw = FakeLw::new(vec![pod("pod1", 1), pod("pod2", 2)], "2");
+    let inf = informer_on(queue, lw.clone(), Duration::from_secs(1));
+    let counts: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::new(AtomicUsize::new(0))).collect();
+    let options = [
+        HandlerOptions::new(),
+        HandlerOptions::new().resync_period(Duration::ZERO),
+        HandlerOptions::new()
+            .resync_period(Duration::from_secs(2))
+            .name("node-controller"),
+    ];
+    let mut registrations = Vec::new();
+    for (options, count) in options.into_iter().zip(&counts) {
+        let (a, u) = (Arc::clone(count), Arc::clone(count));
+        registrations.push(
+            inf.add_event_handler_with_options(
+                EventHandlerFns::new()
+                    .on_add(move |_: &Arc<DynamicObject>, _| {
+                        a.fetch_add(1, Ordering::SeqCst);
+                    })
+                    .on_update(move |_, _| {
+                        u.fetch_add(1, Ordering::SeqCst);
+                    }),
+                options,
+            )
+            .unwrap(),
+        );
+    }
+    let periods: Vec<Duration> = registrations.iter().map(|r| r.resync_period()).collect();
+    assert_eq!(
+        periods,
+        [
+            Duration::from_secs(1),
+            Duration::ZERO,
+            Duration::from_secs(2)
+        ]
+    );
+    assert_eq!(registrations[0].name(), "pods (DynamicObject)#1");
+    assert_eq!(
+        registrations[2].name(),
+        "pods (DynamicObject)#3/node-controller"
+    );
+    let started = tokio::time::Instant::now();
+    let (cancel, task) = start(&inf);
+    assert!(inf.wait_for_sync().await);
+    tokio::time::sleep_until(started + Duration::from_millis(2_500)).await;
+    let at = |i: usize| counts[i].load(Ordering::SeqCst);
+    assert_eq!(
+        (at(0), at(1), at(2)),
+        (6, 2, 4),
+        "the default 1 s handler resynced twice, the 0 one never, the 2 s one once"
+    );
+    let names: Vec<String> = inf.handler_stats().into_iter().map(|h| h.name).collect();
+    assert!(
+        names.contains(&"pods (DynamicObject)#3/node-controller".to_string()),
+        "{names:?}"
+    );
+    let report = shared_informer::wait_for_cache_sync(
+        Duration::from_secs(1),
+        [(registrations[2].name(), &registrations[2] as _)],
+    )
+    .await;
+    assert_eq!(
+        report.iter().next(),
+        Some(("pods (DynamicObject)#3/node-controller", true))
+    );
     cancel.cancel();
     task.await.unwrap();
 }

@@ -1,0 +1,182 @@
+//! [`TransformingListerWatcher`]: an informer of one type whose cache holds another, each object
+//! converted as it arrives (client-go's `TransformFunc` used to change an object's type, such as
+//! a `Pod` cached as a small summary).
+//!
+//! Why an adaptor below the informer rather than a second form of
+//! [`set_transform`](crate::SharedIndexInformer::set_transform): an informer's queue, cache,
+//! handlers and listers are all of one type `K`, and the transform `set_transform` installs runs
+//! inside the queue, where objects are `Arc<K>` already. A transform that changes the type must
+//! run before the queue, on each decoded object; so it wraps the lister-watcher, and the informer
+//! is simply an informer of the new type: `SharedIndexInformer<T, TransformingListerWatcher<…>>`.
+//! `set_transform` still works on it, as a second, same-type step on `T`.
+//!
+//! The conversion takes the decoded object by value, so nothing is cloned: the source object is
+//! consumed where it was decoded and only the result is cached.
+//!
+//! A failed conversion is handled as client-go handles a transform that fails inside its queue:
+//! a list page with one failing object fails as a whole (`unable to sync list result:
+//! transforming: …`; the reflector retries the list after its backoff), and a watch event whose
+//! object fails is logged and dropped, its resource version kept (it goes on as a bookmark), as
+//! a reflector does with a watch event its store refuses.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use reflector::delta_fifo::FifoError;
+use reflector::store_index::{BoxError, Object, ResourceVersion};
+use reflector::{
+    Bookmark, DecodeLane, ListOptions, ListerWatcher, ObjectList, ReflectorError, Representation,
+    WatchEvent, WatchOptions, WatchStream,
+};
+
+/// A lister-watcher of `T` made of a lister-watcher of `S` and a conversion `S → T` (see the
+/// module documentation). It forwards everything else about the inner one (watch-list support,
+/// representation, decode lane), so the fast paths survive the wrapping.
+///
+/// ```
+/// use shared_informer::{InformerOptions, SharedIndexInformer, TransformingListerWatcher};
+/// use shared_informer::reflector::store_index::{DynamicObject, Object, ObjectMeta};
+/// # use shared_informer::reflector::{ListOptions, ListerWatcher, ObjectList, ReflectorError, WatchOptions, WatchStream};
+/// # struct Never;
+/// # impl ListerWatcher<DynamicObject> for Never {
+/// #     async fn list(&self, _: ListOptions) -> Result<ObjectList<DynamicObject>, ReflectorError> { std::future::pending().await }
+/// #     async fn watch(&self, _: WatchOptions) -> Result<WatchStream<DynamicObject>, ReflectorError> { std::future::pending().await }
+/// # }
+///
+/// /// What the controller keeps of a pod: its metadata and node.
+/// struct PodSummary {
+///     metadata: ObjectMeta,
+///     node: Option<String>,
+/// }
+/// impl Object for PodSummary {
+///     fn object_meta(&self) -> Option<&ObjectMeta> {
+///         Some(&self.metadata)
+///     }
+/// }
+///
+/// # let pods_lw = Never;
+/// let lw = TransformingListerWatcher::new(pods_lw, |pod: DynamicObject| {
+///     Ok(PodSummary {
+///         node: pod.data.get("spec").and_then(|s| s["nodeName"].as_str()).map(String::from),
+///         metadata: pod.metadata,
+///     })
+/// });
+/// let summaries: SharedIndexInformer<PodSummary, _> =
+///     SharedIndexInformer::new(lw, InformerOptions::default());
+/// # let _ = summaries;
+/// ```
+pub struct TransformingListerWatcher<L, S, F> {
+    inner: L,
+    transform: Arc<F>,
+    _source: PhantomData<fn(S)>,
+}
+
+impl<L: fmt::Debug, S, F> fmt::Debug for TransformingListerWatcher<L, S, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TransformingListerWatcher")
+            .field("inner", &self.inner)
+            .field("source", &std::any::type_name::<S>())
+            .finish()
+    }
+}
+
+impl<L, S, F> TransformingListerWatcher<L, S, F> {
+    /// Wraps `inner`, converting each object it lists or watches with `transform`.
+    pub fn new<T>(inner: L, transform: F) -> Self
+    where
+        F: Fn(S) -> Result<T, BoxError>,
+    {
+        TransformingListerWatcher {
+            inner,
+            transform: Arc::new(transform),
+            _source: PhantomData,
+        }
+    }
+
+    /// The wrapped lister-watcher.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+}
+
+impl<L, S, T, F> ListerWatcher<T> for TransformingListerWatcher<L, S, F>
+where
+    L: ListerWatcher<S>,
+    S: Object,
+    T: Send + 'static,
+    F: Fn(S) -> Result<T, BoxError> + Send + Sync + 'static,
+{
+    async fn list(&self, options: ListOptions) -> Result<ObjectList<T>, ReflectorError> {
+        let page = self.inner.list(options).await?;
+        let items = page
+            .items
+            .into_iter()
+            .map(|obj| (self.transform)(obj))
+            .collect::<Result<Vec<T>, BoxError>>()
+            .map_err(|e| ReflectorError::SyncList(FifoError::Transform(e)))?;
+        Ok(ObjectList {
+            items,
+            resource_version: page.resource_version,
+            continue_token: page.continue_token,
+            kind: page.kind,
+            api_version: page.api_version,
+        })
+    }
+
+    async fn watch(&self, options: WatchOptions) -> Result<WatchStream<T>, ReflectorError> {
+        let events = self.inner.watch(options).await?;
+        let transform = Arc::clone(&self.transform);
+        Ok(events
+            .filter_map(move |event| {
+                let converted = event.map(|event| convert(&*transform, event)).transpose();
+                std::future::ready(converted)
+            })
+            .boxed())
+    }
+
+    fn supports_watch_list(&self) -> bool {
+        self.inner.supports_watch_list()
+    }
+
+    fn representation(&self) -> Representation {
+        self.inner.representation()
+    }
+
+    fn decode_lane(&self) -> Option<DecodeLane> {
+        self.inner.decode_lane()
+    }
+}
+
+/// One watch event converted; a failed conversion becomes a bookmark of the object's resource
+/// version (nothing, if it has none), after an error log naming the object by key.
+fn convert<S: Object, T>(
+    transform: &(impl Fn(S) -> Result<T, BoxError> + ?Sized),
+    event: WatchEvent<S>,
+) -> Option<WatchEvent<T>> {
+    let (kind, obj): (fn(T) -> WatchEvent<T>, S) = match event {
+        WatchEvent::Added(obj) => (WatchEvent::Added, obj),
+        WatchEvent::Modified(obj) => (WatchEvent::Modified, obj),
+        WatchEvent::Deleted(obj) => (WatchEvent::Deleted, obj),
+        WatchEvent::Bookmark(b) => return Some(WatchEvent::Bookmark(b)),
+        WatchEvent::Error(status) => return Some(WatchEvent::Error(status)),
+    };
+    let resource_version = obj.resource_version().map(ResourceVersion::from);
+    let key = match obj.namespace() {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.name()),
+        _ => obj.name().to_string(),
+    };
+    match transform(obj) {
+        Ok(converted) => Some(kind(converted)),
+        Err(error) => {
+            tracing::error!(%key, %error, "transforming a watch event's object failed; the event is dropped");
+            resource_version.map(|resource_version| {
+                WatchEvent::Bookmark(Bookmark {
+                    resource_version,
+                    initial_events_end: false,
+                })
+            })
+        }
+    }
+}
