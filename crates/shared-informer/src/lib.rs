@@ -29,6 +29,7 @@ mod error;
 mod factory;
 mod handler;
 mod informer;
+mod informer_id;
 mod informer_name;
 mod lazy;
 mod listener;
@@ -44,9 +45,10 @@ pub use error::{InformerError, SyncTrackerError};
 pub use factory::SharedInformerFactory;
 pub use handler::{EventHandlerFns, ResourceEventHandler};
 pub use informer::{
-    HandlerOptions, HandlerStats, InOrder, InformerId, InformerOptions, InformerQueue,
-    InformerStats, SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
+    HandlerOptions, HandlerStats, InOrder, InformerOptions, InformerQueue, InformerStats,
+    SharedIndexInformer, MINIMUM_RESYNC_PERIOD,
 };
+pub use informer_id::InformerId;
 pub use informer_name::{
     InformerName, InformerNameAndResource, InformerNameError, InformerNameRegistry,
 };

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use crate::informer::InformerId;
+use crate::informer_id::InformerId;
 use crate::listener::Listener;
 use crate::synced::HasSynced;
 
