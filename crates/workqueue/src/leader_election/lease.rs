@@ -60,7 +60,9 @@ impl LeaseSpec {
         let seconds =
             record.lease_duration.as_secs() + u64::from(record.lease_duration.subsec_nanos() > 0);
         Self {
-            holder_identity: record.holder_identity.clone(),
+            // Always written, empty when nobody holds the lease, as client-go writes it: readers
+            // that test for an empty string rather than a missing field see a release too.
+            holder_identity: Some(record.holder_identity.clone().unwrap_or_default()),
             lease_duration_seconds: Some(i32::try_from(seconds).unwrap_or(i32::MAX)),
             acquire_time: Some(micro_time::format(record.acquire_time)),
             renew_time: Some(micro_time::format(record.renew_time)),
@@ -77,7 +79,10 @@ impl LeaseSpec {
         };
         let non_negative = |n: Option<i32>| u32::try_from(n.unwrap_or(0)).unwrap_or(0);
         LeaderElectionRecord {
-            holder_identity: self.holder_identity.clone(),
+            holder_identity: self
+                .holder_identity
+                .clone()
+                .filter(|holder| !holder.is_empty()),
             lease_duration: Duration::from_secs(u64::from(non_negative(
                 self.lease_duration_seconds,
             ))),
@@ -236,6 +241,23 @@ mod tests {
             Some("2026-11-23T16:26:01.000001Z")
         );
         assert_eq!(spec.to_record(), record);
+    }
+
+    #[test]
+    fn a_released_record_is_written_with_an_empty_holder_identity() {
+        let released = LeaderElectionRecord {
+            holder_identity: None,
+            lease_duration: Duration::from_secs(1),
+            acquire_time: UNIX_EPOCH,
+            renew_time: UNIX_EPOCH,
+            leader_transitions: 2,
+        };
+        let json = serde_json::to_value(LeaseSpec::from_record(&released)).unwrap();
+        assert_eq!(json["holderIdentity"], "", "{json}");
+        assert_eq!(json["leaseDurationSeconds"], 1);
+        assert_eq!(json["leaseTransitions"], 2);
+        // And read back as no holder.
+        assert_eq!(LeaseSpec::from_record(&released).to_record(), released);
     }
 
     #[test]
