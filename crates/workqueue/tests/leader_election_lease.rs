@@ -88,8 +88,8 @@ async fn the_lease_is_written_as_client_go_writes_it_with_optimistic_concurrency
 async fn an_elector_acquires_and_releases_a_lease() {
     let (_sim, client) = client().await;
     let lock = ApiLeaseLock::new(client.clone(), "default", "my-controller", "pod-a");
-    let mut config = LeaderElectionConfig::new("my-controller", "pod-a");
-    config.release_on_cancel = true;
+    // Releasing on cancel is the default.
+    let config = LeaderElectionConfig::new("my-controller", "pod-a");
     let elector = LeaderElector::new(config, lock).unwrap();
     let cancel = CancellationToken::new();
     let end = elector

@@ -29,6 +29,8 @@ pub struct LeaderElectionConfig {
     pub retry_period: Duration,
     /// Whether cancelling a leading elector releases the lease (an empty holder and a 1 s lease),
     /// so another replica can take over at its next attempt instead of after `lease_duration`.
+    /// On by default (**unlike** client-go's `ReleaseOnCancel`, which is opt-in): a replica shut
+    /// down by its cancellation token should not leave its name on the lease.
     /// The guard is revoked first; `run_leading` also waits for the leader's work to return
     /// before releasing, while with `run` work spawned from `on_started_leading` must stop on
     /// the leader token (or check the guard before each write) to stay safe.
@@ -72,7 +74,8 @@ pub enum ConfigError {
 
 impl LeaderElectionConfig {
     /// client-go's recommended timings: a 15 s lease, a 10 s renew deadline, a 2 s retry period;
-    /// no release on cancel; the default guard margin.
+    /// release on cancel (see [`release_on_cancel`](Self::release_on_cancel)); the default guard
+    /// margin.
     pub fn new(name: impl Into<String>, identity: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -80,7 +83,7 @@ impl LeaderElectionConfig {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
-            release_on_cancel: false,
+            release_on_cancel: true,
             guard_margin: None,
         }
     }

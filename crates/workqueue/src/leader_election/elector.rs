@@ -81,8 +81,8 @@ struct Observed {
 ///   client-go, which counts the deadline from the start of each renew round). As
 ///   `renew_deadline < lease_duration`, we stop before anyone else may take over.
 /// - **Stop**: revoke the [`LeaseGuard`], cancel the leader token, wait for the leader's work
-///   (in `run_leading`), call `on_stopped_leading`, then, when cancelled with
-///   `release_on_cancel`, release the lease (empty holder, 1 s lease).
+///   (in `run_leading`), call `on_stopped_leading`, then, when cancelled, release the lease
+///   (empty holder, 1 s lease) unless `release_on_cancel` was turned off.
 ///
 /// ```
 /// use std::time::Duration;
@@ -93,8 +93,7 @@ struct Observed {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let lock = MemoryLock::new("my-controller", "pod-a");
-/// let mut config = LeaderElectionConfig::new("my-controller", "pod-a");
-/// config.release_on_cancel = true;
+/// let config = LeaderElectionConfig::new("my-controller", "pod-a"); // releases on cancel
 /// let elector = LeaderElector::new(config, lock.clone()).unwrap();
 ///
 /// let cancel = CancellationToken::new();

@@ -300,9 +300,25 @@ async fn release_on_cancel_lets_another_acquire_at_its_next_attempt() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn without_release_on_cancel_the_lease_runs_out_first() {
+async fn cancelling_releases_the_lease_by_default() {
+    assert!(config("a").release_on_cancel);
     let lock = lock();
     let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(5)).await;
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+    assert_eq!(lock.record().unwrap().holder(), None, "released");
+    sleep(max_acquire_wait()).await;
+    assert!(b.recorder.started_at().unwrap() <= cancelled + max_acquire_wait());
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_release_on_cancel_the_lease_runs_out_first() {
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.release_on_cancel = false);
     sleep(ms(1)).await;
     let b = start(&lock, "b");
     sleep(Duration::from_secs(7)).await;
