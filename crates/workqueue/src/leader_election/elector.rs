@@ -371,6 +371,10 @@ impl<L: LeaseLock> LeaderElector<L> {
 
     /// client-go's `tryAcquireOrRenew`: read the record, and write ourselves as holder unless
     /// another identity holds a lease that has not expired by our clock.
+    ///
+    /// A leader first tries the fast path: one conditional write over the record it last wrote
+    /// or read. It reads only when that write meets a conflict (someone else wrote, or an
+    /// earlier write of ours was stored but its answer lost) or a missing record.
     async fn try_acquire_or_renew<C: LeaderCallbacks>(
         &self,
         callbacks: &C,
@@ -384,6 +388,21 @@ impl<L: LeaseLock> LeaderElector<L> {
             renew_time: now_wall,
             leader_transitions,
         };
+        if let Some((last, version)) = self.fast_path_basis() {
+            let record = ours(last.acquire_time, last.leader_transitions);
+            match self.lock.update(&record, &version).await {
+                Ok(version) => {
+                    self.observe(record, version, callbacks);
+                    return Ok(Attempt::Held);
+                }
+                // The version we hold is stale or the record is gone: read it again below.
+                Err(LockError::Conflict | LockError::NotFound) => tracing::debug!(
+                    lock = %self.description,
+                    "optimistic renew failed; reading the lease"
+                ),
+                Err(error) => return Err(error),
+            }
+        }
         let Some((current, version)) = self.lock.get().await? else {
             let record = ours(now_wall, 0);
             let version = self.lock.create(&record).await?;
@@ -438,6 +457,23 @@ impl<L: LeaseLock> LeaderElector<L> {
             );
             callbacks.on_new_leader(&leader);
         }
+    }
+
+    /// The record and version to renew from without reading, when we hold a lease that is still
+    /// valid by our clock (client-go's `IsLeader() && isLeaseValid(now)`).
+    fn fast_path_basis(&self) -> Option<(LeaderElectionRecord, RawVersion)> {
+        let basis = {
+            let observed = self.observed.lock();
+            match (&observed.record, &observed.version) {
+                (Some(record), Some(version))
+                    if record.holder() == Some(self.config.identity.as_str()) =>
+                {
+                    Some((record.clone(), version.clone()))
+                }
+                _ => None,
+            }
+        };
+        basis.filter(|_| !self.observed_lease_expired())
     }
 
     fn observed_lease_expired(&self) -> bool {

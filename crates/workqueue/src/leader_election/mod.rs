@@ -38,7 +38,7 @@ pub use elector::{ElectionEnd, LeaderCallbacks, LeaderElector};
 pub use guard::{LeadershipLost, LeaseGuard};
 pub use lease::ApiLeaseLock;
 pub use lock::{LeaseLock, LockError, RawVersion};
-pub use memory::{Fault, InjectedFailure, LockWrite, MemoryLock};
+pub use memory::{Fault, InjectedFailure, LockCall, LockOp, LockWrite, MemoryLock};
 pub use micro_time::parse as parse_micro_time;
 pub use record::LeaderElectionRecord;
 
