@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
-use tokio::time::{sleep, sleep_until, timeout, timeout_at, Instant};
+use tokio::time::{sleep, sleep_until, timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR};
@@ -15,6 +15,9 @@ use super::record::LeaderElectionRecord;
 /// The lease duration written on release (client-go writes 1 s): with no holder, the lease is
 /// free at once anyway; the short duration tells older implementations the same.
 const RELEASED_LEASE_DURATION: Duration = Duration::from_secs(1);
+
+/// The first pause between two release attempts; it doubles up to the retry period.
+const RELEASE_FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
 /// What an elector calls as leadership changes. Every method has a no-op default, and `()`
 /// implements the trait with all of them.
@@ -492,49 +495,88 @@ impl<L: LeaseLock> LeaderElector<L> {
         renew_start + self.config.lease_duration - self.config.effective_guard_margin()
     }
 
-    /// Writes an empty holder over our record, if it is still the one we last wrote.
+    /// Writes an empty holder over the lease if a fresh read shows we still hold it, retrying
+    /// (with backoff) until the renew deadline: a renew stored with its answer lost, or another
+    /// write racing ours, leaves our last version stale, and a release from it alone would
+    /// fail and leave the lease to run out.
     async fn release(&self) {
-        let (transitions, version) = {
-            let observed = self.observed.lock();
-            match (&observed.record, &observed.version) {
-                (Some(record), Some(version))
-                    if record.holder() == Some(self.config.identity.as_str()) =>
-                {
-                    (record.leader_transitions, version.clone())
+        let deadline = Instant::now() + self.config.renew_deadline;
+        let mut backoff = RELEASE_FIRST_BACKOFF.min(self.config.retry_period);
+        loop {
+            match timeout_at(deadline, self.try_release()).await {
+                Ok(Ok(Released::Now)) => {
+                    tracing::info!(
+                        identity = %self.config.identity,
+                        lock = %self.description,
+                        "released leader lease"
+                    );
+                    return;
                 }
-                _ => return,
+                Ok(Ok(Released::NotOurs)) => {
+                    tracing::info!(
+                        identity = %self.config.identity,
+                        lock = %self.description,
+                        "lease no longer held by us; nothing to release"
+                    );
+                    return;
+                }
+                Ok(Err(error)) => tracing::warn!(
+                    lock = %self.description,
+                    %error,
+                    "failed to release leader lease; retrying until the renew deadline"
+                ),
+                Err(_) => {
+                    tracing::warn!(
+                        lock = %self.description,
+                        "releasing the leader lease timed out"
+                    );
+                    return;
+                }
             }
+            if Instant::now() + backoff >= deadline {
+                tracing::warn!(
+                    lock = %self.description,
+                    "gave up releasing the leader lease at the renew deadline"
+                );
+                return;
+            }
+            sleep(backoff).await;
+            backoff = (backoff * 2).min(self.config.retry_period);
+        }
+    }
+
+    /// One release attempt: read the lease, and write the released record over it only if it
+    /// names us as holder (stricter than client-go, which releases when it last *observed*
+    /// itself as holder; the write is conditional on the version just read either way).
+    async fn try_release(&self) -> Result<Released, LockError> {
+        let Some((current, version)) = self.lock.get().await? else {
+            return Ok(Released::NotOurs);
         };
+        // No callbacks: the term is over, and a holder seen now is for the next elector to report.
+        self.observe(current.clone(), version.clone(), &());
+        if current.holder() != Some(self.config.identity.as_str()) {
+            return Ok(Released::NotOurs);
+        }
         let now_wall = SystemTime::now();
         let released = LeaderElectionRecord {
             holder_identity: None,
             lease_duration: RELEASED_LEASE_DURATION,
             acquire_time: now_wall,
             renew_time: now_wall,
-            leader_transitions: transitions,
+            leader_transitions: current.leader_transitions,
         };
-        match timeout(
-            self.config.renew_deadline,
-            self.lock.update(&released, &version),
-        )
-        .await
-        {
-            Ok(Ok(_)) => tracing::info!(
-                identity = %self.config.identity,
-                lock = %self.description,
-                "released leader lease"
-            ),
-            Ok(Err(error)) => tracing::warn!(
-                lock = %self.description,
-                %error,
-                "failed to release leader lease"
-            ),
-            Err(_) => tracing::warn!(
-                lock = %self.description,
-                "releasing the leader lease timed out"
-            ),
-        }
+        let version = self.lock.update(&released, &version).await?;
+        self.observe(released, version, &());
+        Ok(Released::Now)
     }
+}
+
+/// How a release attempt ended.
+enum Released {
+    /// We wrote the empty holder.
+    Now,
+    /// The lease is gone or held by someone else: nothing of ours to release.
+    NotOurs,
 }
 
 /// client-go's `wait.Jitter(period, JitterFactor)`: `period × (1 + U[0,1) × 1.2)`.

@@ -368,6 +368,109 @@ async fn cancelling_releases_the_lease_by_default() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_renewal_whose_answer_was_lost_does_not_stop_the_release() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(ms(3_500)).await;
+    lock.set_fault("a", Fault::LoseAnswer);
+    sleep(RETRY).await; // the renewal at 4 s is stored, its answer lost: a's version is stale
+    lock.heal("a");
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+
+    let release = last_write_by(&lock, "a");
+    assert_eq!(release.record.holder(), None, "released after a fresh read");
+    assert_eq!(release.at, cancelled);
+    assert_eq!(lock.record().unwrap(), release.record);
+    sleep(max_acquire_wait()).await;
+    assert!(b.recorder.started_at().unwrap() <= cancelled + max_acquire_wait());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflict_on_the_release_is_retried_after_a_fresh_read() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(3_000)).await;
+    lock.conflict_next_updates("a", 1);
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+
+    let after_cancel: Vec<_> = lock
+        .calls()
+        .into_iter()
+        .filter(|call| call.identity == "a" && call.at >= cancelled)
+        .map(|call| (call.op, call.at - cancelled))
+        .collect();
+    assert_eq!(
+        after_cancel,
+        [
+            (LockOp::Get, Duration::ZERO),
+            (LockOp::Update, Duration::ZERO),
+            (LockOp::Get, ms(100)),
+            (LockOp::Update, ms(100)),
+        ],
+        "a 409, a pause, a fresh read and the release"
+    );
+    assert_eq!(lock.record().unwrap().holder(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_never_writes_over_a_lease_another_holder_took() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(2_500)).await;
+    // Someone else writes itself as holder (say an operator, or a replica with a skewed
+    // configuration); a has not read it yet when it is cancelled.
+    let x = lock.for_identity("x");
+    let (mut record, version) = x.get().await.unwrap().unwrap();
+    record.holder_identity = Some("x".into());
+    x.update(&record, &version).await.unwrap();
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+
+    assert!(
+        lock.writes()
+            .iter()
+            .all(|w| w.identity != "a" || w.at < cancelled),
+        "no release written"
+    );
+    assert_eq!(lock.record().unwrap().holder(), Some("x"));
+    assert_eq!(
+        ops_by(&lock, "a").last(),
+        Some(&LockOp::Get),
+        "the fresh read showed x"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_failing_until_the_renew_deadline_gives_up_with_backoff() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(2_500)).await;
+    lock.set_fault("a", Fault::Fail);
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+    let attempts: Vec<_> = lock
+        .calls()
+        .into_iter()
+        .filter(|call| call.identity == "a" && call.at >= cancelled)
+        .map(|call| call.at - cancelled)
+        .collect();
+    // 0, 0.1, 0.3, 0.7, 1.5, 3.5, 5.5, 7.5, 9.5 s: doubling pauses capped at the retry period,
+    // none after the renew deadline.
+    assert_eq!(attempts.len(), 9, "{attempts:?}");
+    assert_eq!(attempts[1], ms(100));
+    assert!(*attempts.last().unwrap() < RENEW_DEADLINE);
+    assert_eq!(lock.record().unwrap().holder(), Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
 async fn without_release_on_cancel_the_lease_runs_out_first() {
     let lock = lock();
     let a = start_with(&lock, "a", |config| config.release_on_cancel = false);
