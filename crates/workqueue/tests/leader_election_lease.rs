@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use reflector::store_index::DynamicObject;
-use reflector::{Api, Client, ClusterConfig, Credentials, Resource};
+use reflector::{Api, Client, ClusterConfig, Credentials, PostParams, Resource};
 use sim_apiserver::SimServer;
 use workqueue::leader_election::{
     ApiLeaseLock, ElectionEnd, LeaderElectionConfig, LeaderElectionRecord, LeaderElector,
@@ -38,13 +38,16 @@ fn record(holder: &str, transitions: u32) -> LeaderElectionRecord {
     }
 }
 
-async fn lease_json(client: &Client) -> serde_json::Value {
-    let leases: Api<DynamicObject> = Api::namespaced_with(
+fn leases(client: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(
         client.clone(),
         Resource::namespaced("coordination.k8s.io", "v1", "leases"),
         "default",
-    );
-    serde_json::to_value(leases.get("my-controller").await.unwrap()).unwrap()
+    )
+}
+
+async fn lease_json(client: &Client) -> serde_json::Value {
+    serde_json::to_value(leases(client).get("my-controller").await.unwrap()).unwrap()
 }
 
 #[tokio::test]
@@ -108,4 +111,34 @@ async fn an_elector_acquires_and_releases_a_lease() {
         "released as client-go writes it: {spec}"
     );
     assert_eq!(spec["leaseDurationSeconds"], 1);
+}
+
+#[tokio::test]
+async fn the_locks_labels_are_set_on_create_and_on_every_update_keeping_others() {
+    let (_sim, client) = client().await;
+    let a = ApiLeaseLock::new(client.clone(), "default", "my-controller", "a")
+        .with_labels([("app", "my-controller"), ("tier", "control")]);
+    a.create(&record("a", 0)).await.unwrap();
+    let labels = lease_json(&client).await["metadata"]["labels"].clone();
+    assert_eq!(
+        labels,
+        serde_json::json!({"app": "my-controller", "tier": "control"})
+    );
+
+    // Someone edits the labels: ours are written back at the next update, theirs are kept.
+    let mut lease = leases(&client).get("my-controller").await.unwrap();
+    let edited = lease.metadata.labels.get_or_insert_with(Default::default);
+    edited.insert("app".into(), "renamed".into());
+    edited.insert("team".into(), "platform".into());
+    leases(&client)
+        .replace("my-controller", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let (_, version) = a.get().await.unwrap().unwrap();
+    a.update(&record("a", 0), &version).await.unwrap();
+    let labels = lease_json(&client).await["metadata"]["labels"].clone();
+    assert_eq!(
+        labels,
+        serde_json::json!({"app": "my-controller", "team": "platform", "tier": "control"})
+    );
 }

@@ -6,6 +6,7 @@
 //! `renewTime` (RFC 3339 micro-times), `leaseTransitions`. The `resourceVersion` is the version
 //! of optimistic concurrency: a `replace` on a changed Lease is a 409, [`LockError::Conflict`].
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -120,6 +121,8 @@ pub struct ApiLeaseLock {
     namespace: String,
     name: String,
     identity: String,
+    /// Set on the Lease at every create and update (client-go's `LeaseLock.Labels`).
+    labels: BTreeMap<String, String>,
     /// The metadata last read or written, so that an update keeps the Lease's labels,
     /// annotations and owners.
     last_metadata: Mutex<Option<ObjectMeta>>,
@@ -130,6 +133,7 @@ impl std::fmt::Debug for ApiLeaseLock {
         f.debug_struct("ApiLeaseLock")
             .field("lease", &self.describe())
             .field("identity", &self.identity)
+            .field("labels", &self.labels)
             .finish_non_exhaustive()
     }
 }
@@ -151,8 +155,31 @@ impl ApiLeaseLock {
             namespace: namespace.to_string(),
             name: name.into(),
             identity: identity.into(),
+            labels: BTreeMap::new(),
             last_metadata: Mutex::new(None),
         }
+    }
+
+    /// Sets `labels` on the Lease whenever this lock creates or updates it (client-go's
+    /// `LeaseLock.Labels`): only these keys are written, over whatever values they had; the
+    /// Lease's other labels are kept.
+    ///
+    /// ```no_run
+    /// # use workqueue::leader_election::ApiLeaseLock;
+    /// # use workqueue::shared_informer::reflector::{Client, ClusterConfig};
+    /// # fn f(client: Client) {
+    /// let lock = ApiLeaseLock::new(client, "kube-system", "my-controller", "pod-a")
+    ///     .with_labels([("app.kubernetes.io/name", "my-controller")]);
+    /// # }
+    /// ```
+    pub fn with_labels<K, V>(mut self, labels: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.labels
+            .extend(labels.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
     }
 
     fn lease(&self, record: &LeaderElectionRecord, version: Option<&RawVersion>) -> Lease {
@@ -160,6 +187,12 @@ impl ApiLeaseLock {
         metadata.name = Some(self.name.clone());
         metadata.namespace = Some(self.namespace.clone());
         metadata.resource_version = version.map(|v| v.as_str().to_string());
+        if !self.labels.is_empty() {
+            metadata
+                .labels
+                .get_or_insert_with(BTreeMap::new)
+                .extend(self.labels.clone());
+        }
         Lease {
             api_version: "coordination.k8s.io/v1".into(),
             kind: "Lease".into(),
