@@ -82,6 +82,16 @@ async fn the_lease_is_written_as_client_go_writes_it_with_optimistic_concurrency
     assert_eq!(spec["holderIdentity"], "a");
     assert_eq!(spec["leaseDurationSeconds"], 15);
     assert_eq!(spec["leaseTransitions"], 0);
+    // Events about the election are recorded against this Lease, as last written.
+    let metadata = lease_json(&client).await["metadata"].clone();
+    let reference = a.object_reference().unwrap();
+    assert_eq!(
+        (reference.kind.as_str(), reference.namespace.as_str()),
+        ("Lease", "default")
+    );
+    assert_eq!(reference.name, "my-controller");
+    assert_eq!(reference.uid, metadata["uid"].as_str().unwrap());
+    assert_eq!(reference.resource_version, v2.as_str());
     let renew = spec["renewTime"].as_str().unwrap();
     assert_eq!(renew.len(), "2006-01-02T15:04:05.000000Z".len(), "{renew}");
     assert!(renew.ends_with('Z'));

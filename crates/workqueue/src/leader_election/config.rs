@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::events::EventRecorder;
+
 /// client-go's `JitterFactor`: the acquire loop waits `retry_period × (1 + U[0,1) × 1.2)` between
 /// attempts, and `renew_deadline` must exceed `retry_period × 1.2`.
 pub const JITTER_FACTOR: f64 = 1.2;
@@ -13,7 +15,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 /// How an elector competes for its lock (client-go's `LeaderElectionConfig`, minus the lock and
 /// callbacks). Start from [`LeaderElectionConfig::new`], which sets client-go's recommended
 /// timings (15 s / 10 s / 2 s).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct LeaderElectionConfig {
     /// The election's name, for logs.
     pub name: String,
@@ -39,6 +41,10 @@ pub struct LeaderElectionConfig {
     /// [`LeaseGuard`](crate::leader_election::LeaseGuard) stops being valid. `None`: a fifth of
     /// `lease_duration`.
     pub guard_margin: Option<Duration>,
+    /// Where to record the Normal events `LeaderElection` "`<identity>` became leader" and
+    /// "`<identity>` stopped leading" against the lock's object (client-go's
+    /// `ResourceLockConfig.EventRecorder`); `None`: no events.
+    pub event_recorder: Option<EventRecorder>,
 }
 
 /// Why a [`LeaderElectionConfig`] was refused.
@@ -85,6 +91,7 @@ impl LeaderElectionConfig {
             retry_period: Duration::from_secs(2),
             release_on_cancel: true,
             guard_margin: None,
+            event_recorder: None,
         }
     }
 

@@ -11,6 +11,7 @@ use super::config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR};
 use super::guard::LeaseGuard;
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::record::LeaderElectionRecord;
+use crate::events::EventType;
 
 /// The lease duration written on release (client-go writes 1 s): with no holder, the lease is
 /// free at once anyway; the short duration tells older implementations the same.
@@ -243,7 +244,24 @@ impl<L: LeaseLock> LeaderElector<L> {
         if end == ElectionEnd::Cancelled && self.config.release_on_cancel {
             self.release().await;
         }
+        self.record_event("stopped leading");
         end
+    }
+
+    /// client-go's `RecordEvent`: a Normal `LeaderElection` event "`<identity>` `<what>`" on
+    /// the lock's object, when a recorder is configured (never blocks).
+    fn record_event(&self, what: &str) {
+        let (Some(recorder), Some(object)) =
+            (&self.config.event_recorder, self.lock.object_reference())
+        else {
+            return;
+        };
+        recorder.eventf(
+            &object,
+            EventType::Normal,
+            "LeaderElection",
+            format_args!("{} {what}", self.config.identity),
+        );
     }
 
     /// Tries until we hold the lease; returns the successful attempt's start, or `None` when
@@ -275,6 +293,7 @@ impl<L: LeaseLock> LeaderElector<L> {
                         lock = %self.description,
                         "successfully acquired lease"
                     );
+                    self.record_event("became leader");
                     return Some(start);
                 }
                 Ok(Ok(Attempt::Held)) => tracing::debug!("lease acquired too late; retrying"),

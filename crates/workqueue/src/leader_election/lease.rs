@@ -17,6 +17,7 @@ use shared_informer::reflector::{Api, Client, ClientError, PostParams, Resource}
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::micro_time;
 use super::record::LeaderElectionRecord;
+use crate::events::ObjectReference;
 
 /// The parts of a `coordination.k8s.io/v1` Lease the election reads and writes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -252,6 +253,21 @@ impl LeaseLock for ApiLeaseLock {
 
     fn describe(&self) -> String {
         format!("leases/{}/{}", self.namespace, self.name)
+    }
+
+    /// The Lease, with the UID and resource version last read or written.
+    fn object_reference(&self) -> Option<ObjectReference> {
+        let mut reference = ObjectReference::new(
+            "coordination.k8s.io/v1",
+            "Lease",
+            self.namespace.clone(),
+            self.name.clone(),
+        );
+        if let Some(metadata) = &*self.last_metadata.lock() {
+            reference.uid = metadata.uid.clone().unwrap_or_default();
+            reference.resource_version = metadata.resource_version.clone().unwrap_or_default();
+        }
+        Some(reference)
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::record::LeaderElectionRecord;
+use crate::events::ObjectReference;
 
 /// A fault injected into one identity's calls to a [`MemoryLock`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,5 +293,15 @@ impl LeaseLock for MemoryLock {
 
     fn describe(&self) -> String {
         format!("memory/{}", self.shared.name)
+    }
+
+    /// A Lease named after the lock, in no namespace (events land in `default`).
+    fn object_reference(&self) -> Option<ObjectReference> {
+        Some(ObjectReference::new(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "",
+            self.shared.name.clone(),
+        ))
     }
 }

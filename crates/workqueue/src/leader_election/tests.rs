@@ -540,6 +540,55 @@ async fn leader_transitions_count_holder_changes_not_renewals() {
     assert_eq!(lock.record().unwrap().leader_transitions, 2);
 }
 
+#[tokio::test(start_paused = true)]
+async fn became_leader_and_stopped_leading_are_recorded_as_events_on_the_lease() {
+    use crate::events::{BroadcasterConfig, EventBroadcaster, EventSource, MemorySink};
+
+    let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+    let recorder = broadcaster.new_recorder(EventSource::new("my-controller"));
+    let sink = MemorySink::new();
+    let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.event_recorder = Some(recorder));
+    sleep(Duration::from_secs(5)).await;
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+    // The elector held the last recorder: the writer drains the queue and returns.
+    writer.await.unwrap();
+
+    let events = sink.events();
+    let messages: Vec<_> = events.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(messages, ["a became leader", "a stopped leading"]);
+    for event in &events {
+        assert_eq!(event.reason, "LeaderElection");
+        assert_eq!(event.type_, crate::events::EventType::Normal);
+        assert_eq!(event.involved_object.kind, "Lease");
+        assert_eq!(event.involved_object.api_version, "coordination.k8s.io/v1");
+        assert_eq!(event.involved_object.name, "test-election");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_leadership_is_recorded_as_stopped_leading_and_no_recorder_means_no_event() {
+    use crate::events::{BroadcasterConfig, EventBroadcaster, EventSource, MemorySink};
+
+    let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+    let recorder = broadcaster.new_recorder(EventSource::new("my-controller"));
+    let sink = MemorySink::new();
+    let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.event_recorder = Some(recorder));
+    let b = start(&lock, "b"); // no recorder
+    sleep(Duration::from_secs(5)).await;
+    lock.set_fault("a", Fault::Fail);
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    writer.await.unwrap();
+    sleep(Duration::from_secs(30)).await;
+    assert!(b.recorder.started_at().is_some());
+    let messages: Vec<_> = sink.events().into_iter().map(|e| e.message).collect();
+    assert_eq!(messages, ["a became leader", "a stopped leading"]);
+}
+
 #[test]
 fn config_validation_follows_client_go() {
     let valid = config("a");
