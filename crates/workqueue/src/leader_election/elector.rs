@@ -1,6 +1,7 @@
 //! The elector: acquire, renew, stop leading in time, release.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
@@ -9,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR};
 use super::guard::LeaseGuard;
+use super::health::ElectionHealth;
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::record::LeaderElectionRecord;
 use crate::events::EventType;
@@ -65,10 +67,10 @@ pub enum ElectionEnd {
 /// Invariant: `observed_at` is the monotonic instant at which we first saw the current
 /// (`record`, `version`); a lease is judged expired only once `observed_at + lease_duration` has
 /// passed on *our* clock. The holder's timestamps are never consulted.
-struct Observed {
-    record: Option<LeaderElectionRecord>,
+pub(super) struct Observed {
+    pub(super) record: Option<LeaderElectionRecord>,
     version: Option<RawVersion>,
-    observed_at: Instant,
+    pub(super) observed_at: Instant,
     /// The holder last reported to `on_new_leader`.
     reported_leader: Option<String>,
 }
@@ -119,7 +121,7 @@ pub struct LeaderElector<L> {
     config: LeaderElectionConfig,
     lock: L,
     description: String,
-    observed: Mutex<Observed>,
+    observed: Arc<Mutex<Observed>>,
     guard: LeaseGuard,
 }
 
@@ -156,12 +158,12 @@ impl<L: LeaseLock> LeaderElector<L> {
             description: lock.describe(),
             config,
             lock,
-            observed: Mutex::new(Observed {
+            observed: Arc::new(Mutex::new(Observed {
                 record: None,
                 version: None,
                 observed_at: Instant::now(),
                 reported_leader: None,
-            }),
+            })),
             guard: LeaseGuard::new(),
         })
     }
@@ -174,6 +176,18 @@ impl<L: LeaseLock> LeaderElector<L> {
     /// The configuration.
     pub fn config(&self) -> &LeaderElectionConfig {
         &self.config
+    }
+
+    /// A handle on this elector's view of the lease, for a liveness check that outlives
+    /// [`run`](Self::run) (client-go's `LeaderElector.Check`); see [`ElectionHealth`] and
+    /// [`HealthzAdaptor`](crate::leader_election::HealthzAdaptor).
+    pub fn health(&self) -> ElectionHealth {
+        ElectionHealth::new(
+            self.observed.clone(),
+            self.config.identity.clone(),
+            self.config.name.clone(),
+            self.config.lease_duration,
+        )
     }
 
     /// Competes for the lease until `cancel` fires or leadership is lost, calling `callbacks` as

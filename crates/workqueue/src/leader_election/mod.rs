@@ -27,6 +27,7 @@
 mod config;
 mod elector;
 mod guard;
+mod health;
 mod lease;
 mod lock;
 mod memory;
@@ -36,6 +37,7 @@ mod record;
 pub use config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR, MAX_DURATION};
 pub use elector::{ElectionEnd, LeaderCallbacks, LeaderElector};
 pub use guard::{LeadershipLost, LeaseGuard};
+pub use health::{ElectionHealth, HealthzAdaptor, LeaseNotRenewed};
 pub use lease::ApiLeaseLock;
 pub use lock::{LeaseLock, LockError, RawVersion};
 pub use memory::{Fault, InjectedFailure, LockCall, LockOp, LockWrite, MemoryLock};

@@ -8,7 +8,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use proptest::prelude::*;
 use tokio::task::JoinHandle;
-use tokio::time::{sleep, Instant};
+use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
@@ -587,6 +587,93 @@ async fn a_lost_leadership_is_recorded_as_stopped_leading_and_no_recorder_means_
     assert!(b.recorder.started_at().is_some());
     let messages: Vec<_> = sink.events().into_iter().map(|e| e.message).collect();
     assert_eq!(messages, ["a became leader", "a stopped leading"]);
+}
+
+/// Starts `identity` and returns its replica with a health handle on its elector.
+fn start_watched(lock: &MemoryLock, identity: &str) -> (Replica, ElectionHealth) {
+    let elector = LeaderElector::new(config(identity), lock.for_identity(identity)).unwrap();
+    let health = elector.health();
+    let (cancel, recorder, guard) = (
+        CancellationToken::new(),
+        Recorder::default(),
+        elector.guard(),
+    );
+    let run = tokio::spawn(elector.run(cancel.clone(), recorder.clone()));
+    let replica = Replica {
+        cancel,
+        recorder,
+        guard,
+        run,
+    };
+    (replica, health)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_health_check_fails_for_a_leader_stuck_past_its_lease_and_the_tolerance() {
+    let tolerance = Duration::from_secs(5);
+    let lock = lock();
+    let (a, a_health) = start_watched(&lock, "a");
+    let (_b, b_health) = start_watched(&lock, "b");
+    sleep(ms(4_500)).await;
+    let renewed = last_write_by(&lock, "a").at;
+    assert!(a_health.is_leader() && !b_health.is_leader());
+    assert_eq!(a_health.check(tolerance), Ok(()));
+
+    // The elector's task stops running (a deadlock, a blocked runtime): the clock moves on
+    // without it. Healthy up to the lease plus the tolerance after the last renew, not after.
+    let limit = renewed + LEASE + tolerance;
+    tokio::time::advance(limit - Instant::now()).now_or_never();
+    assert_eq!(a_health.check(tolerance), Ok(()));
+    tokio::time::advance(ms(1)).now_or_never();
+    let error = a_health.check(tolerance).unwrap_err();
+    assert_eq!(error.name, "test-election");
+    assert_eq!(error.expired_for, tolerance + ms(1));
+    assert_eq!(
+        error.to_string(),
+        "failed election to renew leadership on lease test-election (expired 5.001s ago)"
+    );
+    // A standby is never unhealthy, however old what it saw.
+    assert_eq!(b_health.check(Duration::ZERO), Ok(()));
+    drop(a);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_healthz_adaptor_follows_each_elector_it_is_given() {
+    let tolerance = Duration::from_secs(1);
+    let healthz = HealthzAdaptor::new(tolerance);
+    assert_eq!(healthz.check(), Ok(()), "no elector set");
+    assert_eq!(healthz.name(), "leaderElection");
+    let lock = lock();
+
+    // A term that lost its lease without releasing it still believes it leads (client-go's
+    // IsLeader reads the last record seen): unhealthy after the lease and the tolerance.
+    let first = LeaderElector::new(config("a"), lock.for_identity("a")).unwrap();
+    healthz.set_leader_election(&first);
+    let run = tokio::spawn(first.run(CancellationToken::new(), ()));
+    sleep(ms(2_500)).await;
+    lock.set_fault("a", Fault::Hang);
+    assert_eq!(run.await.unwrap(), ElectionEnd::LeadershipLost);
+    let renewed = last_write_by(&lock, "a").at;
+    sleep_until(renewed + LEASE + tolerance).await;
+    assert_eq!(healthz.check(), Ok(()));
+    sleep(ms(1)).await;
+    assert!(healthz.check().is_err());
+
+    // Pointed at the next term's elector: healthy while it renews, and after it released the
+    // lease on cancel, however long after.
+    lock.heal("a");
+    let second = LeaderElector::new(config("a"), lock.for_identity("a")).unwrap();
+    healthz.set_leader_election(&second);
+    assert_eq!(healthz.check(), Ok(()));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(second.run(cancel.clone(), ()));
+    sleep(LEASE * 2).await;
+    assert_eq!(healthz.check(), Ok(()));
+    cancel.cancel();
+    assert_eq!(run.await.unwrap(), ElectionEnd::Cancelled);
+    assert_eq!(lock.record().unwrap().holder(), None);
+    sleep(LEASE * 4).await;
+    assert_eq!(healthz.check(), Ok(()));
 }
 
 #[test]
