@@ -35,6 +35,8 @@ fn record(holder: &str, transitions: u32) -> LeaderElectionRecord {
         acquire_time: now,
         renew_time: now,
         leader_transitions: transitions,
+        preferred_holder: None,
+        strategy: None,
     }
 }
 

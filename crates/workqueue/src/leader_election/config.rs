@@ -45,6 +45,12 @@ pub struct LeaderElectionConfig {
     /// "`<identity>` stopped leading" against the lock's object (client-go's
     /// `ResourceLockConfig.EventRecorder`); `None`: no events.
     pub event_recorder: Option<EventRecorder>,
+    /// Coordinated leader election (client-go's `Coordinated`, alpha in Kubernetes): the API
+    /// server picks the holder and writes it into the Lease; this elector never creates nor
+    /// takes a lease, only renews one that names it, and stops renewing once the Lease names a
+    /// `preferredHolder`. Off by default. The candidates must announce themselves to the
+    /// coordinator with `LeaseCandidate` objects, which this crate does not write.
+    pub coordinated: bool,
 }
 
 /// Why a [`LeaderElectionConfig`] was refused.
@@ -92,6 +98,7 @@ impl LeaderElectionConfig {
             release_on_cancel: true,
             guard_margin: None,
             event_recorder: None,
+            coordinated: false,
         }
     }
 

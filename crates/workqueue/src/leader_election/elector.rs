@@ -141,6 +141,12 @@ enum Attempt {
     Held,
     /// Another identity holds a lease that has not expired by our clock.
     HeldByOther,
+    /// Coordinated election: the lease is missing, expired or names another holder; only the
+    /// coordinator (the API server) assigns it.
+    NotAssigned,
+    /// Coordinated election: the lease names us but also a preferred holder, so our term is
+    /// over: we do not renew it and let it run out.
+    EndOfTerm,
 }
 
 impl<L: LeaseLock> LeaderElector<L> {
@@ -315,6 +321,10 @@ impl<L: LeaseLock> LeaderElector<L> {
                     lock = %self.description,
                     "lease is held by another identity and has not yet expired"
                 ),
+                Ok(Ok(Attempt::NotAssigned | Attempt::EndOfTerm)) => tracing::debug!(
+                    lock = %self.description,
+                    "coordinated lease not assigned to us"
+                ),
                 Ok(Err(error)) => tracing::warn!(
                     lock = %self.description,
                     %error,
@@ -381,11 +391,19 @@ impl<L: LeaseLock> LeaderElector<L> {
                         );
                         return ElectionEnd::LeadershipLost;
                     }
-                    Ok(Ok(Attempt::HeldByOther)) => {
+                    Ok(Ok(Attempt::HeldByOther | Attempt::NotAssigned)) => {
                         tracing::warn!(
                             identity = %self.config.identity,
                             lock = %self.description,
                             "lease taken over by another identity"
+                        );
+                        return ElectionEnd::LeadershipLost;
+                    }
+                    Ok(Ok(Attempt::EndOfTerm)) => {
+                        tracing::info!(
+                            identity = %self.config.identity,
+                            lock = %self.description,
+                            "lease marked as end of term (preferred holder set); not renewing"
                         );
                         return ElectionEnd::LeadershipLost;
                     }
@@ -423,7 +441,13 @@ impl<L: LeaseLock> LeaderElector<L> {
             acquire_time,
             renew_time: now_wall,
             leader_transitions,
+            // Not carried over: client-go's writes leave them out too.
+            preferred_holder: None,
+            strategy: None,
         };
+        if self.config.coordinated {
+            return self.try_coordinated_renew(callbacks, ours).await;
+        }
         if let Some((last, version)) = self.fast_path_basis() {
             let record = ours(last.acquire_time, last.leader_transitions);
             match self.lock.update(&record, &version).await {
@@ -454,6 +478,37 @@ impl<L: LeaseLock> LeaderElector<L> {
             // Expired, or released (no holder): a new holder is a transition.
             _ => ours(now_wall, current.leader_transitions.saturating_add(1)),
         };
+        let version = self.lock.update(&record, &version).await?;
+        self.observe(record, version, callbacks);
+        Ok(Attempt::Held)
+    }
+
+    /// client-go's `tryCoordinatedRenew`: in coordinated election the API server's coordinator
+    /// picks the holder among the candidates and writes it into the Lease; an elector only
+    /// renews a lease that names it, that has not expired by our clock, and that names no
+    /// preferred holder (which marks the end of its term). It never creates nor takes one.
+    async fn try_coordinated_renew<C: LeaderCallbacks>(
+        &self,
+        callbacks: &C,
+        ours: impl FnOnce(SystemTime, u32) -> LeaderElectionRecord,
+    ) -> Result<Attempt, LockError> {
+        let Some((current, version)) = self.lock.get().await? else {
+            return Ok(Attempt::NotAssigned);
+        };
+        self.observe(current.clone(), version.clone(), callbacks);
+        if self.observed_lease_expired() || current.holder() != Some(self.config.identity.as_str())
+        {
+            return Ok(Attempt::NotAssigned);
+        }
+        if current
+            .preferred_holder
+            .as_deref()
+            .is_some_and(|preferred| !preferred.is_empty())
+        {
+            return Ok(Attempt::EndOfTerm);
+        }
+        let mut record = ours(current.acquire_time, current.leader_transitions);
+        record.strategy = current.strategy;
         let version = self.lock.update(&record, &version).await?;
         self.observe(record, version, callbacks);
         Ok(Attempt::Held)
@@ -597,6 +652,8 @@ impl<L: LeaseLock> LeaderElector<L> {
             acquire_time: now_wall,
             renew_time: now_wall,
             leader_transitions: current.leader_transitions,
+            preferred_holder: None,
+            strategy: None,
         };
         let version = self.lock.update(&released, &version).await?;
         self.observe(released, version, &());

@@ -46,6 +46,10 @@ struct LeaseSpec {
     renew_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lease_transitions: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    preferred_holder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    strategy: Option<String>,
 }
 
 impl Object for Lease {
@@ -69,6 +73,9 @@ impl LeaseSpec {
             acquire_time: Some(micro_time::format(record.acquire_time)),
             renew_time: Some(micro_time::format(record.renew_time)),
             lease_transitions: Some(i32::try_from(record.leader_transitions).unwrap_or(i32::MAX)),
+            // Left out when empty, as client-go leaves them out.
+            preferred_holder: record.preferred_holder.clone().filter(|p| !p.is_empty()),
+            strategy: record.strategy.clone().filter(|s| !s.is_empty()),
         }
     }
 
@@ -91,6 +98,8 @@ impl LeaseSpec {
             acquire_time: time(&self.acquire_time),
             renew_time: time(&self.renew_time),
             leader_transitions: non_negative(self.lease_transitions),
+            preferred_holder: self.preferred_holder.clone().filter(|p| !p.is_empty()),
+            strategy: self.strategy.clone().filter(|s| !s.is_empty()),
         }
     }
 }
@@ -283,12 +292,17 @@ mod tests {
             acquire_time: UNIX_EPOCH + Duration::from_micros(1_795_451_151_123_456),
             renew_time: UNIX_EPOCH + Duration::from_micros(1_795_451_161_000_001),
             leader_transitions: 4,
+            preferred_holder: Some("pod-b".into()),
+            strategy: Some("OldestEmulationVersion".into()),
         };
         let spec = LeaseSpec::from_record(&record);
         assert_eq!(
             spec.renew_time.as_deref(),
             Some("2026-11-23T16:26:01.000001Z")
         );
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["preferredHolder"], "pod-b");
+        assert_eq!(json["strategy"], "OldestEmulationVersion");
         assert_eq!(spec.to_record(), record);
     }
 
@@ -300,11 +314,14 @@ mod tests {
             acquire_time: UNIX_EPOCH,
             renew_time: UNIX_EPOCH,
             leader_transitions: 2,
+            preferred_holder: None,
+            strategy: None,
         };
         let json = serde_json::to_value(LeaseSpec::from_record(&released)).unwrap();
         assert_eq!(json["holderIdentity"], "", "{json}");
         assert_eq!(json["leaseDurationSeconds"], 1);
         assert_eq!(json["leaseTransitions"], 2);
+        assert!(json.get("preferredHolder").is_none() && json.get("strategy").is_none());
         // And read back as no holder.
         assert_eq!(LeaseSpec::from_record(&released).to_record(), released);
     }
@@ -317,6 +334,8 @@ mod tests {
             acquire_time: UNIX_EPOCH,
             renew_time: UNIX_EPOCH,
             leader_transitions: 0,
+            preferred_holder: None,
+            strategy: None,
         };
         assert_eq!(
             LeaseSpec::from_record(&record).lease_duration_seconds,

@@ -255,6 +255,8 @@ async fn the_holders_timestamps_are_not_trusted_only_our_observed_time() {
         acquire_time: ancient,
         renew_time: ancient,
         leader_transitions: 3,
+        preferred_holder: None,
+        strategy: None,
     };
     lock.for_identity("x").create(&stale_looking).await.unwrap();
     let t0 = Instant::now();
@@ -674,6 +676,103 @@ async fn the_healthz_adaptor_follows_each_elector_it_is_given() {
     assert_eq!(lock.record().unwrap().holder(), None);
     sleep(LEASE * 4).await;
     assert_eq!(healthz.check(), Ok(()));
+}
+
+/// What the API server's coordinator writes: `holder` assigned, with a strategy.
+fn assigned(holder: &str, preferred: Option<&str>) -> LeaderElectionRecord {
+    let now = SystemTime::now();
+    LeaderElectionRecord {
+        holder_identity: Some(holder.into()),
+        lease_duration: LEASE,
+        acquire_time: now,
+        renew_time: now,
+        leader_transitions: 1,
+        preferred_holder: preferred.map(Into::into),
+        strategy: Some("OldestEmulationVersion".into()),
+    }
+}
+
+/// Writes `record` over the lock as the coordinator would, whatever is there.
+async fn coordinator_writes(lock: &MemoryLock, record: &LeaderElectionRecord) {
+    let coordinator = lock.for_identity("coordinator");
+    match coordinator.get().await.unwrap() {
+        None => drop(coordinator.create(record).await.unwrap()),
+        Some((_, version)) => drop(coordinator.update(record, &version).await.unwrap()),
+    }
+}
+
+fn coordinated(config: &mut LeaderElectionConfig) {
+    config.coordinated = true;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coordinated_elector_neither_creates_nor_takes_a_lease_it_is_not_assigned() {
+    let lock = lock();
+    let a = start_with(&lock, "a", coordinated);
+    sleep(Duration::from_secs(60)).await;
+    assert!(lock.writes().is_empty(), "no lease created");
+
+    // Assigned to b, who never renews it: a waits for the coordinator, even long after expiry.
+    coordinator_writes(&lock, &assigned("b", None)).await;
+    sleep(Duration::from_secs(120)).await;
+    assert!(lock.writes().iter().all(|w| w.identity != "a"));
+    assert_eq!(a.recorder.started_at(), None);
+    assert_eq!(a.recorder.events(), [Event::NewLeader("b".into())]);
+    assert!(ops_by(&lock, "a").iter().all(|op| *op == LockOp::Get));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coordinated_elector_leads_once_assigned_and_stops_at_the_end_of_its_term() {
+    let lock = lock();
+    let a = start_with(&lock, "a", coordinated);
+    sleep(ms(1)).await;
+    coordinator_writes(&lock, &assigned("a", None)).await;
+    sleep(max_acquire_wait()).await;
+    let started = a
+        .recorder
+        .started_at()
+        .expect("a leads the lease assigned to it");
+    sleep(Duration::from_secs(10)).await;
+    let renewal = last_write_by(&lock, "a");
+    assert!(renewal.at > started);
+    assert_eq!(
+        renewal.record.strategy.as_deref(),
+        Some("OldestEmulationVersion")
+    );
+    assert_eq!(renewal.record.leader_transitions, 1);
+
+    // The coordinator names a preferred holder: a does not renew again, and stops leading at
+    // its next renew attempt; the lease runs out for the coordinator to hand it to b.
+    let mut end_of_term = renewal.record.clone();
+    end_of_term.preferred_holder = Some("b".into());
+    coordinator_writes(&lock, &end_of_term).await;
+    let marked = Instant::now();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    assert!(a.recorder.stopped_at().unwrap() <= marked + RETRY);
+    assert_eq!(
+        last_write_by(&lock, "a").at,
+        renewal.at,
+        "no renewal after the mark"
+    );
+    assert_eq!(
+        lock.record().unwrap().preferred_holder.as_deref(),
+        Some("b")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_uncoordinated_elector_ignores_the_coordination_fields_as_client_go_does() {
+    let lock = lock();
+    coordinator_writes(&lock, &assigned("a", Some("b"))).await;
+    let a = start(&lock, "a");
+    sleep(Duration::from_secs(5)).await;
+    assert!(
+        a.recorder.started_at().is_some(),
+        "a renews the lease naming it"
+    );
+    let record = lock.record().unwrap();
+    assert_eq!(record.holder(), Some("a"));
+    assert_eq!((record.preferred_holder, record.strategy), (None, None));
 }
 
 #[test]
