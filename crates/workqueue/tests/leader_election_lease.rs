@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime};
 
 use reflector::store_index::DynamicObject;
-use reflector::{Api, Client, ClusterConfig, Credentials, Resource};
+use reflector::{Api, Client, ClusterConfig, Credentials, PostParams, Resource};
 use sim_apiserver::SimServer;
 use workqueue::leader_election::{
     ApiLeaseLock, ElectionEnd, LeaderElectionConfig, LeaderElectionRecord, LeaderElector,
@@ -35,16 +35,21 @@ fn record(holder: &str, transitions: u32) -> LeaderElectionRecord {
         acquire_time: now,
         renew_time: now,
         leader_transitions: transitions,
+        preferred_holder: None,
+        strategy: None,
     }
 }
 
-async fn lease_json(client: &Client) -> serde_json::Value {
-    let leases: Api<DynamicObject> = Api::namespaced_with(
+fn leases(client: &Client) -> Api<DynamicObject> {
+    Api::namespaced_with(
         client.clone(),
         Resource::namespaced("coordination.k8s.io", "v1", "leases"),
         "default",
-    );
-    serde_json::to_value(leases.get("my-controller").await.unwrap()).unwrap()
+    )
+}
+
+async fn lease_json(client: &Client) -> serde_json::Value {
+    serde_json::to_value(leases(client).get("my-controller").await.unwrap()).unwrap()
 }
 
 #[tokio::test]
@@ -79,6 +84,16 @@ async fn the_lease_is_written_as_client_go_writes_it_with_optimistic_concurrency
     assert_eq!(spec["holderIdentity"], "a");
     assert_eq!(spec["leaseDurationSeconds"], 15);
     assert_eq!(spec["leaseTransitions"], 0);
+    // Events about the election are recorded against this Lease, as last written.
+    let metadata = lease_json(&client).await["metadata"].clone();
+    let reference = a.object_reference().unwrap();
+    assert_eq!(
+        (reference.kind.as_str(), reference.namespace.as_str()),
+        ("Lease", "default")
+    );
+    assert_eq!(reference.name, "my-controller");
+    assert_eq!(reference.uid, metadata["uid"].as_str().unwrap());
+    assert_eq!(reference.resource_version, v2.as_str());
     let renew = spec["renewTime"].as_str().unwrap();
     assert_eq!(renew.len(), "2006-01-02T15:04:05.000000Z".len(), "{renew}");
     assert!(renew.ends_with('Z'));
@@ -88,8 +103,8 @@ async fn the_lease_is_written_as_client_go_writes_it_with_optimistic_concurrency
 async fn an_elector_acquires_and_releases_a_lease() {
     let (_sim, client) = client().await;
     let lock = ApiLeaseLock::new(client.clone(), "default", "my-controller", "pod-a");
-    let mut config = LeaderElectionConfig::new("my-controller", "pod-a");
-    config.release_on_cancel = true;
+    // Releasing on cancel is the default.
+    let config = LeaderElectionConfig::new("my-controller", "pod-a");
     let elector = LeaderElector::new(config, lock).unwrap();
     let cancel = CancellationToken::new();
     let end = elector
@@ -103,6 +118,39 @@ async fn an_elector_acquires_and_releases_a_lease() {
     assert_eq!(end, ElectionEnd::Cancelled);
 
     let spec = lease_json(&client).await["spec"].clone();
-    assert!(spec.get("holderIdentity").is_none(), "released: {spec}");
+    assert_eq!(
+        spec["holderIdentity"], "",
+        "released as client-go writes it: {spec}"
+    );
     assert_eq!(spec["leaseDurationSeconds"], 1);
+}
+
+#[tokio::test]
+async fn the_locks_labels_are_set_on_create_and_on_every_update_keeping_others() {
+    let (_sim, client) = client().await;
+    let a = ApiLeaseLock::new(client.clone(), "default", "my-controller", "a")
+        .with_labels([("app", "my-controller"), ("tier", "control")]);
+    a.create(&record("a", 0)).await.unwrap();
+    let labels = lease_json(&client).await["metadata"]["labels"].clone();
+    assert_eq!(
+        labels,
+        serde_json::json!({"app": "my-controller", "tier": "control"})
+    );
+
+    // Someone edits the labels: ours are written back at the next update, theirs are kept.
+    let mut lease = leases(&client).get("my-controller").await.unwrap();
+    let edited = lease.metadata.labels.get_or_insert_with(Default::default);
+    edited.insert("app".into(), "renamed".into());
+    edited.insert("team".into(), "platform".into());
+    leases(&client)
+        .replace("my-controller", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+    let (_, version) = a.get().await.unwrap().unwrap();
+    a.update(&record("a", 0), &version).await.unwrap();
+    let labels = lease_json(&client).await["metadata"]["labels"].clone();
+    assert_eq!(
+        labels,
+        serde_json::json!({"app": "my-controller", "team": "platform", "tier": "control"})
+    );
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::events::EventRecorder;
+
 /// client-go's `JitterFactor`: the acquire loop waits `retry_period × (1 + U[0,1) × 1.2)` between
 /// attempts, and `renew_deadline` must exceed `retry_period × 1.2`.
 pub const JITTER_FACTOR: f64 = 1.2;
@@ -13,7 +15,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 /// How an elector competes for its lock (client-go's `LeaderElectionConfig`, minus the lock and
 /// callbacks). Start from [`LeaderElectionConfig::new`], which sets client-go's recommended
 /// timings (15 s / 10 s / 2 s).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct LeaderElectionConfig {
     /// The election's name, for logs.
     pub name: String,
@@ -29,6 +31,8 @@ pub struct LeaderElectionConfig {
     pub retry_period: Duration,
     /// Whether cancelling a leading elector releases the lease (an empty holder and a 1 s lease),
     /// so another replica can take over at its next attempt instead of after `lease_duration`.
+    /// On by default (**unlike** client-go's `ReleaseOnCancel`, which is opt-in): a replica shut
+    /// down by its cancellation token should not leave its name on the lease.
     /// The guard is revoked first; `run_leading` also waits for the leader's work to return
     /// before releasing, while with `run` work spawned from `on_started_leading` must stop on
     /// the leader token (or check the guard before each write) to stay safe.
@@ -37,6 +41,16 @@ pub struct LeaderElectionConfig {
     /// [`LeaseGuard`](crate::leader_election::LeaseGuard) stops being valid. `None`: a fifth of
     /// `lease_duration`.
     pub guard_margin: Option<Duration>,
+    /// Where to record the Normal events `LeaderElection` "`<identity>` became leader" and
+    /// "`<identity>` stopped leading" against the lock's object (client-go's
+    /// `ResourceLockConfig.EventRecorder`); `None`: no events.
+    pub event_recorder: Option<EventRecorder>,
+    /// Coordinated leader election (client-go's `Coordinated`, alpha in Kubernetes): the API
+    /// server picks the holder and writes it into the Lease; this elector never creates nor
+    /// takes a lease, only renews one that names it, and stops renewing once the Lease names a
+    /// `preferredHolder`. Off by default. The candidates must announce themselves to the
+    /// coordinator with `LeaseCandidate` objects, which this crate does not write.
+    pub coordinated: bool,
 }
 
 /// Why a [`LeaderElectionConfig`] was refused.
@@ -72,7 +86,8 @@ pub enum ConfigError {
 
 impl LeaderElectionConfig {
     /// client-go's recommended timings: a 15 s lease, a 10 s renew deadline, a 2 s retry period;
-    /// no release on cancel; the default guard margin.
+    /// release on cancel (see [`release_on_cancel`](Self::release_on_cancel)); the default guard
+    /// margin.
     pub fn new(name: impl Into<String>, identity: impl Into<String>) -> Self {
         Self {
             name: name.into(),
@@ -80,8 +95,10 @@ impl LeaderElectionConfig {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
-            release_on_cancel: false,
+            release_on_cancel: true,
             guard_margin: None,
+            event_recorder: None,
+            coordinated: false,
         }
     }
 

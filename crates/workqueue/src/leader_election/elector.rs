@@ -1,20 +1,26 @@
 //! The elector: acquire, renew, stop leading in time, release.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
-use tokio::time::{sleep, sleep_until, timeout, timeout_at, Instant};
+use tokio::time::{sleep, sleep_until, timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR};
 use super::guard::LeaseGuard;
+use super::health::ElectionHealth;
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::record::LeaderElectionRecord;
+use crate::events::EventType;
 
 /// The lease duration written on release (client-go writes 1 s): with no holder, the lease is
 /// free at once anyway; the short duration tells older implementations the same.
 const RELEASED_LEASE_DURATION: Duration = Duration::from_secs(1);
+
+/// The first pause between two release attempts; it doubles up to the retry period.
+const RELEASE_FIRST_BACKOFF: Duration = Duration::from_millis(100);
 
 /// What an elector calls as leadership changes. Every method has a no-op default, and `()`
 /// implements the trait with all of them.
@@ -61,10 +67,10 @@ pub enum ElectionEnd {
 /// Invariant: `observed_at` is the monotonic instant at which we first saw the current
 /// (`record`, `version`); a lease is judged expired only once `observed_at + lease_duration` has
 /// passed on *our* clock. The holder's timestamps are never consulted.
-struct Observed {
-    record: Option<LeaderElectionRecord>,
+pub(super) struct Observed {
+    pub(super) record: Option<LeaderElectionRecord>,
     version: Option<RawVersion>,
-    observed_at: Instant,
+    pub(super) observed_at: Instant,
     /// The holder last reported to `on_new_leader`.
     reported_leader: Option<String>,
 }
@@ -81,8 +87,8 @@ struct Observed {
 ///   client-go, which counts the deadline from the start of each renew round). As
 ///   `renew_deadline < lease_duration`, we stop before anyone else may take over.
 /// - **Stop**: revoke the [`LeaseGuard`], cancel the leader token, wait for the leader's work
-///   (in `run_leading`), call `on_stopped_leading`, then, when cancelled with
-///   `release_on_cancel`, release the lease (empty holder, 1 s lease).
+///   (in `run_leading`), call `on_stopped_leading`, then, when cancelled, release the lease
+///   (empty holder, 1 s lease) unless `release_on_cancel` was turned off.
 ///
 /// ```
 /// use std::time::Duration;
@@ -93,8 +99,7 @@ struct Observed {
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let lock = MemoryLock::new("my-controller", "pod-a");
-/// let mut config = LeaderElectionConfig::new("my-controller", "pod-a");
-/// config.release_on_cancel = true;
+/// let config = LeaderElectionConfig::new("my-controller", "pod-a"); // releases on cancel
 /// let elector = LeaderElector::new(config, lock.clone()).unwrap();
 ///
 /// let cancel = CancellationToken::new();
@@ -116,7 +121,7 @@ pub struct LeaderElector<L> {
     config: LeaderElectionConfig,
     lock: L,
     description: String,
-    observed: Mutex<Observed>,
+    observed: Arc<Mutex<Observed>>,
     guard: LeaseGuard,
 }
 
@@ -136,6 +141,12 @@ enum Attempt {
     Held,
     /// Another identity holds a lease that has not expired by our clock.
     HeldByOther,
+    /// Coordinated election: the lease is missing, expired or names another holder; only the
+    /// coordinator (the API server) assigns it.
+    NotAssigned,
+    /// Coordinated election: the lease names us but also a preferred holder, so our term is
+    /// over: we do not renew it and let it run out.
+    EndOfTerm,
 }
 
 impl<L: LeaseLock> LeaderElector<L> {
@@ -153,12 +164,12 @@ impl<L: LeaseLock> LeaderElector<L> {
             description: lock.describe(),
             config,
             lock,
-            observed: Mutex::new(Observed {
+            observed: Arc::new(Mutex::new(Observed {
                 record: None,
                 version: None,
                 observed_at: Instant::now(),
                 reported_leader: None,
-            }),
+            })),
             guard: LeaseGuard::new(),
         })
     }
@@ -171,6 +182,18 @@ impl<L: LeaseLock> LeaderElector<L> {
     /// The configuration.
     pub fn config(&self) -> &LeaderElectionConfig {
         &self.config
+    }
+
+    /// A handle on this elector's view of the lease, for a liveness check that outlives
+    /// [`run`](Self::run) (client-go's `LeaderElector.Check`); see [`ElectionHealth`] and
+    /// [`HealthzAdaptor`](crate::leader_election::HealthzAdaptor).
+    pub fn health(&self) -> ElectionHealth {
+        ElectionHealth::new(
+            self.observed.clone(),
+            self.config.identity.clone(),
+            self.config.name.clone(),
+            self.config.lease_duration,
+        )
     }
 
     /// Competes for the lease until `cancel` fires or leadership is lost, calling `callbacks` as
@@ -241,7 +264,24 @@ impl<L: LeaseLock> LeaderElector<L> {
         if end == ElectionEnd::Cancelled && self.config.release_on_cancel {
             self.release().await;
         }
+        self.record_event("stopped leading");
         end
+    }
+
+    /// client-go's `RecordEvent`: a Normal `LeaderElection` event "`<identity>` `<what>`" on
+    /// the lock's object, when a recorder is configured (never blocks).
+    fn record_event(&self, what: &str) {
+        let (Some(recorder), Some(object)) =
+            (&self.config.event_recorder, self.lock.object_reference())
+        else {
+            return;
+        };
+        recorder.eventf(
+            &object,
+            EventType::Normal,
+            "LeaderElection",
+            format_args!("{} {what}", self.config.identity),
+        );
     }
 
     /// Tries until we hold the lease; returns the successful attempt's start, or `None` when
@@ -273,12 +313,17 @@ impl<L: LeaseLock> LeaderElector<L> {
                         lock = %self.description,
                         "successfully acquired lease"
                     );
+                    self.record_event("became leader");
                     return Some(start);
                 }
                 Ok(Ok(Attempt::Held)) => tracing::debug!("lease acquired too late; retrying"),
                 Ok(Ok(Attempt::HeldByOther)) => tracing::debug!(
                     lock = %self.description,
                     "lease is held by another identity and has not yet expired"
+                ),
+                Ok(Ok(Attempt::NotAssigned | Attempt::EndOfTerm)) => tracing::debug!(
+                    lock = %self.description,
+                    "coordinated lease not assigned to us"
                 ),
                 Ok(Err(error)) => tracing::warn!(
                     lock = %self.description,
@@ -346,11 +391,19 @@ impl<L: LeaseLock> LeaderElector<L> {
                         );
                         return ElectionEnd::LeadershipLost;
                     }
-                    Ok(Ok(Attempt::HeldByOther)) => {
+                    Ok(Ok(Attempt::HeldByOther | Attempt::NotAssigned)) => {
                         tracing::warn!(
                             identity = %self.config.identity,
                             lock = %self.description,
                             "lease taken over by another identity"
+                        );
+                        return ElectionEnd::LeadershipLost;
+                    }
+                    Ok(Ok(Attempt::EndOfTerm)) => {
+                        tracing::info!(
+                            identity = %self.config.identity,
+                            lock = %self.description,
+                            "lease marked as end of term (preferred holder set); not renewing"
                         );
                         return ElectionEnd::LeadershipLost;
                     }
@@ -372,6 +425,10 @@ impl<L: LeaseLock> LeaderElector<L> {
 
     /// client-go's `tryAcquireOrRenew`: read the record, and write ourselves as holder unless
     /// another identity holds a lease that has not expired by our clock.
+    ///
+    /// A leader first tries the fast path: one conditional write over the record it last wrote
+    /// or read. It reads only when that write meets a conflict (someone else wrote, or an
+    /// earlier write of ours was stored but its answer lost) or a missing record.
     async fn try_acquire_or_renew<C: LeaderCallbacks>(
         &self,
         callbacks: &C,
@@ -384,7 +441,28 @@ impl<L: LeaseLock> LeaderElector<L> {
             acquire_time,
             renew_time: now_wall,
             leader_transitions,
+            // Not carried over: client-go's writes leave them out too.
+            preferred_holder: None,
+            strategy: None,
         };
+        if self.config.coordinated {
+            return self.try_coordinated_renew(callbacks, ours).await;
+        }
+        if let Some((last, version)) = self.fast_path_basis() {
+            let record = ours(last.acquire_time, last.leader_transitions);
+            match self.lock.update(&record, &version).await {
+                Ok(version) => {
+                    self.observe(record, version, callbacks);
+                    return Ok(Attempt::Held);
+                }
+                // The version we hold is stale or the record is gone: read it again below.
+                Err(LockError::Conflict | LockError::NotFound) => tracing::debug!(
+                    lock = %self.description,
+                    "optimistic renew failed; reading the lease"
+                ),
+                Err(error) => return Err(error),
+            }
+        }
         let Some((current, version)) = self.lock.get().await? else {
             let record = ours(now_wall, 0);
             let version = self.lock.create(&record).await?;
@@ -400,6 +478,37 @@ impl<L: LeaseLock> LeaderElector<L> {
             // Expired, or released (no holder): a new holder is a transition.
             _ => ours(now_wall, current.leader_transitions.saturating_add(1)),
         };
+        let version = self.lock.update(&record, &version).await?;
+        self.observe(record, version, callbacks);
+        Ok(Attempt::Held)
+    }
+
+    /// client-go's `tryCoordinatedRenew`: in coordinated election the API server's coordinator
+    /// picks the holder among the candidates and writes it into the Lease; an elector only
+    /// renews a lease that names it, that has not expired by our clock, and that names no
+    /// preferred holder (which marks the end of its term). It never creates nor takes one.
+    async fn try_coordinated_renew<C: LeaderCallbacks>(
+        &self,
+        callbacks: &C,
+        ours: impl FnOnce(SystemTime, u32) -> LeaderElectionRecord,
+    ) -> Result<Attempt, LockError> {
+        let Some((current, version)) = self.lock.get().await? else {
+            return Ok(Attempt::NotAssigned);
+        };
+        self.observe(current.clone(), version.clone(), callbacks);
+        if self.observed_lease_expired() || current.holder() != Some(self.config.identity.as_str())
+        {
+            return Ok(Attempt::NotAssigned);
+        }
+        if current
+            .preferred_holder
+            .as_deref()
+            .is_some_and(|preferred| !preferred.is_empty())
+        {
+            return Ok(Attempt::EndOfTerm);
+        }
+        let mut record = ours(current.acquire_time, current.leader_transitions);
+        record.strategy = current.strategy;
         let version = self.lock.update(&record, &version).await?;
         self.observe(record, version, callbacks);
         Ok(Attempt::Held)
@@ -441,6 +550,23 @@ impl<L: LeaseLock> LeaderElector<L> {
         }
     }
 
+    /// The record and version to renew from without reading, when we hold a lease that is still
+    /// valid by our clock (client-go's `IsLeader() && isLeaseValid(now)`).
+    fn fast_path_basis(&self) -> Option<(LeaderElectionRecord, RawVersion)> {
+        let basis = {
+            let observed = self.observed.lock();
+            match (&observed.record, &observed.version) {
+                (Some(record), Some(version))
+                    if record.holder() == Some(self.config.identity.as_str()) =>
+                {
+                    Some((record.clone(), version.clone()))
+                }
+                _ => None,
+            }
+        };
+        basis.filter(|_| !self.observed_lease_expired())
+    }
+
     fn observed_lease_expired(&self) -> bool {
         let observed = self.observed.lock();
         let Some(record) = &observed.record else {
@@ -457,49 +583,90 @@ impl<L: LeaseLock> LeaderElector<L> {
         renew_start + self.config.lease_duration - self.config.effective_guard_margin()
     }
 
-    /// Writes an empty holder over our record, if it is still the one we last wrote.
+    /// Writes an empty holder over the lease if a fresh read shows we still hold it, retrying
+    /// (with backoff) until the renew deadline: a renew stored with its answer lost, or another
+    /// write racing ours, leaves our last version stale, and a release from it alone would
+    /// fail and leave the lease to run out.
     async fn release(&self) {
-        let (transitions, version) = {
-            let observed = self.observed.lock();
-            match (&observed.record, &observed.version) {
-                (Some(record), Some(version))
-                    if record.holder() == Some(self.config.identity.as_str()) =>
-                {
-                    (record.leader_transitions, version.clone())
+        let deadline = Instant::now() + self.config.renew_deadline;
+        let mut backoff = RELEASE_FIRST_BACKOFF.min(self.config.retry_period);
+        loop {
+            match timeout_at(deadline, self.try_release()).await {
+                Ok(Ok(Released::Now)) => {
+                    tracing::info!(
+                        identity = %self.config.identity,
+                        lock = %self.description,
+                        "released leader lease"
+                    );
+                    return;
                 }
-                _ => return,
+                Ok(Ok(Released::NotOurs)) => {
+                    tracing::info!(
+                        identity = %self.config.identity,
+                        lock = %self.description,
+                        "lease no longer held by us; nothing to release"
+                    );
+                    return;
+                }
+                Ok(Err(error)) => tracing::warn!(
+                    lock = %self.description,
+                    %error,
+                    "failed to release leader lease; retrying until the renew deadline"
+                ),
+                Err(_) => {
+                    tracing::warn!(
+                        lock = %self.description,
+                        "releasing the leader lease timed out"
+                    );
+                    return;
+                }
             }
+            if Instant::now() + backoff >= deadline {
+                tracing::warn!(
+                    lock = %self.description,
+                    "gave up releasing the leader lease at the renew deadline"
+                );
+                return;
+            }
+            sleep(backoff).await;
+            backoff = (backoff * 2).min(self.config.retry_period);
+        }
+    }
+
+    /// One release attempt: read the lease, and write the released record over it only if it
+    /// names us as holder (stricter than client-go, which releases when it last *observed*
+    /// itself as holder; the write is conditional on the version just read either way).
+    async fn try_release(&self) -> Result<Released, LockError> {
+        let Some((current, version)) = self.lock.get().await? else {
+            return Ok(Released::NotOurs);
         };
+        // No callbacks: the term is over, and a holder seen now is for the next elector to report.
+        self.observe(current.clone(), version.clone(), &());
+        if current.holder() != Some(self.config.identity.as_str()) {
+            return Ok(Released::NotOurs);
+        }
         let now_wall = SystemTime::now();
         let released = LeaderElectionRecord {
             holder_identity: None,
             lease_duration: RELEASED_LEASE_DURATION,
             acquire_time: now_wall,
             renew_time: now_wall,
-            leader_transitions: transitions,
+            leader_transitions: current.leader_transitions,
+            preferred_holder: None,
+            strategy: None,
         };
-        match timeout(
-            self.config.renew_deadline,
-            self.lock.update(&released, &version),
-        )
-        .await
-        {
-            Ok(Ok(_)) => tracing::info!(
-                identity = %self.config.identity,
-                lock = %self.description,
-                "released leader lease"
-            ),
-            Ok(Err(error)) => tracing::warn!(
-                lock = %self.description,
-                %error,
-                "failed to release leader lease"
-            ),
-            Err(_) => tracing::warn!(
-                lock = %self.description,
-                "releasing the leader lease timed out"
-            ),
-        }
+        let version = self.lock.update(&released, &version).await?;
+        self.observe(released, version, &());
+        Ok(Released::Now)
     }
+}
+
+/// How a release attempt ended.
+enum Released {
+    /// We wrote the empty holder.
+    Now,
+    /// The lease is gone or held by someone else: nothing of ours to release.
+    NotOurs,
 }
 
 /// client-go's `wait.Jitter(period, JitterFactor)`: `period × (1 + U[0,1) × 1.2)`.

@@ -6,6 +6,7 @@
 //! `renewTime` (RFC 3339 micro-times), `leaseTransitions`. The `resourceVersion` is the version
 //! of optimistic concurrency: a `replace` on a changed Lease is a 409, [`LockError::Conflict`].
 
+use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
@@ -16,6 +17,7 @@ use shared_informer::reflector::{Api, Client, ClientError, PostParams, Resource}
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::micro_time;
 use super::record::LeaderElectionRecord;
+use crate::events::ObjectReference;
 
 /// The parts of a `coordination.k8s.io/v1` Lease the election reads and writes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -44,6 +46,10 @@ struct LeaseSpec {
     renew_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     lease_transitions: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    preferred_holder: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    strategy: Option<String>,
 }
 
 impl Object for Lease {
@@ -60,11 +66,16 @@ impl LeaseSpec {
         let seconds =
             record.lease_duration.as_secs() + u64::from(record.lease_duration.subsec_nanos() > 0);
         Self {
-            holder_identity: record.holder_identity.clone(),
+            // Always written, empty when nobody holds the lease, as client-go writes it: readers
+            // that test for an empty string rather than a missing field see a release too.
+            holder_identity: Some(record.holder_identity.clone().unwrap_or_default()),
             lease_duration_seconds: Some(i32::try_from(seconds).unwrap_or(i32::MAX)),
             acquire_time: Some(micro_time::format(record.acquire_time)),
             renew_time: Some(micro_time::format(record.renew_time)),
             lease_transitions: Some(i32::try_from(record.leader_transitions).unwrap_or(i32::MAX)),
+            // Left out when empty, as client-go leaves them out.
+            preferred_holder: record.preferred_holder.clone().filter(|p| !p.is_empty()),
+            strategy: record.strategy.clone().filter(|s| !s.is_empty()),
         }
     }
 
@@ -77,13 +88,18 @@ impl LeaseSpec {
         };
         let non_negative = |n: Option<i32>| u32::try_from(n.unwrap_or(0)).unwrap_or(0);
         LeaderElectionRecord {
-            holder_identity: self.holder_identity.clone(),
+            holder_identity: self
+                .holder_identity
+                .clone()
+                .filter(|holder| !holder.is_empty()),
             lease_duration: Duration::from_secs(u64::from(non_negative(
                 self.lease_duration_seconds,
             ))),
             acquire_time: time(&self.acquire_time),
             renew_time: time(&self.renew_time),
             leader_transitions: non_negative(self.lease_transitions),
+            preferred_holder: self.preferred_holder.clone().filter(|p| !p.is_empty()),
+            strategy: self.strategy.clone().filter(|s| !s.is_empty()),
         }
     }
 }
@@ -115,6 +131,8 @@ pub struct ApiLeaseLock {
     namespace: String,
     name: String,
     identity: String,
+    /// Set on the Lease at every create and update (client-go's `LeaseLock.Labels`).
+    labels: BTreeMap<String, String>,
     /// The metadata last read or written, so that an update keeps the Lease's labels,
     /// annotations and owners.
     last_metadata: Mutex<Option<ObjectMeta>>,
@@ -125,6 +143,7 @@ impl std::fmt::Debug for ApiLeaseLock {
         f.debug_struct("ApiLeaseLock")
             .field("lease", &self.describe())
             .field("identity", &self.identity)
+            .field("labels", &self.labels)
             .finish_non_exhaustive()
     }
 }
@@ -146,8 +165,31 @@ impl ApiLeaseLock {
             namespace: namespace.to_string(),
             name: name.into(),
             identity: identity.into(),
+            labels: BTreeMap::new(),
             last_metadata: Mutex::new(None),
         }
+    }
+
+    /// Sets `labels` on the Lease whenever this lock creates or updates it (client-go's
+    /// `LeaseLock.Labels`): only these keys are written, over whatever values they had; the
+    /// Lease's other labels are kept.
+    ///
+    /// ```no_run
+    /// # use workqueue::leader_election::ApiLeaseLock;
+    /// # use workqueue::shared_informer::reflector::{Client, ClusterConfig};
+    /// # fn f(client: Client) {
+    /// let lock = ApiLeaseLock::new(client, "kube-system", "my-controller", "pod-a")
+    ///     .with_labels([("app.kubernetes.io/name", "my-controller")]);
+    /// # }
+    /// ```
+    pub fn with_labels<K, V>(mut self, labels: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        self.labels
+            .extend(labels.into_iter().map(|(k, v)| (k.into(), v.into())));
+        self
     }
 
     fn lease(&self, record: &LeaderElectionRecord, version: Option<&RawVersion>) -> Lease {
@@ -155,6 +197,12 @@ impl ApiLeaseLock {
         metadata.name = Some(self.name.clone());
         metadata.namespace = Some(self.namespace.clone());
         metadata.resource_version = version.map(|v| v.as_str().to_string());
+        if !self.labels.is_empty() {
+            metadata
+                .labels
+                .get_or_insert_with(BTreeMap::new)
+                .extend(self.labels.clone());
+        }
         Lease {
             api_version: "coordination.k8s.io/v1".into(),
             kind: "Lease".into(),
@@ -215,6 +263,21 @@ impl LeaseLock for ApiLeaseLock {
     fn describe(&self) -> String {
         format!("leases/{}/{}", self.namespace, self.name)
     }
+
+    /// The Lease, with the UID and resource version last read or written.
+    fn object_reference(&self) -> Option<ObjectReference> {
+        let mut reference = ObjectReference::new(
+            "coordination.k8s.io/v1",
+            "Lease",
+            self.namespace.clone(),
+            self.name.clone(),
+        );
+        if let Some(metadata) = &*self.last_metadata.lock() {
+            reference.uid = metadata.uid.clone().unwrap_or_default();
+            reference.resource_version = metadata.resource_version.clone().unwrap_or_default();
+        }
+        Some(reference)
+    }
 }
 
 #[cfg(test)]
@@ -229,13 +292,38 @@ mod tests {
             acquire_time: UNIX_EPOCH + Duration::from_micros(1_795_451_151_123_456),
             renew_time: UNIX_EPOCH + Duration::from_micros(1_795_451_161_000_001),
             leader_transitions: 4,
+            preferred_holder: Some("pod-b".into()),
+            strategy: Some("OldestEmulationVersion".into()),
         };
         let spec = LeaseSpec::from_record(&record);
         assert_eq!(
             spec.renew_time.as_deref(),
             Some("2026-11-23T16:26:01.000001Z")
         );
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["preferredHolder"], "pod-b");
+        assert_eq!(json["strategy"], "OldestEmulationVersion");
         assert_eq!(spec.to_record(), record);
+    }
+
+    #[test]
+    fn a_released_record_is_written_with_an_empty_holder_identity() {
+        let released = LeaderElectionRecord {
+            holder_identity: None,
+            lease_duration: Duration::from_secs(1),
+            acquire_time: UNIX_EPOCH,
+            renew_time: UNIX_EPOCH,
+            leader_transitions: 2,
+            preferred_holder: None,
+            strategy: None,
+        };
+        let json = serde_json::to_value(LeaseSpec::from_record(&released)).unwrap();
+        assert_eq!(json["holderIdentity"], "", "{json}");
+        assert_eq!(json["leaseDurationSeconds"], 1);
+        assert_eq!(json["leaseTransitions"], 2);
+        assert!(json.get("preferredHolder").is_none() && json.get("strategy").is_none());
+        // And read back as no holder.
+        assert_eq!(LeaseSpec::from_record(&released).to_record(), released);
     }
 
     #[test]
@@ -246,6 +334,8 @@ mod tests {
             acquire_time: UNIX_EPOCH,
             renew_time: UNIX_EPOCH,
             leader_transitions: 0,
+            preferred_holder: None,
+            strategy: None,
         };
         assert_eq!(
             LeaseSpec::from_record(&record).lease_duration_seconds,

@@ -5,6 +5,7 @@ use std::fmt;
 use std::future::Future;
 
 use super::record::LeaderElectionRecord;
+use crate::events::ObjectReference;
 
 /// The opaque version of a stored record (a Kubernetes `resourceVersion`), handed back to
 /// [`LeaseLock::update`] so that a write based on a stale read fails with
@@ -79,4 +80,11 @@ pub trait LeaseLock: Send + Sync {
 
     /// What the lock is, for logs (e.g. `leases/kube-system/my-controller`). No secrets.
     fn describe(&self) -> String;
+
+    /// The object that leader-election events are recorded against (client-go's
+    /// `RecordEvent` subject: the Lease, as last read or written), if the lock has one. The
+    /// default has none, and then no event is recorded.
+    fn object_reference(&self) -> Option<ObjectReference> {
+        None
+    }
 }

@@ -11,9 +11,11 @@ use tokio::time::Instant;
 
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::record::LeaderElectionRecord;
+use crate::events::ObjectReference;
 
 /// A fault injected into one identity's calls to a [`MemoryLock`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Fault {
     /// Every call fails with [`LockError::Other`] without touching the record.
     Fail,
@@ -23,6 +25,33 @@ pub enum Fault {
     /// Every call is applied at once but its answer arrives this much later: the worst case for
     /// a client that would measure its lease from the answer rather than from the request.
     Slow(Duration),
+    /// Every call is applied, then fails with [`LockError::Other`]: the server stored the write
+    /// but its answer was lost (a connection reset after the request went through).
+    LoseAnswer,
+}
+
+/// What a call to a [`MemoryLock`] asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockOp {
+    /// [`LeaseLock::get`].
+    Get,
+    /// [`LeaseLock::create`].
+    Create,
+    /// [`LeaseLock::update`].
+    Update,
+}
+
+/// One call made to a [`MemoryLock`], whatever its outcome (a request, as a server would count
+/// it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockCall {
+    /// When the call was made (tokio's clock).
+    pub at: Instant,
+    /// The identity that called.
+    pub identity: String,
+    /// What it asked for.
+    pub op: LockOp,
 }
 
 /// The error a [`Fault::Fail`] produces (inside [`LockError::Other`]).
@@ -49,7 +78,10 @@ struct State {
     record: Option<(LeaderElectionRecord, u64)>,
     last_version: u64,
     faults: HashMap<String, Fault>,
+    /// Per identity, how many more updates answer a conflict without being applied.
+    conflicts: HashMap<String, usize>,
     writes: Vec<LockWrite>,
+    calls: Vec<LockCall>,
 }
 
 struct Shared {
@@ -142,6 +174,21 @@ impl MemoryLock {
         self.shared.state.lock().writes.clone()
     }
 
+    /// Every call made so far by any identity, oldest first, failed ones included.
+    pub fn calls(&self) -> Vec<LockCall> {
+        self.shared.state.lock().calls.clone()
+    }
+
+    /// The next `count` updates made as `identity` fail with [`LockError::Conflict`] without
+    /// being applied, as if another writer had slipped in between its read and its write.
+    pub fn conflict_next_updates(&self, identity: &str, count: usize) {
+        self.shared
+            .state
+            .lock()
+            .conflicts
+            .insert(identity.to_string(), count);
+    }
+
     fn fault(&self) -> Option<Fault> {
         self.shared.state.lock().faults.get(&self.identity).copied()
     }
@@ -149,8 +196,14 @@ impl MemoryLock {
     /// Runs `op` on the state as this identity's fault allows.
     async fn call<T>(
         &self,
+        kind: LockOp,
         op: impl FnOnce(&mut State) -> Result<T, LockError>,
     ) -> Result<T, LockError> {
+        self.shared.state.lock().calls.push(LockCall {
+            at: Instant::now(),
+            identity: self.identity.clone(),
+            op: kind,
+        });
         // Subscribing before reading the fault: a heal between the two still wakes us.
         let mut changed = self.shared.faults_changed.subscribe();
         let fault = loop {
@@ -162,10 +215,17 @@ impl MemoryLock {
                 other => break other,
             }
         };
-        match fault {
-            Some(Fault::Fail) => Err(LockError::Other(Box::new(InjectedFailure {
+        let failure = || {
+            LockError::Other(Box::new(InjectedFailure {
                 identity: self.identity.clone(),
-            }))),
+            }))
+        };
+        match fault {
+            Some(Fault::Fail) => Err(failure()),
+            Some(Fault::LoseAnswer) => {
+                let _applied = op(&mut self.shared.state.lock());
+                Err(failure())
+            }
             Some(Fault::Slow(delay)) => {
                 let result = op(&mut self.shared.state.lock());
                 tokio::time::sleep(delay).await;
@@ -189,7 +249,7 @@ impl MemoryLock {
 
 impl LeaseLock for MemoryLock {
     async fn get(&self) -> Result<Option<(LeaderElectionRecord, RawVersion)>, LockError> {
-        self.call(|state| {
+        self.call(LockOp::Get, |state| {
             Ok(state
                 .record
                 .as_ref()
@@ -199,7 +259,7 @@ impl LeaseLock for MemoryLock {
     }
 
     async fn create(&self, record: &LeaderElectionRecord) -> Result<RawVersion, LockError> {
-        self.call(|state| match state.record {
+        self.call(LockOp::Create, |state| match state.record {
             Some(_) => Err(LockError::AlreadyExists),
             None => Ok(self.write(state, record)),
         })
@@ -211,7 +271,13 @@ impl LeaseLock for MemoryLock {
         record: &LeaderElectionRecord,
         version: &RawVersion,
     ) -> Result<RawVersion, LockError> {
-        self.call(|state| match &state.record {
+        self.call(LockOp::Update, |state| match &state.record {
+            _ if state.conflicts.get(&self.identity).is_some_and(|n| *n > 0) => {
+                if let Some(n) = state.conflicts.get_mut(&self.identity) {
+                    *n -= 1;
+                }
+                Err(LockError::Conflict)
+            }
             None => Err(LockError::NotFound),
             Some((_, current)) if current.to_string() != version.as_str() => {
                 Err(LockError::Conflict)
@@ -227,5 +293,15 @@ impl LeaseLock for MemoryLock {
 
     fn describe(&self) -> String {
         format!("memory/{}", self.shared.name)
+    }
+
+    /// A Lease named after the lock, in no namespace (events land in `default`).
+    fn object_reference(&self) -> Option<ObjectReference> {
+        Some(ObjectReference::new(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "",
+            self.shared.name.clone(),
+        ))
     }
 }

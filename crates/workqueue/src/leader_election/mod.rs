@@ -4,9 +4,13 @@
 //! ```text
 //!   LeaderElector ──get / create / update(version)──► LeaseLock (one record, optimistic writes)
 //!     acquire: every retry_period × (1 + U·1.2), take the lease once it expired by OUR clock
-//!     renew:   every retry_period; stop leading at last renew's start + renew_deadline
+//!     renew:   every retry_period, one update over the version last seen (get only after a
+//!              conflict); stop leading at last renew's start + renew_deadline
 //!     lead:    on_started_leading(leader_token, LeaseGuard) / run_leading(..)
-//!     stop:    revoke guard → cancel leader_token → on_stopped_leading → release (optional)
+//!     stop:    revoke guard → cancel leader_token → on_stopped_leading → release (default on:
+//!              fresh get, update only if still ours, retried until renew_deadline)
+//!     events:  "<identity> became leader" / "<identity> stopped leading" (optional recorder)
+//!     health:  LeaderElector::health / HealthzAdaptor: a leader stuck past its lease
 //! ```
 //!
 //! Safety comes before liveness. The invariants, for an elector whose last successful renew
@@ -19,7 +23,12 @@
 //!   each check, so it also holds when the process was frozen and its timers have not fired yet.
 //!
 //! The property test `leading_intervals_never_overlap_under_random_faults` checks that no two
-//! electors ever lead at once under random failures, hangs and slow answers of the lock.
+//! electors ever lead at once under random failures, hangs, slow answers and lost answers of
+//! the lock.
+//!
+//! Coordinated election (`LeaderElectionConfig::coordinated`, client-go's alpha `Coordinated`):
+//! the API server assigns the holder; the elector only renews a Lease naming it and stops at
+//! the end of its term (a `preferredHolder` set).
 //!
 //! Locks: [`ApiLeaseLock`] on a `coordination.k8s.io/v1` Lease (interoperable with client-go's),
 //! and [`MemoryLock`] for tests.
@@ -27,6 +36,7 @@
 mod config;
 mod elector;
 mod guard;
+mod health;
 mod lease;
 mod lock;
 mod memory;
@@ -36,9 +46,10 @@ mod record;
 pub use config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR, MAX_DURATION};
 pub use elector::{ElectionEnd, LeaderCallbacks, LeaderElector};
 pub use guard::{LeadershipLost, LeaseGuard};
+pub use health::{ElectionHealth, HealthzAdaptor, LeaseNotRenewed};
 pub use lease::ApiLeaseLock;
 pub use lock::{LeaseLock, LockError, RawVersion};
-pub use memory::{Fault, InjectedFailure, LockWrite, MemoryLock};
+pub use memory::{Fault, InjectedFailure, LockCall, LockOp, LockWrite, MemoryLock};
 pub use micro_time::parse as parse_micro_time;
 pub use record::LeaderElectionRecord;
 

@@ -21,6 +21,12 @@ pub struct LeaderElectionRecord {
     pub renew_time: SystemTime,
     /// How many times the holder changed.
     pub leader_transitions: u32,
+    /// Coordinated election: the candidate the coordinator wants to hold the lease next
+    /// (`spec.preferredHolder`); the current holder stops renewing once it is set.
+    pub preferred_holder: Option<String>,
+    /// Coordinated election: how the coordinator picks the holder (`spec.strategy`, e.g.
+    /// `OldestEmulationVersion`), kept by the holder's renewals.
+    pub strategy: Option<String>,
 }
 
 impl LeaderElectionRecord {

@@ -8,7 +8,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 use proptest::prelude::*;
 use tokio::task::JoinHandle;
-use tokio::time::{sleep, Instant};
+use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
@@ -177,6 +177,53 @@ async fn renews_every_retry_period_keeping_acquire_time_and_transitions() {
     }
 }
 
+fn ops_by(lock: &MemoryLock, identity: &str) -> Vec<LockOp> {
+    lock.calls()
+        .into_iter()
+        .filter(|call| call.identity == identity)
+        .map(|call| call.op)
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_renews_with_one_write_and_reads_only_after_a_conflict() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(20_500)).await;
+    let mut expected = vec![LockOp::Get, LockOp::Create];
+    expected.extend([LockOp::Update; 10]);
+    assert_eq!(ops_by(&lock, "a"), expected, "no read while renewing");
+
+    // Another writer bumps the version (here leaving a as holder): a's next optimistic write
+    // meets a conflict, so it reads and writes again in the same attempt, and still leads.
+    let x = lock.for_identity("x");
+    let (record, version) = x.get().await.unwrap().unwrap();
+    x.update(&record, &version).await.unwrap();
+    sleep(RETRY).await;
+    expected.extend([LockOp::Update, LockOp::Get, LockOp::Update]);
+    assert_eq!(ops_by(&lock, "a"), expected);
+    assert_eq!(last_write_by(&lock, "a").at, Instant::now() - ms(500));
+    assert!(a.guard.is_valid());
+    assert_eq!(lock.record().unwrap().holder(), Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_stored_but_unanswered_is_renewed_over_at_the_next_attempt() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(2_500)).await;
+    lock.set_fault("a", Fault::LoseAnswer);
+    sleep(RETRY).await; // the renewal at 4 s is stored, its answer lost
+    lock.heal("a");
+    sleep(RETRY).await; // at 6 s: a conflict on the stale version, a read, a write
+    assert_eq!(
+        ops_by(&lock, "a")[3..],
+        [LockOp::Update, LockOp::Update, LockOp::Get, LockOp::Update]
+    );
+    assert_eq!(last_write_by(&lock, "a").at, Instant::now() - ms(500));
+    assert!(a.guard.is_valid());
+}
+
 #[tokio::test(start_paused = true)]
 async fn acquires_once_the_holder_stopped_renewing_for_a_lease_duration_of_observed_time() {
     let lock = lock();
@@ -208,6 +255,8 @@ async fn the_holders_timestamps_are_not_trusted_only_our_observed_time() {
         acquire_time: ancient,
         renew_time: ancient,
         leader_transitions: 3,
+        preferred_holder: None,
+        strategy: None,
     };
     lock.for_identity("x").create(&stale_looking).await.unwrap();
     let t0 = Instant::now();
@@ -270,9 +319,14 @@ async fn a_slow_renewal_answered_after_the_deadline_does_not_count() {
     assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
     let renewals: Vec<_> = lock.writes().into_iter().map(|write| write.at).collect();
     let stopped = a.recorder.stopped_at().unwrap();
-    // The slow get of the next round was applied but the update never sent: the last write is
-    // the renewal before the fault, and we stopped leading 10 s after it.
-    assert_eq!(stopped, *renewals.last().unwrap() + RENEW_DEADLINE);
+    // The slow renewal at 6 s was stored at once but answered too late: it does not count, and
+    // we stopped leading 10 s after the renewal before it, which was answered in time.
+    assert_eq!(
+        renewals.len(),
+        4,
+        "acquired at 0 s, renewed at 2, 4 and 6 s"
+    );
+    assert_eq!(stopped, renewals[2] + RENEW_DEADLINE);
 }
 
 #[tokio::test(start_paused = true)]
@@ -300,9 +354,128 @@ async fn release_on_cancel_lets_another_acquire_at_its_next_attempt() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn without_release_on_cancel_the_lease_runs_out_first() {
+async fn cancelling_releases_the_lease_by_default() {
+    assert!(config("a").release_on_cancel);
     let lock = lock();
     let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(5)).await;
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+    assert_eq!(lock.record().unwrap().holder(), None, "released");
+    sleep(max_acquire_wait()).await;
+    assert!(b.recorder.started_at().unwrap() <= cancelled + max_acquire_wait());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_whose_answer_was_lost_does_not_stop_the_release() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(ms(3_500)).await;
+    lock.set_fault("a", Fault::LoseAnswer);
+    sleep(RETRY).await; // the renewal at 4 s is stored, its answer lost: a's version is stale
+    lock.heal("a");
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+
+    let release = last_write_by(&lock, "a");
+    assert_eq!(release.record.holder(), None, "released after a fresh read");
+    assert_eq!(release.at, cancelled);
+    assert_eq!(lock.record().unwrap(), release.record);
+    sleep(max_acquire_wait()).await;
+    assert!(b.recorder.started_at().unwrap() <= cancelled + max_acquire_wait());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflict_on_the_release_is_retried_after_a_fresh_read() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(3_000)).await;
+    lock.conflict_next_updates("a", 1);
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+
+    let after_cancel: Vec<_> = lock
+        .calls()
+        .into_iter()
+        .filter(|call| call.identity == "a" && call.at >= cancelled)
+        .map(|call| (call.op, call.at - cancelled))
+        .collect();
+    assert_eq!(
+        after_cancel,
+        [
+            (LockOp::Get, Duration::ZERO),
+            (LockOp::Update, Duration::ZERO),
+            (LockOp::Get, ms(100)),
+            (LockOp::Update, ms(100)),
+        ],
+        "a 409, a pause, a fresh read and the release"
+    );
+    assert_eq!(lock.record().unwrap().holder(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_never_writes_over_a_lease_another_holder_took() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(2_500)).await;
+    // Someone else writes itself as holder (say an operator, or a replica with a skewed
+    // configuration); a has not read it yet when it is cancelled.
+    let x = lock.for_identity("x");
+    let (mut record, version) = x.get().await.unwrap().unwrap();
+    record.holder_identity = Some("x".into());
+    x.update(&record, &version).await.unwrap();
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+
+    assert!(
+        lock.writes()
+            .iter()
+            .all(|w| w.identity != "a" || w.at < cancelled),
+        "no release written"
+    );
+    assert_eq!(lock.record().unwrap().holder(), Some("x"));
+    assert_eq!(
+        ops_by(&lock, "a").last(),
+        Some(&LockOp::Get),
+        "the fresh read showed x"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_release_failing_until_the_renew_deadline_gives_up_with_backoff() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(2_500)).await;
+    lock.set_fault("a", Fault::Fail);
+    let cancelled = Instant::now();
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+    let attempts: Vec<_> = lock
+        .calls()
+        .into_iter()
+        .filter(|call| call.identity == "a" && call.at >= cancelled)
+        .map(|call| call.at - cancelled)
+        .collect();
+    // 0, 0.1, 0.3, 0.7, 1.5, 3.5, 5.5, 7.5, 9.5 s: doubling pauses capped at the retry period,
+    // none after the renew deadline.
+    assert_eq!(attempts.len(), 9, "{attempts:?}");
+    assert_eq!(attempts[1], ms(100));
+    assert!(*attempts.last().unwrap() < RENEW_DEADLINE);
+    assert_eq!(lock.record().unwrap().holder(), Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_release_on_cancel_the_lease_runs_out_first() {
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.release_on_cancel = false);
     sleep(ms(1)).await;
     let b = start(&lock, "b");
     sleep(Duration::from_secs(7)).await;
@@ -367,6 +540,239 @@ async fn leader_transitions_count_holder_changes_not_renewals() {
     assert!(a_again.recorder.started_at().is_some());
     assert_eq!(lock.record().unwrap().holder(), Some("a"));
     assert_eq!(lock.record().unwrap().leader_transitions, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn became_leader_and_stopped_leading_are_recorded_as_events_on_the_lease() {
+    use crate::events::{BroadcasterConfig, EventBroadcaster, EventSource, MemorySink};
+
+    let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+    let recorder = broadcaster.new_recorder(EventSource::new("my-controller"));
+    let sink = MemorySink::new();
+    let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.event_recorder = Some(recorder));
+    sleep(Duration::from_secs(5)).await;
+    a.cancel.cancel();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+    // The elector held the last recorder: the writer drains the queue and returns.
+    writer.await.unwrap();
+
+    let events = sink.events();
+    let messages: Vec<_> = events.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(messages, ["a became leader", "a stopped leading"]);
+    for event in &events {
+        assert_eq!(event.reason, "LeaderElection");
+        assert_eq!(event.type_, crate::events::EventType::Normal);
+        assert_eq!(event.involved_object.kind, "Lease");
+        assert_eq!(event.involved_object.api_version, "coordination.k8s.io/v1");
+        assert_eq!(event.involved_object.name, "test-election");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_leadership_is_recorded_as_stopped_leading_and_no_recorder_means_no_event() {
+    use crate::events::{BroadcasterConfig, EventBroadcaster, EventSource, MemorySink};
+
+    let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+    let recorder = broadcaster.new_recorder(EventSource::new("my-controller"));
+    let sink = MemorySink::new();
+    let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+    let lock = lock();
+    let a = start_with(&lock, "a", |config| config.event_recorder = Some(recorder));
+    let b = start(&lock, "b"); // no recorder
+    sleep(Duration::from_secs(5)).await;
+    lock.set_fault("a", Fault::Fail);
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    writer.await.unwrap();
+    sleep(Duration::from_secs(30)).await;
+    assert!(b.recorder.started_at().is_some());
+    let messages: Vec<_> = sink.events().into_iter().map(|e| e.message).collect();
+    assert_eq!(messages, ["a became leader", "a stopped leading"]);
+}
+
+/// Starts `identity` and returns its replica with a health handle on its elector.
+fn start_watched(lock: &MemoryLock, identity: &str) -> (Replica, ElectionHealth) {
+    let elector = LeaderElector::new(config(identity), lock.for_identity(identity)).unwrap();
+    let health = elector.health();
+    let (cancel, recorder, guard) = (
+        CancellationToken::new(),
+        Recorder::default(),
+        elector.guard(),
+    );
+    let run = tokio::spawn(elector.run(cancel.clone(), recorder.clone()));
+    let replica = Replica {
+        cancel,
+        recorder,
+        guard,
+        run,
+    };
+    (replica, health)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_health_check_fails_for_a_leader_stuck_past_its_lease_and_the_tolerance() {
+    let tolerance = Duration::from_secs(5);
+    let lock = lock();
+    let (a, a_health) = start_watched(&lock, "a");
+    let (_b, b_health) = start_watched(&lock, "b");
+    sleep(ms(4_500)).await;
+    let renewed = last_write_by(&lock, "a").at;
+    assert!(a_health.is_leader() && !b_health.is_leader());
+    assert_eq!(a_health.check(tolerance), Ok(()));
+
+    // The elector's task stops running (a deadlock, a blocked runtime): the clock moves on
+    // without it. Healthy up to the lease plus the tolerance after the last renew, not after.
+    let limit = renewed + LEASE + tolerance;
+    tokio::time::advance(limit - Instant::now()).now_or_never();
+    assert_eq!(a_health.check(tolerance), Ok(()));
+    tokio::time::advance(ms(1)).now_or_never();
+    let error = a_health.check(tolerance).unwrap_err();
+    assert_eq!(error.name, "test-election");
+    assert_eq!(error.expired_for, tolerance + ms(1));
+    assert_eq!(
+        error.to_string(),
+        "failed election to renew leadership on lease test-election (expired 5.001s ago)"
+    );
+    // A standby is never unhealthy, however old what it saw.
+    assert_eq!(b_health.check(Duration::ZERO), Ok(()));
+    drop(a);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_healthz_adaptor_follows_each_elector_it_is_given() {
+    let tolerance = Duration::from_secs(1);
+    let healthz = HealthzAdaptor::new(tolerance);
+    assert_eq!(healthz.check(), Ok(()), "no elector set");
+    assert_eq!(healthz.name(), "leaderElection");
+    let lock = lock();
+
+    // A term that lost its lease without releasing it still believes it leads (client-go's
+    // IsLeader reads the last record seen): unhealthy after the lease and the tolerance.
+    let first = LeaderElector::new(config("a"), lock.for_identity("a")).unwrap();
+    healthz.set_leader_election(&first);
+    let run = tokio::spawn(first.run(CancellationToken::new(), ()));
+    sleep(ms(2_500)).await;
+    lock.set_fault("a", Fault::Hang);
+    assert_eq!(run.await.unwrap(), ElectionEnd::LeadershipLost);
+    let renewed = last_write_by(&lock, "a").at;
+    sleep_until(renewed + LEASE + tolerance).await;
+    assert_eq!(healthz.check(), Ok(()));
+    sleep(ms(1)).await;
+    assert!(healthz.check().is_err());
+
+    // Pointed at the next term's elector: healthy while it renews, and after it released the
+    // lease on cancel, however long after.
+    lock.heal("a");
+    let second = LeaderElector::new(config("a"), lock.for_identity("a")).unwrap();
+    healthz.set_leader_election(&second);
+    assert_eq!(healthz.check(), Ok(()));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(second.run(cancel.clone(), ()));
+    sleep(LEASE * 2).await;
+    assert_eq!(healthz.check(), Ok(()));
+    cancel.cancel();
+    assert_eq!(run.await.unwrap(), ElectionEnd::Cancelled);
+    assert_eq!(lock.record().unwrap().holder(), None);
+    sleep(LEASE * 4).await;
+    assert_eq!(healthz.check(), Ok(()));
+}
+
+/// What the API server's coordinator writes: `holder` assigned, with a strategy.
+fn assigned(holder: &str, preferred: Option<&str>) -> LeaderElectionRecord {
+    let now = SystemTime::now();
+    LeaderElectionRecord {
+        holder_identity: Some(holder.into()),
+        lease_duration: LEASE,
+        acquire_time: now,
+        renew_time: now,
+        leader_transitions: 1,
+        preferred_holder: preferred.map(Into::into),
+        strategy: Some("OldestEmulationVersion".into()),
+    }
+}
+
+/// Writes `record` over the lock as the coordinator would, whatever is there.
+async fn coordinator_writes(lock: &MemoryLock, record: &LeaderElectionRecord) {
+    let coordinator = lock.for_identity("coordinator");
+    match coordinator.get().await.unwrap() {
+        None => drop(coordinator.create(record).await.unwrap()),
+        Some((_, version)) => drop(coordinator.update(record, &version).await.unwrap()),
+    }
+}
+
+fn coordinated(config: &mut LeaderElectionConfig) {
+    config.coordinated = true;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coordinated_elector_neither_creates_nor_takes_a_lease_it_is_not_assigned() {
+    let lock = lock();
+    let a = start_with(&lock, "a", coordinated);
+    sleep(Duration::from_secs(60)).await;
+    assert!(lock.writes().is_empty(), "no lease created");
+
+    // Assigned to b, who never renews it: a waits for the coordinator, even long after expiry.
+    coordinator_writes(&lock, &assigned("b", None)).await;
+    sleep(Duration::from_secs(120)).await;
+    assert!(lock.writes().iter().all(|w| w.identity != "a"));
+    assert_eq!(a.recorder.started_at(), None);
+    assert_eq!(a.recorder.events(), [Event::NewLeader("b".into())]);
+    assert!(ops_by(&lock, "a").iter().all(|op| *op == LockOp::Get));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coordinated_elector_leads_once_assigned_and_stops_at_the_end_of_its_term() {
+    let lock = lock();
+    let a = start_with(&lock, "a", coordinated);
+    sleep(ms(1)).await;
+    coordinator_writes(&lock, &assigned("a", None)).await;
+    sleep(max_acquire_wait()).await;
+    let started = a
+        .recorder
+        .started_at()
+        .expect("a leads the lease assigned to it");
+    sleep(Duration::from_secs(10)).await;
+    let renewal = last_write_by(&lock, "a");
+    assert!(renewal.at > started);
+    assert_eq!(
+        renewal.record.strategy.as_deref(),
+        Some("OldestEmulationVersion")
+    );
+    assert_eq!(renewal.record.leader_transitions, 1);
+
+    // The coordinator names a preferred holder: a does not renew again, and stops leading at
+    // its next renew attempt; the lease runs out for the coordinator to hand it to b.
+    let mut end_of_term = renewal.record.clone();
+    end_of_term.preferred_holder = Some("b".into());
+    coordinator_writes(&lock, &end_of_term).await;
+    let marked = Instant::now();
+    assert_eq!(a.run.await.unwrap(), ElectionEnd::LeadershipLost);
+    assert!(a.recorder.stopped_at().unwrap() <= marked + RETRY);
+    assert_eq!(
+        last_write_by(&lock, "a").at,
+        renewal.at,
+        "no renewal after the mark"
+    );
+    assert_eq!(
+        lock.record().unwrap().preferred_holder.as_deref(),
+        Some("b")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_uncoordinated_elector_ignores_the_coordination_fields_as_client_go_does() {
+    let lock = lock();
+    coordinator_writes(&lock, &assigned("a", Some("b"))).await;
+    let a = start(&lock, "a");
+    sleep(Duration::from_secs(5)).await;
+    assert!(
+        a.recorder.started_at().is_some(),
+        "a renews the lease naming it"
+    );
+    let record = lock.record().unwrap();
+    assert_eq!(record.holder(), Some("a"));
+    assert_eq!((record.preferred_holder, record.strategy), (None, None));
 }
 
 #[test]
@@ -537,6 +943,7 @@ fn fault() -> impl Strategy<Value = Option<Fault>> {
         Just(None),
         Just(Some(Fault::Fail)),
         Just(Some(Fault::Hang)),
+        Just(Some(Fault::LoseAnswer)),
         (0..12_000u64).prop_map(|n| Some(Fault::Slow(ms(n)))),
     ]
 }
