@@ -1,7 +1,8 @@
 //! # workqueue
 //!
-//! The top layer of the informer stack: the queues a controller reconciles from, with client-go's
-//! `util/workqueue` semantics, and a runner for the reconcile loop.
+//! The queues a controller reconciles from, with client-go's `util/workqueue` semantics, and the
+//! bridge that fills them from an informer's handlers. The `Controller` runner, leader election
+//! and the event recorder live one layer up, in the `controller` crate.
 //!
 //! Informer handlers only enqueue object *keys*; workers take keys, read the current object from
 //! the informer's cache and reconcile. The queue is what makes that safe with many workers.
@@ -12,7 +13,7 @@
 //!                  │   processing: handed out       ▼
 //!   DelayingQueue: heap of (ready time, key) ◄── RateLimitingQueue::add_rate_limited
 //!                                                   (RateLimiter::when: backoff, token bucket)
-//!   Controller: N workers running this loop; Metrics: depth, adds, latencies, retries.
+//!   KeyEnqueuer: an informer handler that adds keys; Metrics: depth, adds, latencies, retries.
 //! ```
 //!
 //! Invariants the queue keeps (written out next to the data in `queue.rs`, checked by a property
@@ -51,11 +52,7 @@
 pub use shared_informer;
 
 pub mod bridge;
-mod civil;
-pub mod controller;
 pub mod delaying;
-pub mod events;
-pub mod leader_election;
 pub mod metrics;
 pub mod parallelize;
 #[cfg(feature = "prometheus")]
@@ -65,14 +62,7 @@ pub mod rate_limiter;
 pub mod rate_limiting;
 
 pub use bridge::{Enqueue, KeyEnqueuer};
-pub use controller::{Action, Controller};
 pub use delaying::DelayingQueue;
-pub use events::{
-    EventBroadcaster, EventRecorder, EventSink, EventType, EventWatcher, ObjectReference,
-};
-pub use leader_election::{
-    LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseGuard, LeaseLock, MemoryLock,
-};
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, InMemoryMetricsProvider, MetricsProvider,
     MetricsSnapshot, NoopMetricsProvider, SettableGaugeMetric,
@@ -87,22 +77,15 @@ pub use rate_limiter::{
 };
 pub use rate_limiting::RateLimitingQueue;
 
-/// What a controller author needs, in one import (every layer below included, and
+/// The queues and the informer bridge in one import (every layer below included, and
 /// `CancellationToken`): `use workqueue::prelude::*;`.
 pub mod prelude {
     pub use crate::shared_informer::prelude::*;
     pub use crate::{
-        default_controller_rate_limiter, Action, Controller, DelayingQueue, EventRecorder,
-        EventType, KeyEnqueuer, LeaderElectionConfig, LeaderElector, LeaseGuard, ObjectReference,
-        RateLimiter, RateLimitingQueue, WorkQueue,
+        default_controller_rate_limiter, DelayingQueue, KeyEnqueuer, RateLimiter,
+        RateLimitingQueue, WorkQueue,
     };
 }
 
-/// Re-exported so that users need no direct dependency to cancel a [`Controller`].
+/// Re-exported so that users need no direct dependency to stop what they run.
 pub use tokio_util::sync::CancellationToken;
-
-/// The README's Rust snippets, compiled (and, but for the one that needs a cluster, run) as
-/// doctests of this crate, so the README cannot drift from the API: `cargo test --doc -p workqueue`.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;

@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use controller::leader_election::ApiLeaseLock;
+use controller::{Action, Controller, LeaderElectionConfig, LeaderElector};
 use serde_json::json;
 use sim_apiserver::{ChurnConfig, SimServer};
 use tokio_util::sync::CancellationToken;
-use workqueue::leader_election::ApiLeaseLock;
 use workqueue::shared_informer::reflector::store_index::{
     CompactObject, DynamicObject, Object, ObjectOrTombstone,
 };
@@ -26,10 +27,7 @@ use workqueue::shared_informer::reflector::{
 use workqueue::shared_informer::{
     EventHandlerFns, HandlerRegistration, SharedIndexInformer, SharedInformerFactory,
 };
-use workqueue::{
-    default_controller_rate_limiter, Action, Controller, LeaderElectionConfig, LeaderElector,
-    RateLimitingQueue,
-};
+use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 
 type Pods = SharedIndexInformer<CompactObject>;
 type ConfigMaps = SharedIndexInformer<DynamicObject>;

@@ -10,13 +10,13 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller::{Action, Controller};
 use parking_lot::Mutex;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{DynamicObject, Object};
 use workqueue::{
-    Action, BucketRateLimiter, Controller, ItemExponentialFailureRateLimiter, KeyEnqueuer, MaxOf,
-    RateLimitingQueue,
+    BucketRateLimiter, ItemExponentialFailureRateLimiter, KeyEnqueuer, MaxOf, RateLimitingQueue,
 };
 
 use crate::check::{converge, eventually, server_state, Outcome, Recorder, INJECTED_PANIC};

@@ -25,18 +25,18 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use controller::leader_election::{parse_micro_time, ApiLeaseLock};
+use controller::{LeaderElectionConfig, LeaderElector};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use sim_apiserver::SimServer;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use workqueue::leader_election::{parse_micro_time, ApiLeaseLock};
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
 use workqueue::shared_informer::reflector::{
     Api, Client, ClusterConfig, Credentials, Patch, PatchParams,
 };
-use workqueue::{LeaderElectionConfig, LeaderElector};
 
 use crate::check::{eventually, Failure, Outcome};
 use crate::harness::{config_for, configmaps};

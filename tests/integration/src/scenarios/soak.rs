@@ -12,13 +12,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use controller::{Action, Controller};
 use parking_lot::Mutex;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{CompactObject, DynamicObject};
-use workqueue::{
-    default_controller_rate_limiter, Action, Controller, KeyEnqueuer, RateLimitingQueue,
-};
+use workqueue::{default_controller_rate_limiter, KeyEnqueuer, RateLimitingQueue};
 
 use crate::check::{converge, rss_bytes, Failure, Outcome, Recorder};
 use crate::harness::{churn, config_for, configmaps, fast_backoff, pods, seed, synced, Progress};

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller::{Action, Controller};
 use serde_json::{json, Value};
 use sim_apiserver::{ApiError, RequestKind, ResourceDef, SimServer};
 use tokio_util::sync::CancellationToken;
@@ -25,8 +26,7 @@ use workqueue::shared_informer::reflector::{
 };
 use workqueue::shared_informer::EventHandlerFns;
 use workqueue::{
-    Action, BucketRateLimiter, Controller, ItemExponentialFailureRateLimiter, KeyEnqueuer, MaxOf,
-    RateLimitingQueue,
+    BucketRateLimiter, ItemExponentialFailureRateLimiter, KeyEnqueuer, MaxOf, RateLimitingQueue,
 };
 
 use crate::check::{eventually, Outcome};

@@ -95,7 +95,7 @@ struct Shared {
 /// handles made with [`MemoryLock::for_identity`], and a test injects [`Fault`]s per identity.
 ///
 /// ```
-/// use workqueue::leader_election::{Fault, LeaseLock, MemoryLock};
+/// use controller::leader_election::{Fault, LeaseLock, MemoryLock};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let a = MemoryLock::new("my-controller", "a");

@@ -92,10 +92,10 @@ pub(super) struct Observed {
 ///
 /// ```
 /// use std::time::Duration;
-/// use workqueue::leader_election::{
+/// use controller::leader_election::{
 ///     ElectionEnd, LeaderElectionConfig, LeaderElector, LeaseLock, MemoryLock,
 /// };
-/// use workqueue::CancellationToken;
+/// use controller::CancellationToken;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let lock = MemoryLock::new("my-controller", "pod-a");

@@ -84,7 +84,7 @@ impl SinkCall {
 /// It keeps every call it receives, so it is for tests, not for long-running processes.
 ///
 /// ```
-/// use workqueue::events::{MemorySink, SinkError};
+/// use controller::events::{MemorySink, SinkError};
 ///
 /// let sink = MemorySink::new();
 /// sink.fail_next([SinkError::Retryable("connection refused".into())]);

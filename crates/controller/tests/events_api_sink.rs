@@ -2,7 +2,7 @@
 //! namespace, a repeat patched onto it, an expired Event created anew, and a duplicate create
 //! refused as AlreadyExists. Each step is one request; nothing waits on a timer.
 
-use workqueue::events::{
+use controller::events::{
     ApiEventSink, BroadcasterConfig, EventBroadcaster, EventSink, EventSource, EventType,
     ObjectReference, SinkError,
 };
@@ -67,7 +67,7 @@ async fn events_are_created_then_patched_through_the_api_and_recreated_once_expi
 
     // The sink's own contract: a patch of a missing Event is NotFound, a second create of one
     // name AlreadyExists.
-    let mut event: workqueue::events::Event = serde_json::from_value(json).unwrap();
+    let mut event: controller::events::Event = serde_json::from_value(json).unwrap();
     api.delete(&name, &DeleteParams::default()).await.unwrap();
     assert_eq!(
         sink.patch(&event, serde_json::json!({"count": 3})).await,

@@ -10,7 +10,8 @@
 //! ```
 //! use std::time::Duration;
 //! use tokio_util::sync::CancellationToken;
-//! use workqueue::{default_controller_rate_limiter, Action, Controller, RateLimitingQueue};
+//! use controller::{Action, Controller};
+//! use controller::workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 //! let queue = RateLimitingQueue::new(default_controller_rate_limiter());
@@ -42,7 +43,7 @@ use futures::FutureExt;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::rate_limiting::RateLimitingQueue;
+use workqueue::RateLimitingQueue;
 
 /// What a reconcile asks the runner to do with its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,7 +56,7 @@ pub enum Action {
     RequeueAfter(Duration),
 }
 
-/// Runs workers over a [`RateLimitingQueue`] of keys. See the [module docs](crate::controller).
+/// Runs workers over a [`RateLimitingQueue`] of keys. See the [module docs](crate::runner).
 pub struct Controller<T> {
     queue: RateLimitingQueue<T>,
     workers: usize,
@@ -74,7 +75,8 @@ impl<T: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> Controller<T> {
     /// A runner with one worker over `queue`. Keep a clone of the queue to add keys to it.
     ///
     /// ```
-    /// use workqueue::{default_controller_rate_limiter, Controller, RateLimitingQueue};
+    /// use controller::Controller;
+    /// use controller::workqueue::{default_controller_rate_limiter, RateLimitingQueue};
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let queue = RateLimitingQueue::new(default_controller_rate_limiter());
@@ -186,7 +188,7 @@ mod tests {
     use tokio::time::Instant;
 
     use super::*;
-    use crate::ItemExponentialFailureRateLimiter;
+    use workqueue::ItemExponentialFailureRateLimiter;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

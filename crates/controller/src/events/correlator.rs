@@ -65,7 +65,7 @@ impl CorrelatorConfig {
     /// Here, one bucket per object whoever reports it and whatever the type:
     ///
     /// ```
-    /// use workqueue::events::{BroadcasterConfig, CorrelatorConfig};
+    /// use controller::events::{BroadcasterConfig, CorrelatorConfig};
     ///
     /// let config = BroadcasterConfig {
     ///     correlator: CorrelatorConfig::default().with_spam_key(|event| {
@@ -93,7 +93,7 @@ impl CorrelatorConfig {
     /// of the event that started it: a group spanning several objects patches that one Event.
     ///
     /// ```
-    /// use workqueue::events::CorrelatorConfig;
+    /// use controller::events::CorrelatorConfig;
     ///
     /// // Combine the same failure across every object of a kind; count objects, not messages.
     /// let config = CorrelatorConfig::default().with_aggregate_key(|event| {
@@ -116,7 +116,7 @@ impl CorrelatorConfig {
     /// `(combined from similar events): <latest message>`.
     ///
     /// ```
-    /// use workqueue::events::CorrelatorConfig;
+    /// use controller::events::CorrelatorConfig;
     ///
     /// let config = CorrelatorConfig::default()
     ///     .with_aggregate_message(|event| format!("{} (and similar)", event.message));

@@ -32,8 +32,9 @@
 //! Used from a reconcile of the [`Controller`](crate::Controller) runner:
 //!
 //! ```
-//! use workqueue::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
-//! use workqueue::{default_controller_rate_limiter, Action, CancellationToken, Controller, RateLimitingQueue};
+//! use controller::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
+//! use controller::{Action, CancellationToken, Controller};
+//! use controller::workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 //! let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());

@@ -30,8 +30,8 @@ use super::writer::write_to_sink;
 /// ([`start_logging`](Self::start_logging)), each through a bounded queue of its own.
 ///
 /// ```
-/// use workqueue::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
-/// use workqueue::CancellationToken;
+/// use controller::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
+/// use controller::CancellationToken;
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
@@ -127,7 +127,7 @@ impl EventBroadcaster {
     /// written what its queue holds.
     ///
     /// ```
-    /// use workqueue::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
+    /// use controller::events::{BroadcasterConfig, EventBroadcaster, EventSource, EventType, MemorySink, ObjectReference};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());

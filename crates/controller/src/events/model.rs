@@ -14,7 +14,7 @@ use super::timestamp::Timestamp;
 /// The object an event is about (core/v1 `ObjectReference`).
 ///
 /// ```
-/// use workqueue::events::ObjectReference;
+/// use controller::events::ObjectReference;
 ///
 /// let pod = ObjectReference::new("v1", "Pod", "default", "web-0").with_uid("5f1c");
 /// assert_eq!(pod.name, "web-0");

@@ -11,16 +11,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller::{Action, Controller};
 use parking_lot::Mutex;
 use serde_json::json;
-use shared_informer::reflector::store_index::{DynamicObject, Object};
-use shared_informer::reflector::{ClusterConfig, Resource};
-use shared_informer::{InformerQueue, SharedInformerFactory};
 use sim_apiserver::{ChurnConfig, SimServer};
 use tokio_util::sync::CancellationToken;
-use workqueue::{
-    default_controller_rate_limiter, Action, Controller, KeyEnqueuer, RateLimitingQueue,
-};
+use workqueue::shared_informer::reflector::store_index::{DynamicObject, Object};
+use workqueue::shared_informer::reflector::{ClusterConfig, Resource};
+use workqueue::shared_informer::{InformerQueue, SharedInformerFactory};
+use workqueue::{default_controller_rate_limiter, KeyEnqueuer, RateLimitingQueue};
 
 on_every_queue!(
     controller_reconciles_every_changed_key_and_retries_failures,

@@ -101,7 +101,7 @@ impl fmt::Debug for ElectionHealth {
 ///
 /// ```
 /// use std::time::Duration;
-/// use workqueue::leader_election::{HealthzAdaptor, LeaderElectionConfig, LeaderElector, MemoryLock};
+/// use controller::leader_election::{HealthzAdaptor, LeaderElectionConfig, LeaderElector, MemoryLock};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 /// let healthz = HealthzAdaptor::new(Duration::from_secs(20));

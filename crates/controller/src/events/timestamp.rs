@@ -16,7 +16,7 @@ use crate::civil::{civil_from_days, days_from_civil};
 /// A point in time with second precision, written as RFC 3339 in UTC: `2024-05-01T12:00:00Z`.
 ///
 /// ```
-/// use workqueue::events::Timestamp;
+/// use controller::events::Timestamp;
 ///
 /// let t: Timestamp = "2024-02-29T23:59:59Z".parse().unwrap();
 /// assert_eq!(t.to_string(), "2024-02-29T23:59:59Z");

@@ -113,7 +113,7 @@ impl LeaderElectionConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use workqueue::leader_election::{ConfigError, LeaderElectionConfig};
+    /// use controller::leader_election::{ConfigError, LeaderElectionConfig};
     ///
     /// let mut config = LeaderElectionConfig::new("my-controller", "pod-a");
     /// assert_eq!(config.validate(), Ok(()));

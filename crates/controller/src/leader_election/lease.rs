@@ -1,5 +1,5 @@
 //! A [`LeaseLock`] on a `coordination.k8s.io/v1` Lease, through the informers' client
-//! ([`reflector::Api`](shared_informer::reflector::Api)).
+//! ([`reflector::Api`](workqueue::shared_informer::reflector::Api)).
 //!
 //! The Lease's spec carries the record as client-go's `LeaseLock` writes it, so Go and Rust
 //! replicas can share one election: `holderIdentity`, `leaseDurationSeconds`, `acquireTime` and
@@ -11,8 +11,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use shared_informer::reflector::store_index::{Object, ObjectMeta};
-use shared_informer::reflector::{Api, Client, ClientError, PostParams, Resource};
+use workqueue::shared_informer::reflector::store_index::{Object, ObjectMeta};
+use workqueue::shared_informer::reflector::{Api, Client, ClientError, PostParams, Resource};
 
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::micro_time;
@@ -58,7 +58,7 @@ impl Object for Lease {
     }
 }
 
-shared_informer::reflector::decode_with_serde!(Lease);
+workqueue::shared_informer::reflector::decode_with_serde!(Lease);
 
 impl LeaseSpec {
     fn from_record(record: &LeaderElectionRecord) -> Self {
@@ -116,7 +116,7 @@ fn lock_error(error: ClientError) -> LockError {
 /// A [`LeaseLock`] on the Lease `namespace/name` (client-go's `resourcelock.LeaseLock`).
 ///
 /// ```no_run
-/// use workqueue::leader_election::{ApiLeaseLock, LeaderElectionConfig, LeaderElector};
+/// use controller::leader_election::{ApiLeaseLock, LeaderElectionConfig, LeaderElector};
 /// use workqueue::shared_informer::reflector::{Client, ClusterConfig};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -175,7 +175,7 @@ impl ApiLeaseLock {
     /// Lease's other labels are kept.
     ///
     /// ```no_run
-    /// # use workqueue::leader_election::ApiLeaseLock;
+    /// # use controller::leader_election::ApiLeaseLock;
     /// # use workqueue::shared_informer::reflector::{Client, ClusterConfig};
     /// # fn f(client: Client) {
     /// let lock = ApiLeaseLock::new(client, "kube-system", "my-controller", "pod-a")

@@ -12,7 +12,8 @@ use tokio::time::{sleep, sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
-use crate::{default_controller_rate_limiter, Action, Controller, RateLimitingQueue};
+use crate::{Action, Controller};
+use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 
 const LEASE: Duration = Duration::from_secs(15);
 const RENEW_DEADLINE: Duration = Duration::from_secs(10);

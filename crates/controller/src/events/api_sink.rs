@@ -1,9 +1,9 @@
 //! An [`EventSink`] writing core/v1 Events through the informers' client
-//! ([`reflector::Api`](shared_informer::reflector::Api)), in the involved object's namespace.
+//! ([`reflector::Api`](workqueue::shared_informer::reflector::Api)), in the involved object's namespace.
 
 use serde::{Deserialize, Serialize};
-use shared_informer::reflector::store_index::Object;
-use shared_informer::reflector::{
+use workqueue::shared_informer::reflector::store_index::Object;
+use workqueue::shared_informer::reflector::{
     Api, Client, ClientError, Patch, PatchParams, PostParams, Resource,
 };
 
@@ -18,7 +18,7 @@ struct ServerEvent(Event);
 
 impl Object for ServerEvent {}
 
-shared_informer::reflector::decode_with_serde!(ServerEvent);
+workqueue::shared_informer::reflector::decode_with_serde!(ServerEvent);
 
 /// An Event with the type fields a request body carries.
 #[derive(Serialize)]
@@ -34,9 +34,9 @@ struct Body<'a> {
 /// `event.metadata.namespace` (the involved object's namespace, or `default`).
 ///
 /// ```no_run
-/// use workqueue::events::{ApiEventSink, BroadcasterConfig, EventBroadcaster, EventSource};
+/// use controller::events::{ApiEventSink, BroadcasterConfig, EventBroadcaster, EventSource};
 /// use workqueue::shared_informer::reflector::{Client, ClusterConfig};
-/// use workqueue::CancellationToken;
+/// use controller::CancellationToken;
 ///
 /// # async fn run(client: Client) {
 /// let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
@@ -110,7 +110,7 @@ impl EventSink for ApiEventSink {
 
 #[cfg(test)]
 mod tests {
-    use shared_informer::reflector::Status;
+    use workqueue::shared_informer::reflector::Status;
 
     use super::*;
 

@@ -6,13 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use shared_informer::reflector::store_index::{DynamicObject, Object};
-use shared_informer::reflector::{ClusterConfig, Resource};
-use shared_informer::SharedInformerFactory;
+use controller::{Action, Controller};
 use tokio_util::sync::CancellationToken;
-use workqueue::{
-    default_controller_rate_limiter, Action, Controller, KeyEnqueuer, RateLimitingQueue,
-};
+use workqueue::shared_informer::reflector::store_index::{DynamicObject, Object};
+use workqueue::shared_informer::reflector::{ClusterConfig, Resource};
+use workqueue::shared_informer::SharedInformerFactory;
+use workqueue::{default_controller_rate_limiter, KeyEnqueuer, RateLimitingQueue};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

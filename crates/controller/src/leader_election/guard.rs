@@ -4,8 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use shared_informer::reflector::Api;
 use tokio::time::Instant;
+use workqueue::shared_informer::reflector::Api;
 
 /// A cheap, cloneable view of the current term's lease, for the leader's code to check before a
 /// write: [`check`](Self::check) fails once the lease may have lapsed, *whatever the elector's
@@ -63,12 +63,12 @@ impl LeaseGuard {
 
     /// `api` with this guard checked right before each write it sends
     /// ([`Api::with_write_check`]): once the lease may have lapsed, every write is
-    /// [`ClientError::WriteRefused`](shared_informer::reflector::ClientError::WriteRefused) and
+    /// [`ClientError::WriteRefused`](workqueue::shared_informer::reflector::ClientError::WriteRefused) and
     /// nothing is sent; reads go on. Hand a protected `Api` to the leader's reconcile so that no
     /// write can forget the check.
     ///
     /// ```
-    /// use workqueue::leader_election::{LeaderElectionConfig, LeaderElector, MemoryLock};
+    /// use controller::leader_election::{LeaderElectionConfig, LeaderElector, MemoryLock};
     /// use workqueue::shared_informer::reflector::store_index::DynamicObject;
     /// use workqueue::shared_informer::reflector::{Api, Client, ClientError, ClusterConfig, PostParams, Resource};
     ///

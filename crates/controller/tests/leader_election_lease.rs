@@ -4,13 +4,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use reflector::store_index::DynamicObject;
-use reflector::{Api, Client, ClusterConfig, Credentials, PostParams, Resource};
-use sim_apiserver::SimServer;
-use workqueue::leader_election::{
+use controller::leader_election::{
     ApiLeaseLock, ElectionEnd, LeaderElectionConfig, LeaderElectionRecord, LeaderElector,
     LeaseLock, LockError,
 };
+use reflector::store_index::DynamicObject;
+use reflector::{Api, Client, ClusterConfig, Credentials, PostParams, Resource};
+use sim_apiserver::SimServer;
 use workqueue::shared_informer::reflector;
 use workqueue::CancellationToken;
 

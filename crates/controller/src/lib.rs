@@ -1,0 +1,78 @@
+//! # controller
+//!
+//! What a Kubernetes controller needs beside its work queue, one layer above `workqueue`: the
+//! [`Controller`] runner that reconciles keys from a rate-limited queue, leader election on
+//! Leases ([`leader_election`]) so that one replica of several acts, and an event recorder
+//! ([`events`]) that never blocks a reconcile. None of it is a queue: a user who wants only
+//! client-go's `util/workqueue` depends on `workqueue` and never reads this crate.
+//!
+//! ```text
+//!   informer ──KeyEnqueuer──► RateLimitingQueue ──► Controller: N workers ──► reconcile(key)
+//!                              (workqueue)              │  Action: Done, Retry, RequeueAfter
+//!   LeaderElector ── leader token, LeaseGuard ──────────┘  (run while leading; writes fenced)
+//!   EventRecorder ── bounded queue ──► EventBroadcaster ──► sinks, watchers, the log
+//! ```
+//!
+//! Invariants the runner keeps (see [`runner`]): a key is with at most one worker at a time (the
+//! queue's rule), every key taken is marked done whatever the reconcile did (an error or a panic
+//! is retried with backoff and never takes a worker down), and cancellation lets the reconciles
+//! in flight finish. Leader election's and the recorder's rules are written in their modules and
+//! in docs/semantics.md (rules L and EV).
+//!
+//! ```
+//! use controller::prelude::*;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+//! queue.add("default/web".to_string());
+//! let token = CancellationToken::new();
+//! let stop = token.clone();
+//! Controller::new(queue)
+//!     .run(token, move |key: String| {
+//!         let stop = stop.clone();
+//!         async move {
+//!             assert_eq!(key, "default/web");
+//!             stop.cancel(); // one key is enough here
+//!             Ok::<_, std::convert::Infallible>(Action::Done)
+//!         }
+//!     })
+//!     .await;
+//! # }
+//! ```
+#![deny(missing_docs)]
+
+/// The layers below, re-exported so that depending on this crate is enough.
+pub use workqueue;
+
+mod civil;
+pub mod events;
+pub mod leader_election;
+pub mod runner;
+
+pub use events::{
+    EventBroadcaster, EventRecorder, EventSink, EventType, EventWatcher, ObjectReference,
+};
+pub use leader_election::{
+    LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseGuard, LeaseLock, MemoryLock,
+};
+pub use runner::{Action, Controller};
+
+/// What a controller author needs, in one import (every layer below included, and
+/// `CancellationToken`): `use controller::prelude::*;`.
+pub mod prelude {
+    pub use crate::workqueue::prelude::*;
+    pub use crate::{
+        Action, Controller, EventRecorder, EventType, LeaderElectionConfig, LeaderElector,
+        LeaseGuard, ObjectReference,
+    };
+}
+
+/// Re-exported so that users need no direct dependency to cancel a [`Controller`].
+pub use tokio_util::sync::CancellationToken;
+
+/// The README's Rust snippets, compiled (and, but for the one that needs a cluster, run) as
+/// doctests of this crate, the top layer, so the README cannot drift from the API:
+/// `cargo test --doc -p controller`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
