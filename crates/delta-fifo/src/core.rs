@@ -149,8 +149,8 @@ impl<K: Object, S> QueueCore<K, S> {
         self.locked.lock().has_synced()
     }
 
-    pub(crate) async fn wait_synced(&self) {
-        self.signals.wait_synced().await;
+    pub(crate) async fn wait_for_sync(&self) {
+        self.signals.wait_for_sync().await;
     }
 
     pub(crate) fn close(&self) {

@@ -393,8 +393,8 @@ impl<K: Object> DeltaFifo<K> {
 
     /// Waits until [`has_synced`](Self::has_synced) is true and the process call of the last
     /// initial item has returned. Returns at once if that already happened.
-    pub async fn wait_synced(&self) {
-        self.core.wait_synced().await;
+    pub async fn wait_for_sync(&self) {
+        self.core.wait_for_sync().await;
     }
 
     /// Closes the queue: every waiting popper wakes and, once the queue is empty, gets
@@ -488,8 +488,8 @@ impl<K: Object> Queue<K> for DeltaFifo<K> {
     fn has_synced(&self) -> bool {
         DeltaFifo::has_synced(self)
     }
-    async fn wait_synced(&self) {
-        DeltaFifo::wait_synced(self).await
+    async fn wait_for_sync(&self) {
+        DeltaFifo::wait_for_sync(self).await
     }
     fn close(&self) {
         DeltaFifo::close(self)

@@ -5,6 +5,7 @@ use thiserror::Error;
 
 /// Errors of queue operations.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum FifoError {
     /// The queue is closed and empty (client-go's `ErrFIFOClosed`).
     #[error("DeltaFIFO: manipulating with closed queue")]

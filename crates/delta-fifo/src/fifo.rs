@@ -215,8 +215,8 @@ impl<K: Object> Fifo<K> {
     }
 
     /// Waits until synced.
-    pub async fn wait_synced(&self) {
-        self.core.wait_synced().await;
+    pub async fn wait_for_sync(&self) {
+        self.core.wait_for_sync().await;
     }
 
     /// Closes the FIFO; poppers get [`FifoError::Closed`] once it is empty.

@@ -4,6 +4,7 @@ use store_index::BoxError;
 
 /// The error a process function passed to `pop` may return.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ProcessError {
     /// Put the popped item back at the end of the queue unless its key was queued again meanwhile
     /// (legacy `ErrRequeue`, contract B10.4). `pop` then returns the inner error, or `Ok(None)`.

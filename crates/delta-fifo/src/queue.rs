@@ -77,7 +77,7 @@ pub trait Queue<K>: Store<K> + Clone + Send + Sync + 'static {
     /// Whether the initial population has been fully popped.
     fn has_synced(&self) -> bool;
     /// Waits until synced (after the last initial item's process call returned).
-    fn wait_synced(&self) -> impl Future<Output = ()> + Send;
+    fn wait_for_sync(&self) -> impl Future<Output = ()> + Send;
     /// Closes the queue; poppers get [`FifoError::Closed`] once it is empty.
     fn close(&self);
     /// Whether the queue is closed.

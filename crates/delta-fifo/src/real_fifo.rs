@@ -638,8 +638,8 @@ impl<K: Object> RealFifo<K> {
     }
 
     /// Waits until synced.
-    pub async fn wait_synced(&self) {
-        self.core.wait_synced().await;
+    pub async fn wait_for_sync(&self) {
+        self.core.wait_for_sync().await;
     }
 
     /// Closes the queue; poppers get [`FifoError::Closed`] once it is empty.
@@ -755,8 +755,8 @@ impl<K: Object> Queue<K> for RealFifo<K> {
     fn has_synced(&self) -> bool {
         RealFifo::has_synced(self)
     }
-    async fn wait_synced(&self) {
-        RealFifo::wait_synced(self).await
+    async fn wait_for_sync(&self) {
+        RealFifo::wait_for_sync(self).await
     }
     fn close(&self) {
         RealFifo::close(self)

@@ -73,7 +73,7 @@ impl Signals {
     }
 
     /// Waits until synced was announced; returns at once if it already was.
-    pub(crate) async fn wait_synced(&self) {
+    pub(crate) async fn wait_for_sync(&self) {
         let mut rx = self.synced.subscribe();
         // The sender lives as long as `self`, so this only ends once the value is true.
         let _ = rx.wait_for(|synced| *synced).await;

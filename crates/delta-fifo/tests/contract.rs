@@ -515,7 +515,7 @@ async fn wait_synced_fires_after_the_last_initial_process_call() {
     f.replace(vec![obj("a", 1)], "").unwrap();
     let waiter = {
         let f = f.clone();
-        tokio::spawn(async move { f.wait_synced().await })
+        tokio::spawn(async move { f.wait_for_sync().await })
     };
     tokio::task::yield_now().await;
     assert!(!waiter.is_finished());

@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// Errors of informer operations.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum InformerError {
     /// The informer has stopped; handlers and indexers can no longer be added.
     #[error("handler {0} was not added to shared informer because it has stopped already")]

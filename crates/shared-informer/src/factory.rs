@@ -418,7 +418,7 @@ mod tests {
         fn has_synced(&self) -> bool {
             *self.synced.borrow() == Some(true)
         }
-        fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
             let mut rx = self.synced.subscribe();
             Box::pin(async move {
                 rx.wait_for(Option::is_some)

@@ -638,7 +638,7 @@ where
             let fifo = fifo.clone();
             let inner = Arc::clone(&self.inner);
             tokio::spawn(async move {
-                fifo.wait_synced().await;
+                fifo.wait_for_sync().await;
                 inner.synced.set_synced();
                 // Handlers with no initial add left to handle sync now.
                 for listener in inner.processor.listeners() {
@@ -939,7 +939,7 @@ impl<K: Object, L: ListerWatcher<K>> HasSynced for SharedIndexInformer<K, L> {
         SharedIndexInformer::has_synced(self)
     }
 
-    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(self.inner.synced.wait())
     }
 }

@@ -261,7 +261,7 @@ impl<K: Send + Sync + 'static> Listener<K> {
 
     /// Waits until synced (`true`), or until the informer or this registration stopped first
     /// (`false`).
-    pub(crate) async fn wait_synced(&self) -> bool {
+    pub(crate) async fn wait_for_sync(&self) -> bool {
         loop {
             let initial_done = self.initial_done.notified();
             tokio::pin!(initial_done);

@@ -58,7 +58,7 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
     /// Waits until [`has_synced`](Self::has_synced) (`true`), or until the informer or this
     /// registration stopped first (`false`).
     pub async fn wait_for_sync(&self) -> bool {
-        self.listener.wait_synced().await
+        self.listener.wait_for_sync().await
     }
 
     /// Notifications queued to this handler and not yet handled.
@@ -94,7 +94,7 @@ impl<K: Send + Sync + 'static> HasSynced for HandlerRegistration<K> {
         HandlerRegistration::has_synced(self)
     }
 
-    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
-        Box::pin(self.listener.wait_synced())
+    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(self.listener.wait_for_sync())
     }
 }

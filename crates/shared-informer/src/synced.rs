@@ -96,7 +96,7 @@ pub trait HasSynced: Send + Sync {
     fn has_synced(&self) -> bool;
 
     /// Resolves `true` once synced, or `false` if it stopped first.
-    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
 }
 
 /// Why a wait was cut short before every checker had synced (client-go reads it from the
@@ -545,7 +545,7 @@ async fn wait_until(
 ) -> SyncReport {
     let mut ends: FuturesUnordered<_> = checkers
         .iter()
-        .map(|(name, checker)| async move { (*name, checker.wait_synced().await) })
+        .map(|(name, checker)| async move { (*name, checker.wait_for_sync().await) })
         .collect();
     let mut synced: BTreeMap<String, bool> = BTreeMap::new();
     let mut interrupted = None;
@@ -599,7 +599,7 @@ mod tests {
         fn has_synced(&self) -> bool {
             self.0.is_synced()
         }
-        fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
             Box::pin(self.0.wait())
         }
     }

@@ -38,7 +38,7 @@ struct Tracked {
 /// Cheap to clone: clones share one count.
 ///
 /// Invariant: it is synced when its upstream has synced, the started items not yet finished are
-/// none and no `finished` was ever refused; once it has reported synced (through `has_synced` or `wait_synced`), it stays
+/// none and no `finished` was ever refused; once it has reported synced (through `has_synced` or `wait_for_sync`), it stays
 /// synced, as every [`HasSynced`] does, so items started later (not of the initial list) do not
 /// unsync it.
 ///
@@ -51,7 +51,7 @@ struct Tracked {
 /// struct RegistrationSynced;
 /// impl HasSynced for RegistrationSynced {
 ///     fn has_synced(&self) -> bool { true }
-///     fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+///     fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
 ///         Box::pin(async { true })
 ///     }
 /// }
@@ -195,7 +195,7 @@ impl HasSynced for SyncTracker {
         synced && self.latch()
     }
 
-    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move {
             if self.inner.latched.load(Ordering::Acquire) {
                 return true;
@@ -208,7 +208,7 @@ impl HasSynced for SyncTracker {
             let Some(upstream) = upstream else {
                 return false;
             };
-            if !upstream.wait_synced().await {
+            if !upstream.wait_for_sync().await {
                 return false;
             }
             let spoiled = match rx
@@ -247,7 +247,7 @@ struct Keyed<T> {
 /// struct RegistrationSynced;
 /// impl HasSynced for RegistrationSynced {
 ///     fn has_synced(&self) -> bool { true }
-///     fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+///     fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
 ///         Box::pin(async { true })
 ///     }
 /// }
@@ -358,7 +358,7 @@ impl<T: Eq + Hash + Send + Sync + 'static> HasSynced for AsyncTracker<T> {
         synced && self.latch()
     }
 
-    fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+    fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move {
             if self.inner.latched.load(Ordering::Acquire) {
                 return true;
@@ -371,7 +371,7 @@ impl<T: Eq + Hash + Send + Sync + 'static> HasSynced for AsyncTracker<T> {
             let Some(upstream) = upstream else {
                 return false;
             };
-            if !upstream.wait_synced().await {
+            if !upstream.wait_for_sync().await {
                 return false;
             }
             let drained = rx.wait_for(|state| state.waiting.is_empty()).await.is_ok();
@@ -393,7 +393,7 @@ mod tests {
         fn has_synced(&self) -> bool {
             self.0.is_synced()
         }
-        fn wait_synced(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
             Box::pin(self.0.wait())
         }
     }
@@ -425,7 +425,7 @@ mod tests {
         tracker.start();
         let waiter = tokio::spawn({
             let tracker = tracker.clone();
-            async move { tracker.wait_synced().await }
+            async move { tracker.wait_for_sync().await }
         });
         let upstream = Upstream::default();
         tracker.set_upstream(upstream.clone());
@@ -439,7 +439,7 @@ mod tests {
         let upstream = Upstream::default();
         stopped.set_upstream(upstream.clone());
         upstream.0.set_stopped();
-        assert!(!stopped.wait_synced().await);
+        assert!(!stopped.wait_for_sync().await);
         assert!(!stopped.has_synced());
     }
 
@@ -453,7 +453,7 @@ mod tests {
         tracker.set_upstream(upstream.clone());
         let waiter = tokio::spawn({
             let tracker = tracker.clone();
-            async move { tracker.wait_synced().await }
+            async move { tracker.wait_for_sync().await }
         });
         tracker.start(); // a
         tracker.start(); // b
@@ -472,7 +472,7 @@ mod tests {
             "a spoiled count never reports synced"
         );
         assert!(!waiter.await.unwrap(), "a waiter learns it will not sync");
-        assert!(!tracker.wait_synced().await);
+        assert!(!tracker.wait_for_sync().await);
         // Later balanced work does not heal it.
         tracker.start();
         tracker.finished().unwrap();
@@ -500,7 +500,7 @@ mod tests {
         tracker.set_upstream(upstream.clone());
         let waiter = tokio::spawn({
             let tracker = tracker.clone();
-            async move { tracker.wait_synced().await }
+            async move { tracker.wait_for_sync().await }
         });
         tracker.start("a");
         tracker.start("b");
@@ -531,7 +531,7 @@ mod tests {
             "nothing started, but the upstream has not synced"
         );
         upstream.0.set_stopped();
-        assert!(!tracker.wait_synced().await);
+        assert!(!tracker.wait_for_sync().await);
         assert!(!tracker.has_synced());
     }
 }

@@ -833,7 +833,7 @@ async fn a_sync_tracker_waits_for_the_work_a_handler_handed_off(queue: InformerQ
     assert!(!tracker.has_synced(), "the worker has not started");
     let waiting = tokio::spawn({
         let tracker = tracker.clone();
-        async move { tracker.wait_synced().await }
+        async move { tracker.wait_for_sync().await }
     });
     for done in 1..=3 {
         assert!(worker.recv().await.is_some());

@@ -7,6 +7,7 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a key could not be computed or parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum KeyError {
     /// The object has no metadata to take a namespace and name from.
     #[error("object has no meta")]
@@ -27,6 +28,7 @@ pub enum KeyError {
 
 /// Errors of [`Indexer`](crate::Indexer) operations.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The key function failed for an object; nothing was changed.
     #[error("couldn't create key for object {object}: {source}")]

@@ -27,6 +27,7 @@ use crate::object::Object;
 
 /// Why a heap operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HeapError {
     /// The heap was closed: adds are refused, and a pop finds nothing more to return.
     #[error("heap is closed")]

@@ -13,6 +13,7 @@ use super::model::Event;
 
 /// Why a sink did not write an event. The broadcaster retries [`SinkError::Retryable`] only.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SinkError {
     /// The Event to patch does not exist (it expired or was deleted): the broadcaster creates it
     /// anew.

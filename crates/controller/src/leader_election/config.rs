@@ -55,7 +55,8 @@ pub struct LeaderElectionConfig {
 
 /// Why a [`LeaderElectionConfig`] was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
+#[non_exhaustive]
+pub enum LeaderElectionConfigError {
     /// A duration is zero.
     #[error("{0} must be greater than zero")]
     NotPositive(&'static str),
@@ -113,37 +114,37 @@ impl LeaderElectionConfig {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use controller::leader_election::{ConfigError, LeaderElectionConfig};
+    /// use controller::leader_election::{LeaderElectionConfigError, LeaderElectionConfig};
     ///
     /// let mut config = LeaderElectionConfig::new("my-controller", "pod-a");
     /// assert_eq!(config.validate(), Ok(()));
     /// config.renew_deadline = Duration::from_secs(2); // not > 2 s × 1.2
-    /// assert_eq!(config.validate(), Err(ConfigError::RenewDeadlineNotLongerThanJitteredRetry));
+    /// assert_eq!(config.validate(), Err(LeaderElectionConfigError::RenewDeadlineNotLongerThanJitteredRetry));
     /// ```
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), LeaderElectionConfigError> {
         for (name, duration) in [
             ("lease_duration", self.lease_duration),
             ("renew_deadline", self.renew_deadline),
             ("retry_period", self.retry_period),
         ] {
             if duration.is_zero() {
-                return Err(ConfigError::NotPositive(name));
+                return Err(LeaderElectionConfigError::NotPositive(name));
             }
             if duration > MAX_DURATION {
-                return Err(ConfigError::TooLong(name));
+                return Err(LeaderElectionConfigError::TooLong(name));
             }
         }
         if self.lease_duration <= self.renew_deadline {
-            return Err(ConfigError::LeaseNotLongerThanRenewDeadline);
+            return Err(LeaderElectionConfigError::LeaseNotLongerThanRenewDeadline);
         }
         if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * JITTER_FACTOR {
-            return Err(ConfigError::RenewDeadlineNotLongerThanJitteredRetry);
+            return Err(LeaderElectionConfigError::RenewDeadlineNotLongerThanJitteredRetry);
         }
         if self.effective_guard_margin() >= self.lease_duration {
-            return Err(ConfigError::GuardMarginNotShorterThanLease);
+            return Err(LeaderElectionConfigError::GuardMarginNotShorterThanLease);
         }
         if self.identity.is_empty() {
-            return Err(ConfigError::EmptyIdentity);
+            return Err(LeaderElectionConfigError::EmptyIdentity);
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 use tokio::time::{sleep, sleep_until, timeout_at, Instant};
 use tokio_util::sync::CancellationToken;
 
-use super::config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR};
+use super::config::{LeaderElectionConfig, LeaderElectionConfigError, JITTER_FACTOR};
 use super::guard::LeaseGuard;
 use super::health::ElectionHealth;
 use super::lock::{LeaseLock, LockError, RawVersion};
@@ -152,10 +152,10 @@ enum Attempt {
 impl<L: LeaseLock> LeaderElector<L> {
     /// An elector for `config` over `lock`, after [`LeaderElectionConfig::validate`] and a check
     /// that the lock writes the configured identity.
-    pub fn new(config: LeaderElectionConfig, lock: L) -> Result<Self, ConfigError> {
+    pub fn new(config: LeaderElectionConfig, lock: L) -> Result<Self, LeaderElectionConfigError> {
         config.validate()?;
         if lock.identity() != config.identity {
-            return Err(ConfigError::IdentityMismatch {
+            return Err(LeaderElectionConfigError::IdentityMismatch {
                 config: config.identity.clone(),
                 lock: lock.identity().to_string(),
             });

@@ -34,6 +34,7 @@ impl fmt::Display for RawVersion {
 /// Why a lock call failed. The elector treats every error as a failed attempt and retries; the
 /// variants let other callers (and logs) tell a lost race from an outage.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LockError {
     /// The record changed since the version given to `update` was read.
     #[error("the lock record changed since it was read (conflict)")]

@@ -43,7 +43,7 @@ mod memory;
 mod micro_time;
 mod record;
 
-pub use config::{ConfigError, LeaderElectionConfig, JITTER_FACTOR, MAX_DURATION};
+pub use config::{LeaderElectionConfig, LeaderElectionConfigError, JITTER_FACTOR, MAX_DURATION};
 pub use elector::{ElectionEnd, LeaderCallbacks, LeaderElector};
 pub use guard::{LeadershipLost, LeaseGuard};
 pub use health::{ElectionHealth, HealthzAdaptor, LeaseNotRenewed};

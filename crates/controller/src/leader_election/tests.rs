@@ -787,23 +787,23 @@ fn config_validation_follows_client_go() {
     };
     assert_eq!(
         with(|c| c.lease_duration = Duration::ZERO),
-        Err(ConfigError::NotPositive("lease_duration"))
+        Err(LeaderElectionConfigError::NotPositive("lease_duration"))
     );
     assert_eq!(
         with(|c| c.retry_period = Duration::ZERO),
-        Err(ConfigError::NotPositive("retry_period"))
+        Err(LeaderElectionConfigError::NotPositive("retry_period"))
     );
     assert_eq!(
         with(|c| c.renew_deadline = Duration::ZERO),
-        Err(ConfigError::NotPositive("renew_deadline"))
+        Err(LeaderElectionConfigError::NotPositive("renew_deadline"))
     );
     assert_eq!(
         with(|c| c.lease_duration = Duration::from_secs(10)),
-        Err(ConfigError::LeaseNotLongerThanRenewDeadline)
+        Err(LeaderElectionConfigError::LeaseNotLongerThanRenewDeadline)
     );
     assert_eq!(
         with(|c| c.renew_deadline = Duration::from_millis(2_400)),
-        Err(ConfigError::RenewDeadlineNotLongerThanJitteredRetry),
+        Err(LeaderElectionConfigError::RenewDeadlineNotLongerThanJitteredRetry),
         "2.4 s is not more than 2 s × 1.2"
     );
     assert_eq!(
@@ -812,15 +812,15 @@ fn config_validation_follows_client_go() {
     );
     assert_eq!(
         with(|c| c.lease_duration = Duration::MAX),
-        Err(ConfigError::TooLong("lease_duration"))
+        Err(LeaderElectionConfigError::TooLong("lease_duration"))
     );
     assert_eq!(
         with(|c| c.guard_margin = Some(LEASE)),
-        Err(ConfigError::GuardMarginNotShorterThanLease)
+        Err(LeaderElectionConfigError::GuardMarginNotShorterThanLease)
     );
     assert_eq!(
         with(|c| c.identity.clear()),
-        Err(ConfigError::EmptyIdentity)
+        Err(LeaderElectionConfigError::EmptyIdentity)
     );
     assert_eq!(valid.effective_guard_margin(), Duration::from_secs(3));
 }
@@ -830,7 +830,7 @@ async fn the_lock_must_write_the_configured_identity() {
     let error = LeaderElector::new(config("a"), MemoryLock::new("election", "b")).unwrap_err();
     assert_eq!(
         error,
-        ConfigError::IdentityMismatch {
+        LeaderElectionConfigError::IdentityMismatch {
             config: "a".into(),
             lock: "b".into()
         }
