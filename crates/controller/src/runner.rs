@@ -107,6 +107,12 @@ impl<T: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> Controller<T> {
     /// workers at once). `Ok(action)` is applied as described on [`Action`]; `Err` or a panic
     /// is logged and the key retried with the rate limiter's delay. Delayed retries that are not
     /// yet due when shutdown begins are dropped.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future aborts the workers, reconciles in flight included, and the
+    /// keys they held stay marked processing in the queue, so that queue never hands them out again.
+    /// Stop it with `cancel`, which lets every taken key finish.
     pub async fn run<F, Fut, E>(self, cancel: CancellationToken, reconcile: F)
     where
         F: Fn(T) -> Fut + Send + Sync + 'static,

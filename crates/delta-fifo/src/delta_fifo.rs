@@ -350,6 +350,11 @@ impl<K: Object> DeltaFifo<K> {
     /// [`FifoError::Process`] when it failed (the item is dropped, or re-queued for
     /// [`ProcessError::Requeue`]); [`FifoError::Closed`] once the queue is closed and empty. A closed
     /// queue that still holds items keeps handing them out.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a key is taken, and `process` run on its deltas, only in the poll that returns; a
+    /// future dropped while waiting takes nothing.
     pub async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
     where
         F: FnOnce(&Deltas<K>, bool) -> Result<R, ProcessError>,
@@ -393,6 +398,10 @@ impl<K: Object> DeltaFifo<K> {
 
     /// Waits until [`has_synced`](Self::has_synced) is true and the process call of the last
     /// initial item has returned. Returns at once if that already happened.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
     pub async fn wait_for_sync(&self) {
         self.core.wait_for_sync().await;
     }

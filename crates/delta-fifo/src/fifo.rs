@@ -174,6 +174,11 @@ impl<K: Object> Fifo<K> {
 
     /// Waits for the next object and runs `process` on it under the lock; outcomes as in
     /// [`DeltaFifo::pop`](crate::DeltaFifo::pop).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an item is taken, and `process` run on it, only in the poll that returns it; a
+    /// future dropped while waiting takes nothing.
     pub async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
     where
         F: FnOnce(&Arc<K>, bool) -> Result<R, ProcessError>,
@@ -215,6 +220,10 @@ impl<K: Object> Fifo<K> {
     }
 
     /// Waits until synced.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
     pub async fn wait_for_sync(&self) {
         self.core.wait_for_sync().await;
     }

@@ -66,6 +66,11 @@ pub trait Queue<K>: Store<K> + Clone + Send + Sync + 'static {
     /// distinct keys) and runs `process` on it with `is_in_initial_list`; outcomes as in
     /// [`DeltaFifo::pop`](crate::DeltaFifo::pop). Queues that do not batch ignore `max_batch`.
     /// One consumer pops at a time: order is only guaranteed to it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe in both implementations: entries are taken, and `process` run, only in the
+    /// poll that returns; a future dropped while waiting takes nothing.
     fn pop_entry<R, F>(
         &self,
         max_batch: usize,
@@ -76,7 +81,8 @@ pub trait Queue<K>: Store<K> + Clone + Send + Sync + 'static {
         R: Send;
     /// Whether the initial population has been fully popped.
     fn has_synced(&self) -> bool;
-    /// Waits until synced (after the last initial item's process call returned).
+    /// Waits until synced (after the last initial item's process call returned). Cancel safe:
+    /// it only waits.
     fn wait_for_sync(&self) -> impl Future<Output = ()> + Send;
     /// Closes the queue; poppers get [`FifoError::Closed`] once it is empty.
     fn close(&self);

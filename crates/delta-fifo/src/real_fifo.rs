@@ -467,6 +467,11 @@ impl<K: Object> RealFifo<K> {
 
     /// Waits for the next entry and runs `process` on it: a one-delta [`Popped::Deltas`], or an
     /// atomic entry. See [`pop_batch`](Self::pop_batch).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an entry is taken, and `process` run on it, only in the poll that returns; a
+    /// future dropped while waiting takes nothing.
     pub async fn pop<R, F>(&self, process: F) -> Result<Option<R>, FifoError>
     where
         F: FnOnce(Popped<'_, K>, bool) -> Result<R, ProcessError>,
@@ -485,6 +490,11 @@ impl<K: Object> RealFifo<K> {
     /// population count drops **after** `process` returns (B15.4). A requeue puts the entries back
     /// at the end, except deltas whose key was queued again meanwhile. Outcomes as in
     /// [`DeltaFifo::pop`](crate::DeltaFifo::pop).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: entries are taken, and `process` run on them, only in the poll that returns; a
+    /// future dropped while waiting takes nothing.
     pub async fn pop_batch<R, F>(
         &self,
         max_batch: usize,
@@ -638,6 +648,10 @@ impl<K: Object> RealFifo<K> {
     }
 
     /// Waits until synced.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
     pub async fn wait_for_sync(&self) {
         self.core.wait_for_sync().await;
     }

@@ -354,6 +354,10 @@ impl SharedInformerFactory {
     ///
     /// Unlike client-go's `WaitForCacheSync`, which polls every 100 ms, this waits on each
     /// informer's own synced signal, so it returns the moment the last one syncs.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> SyncReport {
         let started: Vec<(String, Arc<dyn AnyInformer>)> = self
             .state
@@ -374,6 +378,11 @@ impl SharedInformerFactory {
 
     /// Marks the factory shutting down and waits for every started informer to stop. Cancel the
     /// token given to [`start`](Self::start) first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: the informers go on stopping if the future is dropped, but a later call no
+    /// longer waits for those it had begun waiting for.
     pub async fn shutdown(&self) {
         let tasks: Vec<JoinHandle<()>> = {
             let mut state = self.state.lock();

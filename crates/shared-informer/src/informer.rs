@@ -324,6 +324,10 @@ where
     /// Waits until [`has_synced`](Self::has_synced); returns false if the informer stopped first.
     /// To wait for several informers or registrations with a deadline, see
     /// [`wait_for_cache_sync`](crate::wait_for_cache_sync).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
     pub async fn wait_for_sync(&self) -> bool {
         self.inner.synced.wait().await
     }
@@ -524,6 +528,11 @@ where
 
     /// Removes a registration and waits until its handler's current call (if any) has finished
     /// (D8.3). Must not be called from inside that handler.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe once polled: the registration is removed in the first poll; a dropped future only
+    /// stops waiting for the handler's current call.
     pub async fn shutdown_event_handler(&self, registration: &HandlerRegistration<K>) {
         self.remove_event_handler(registration);
         registration.listener().shutdown().await;
@@ -531,6 +540,12 @@ where
 
     /// Lists and watches until `cancel` fires, keeping the cache and handlers up to date; then
     /// stops for good. Calling it again (or concurrently) returns at once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future stops the list and watch at once, without the orderly stop
+    /// `cancel` gives (handlers stopped, the informer marked stopped), and the informer cannot be run
+    /// again. Stop it with `cancel`.
     pub async fn run(&self, cancel: CancellationToken) {
         let span = tracing::info_span!("informer", informer = %self.inner.id);
         self.run_inner(cancel).instrument(span).await

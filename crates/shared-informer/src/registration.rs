@@ -57,6 +57,10 @@ impl<K: Send + Sync + 'static> HandlerRegistration<K> {
 
     /// Waits until [`has_synced`](Self::has_synced) (`true`), or until the informer or this
     /// registration stopped first (`false`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: it only waits.
     pub async fn wait_for_sync(&self) -> bool {
         self.listener.wait_for_sync().await
     }

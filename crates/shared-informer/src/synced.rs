@@ -96,6 +96,11 @@ pub trait HasSynced: Send + Sync {
     fn has_synced(&self) -> bool;
 
     /// Resolves `true` once synced, or `false` if it stopped first.
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations must only wait: dropping the future changes nothing (every implementation
+    /// in this workspace is so).
     fn wait_for_sync(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
 }
 

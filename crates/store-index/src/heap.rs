@@ -204,7 +204,9 @@ impl<K: Object> Heap<K> {
     /// Waits until an object is waiting, then removes and returns the least one. Once the heap is
     /// closed, the objects still waiting are returned first, then [`HeapError::Closed`].
     ///
-    /// Cancel-safe: an object is removed only by a `pop` that returns it.
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an object is removed only by a `pop` that returns it.
     pub async fn pop(&self) -> Result<Arc<K>, HeapError> {
         loop {
             let arrival = self.arrivals.notified();

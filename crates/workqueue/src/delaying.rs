@@ -251,6 +251,11 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> DelayingQueue<T> {
 
     /// Like [`shutdown`](Self::shutdown), then waits for in-flight items (see
     /// [`WorkQueue::shutdown_with_drain`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe once polled: the shutdown begins in the first poll; a dropped future only stops
+    /// waiting for the drain.
     pub async fn shutdown_with_drain(&self) {
         self.stop_timer();
         self.queue.shutdown_with_drain().await;

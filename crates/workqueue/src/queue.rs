@@ -323,6 +323,11 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// and empty (E3).
     ///
     /// The caller must call [`done`](Self::done) with the item when finished with it.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an item is taken, and marked processing, only in the poll that returns it; a future
+    /// dropped while waiting takes nothing.
     pub async fn get(&self) -> Option<T> {
         if let Some(answer) = self.try_get() {
             return answer;
@@ -415,6 +420,11 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     ///
     /// Workers must keep calling `done`, or this waits forever. A concurrent `shutdown`
     /// releases the wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe once polled: the shutdown begins in the first poll; a dropped future only stops
+    /// waiting for the drain.
     pub async fn shutdown_with_drain(&self) {
         {
             let mut state = self.shared.state.lock();

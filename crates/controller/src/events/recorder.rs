@@ -102,6 +102,11 @@ impl EventBroadcaster {
     /// The sink is a watcher like those of [`start_recording_to_sink`](Self::start_recording_to_sink),
     /// subscribed when `run` is called; watchers started earlier keep running, and end too once
     /// every recorder is dropped (the broadcaster is consumed here).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the returned future is as `cancel`: the event being written and those still
+    /// queued for this sink are abandoned; the other watchers go on.
     pub fn run<S: EventSink>(
         self,
         sink: S,

@@ -198,6 +198,12 @@ impl<L: LeaseLock> LeaderElector<L> {
 
     /// Competes for the lease until `cancel` fires or leadership is lost, calling `callbacks` as
     /// leadership changes (see [`LeaderCallbacks`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future while leading neither cancels the leader token nor
+    /// releases the Lease (another replica takes it once it runs out), and the guard lapses only by
+    /// the clock (L6). Stop it with `cancel`, which does both.
     pub async fn run<C: LeaderCallbacks>(
         self,
         cancel: CancellationToken,
@@ -221,6 +227,12 @@ impl<L: LeaseLock> LeaderElector<L> {
     /// queued, still run to completion, so writes in reconcile should be preceded by
     /// [`guard.check()`](LeaseGuard::check) (hand a clone of the guard to the reconcile function).
     /// `lead` should not block the thread: the renewals share this task.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future drops `lead`'s future with it, cancels no leader token
+    /// and releases no Lease (another replica takes it once it runs out); the guard lapses only by the
+    /// clock (L6). Stop it with `cancel`, which revokes the guard, waits for `lead` and releases.
     pub async fn run_leading<F, Fut>(self, cancel: CancellationToken, lead: F) -> ElectionEnd
     where
         F: FnOnce(CancellationToken, LeaseGuard) -> Fut,
