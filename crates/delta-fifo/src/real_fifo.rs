@@ -446,15 +446,16 @@ impl<K: Object> RealFifo<K> {
     /// The reflector reached `resource_version`: recorded as
     /// [`last_sync_resource_version`](Self::last_sync_resource_version), and queued as a
     /// `Bookmark` entry when the atomic mode emits bookmarks.
-    pub fn bookmark(&self, resource_version: &ResourceVersion) {
-        self.core.set_last_sync_resource_version(resource_version);
+    pub fn bookmark(&self, resource_version: impl Into<ResourceVersion>) {
+        let resource_version = resource_version.into();
+        self.core.set_last_sync_resource_version(&resource_version);
         if let Mode::Atomic(Atomic {
             emit_bookmarks: true,
             ..
         }) = &*self.mode
         {
             let mut locked = self.core.lock();
-            locked.items.push(Entry::Bookmark(resource_version.clone()));
+            locked.items.push(Entry::Bookmark(resource_version));
             self.core.wake();
         }
     }
@@ -754,7 +755,7 @@ impl<K: Object> Store<K> for RealFifo<K> {
         self.core.transform(obj)
     }
     fn update_resource_version(&self, resource_version: &ResourceVersion) {
-        self.bookmark(resource_version);
+        self.bookmark(resource_version.clone());
     }
 }
 

@@ -232,3 +232,24 @@ fn real_fifo_key_of_uses_the_key_function_for_objects_and_a_tombstone_key_for_to
         .unwrap();
     assert_eq!(key.as_str(), "ns/kept");
 }
+
+/// `RealFifo::bookmark` takes a resource version as every other write of the workspace does
+/// (`impl Into<ResourceVersion>`, so a `&str` too): it is recorded as the last synced version and,
+/// in atomic mode with bookmarks, queued as a `Bookmark` entry holding that version.
+#[tokio::test]
+async fn a_bookmark_takes_any_resource_version_and_queues_it_in_atomic_mode() {
+    let atomic = RealFifo::<Obj>::new(RealFifoOptions::atomic(delta_fifo::Atomic {
+        emit_bookmarks: true,
+        unlock_while_processing: false,
+    }));
+    atomic.bookmark("123");
+    assert_eq!(atomic.last_sync_resource_version(), "123");
+    let seen = atomic
+        .pop(|popped, _| match popped {
+            Popped::Bookmark(rv) => Ok(rv.to_string()),
+            _ => Ok(String::from("not a bookmark")),
+        })
+        .await
+        .unwrap();
+    assert_eq!(seen.as_deref(), Some("123"));
+}
