@@ -247,9 +247,9 @@ impl ClusterConfig {
 pub struct ExecConfig {
     /// The program (resolved against the kubeconfig's directory when it contains a `/`).
     pub command: PathBuf,
-    /// Its arguments.
+    /// Its arguments (redacted in `Debug`: an argument may carry a credential, `--token=…`).
     pub args: Vec<String>,
-    /// Extra environment variables.
+    /// Extra environment variables (values redacted in `Debug`).
     pub env: Vec<(String, String)>,
     /// The `ExecCredential` API version (`client.authentication.k8s.io/v1`).
     pub api_version: String,
@@ -283,15 +283,18 @@ impl ExecConfig {
 
 impl std::fmt::Debug for ExecConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Plugins take credentials through their environment: names only, never values.
+        // Plugins take credentials through their environment and their arguments
+        // (`--token=…`, `--client-secret …`): names of variables and the number of arguments
+        // only, never a value.
         let env: Vec<(&str, &str)> = self
             .env
             .iter()
             .map(|(name, _)| (name.as_str(), "[REDACTED]"))
             .collect();
+        let args = vec!["[REDACTED]"; self.args.len()];
         f.debug_struct("ExecConfig")
             .field("command", &self.command)
-            .field("args", &self.args)
+            .field("args", &args)
             .field("env", &env)
             .field("api_version", &self.api_version)
             .field("install_hint", &self.install_hint)
