@@ -516,3 +516,25 @@ fn a_yaml_alias_bomb_is_an_error_not_an_exhausted_machine() {
     assert!(matches!(err, ConfigError::Yaml { .. }), "{err}");
     assert!(err.to_string().contains("budget"), "{err}");
 }
+
+#[test]
+fn an_entry_missing_a_field_is_named_by_its_section_and_position_or_name() {
+    let head = "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: alice}}]\n\
+                clusters: [{name: c, cluster: {server: 'https://h'}}]\n";
+    // The third user has no name: it cannot be found, so it is named by its position.
+    let yaml = format!(
+        "{head}users:\n- {{name: alice, user: {{token: t}}}}\n- {{name: bob, user: {{}}}}\n\
+         - user: {{token: t}}\n"
+    );
+    let err = load_text("nameless-user", &yaml, None).unwrap_err();
+    assert!(matches!(err, ConfigError::Field { .. }), "{err:?}");
+    assert_eq!(field_of(err), "users[2].name");
+    let yaml = "clusters: [{cluster: {server: 'https://h'}}]\ncurrent-context: c\n";
+    let err = load_text("nameless-cluster", yaml, None).unwrap_err();
+    assert_eq!(field_of(err), "clusters[0].name");
+    let yaml = format!("{head}users:\n- name: alice\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: get-token\n      env: [{{name: API_KEY}}]\n");
+    let err = load_text("valueless-env", &yaml, None).unwrap_err();
+    let text = err.to_string();
+    assert_eq!(field_of(err), "users[alice].user.exec.env[API_KEY].value");
+    assert!(text.contains("missing"), "{text}");
+}

@@ -46,9 +46,12 @@ struct KubeconfigFile {
     other: Other,
 }
 
+/// A list entry. Its fields are all optional to serde so that a missing one is reported by this
+/// loader, naming the entry (`users[2].name`, `users[alice].user.exec.env[KEY].value`), rather
+/// than by the parser as a bare ``missing field `name` `` and a line number.
 #[derive(Deserialize)]
 struct Named<T> {
-    name: String,
+    name: Option<String>,
     #[serde(alias = "cluster", alias = "context")]
     value: Option<T>,
     /// Keys beside `name` and the value (a typo such as `clustr`).
@@ -59,19 +62,31 @@ struct Named<T> {
 /// One list entry: its name, its value and the names of the keys beside them.
 type Entry<T> = (String, T, Vec<String>);
 
+/// The name of the entry at `index` of the section `kind`; a missing one is an error naming the
+/// entry by its position, as it has no name to be found by.
+fn entry_name(name: Option<String>, kind: &str, index: usize) -> Result<String, ConfigError> {
+    name.filter(|n| !n.is_empty()).ok_or_else(|| {
+        field(
+            format!("{kind}[{index}].name"),
+            "missing (an entry is found by its name)",
+        )
+    })
+}
+
 impl<T> Named<T> {
-    /// The entry; a missing value is an error naming `kind[name].inner`.
-    fn required(self, kind: &str, inner: &str) -> Result<Entry<T>, ConfigError> {
+    /// The entry at `index`; a missing name or value is an error naming `kind[name].inner`.
+    fn required(self, kind: &str, index: usize, inner: &str) -> Result<Entry<T>, ConfigError> {
+        let name = entry_name(self.name, kind, index)?;
         match self.value {
-            Some(v) => Ok((self.name, v, self.other.into_keys().collect())),
-            None => Err(field(format!("{kind}[{}].{inner}", self.name), "missing")),
+            Some(v) => Ok((name, v, self.other.into_keys().collect())),
+            None => Err(field(format!("{kind}[{name}].{inner}"), "missing")),
         }
     }
 }
 
 #[derive(Deserialize)]
 struct NamedUser {
-    name: String,
+    name: Option<String>,
     user: Option<User>,
     /// Keys beside `name` and `user` (a typo such as `usr`, which leaves the user empty).
     #[serde(flatten)]
@@ -145,8 +160,8 @@ struct Exec {
 
 #[derive(Deserialize, Default)]
 struct EnvVar {
-    name: String,
-    value: String,
+    name: Option<String>,
+    value: Option<String>,
     #[serde(flatten)]
     other: Other,
 }
@@ -401,24 +416,25 @@ impl ClusterConfig {
             if current.is_none() {
                 current = file.current_context.filter(|c| !c.is_empty());
             }
-            let cs = file.clusters.unwrap_or_default().into_iter();
+            let cs = file.clusters.unwrap_or_default().into_iter().enumerate();
             merge(
                 &mut clusters,
-                cs.map(|c| c.required("clusters", "cluster")),
+                cs.map(|(i, c)| c.required("clusters", i, "cluster")),
                 &dir,
             )?;
-            let cs = file.contexts.unwrap_or_default().into_iter();
+            let cs = file.contexts.unwrap_or_default().into_iter().enumerate();
             merge(
                 &mut contexts,
-                cs.map(|c| c.required("contexts", "context")),
+                cs.map(|(i, c)| c.required("contexts", i, "context")),
                 &dir,
             )?;
-            let us = file.users.unwrap_or_default().into_iter();
+            let us = file.users.unwrap_or_default().into_iter().enumerate();
             merge(
                 &mut users,
-                us.map(|u| {
+                us.map(|(i, u)| {
+                    let name = entry_name(u.name, "users", i)?;
                     let keys = u.other.into_keys().collect();
-                    Ok((u.name, u.user.unwrap_or_default(), keys))
+                    Ok((name, u.user.unwrap_or_default(), keys))
                 }),
                 &dir,
             )?;
@@ -714,22 +730,28 @@ fn exec_config(
     } else {
         PathBuf::from(command)
     };
+    let mut env = Vec::new();
     for (i, var) in exec.env.iter().flatten().enumerate() {
-        if var.name.is_empty() {
-            // As client-go's validation: a variable needs a name.
-            return Err(field(format!("{epath}.env[{i}].name"), "missing"));
-        }
-        warnings.unknown(&format!("{epath}.env[{}]", var.name), &var.other);
+        // As client-go's validation: a variable needs a name.
+        let name = var
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| field(format!("{epath}.env[{i}].name"), "missing"))?;
+        let vpath = format!("{epath}.env[{name}]");
+        // client-go's `ExecEnvVar` requires both; a variable without a value is a typo more often
+        // than a wish for an empty one.
+        let value = var
+            .value
+            .clone()
+            .ok_or_else(|| field(format!("{vpath}.value"), "missing"))?;
+        warnings.unknown(&vpath, &var.other);
+        env.push((name, value));
     }
     Ok(ExecConfig {
         command,
         args: exec.args.clone().unwrap_or_default(),
-        env: exec
-            .env
-            .iter()
-            .flatten()
-            .map(|e| (e.name.clone(), e.value.clone()))
-            .collect(),
+        env,
         api_version,
         install_hint: exec.install_hint.clone().filter(|h| !h.is_empty()),
         provide_cluster_info: exec.provide_cluster_info,
