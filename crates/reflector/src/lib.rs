@@ -66,7 +66,7 @@ pub use client::{
     PatchParams, PostParams, Preconditions, PropagationPolicy, Proxy, RateLimit, Representation,
     Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec, ScaleStatus, SecretSlice,
     SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
-    DEFAULT_MAX_BODY_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
+    DEFAULT_MAX_BODY_BYTES, MAX_KUBECONFIG_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
 };
 pub use decode_lane::DecodeLane;
 pub use decoder::{

@@ -130,8 +130,9 @@ struct User {
     client_key_data: Option<String>,
     username: Option<String>,
     password: Option<String>,
-    exec: Option<Exec>,
-    auth_provider: Option<AuthProvider>,
+    // Boxed: most users have neither, and every user entry of every file is decoded (MAX_NODES).
+    exec: Option<Box<Exec>>,
+    auth_provider: Option<Box<AuthProvider>>,
     #[serde(rename = "as")]
     as_user: Option<String>,
     as_uid: Option<String>,
@@ -299,13 +300,61 @@ fn pem(
     }
 }
 
+/// Bound on one kubeconfig file's size (64 MiB): a larger file is refused with a
+/// [`ConfigError::Io`] of kind [`FileTooLarge`](std::io::ErrorKind::FileTooLarge), read no
+/// further. kubectl has no such bound; this one, with a bound on YAML nodes, is what keeps the
+/// memory a file can cost bounded. A file of 20,000 clusters, contexts and token users is about
+/// 3 MiB, and 64 MiB holds 10,000 users that each carry a client certificate and key; a file
+/// larger than that is `/dev/zero`, a log named by mistake, or an attack.
+pub const MAX_KUBECONFIG_BYTES: u64 = 64 << 20;
+
+/// Bound on the YAML nodes (mappings, sequences, scalars) of one file, aliases' expansions
+/// included. serde-saphyr's default (250,000) refused a file of 12,000 entries in each section
+/// (kubectl writes about 27 nodes for a cluster, a context and a user); this one takes 37,000
+/// in each. A node can cost a few hundred bytes once decoded (a 10-byte `{user: {}}` allocates
+/// a whole user), so this bound, not the file size, caps the decoded structures: a file of
+/// 333,000 such entries, the worst case, peaked at 157 MB (release build, measured through
+/// `VmHWM`). The scalar text is capped apart, by serde-saphyr's 64 MiB of scalar bytes, which
+/// counts what aliases replay too.
+const MAX_NODES: usize = 1_000_000;
+
+/// Reads a kubeconfig file, refusing one larger than [`MAX_KUBECONFIG_BYTES`] without reading
+/// more than that (a FIFO or a device has no trustworthy size).
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut text = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_KUBECONFIG_BYTES + 1)
+        .read_to_end(&mut text)?;
+    if text.len() as u64 > MAX_KUBECONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!(
+                "larger than the {} MiB a kubeconfig may be",
+                MAX_KUBECONFIG_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(text)
+}
+
 /// Parses one kubeconfig file. The parser's message keeps its words and position but neither a
 /// snippet of the input nor the values it quotes: a kubeconfig holds tokens and keys.
 fn parse(path: &Path, text: &[u8]) -> Result<KubeconfigFile, ConfigError> {
     if text.iter().all(u8::is_ascii_whitespace) {
         return Ok(KubeconfigFile::default());
     }
-    let options = serde_saphyr::options! { with_snippet: false };
+    // The default budget but for the node and event counts, raised as far as MAX_NODES keeps
+    // the decoded file's memory bounded; the alias limits (count, ratio to anchors, replayed
+    // events) stay serde-saphyr's, so an alias bomb is still a breach.
+    let options = serde_saphyr::options! {
+        with_snippet: false,
+        budget: serde_saphyr::budget! {
+            max_nodes: MAX_NODES,
+            // Every node is at most two events (a collection's start and end).
+            max_events: 2 * MAX_NODES,
+        },
+    };
     serde_saphyr::from_slice_with_options(text, options).map_err(|e| ConfigError::Yaml {
         path: path.to_path_buf(),
         reason: super::error::redact_quoted(&e.to_string()),
@@ -389,7 +438,7 @@ impl ClusterConfig {
         let mut warnings = Warnings::default();
         let mut found = false;
         for path in paths {
-            let text = match std::fs::read(path) {
+            let text = match read_bounded(path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && paths.len() > 1 => continue,
                 Err(source) => {

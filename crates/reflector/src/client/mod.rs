@@ -47,7 +47,7 @@ pub(crate) use error::redact_quoted;
 pub use error::{BoxError, ClientError, ConfigError};
 pub use http::{Client, WriteCheck, DEFAULT_MAX_BODY_BYTES};
 pub use incluster::SERVICE_ACCOUNT_DIR;
-pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning};
+pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning, MAX_KUBECONFIG_BYTES};
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use proxy::Proxy;
 pub use rate_limit::RateLimit;
