@@ -30,7 +30,8 @@ pub enum ReflectorError {
     /// [`ReflectorError::inner`] and the helpers.
     #[error("failed to list {type_description}: {source}")]
     ListFailed {
-        /// The reflector's type description.
+        /// The reflector's type description: the resource (`pods`, `widgets.example.com`)
+        /// unless the options name something else.
         type_description: String,
         /// The list error.
         #[source]

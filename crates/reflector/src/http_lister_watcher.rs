@@ -227,6 +227,10 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         K::REPRESENTATION
     }
 
+    fn resource(&self) -> Option<Resource> {
+        Some(self.resource.clone())
+    }
+
     fn decode_lane(&self) -> Option<DecodeLane> {
         self.lane.usable()
     }

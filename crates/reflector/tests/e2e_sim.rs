@@ -729,6 +729,37 @@ async fn a_refused_connection_is_recognised_as_such() {
     assert!(err.is_connection_refused(), "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_list_names_the_resource_not_the_rust_type() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = ClusterConfig::new(&format!("http://127.0.0.1:{port}")).unwrap();
+    for (resource, name) in [
+        (
+            Resource::namespaced("example.com", "v1", "widgets"),
+            "widgets.example.com",
+        ),
+        (Resource::namespaced("", "v1", "pods"), "pods"),
+    ] {
+        let lw = HttpListerWatcher::<DynamicObject>::new(&config, resource).unwrap();
+        let store = Arc::new(MapStore::<DynamicObject>::default());
+        let r = Reflector::new(lw, store, ReflectorOptions::default());
+        let err = r
+            .list_and_watch(&CancellationToken::new())
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("failed to list {name}: ")),
+            "{text}"
+        );
+        assert!(!text.contains("DynamicObject"), "{text}");
+        assert!(format!("{r:?}").contains(name), "{r:?}");
+    }
+}
+
 /// `Client::watch` over each protocol: HTTP/1.1 (plain and TLS) on a connection of its own that
 /// the body drives, HTTP/2 (learned by ALPN on the watch's own connection attempt, or by prior
 /// knowledge) on the pool's shared connection. Each streams events, reports an error status as a
