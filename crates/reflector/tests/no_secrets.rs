@@ -161,7 +161,7 @@ fn kubeconfig_warnings_name_fields_never_their_values() {
          exec: {command: x, apiVersion: client.authentication.k8s.io/v1, env: [{name: K, value: ENV-MARKER}]}}}]\n",
     )
     .unwrap();
-    let load = ClusterConfig::load_kubeconfig_files(&[path.clone()], None).unwrap();
+    let load = ClusterConfig::load_kubeconfig_files(std::slice::from_ref(&path), None).unwrap();
     assert_eq!(load.warnings.len(), 2, "{:?}", load.warnings);
     let shown: Vec<String> = load.warnings.iter().map(|w| w.to_string()).collect();
     assert_clean("KubeconfigLoad", &format!("{load:?} {shown:?}"));
