@@ -109,6 +109,11 @@ impl ReflectorError {
         self.status().is_some_and(Status::is_internal_error)
     }
 
+    /// A response body overran its bound ([`ClientError::BodyTooLarge`]).
+    pub fn is_body_too_large(&self) -> bool {
+        matches!(self.client_error(), Some(ClientError::BodyTooLarge { .. }))
+    }
+
     /// The connection was refused.
     pub fn is_connection_refused(&self) -> bool {
         self.client_error()

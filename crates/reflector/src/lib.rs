@@ -75,7 +75,10 @@ pub use decoder::{
 };
 pub use error::ReflectorError;
 pub use http_lister_watcher::HttpListerWatcher;
-pub use list::{ListError, ObjectList, PaginationError, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
+pub use list::{
+    page_byte_bound, ListError, ObjectList, PaginationError, DEFAULT_MAX_LIST_PAGES,
+    DEFAULT_PAGE_SIZE, LIST_ITEM_ALLOWANCE_BYTES, LIST_PAGE_ENVELOPE_BYTES,
+};
 pub use lister_watcher::{ListerWatcher, WatchStream};
 pub use metrics::{ReflectorMetrics, ReflectorStats};
 pub use object::{Decode, DecodeSource};

@@ -989,9 +989,11 @@ async fn a_repeating_continue_token_fails_the_list_instead_of_paging_forever() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_endless_list_body_stops_at_the_page_limit() {
+async fn an_endless_list_body_stops_at_the_page_limit_and_the_page_is_asked_for_smaller() {
     let sim = SimServer::start().await.unwrap();
     create_pods(&sim, "default", 3);
+    // Two endless bodies: the first page at "0", then at "" (the watch cache may have ignored
+    // the limit); the third request, for 62 items, is answered.
     sim.faults().list_body(ListFault::Endless, 2);
     let errors = Arc::new(Mutex::new(Vec::new()));
     let (_r, store, cancel, task) = start_recording(
@@ -1000,14 +1002,29 @@ async fn an_endless_list_body_stops_at_the_page_limit() {
         Some(errors.clone()),
     );
     store.until("the list that works", |s| s.len() == 3).await;
+    assert_eq!(sim.counters().lists, 3);
+    assert!(errors.lock().is_empty(), "{:?}", errors.lock());
+    stop(cancel, task).await;
+
+    // Endless however small the page: the list fails after five bounded requests, and the
+    // next round (after a backoff delay) is answered.
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 3);
+    sim.faults().list_body(ListFault::Endless, 5);
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let (_r, store, cancel, task) = start_recording(
+        pods_lw(&sim).max_list_page_bytes(1 << 20),
+        fast(),
+        Some(errors.clone()),
+    );
+    store.until("the list that works", |s| s.len() == 3).await;
     let errors = errors.lock().clone();
-    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
-        errors
-            .iter()
-            .all(|e| e.contains("exceeds the maximum of 1048576 bytes")),
+        errors[0].contains("exceeds the maximum of 1048576 bytes"),
         "{errors:?}"
     );
+    assert_eq!(sim.counters().lists, 5 + 1);
     stop(cancel, task).await;
 }
 
