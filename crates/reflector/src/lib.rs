@@ -62,10 +62,10 @@ pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
     default_user_agent, on_error, retry_on_conflict, Api, ApiResource, BoxError, Client,
     ClientError, ClusterConfig, ConfigError, Credentials, DeleteParams, Deleted, ExecConfig,
-    ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigWarning, ListOptions, OidcConfig, Patch,
-    PatchParams, PostParams, Preconditions, PropagationPolicy, Proxy, RateLimit, Representation,
-    Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec, ScaleStatus, SecretSlice,
-    SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
+    ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigUser, KubeconfigWarning, ListOptions,
+    OidcConfig, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy, Proxy, RateLimit,
+    Representation, Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec, ScaleStatus,
+    SecretSlice, SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
     DEFAULT_MAX_BODY_BYTES, MAX_KUBECONFIG_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
 };
 pub use decode_lane::DecodeLane;

@@ -40,6 +40,7 @@ fn oidc() -> OidcConfig {
         id_token: Some("ID-TOKEN-MARKER".into()),
         refresh_token: Some("REFRESH-MARKER".into()),
         issuer_certificate_authority: None,
+        write_back: None,
     }
 }
 

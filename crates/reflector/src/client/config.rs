@@ -161,8 +161,8 @@ pub enum Credentials {
 }
 
 /// The OpenID Connect provider of kubeconfig's `auth-provider: {name: oidc}`. Tokens and the
-/// client secret are [`SecretString`]s; refreshed tokens are kept in memory only (the kubeconfig
-/// file is never rewritten).
+/// client secret are [`SecretString`]s. Refreshed tokens are used from memory and, as kubectl
+/// does, written back to the kubeconfig file the user came from ([`write_back`](Self::write_back)).
 #[derive(Debug, Clone)]
 pub struct OidcConfig {
     /// The issuer (`idp-issuer-url`); its `/.well-known/openid-configuration` names the token
@@ -179,6 +179,21 @@ pub struct OidcConfig {
     /// PEM bundle trusted for the issuer (`idp-certificate-authority[-data]`); `None`: the
     /// system's trust roots.
     pub issuer_certificate_authority: Option<Vec<u8>>,
+    /// Where refreshed tokens are written back: the kubeconfig file and user this configuration
+    /// was loaded from (set by the kubeconfig loader). After each refresh, that user's
+    /// `auth-provider.config` gets the new `id-token` (and `refresh-token`, if the issuer
+    /// rotated it), the rest of the file kept, the file replaced atomically; a failure is
+    /// logged, never the request's. `None`: tokens are kept in memory only.
+    pub write_back: Option<KubeconfigUser>,
+}
+
+/// A user entry of a kubeconfig file: the file and the user's name (`users[].name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeconfigUser {
+    /// The kubeconfig file that defines the user.
+    pub path: PathBuf,
+    /// The user's name.
+    pub name: String,
 }
 
 /// Acting as another user (kubeconfig `as`, `as-uid`, `as-groups`, `as-user-extra`): sent as the

@@ -21,7 +21,9 @@ use secrecy::{SecretSlice, SecretString};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
-use super::config::{ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig};
+use super::config::{
+    ClusterConfig, Credentials, ExecConfig, Impersonate, KubeconfigUser, OidcConfig,
+};
 use super::error::ConfigError;
 use super::proxy::Proxy;
 
@@ -223,10 +225,12 @@ impl Warnings {
     }
 }
 
-/// One entry with the directory of the file that defined it.
+/// One entry with the file that defined it.
 struct Defined<T> {
     value: T,
     dir: PathBuf,
+    /// The file itself: where refreshed OIDC tokens of a user are written back.
+    file: PathBuf,
     /// Keys of the list entry beside `name` and the value, warned about if the entry is used.
     entry_keys: Vec<String>,
 }
@@ -320,7 +324,7 @@ const MAX_NODES: usize = 1_000_000;
 
 /// Reads a kubeconfig file, refusing one larger than [`MAX_KUBECONFIG_BYTES`] without reading
 /// more than that (a FIFO or a device has no trustworthy size).
-fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut text = Vec::new();
     std::fs::File::open(path)?
@@ -338,33 +342,38 @@ fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(text)
 }
 
-/// Parses one kubeconfig file. The parser's message keeps its words and position but neither a
-/// snippet of the input nor the values it quotes: a kubeconfig holds tokens and keys.
-fn parse(path: &Path, text: &[u8]) -> Result<KubeconfigFile, ConfigError> {
-    if text.iter().all(u8::is_ascii_whitespace) {
-        return Ok(KubeconfigFile::default());
-    }
-    // The default budget but for the node and event counts, raised as far as MAX_NODES keeps
-    // the decoded file's memory bounded; the alias limits (count, ratio to anchors, replayed
-    // events) stay serde-saphyr's, so an alias bomb is still a breach.
-    let options = serde_saphyr::options! {
+/// How a kubeconfig file is parsed: serde-saphyr's default budget but for the node and event
+/// counts, raised as far as [`MAX_NODES`] keeps the decoded file's memory bounded; the alias
+/// limits (count, ratio to anchors, replayed events) stay serde-saphyr's, so an alias bomb is
+/// still a breach. No snippet of the input in errors: a kubeconfig holds secrets.
+pub(crate) fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
         with_snippet: false,
         budget: serde_saphyr::budget! {
             max_nodes: MAX_NODES,
             // Every node is at most two events (a collection's start and end).
             max_events: 2 * MAX_NODES,
         },
-    };
-    serde_saphyr::from_slice_with_options(text, options).map_err(|e| ConfigError::Yaml {
+    }
+}
+
+/// Parses one kubeconfig file. The parser's message keeps its words and position but neither a
+/// snippet of the input nor the values it quotes: a kubeconfig holds tokens and keys.
+fn parse(path: &Path, text: &[u8]) -> Result<KubeconfigFile, ConfigError> {
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return Ok(KubeconfigFile::default());
+    }
+    serde_saphyr::from_slice_with_options(text, yaml_options()).map_err(|e| ConfigError::Yaml {
         path: path.to_path_buf(),
         reason: super::error::redact_quoted(&e.to_string()),
     })
 }
 
-/// Adds the entries not yet defined, remembering the file's directory.
+/// Adds the entries not yet defined, remembering the file that defined them.
 fn merge<T>(
     into: &mut Vec<(String, Defined<T>)>,
     entries: impl IntoIterator<Item = Result<Entry<T>, ConfigError>>,
+    file: &Path,
     dir: &Path,
 ) -> Result<(), ConfigError> {
     for entry in entries {
@@ -376,6 +385,7 @@ fn merge<T>(
                 Defined {
                     value,
                     dir,
+                    file: file.to_path_buf(),
                     entry_keys,
                 },
             ));
@@ -469,12 +479,14 @@ impl ClusterConfig {
             merge(
                 &mut clusters,
                 cs.map(|(i, c)| c.required("clusters", i, "cluster")),
+                path,
                 &dir,
             )?;
             let cs = file.contexts.unwrap_or_default().into_iter().enumerate();
             merge(
                 &mut contexts,
                 cs.map(|(i, c)| c.required("contexts", i, "context")),
+                path,
                 &dir,
             )?;
             let us = file.users.unwrap_or_default().into_iter().enumerate();
@@ -485,6 +497,7 @@ impl ClusterConfig {
                     let keys = u.other.into_keys().collect();
                     Ok((name, u.user.unwrap_or_default(), keys))
                 }),
+                path,
                 &dir,
             )?;
         }
@@ -539,6 +552,13 @@ impl ClusterConfig {
             user.warn_entry_keys(&format!("users[{user_name}]"), &mut warnings);
             let upath = format!("users[{user_name}].user");
             apply_user(&mut config, user, &upath, &mut warnings)?;
+            if let Credentials::Oidc(oidc) = &mut config.credentials {
+                // As kubectl: refreshed tokens go back to the file that defined the user.
+                oidc.write_back = Some(KubeconfigUser {
+                    path: user.file.clone(),
+                    name: user_name.to_string(),
+                });
+            }
         }
         for w in &warnings.0 {
             tracing::warn!(field = %w.field, "kubeconfig: {}", w.reason);
@@ -901,5 +921,6 @@ fn oidc_config(
             &cpath,
             "idp-certificate-authority",
         )?,
+        write_back: None,
     })
 }

@@ -24,6 +24,7 @@ mod error;
 mod http;
 mod incluster;
 mod kubeconfig;
+mod kubeconfig_write_back;
 mod oidc;
 mod params;
 mod proxy;
@@ -41,7 +42,8 @@ pub use api::{
     Scale, ScaleSpec, ScaleStatus, MAX_OBJECT_BYTES,
 };
 pub use config::{
-    default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig,
+    default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, KubeconfigUser,
+    OidcConfig,
 };
 pub(crate) use error::redact_quoted;
 pub use error::{BoxError, ClientError, ConfigError};
