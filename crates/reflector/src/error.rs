@@ -30,7 +30,8 @@ pub enum ReflectorError {
     /// [`ReflectorError::inner`] and the helpers.
     #[error("failed to list {type_description}: {source}")]
     ListFailed {
-        /// The reflector's type description.
+        /// The reflector's type description: the resource (`pods`, `widgets.example.com`)
+        /// unless the options name something else.
         type_description: String,
         /// The list error.
         #[source]
@@ -106,6 +107,11 @@ impl ReflectorError {
     /// 500 Internal Error.
     pub fn is_internal_error(&self) -> bool {
         self.status().is_some_and(Status::is_internal_error)
+    }
+
+    /// A response body overran its bound ([`ClientError::BodyTooLarge`]).
+    pub fn is_body_too_large(&self) -> bool {
+        matches!(self.client_error(), Some(ClientError::BodyTooLarge { .. }))
     }
 
     /// The connection was refused.

@@ -14,7 +14,7 @@ use crate::client::{
 use crate::decode_lane::DecodeLane;
 use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::ReflectorError;
-use crate::list::ObjectList;
+use crate::list::{page_byte_bound, ObjectList};
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::ReflectorMetrics;
 use crate::object::Decode;
@@ -114,10 +114,12 @@ impl<K> HttpListerWatcher<K> {
         self
     }
 
-    /// Largest accepted list response, in bytes (default [`DEFAULT_MAX_BODY_BYTES`], 1 GiB): a
-    /// larger page, or a body that never ends, fails with
+    /// Largest accepted list response, in bytes (default [`DEFAULT_MAX_BODY_BYTES`], 1 GiB).
+    /// Each page is bounded below it by what its `limit` asks for
+    /// ([`page_byte_bound`](crate::page_byte_bound): 258 MiB for a page of 500): a larger page,
+    /// or a body that never ends, stops with
     /// [`ClientError::BodyTooLarge`](crate::ClientError::BodyTooLarge) instead of growing
-    /// memory without bound. Raise it only for unpaginated lists of huge resources.
+    /// memory, and the reflector asks for it again in smaller pages (contract H3).
     pub fn max_list_page_bytes(mut self, bytes: usize) -> Self {
         self.max_list_page_bytes = bytes;
         self
@@ -170,7 +172,7 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             .get_bytes_accepting(
                 &self.path(&options.to_query()),
                 K::REPRESENTATION.list_accept(),
-                self.max_list_page_bytes,
+                page_byte_bound(options.limit, self.max_list_page_bytes),
             )
             .await?;
         if let Some(m) = &self.metrics {
@@ -225,6 +227,10 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
 
     fn representation(&self) -> Representation {
         K::REPRESENTATION
+    }
+
+    fn resource(&self) -> Option<Resource> {
+        Some(self.resource.clone())
     }
 
     fn decode_lane(&self) -> Option<DecodeLane> {

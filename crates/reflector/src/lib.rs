@@ -62,11 +62,11 @@ pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
     default_user_agent, on_error, retry_on_conflict, Api, ApiResource, BoxError, Client,
     ClientError, ClusterConfig, ConfigError, Credentials, DeleteParams, Deleted, ExecConfig,
-    ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigWarning, ListOptions, OidcConfig, Patch,
-    PatchParams, PostParams, Preconditions, PropagationPolicy, Proxy, RateLimit, Representation,
-    Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec, ScaleStatus, SecretSlice,
-    SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
-    DEFAULT_MAX_BODY_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
+    ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigUser, KubeconfigWarning, ListOptions,
+    OidcConfig, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy, Proxy, RateLimit,
+    Representation, Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec, ScaleStatus,
+    SecretSlice, SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
+    DEFAULT_MAX_BODY_BYTES, MAX_KUBECONFIG_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
 };
 pub use decode_lane::DecodeLane;
 pub use decoder::{
@@ -75,7 +75,10 @@ pub use decoder::{
 };
 pub use error::ReflectorError;
 pub use http_lister_watcher::HttpListerWatcher;
-pub use list::{ListError, ObjectList, PaginationError, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
+pub use list::{
+    page_byte_bound, ListError, ObjectList, PaginationError, DEFAULT_MAX_LIST_PAGES,
+    DEFAULT_PAGE_SIZE, LIST_ITEM_ALLOWANCE_BYTES, LIST_PAGE_ENVELOPE_BYTES,
+};
 pub use lister_watcher::{ListerWatcher, WatchStream};
 pub use metrics::{ReflectorMetrics, ReflectorStats};
 pub use object::{Decode, DecodeSource};

@@ -18,6 +18,103 @@ use crate::store_index::ResourceVersion;
 /// client-go's default page size.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
 
+/// What a list page may weigh beside its items (its envelope, and slack) in
+/// [`page_byte_bound`].
+pub const LIST_PAGE_ENVELOPE_BYTES: usize = 8 << 20;
+
+/// What each item a page asks for may weigh on average in [`page_byte_bound`]: 512 KiB. A
+/// page of client-go's default 500 items is then bounded at 258 MiB, where a page of 500 pods
+/// weighs about 2 MiB; one of 500 objects near kube-apiserver's size limit (1.5 MiB in etcd)
+/// would weigh over 700 MiB, and is asked for in pages of 7 instead. The allowance trades the
+/// memory a body that never ends may cost (measured: under 512 MB for a whole process at 258
+/// MiB, 1,092 MB at the former flat 1 GiB) against extra requests for collections of huge
+/// objects.
+pub const LIST_ITEM_ALLOWANCE_BYTES: usize = 512 << 10;
+
+/// The byte bound of one list page asked for with `limit` items (0: no limit), at most `max`
+/// ([`HttpListerWatcher::max_list_page_bytes`](crate::HttpListerWatcher::max_list_page_bytes)):
+/// [`LIST_PAGE_ENVELOPE_BYTES`] plus [`LIST_ITEM_ALLOWANCE_BYTES`] per item asked for, an
+/// unlimited list counting as a page of [`DEFAULT_PAGE_SIZE`].
+///
+/// Why a bound from the page's size rather than decoding as the body streams: decoding as it
+/// streams would bound the raw bytes but not what they decode into, and a body that never ends
+/// decodes into objects that never end either, so a byte bound is needed all the same; the
+/// question is only its size. A bound that fits the page asked for keeps a body that never ends
+/// (a broken server or proxy) at 258 MiB instead of 1 GiB, and a legitimate page larger
+/// than it (collections of huge objects, or a server that ignored the limit) is not refused:
+/// the pager asks for it again in smaller pages (contract H3).
+///
+/// ```
+/// use reflector::{page_byte_bound, DEFAULT_MAX_BODY_BYTES};
+/// assert_eq!(page_byte_bound(500, DEFAULT_MAX_BODY_BYTES), (8 << 20) + 500 * (512 << 10));
+/// assert_eq!(page_byte_bound(0, DEFAULT_MAX_BODY_BYTES), page_byte_bound(500, DEFAULT_MAX_BODY_BYTES));
+/// assert_eq!(page_byte_bound(100_000, DEFAULT_MAX_BODY_BYTES), DEFAULT_MAX_BODY_BYTES);
+/// assert_eq!(page_byte_bound(500, 1 << 20), 1 << 20);
+/// ```
+pub fn page_byte_bound(limit: u32, max: usize) -> usize {
+    let items = if limit == 0 { DEFAULT_PAGE_SIZE } else { limit };
+    LIST_ITEM_ALLOWANCE_BYTES
+        .saturating_mul(items as usize)
+        .saturating_add(LIST_PAGE_ENVELOPE_BYTES)
+        .min(max)
+}
+
+/// The request to make instead of `options` after its page overran its byte bound
+/// ([`page_byte_bound`]), or `None` when nothing smaller can be asked for. In order: an
+/// unlimited list is asked for in pages of [`DEFAULT_PAGE_SIZE`] (at the same resource
+/// version); a first page at resource version `"0"` is asked for at `""`, because the watch cache
+/// that answers `"0"` may ignore the limit and send the whole collection, where etcd honours it;
+/// then the limit is divided by 8 down to one item. So a page is asked for at most five times,
+/// and only a single object over the bound fails the list.
+fn smaller_page(options: &ListOptions) -> Option<ListOptions> {
+    if options.limit == 0 {
+        return Some(ListOptions {
+            limit: DEFAULT_PAGE_SIZE,
+            ..options.clone()
+        });
+    }
+    let from_cache = options.continue_token.is_none()
+        && options
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| rv.as_str() == "0");
+    if from_cache {
+        return Some(ListOptions {
+            resource_version: None,
+            resource_version_match: None,
+            ..options.clone()
+        });
+    }
+    (options.limit > 1).then(|| ListOptions {
+        limit: (options.limit / 8).max(1),
+        ..options.clone()
+    })
+}
+
+/// One page, asked for again in smaller pages while it overruns its byte bound (see
+/// [`smaller_page`]); `options` becomes the request that was answered.
+async fn list_page<K, L: ListerWatcher<K>>(
+    lw: &L,
+    options: &mut ListOptions,
+) -> Result<ObjectList<K>, ReflectorError> {
+    loop {
+        match lw.list(options.clone()).await {
+            Err(e) if e.is_body_too_large() => {
+                let Some(smaller) = smaller_page(options) else {
+                    return Err(e);
+                };
+                tracing::warn!(
+                    limit = options.limit,
+                    next_limit = smaller.limit,
+                    "a list page overran its byte bound; asking for it again in smaller pages: {e}"
+                );
+                *options = smaller;
+            }
+            answer => return answer,
+        }
+    }
+}
+
 /// One list response (a page).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectList<K> {
@@ -408,7 +505,8 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
     limits: &PageLimits,
     mut on_page: impl FnMut(usize),
 ) -> Result<FullList<K>, ReflectorError> {
-    let first = lw.list(options.clone()).await?;
+    let mut options = options;
+    let first = list_page(lw, &mut options).await?;
     on_page(first.items.len());
     limits.check_kind(&first)?;
     if first.is_table() {
@@ -433,14 +531,16 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
         if !seen.insert(cont.clone()) {
             return Err(PaginationError::RepeatedContinue { token: cont, pages }.into());
         }
-        let page_options = ListOptions {
+        let mut page_options = ListOptions {
             continue_token: Some(cont),
             resource_version: None,
             resource_version_match: None,
             ..options.clone()
         };
-        match lw.list(page_options).await {
+        match list_page(lw, &mut page_options).await {
             Ok(page) => {
+                // A smaller limit that was needed once is kept: the collection's objects are big.
+                options.limit = page_options.limit;
                 pages += 1;
                 on_page(page.items.len());
                 limits.check_kind(&page)?;
@@ -482,6 +582,8 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
 #[cfg(test)]
 mod tests {
     use delta_fifo::store_index::{CompactObject, DynamicObject, Object};
+
+    use crate::client::DEFAULT_MAX_BODY_BYTES;
 
     use super::*;
 
@@ -565,6 +667,144 @@ mod tests {
             ..PageLimits::default()
         };
         futures::executor::block_on(list_all(pages, ListOptions::default(), &limits, |_| {}))
+    }
+
+    /// A collection of `objects` objects of `object_bytes` each, served as kube-apiserver serves
+    /// it, each page under [`page_byte_bound`] of its limit: the watch cache (resource version
+    /// `"0"`) ignores the limit and sends everything; any other request honours it.
+    struct Weighed {
+        objects: usize,
+        object_bytes: usize,
+        /// Every page overruns, as a body that never ends does.
+        endless: bool,
+        asked: parking_lot::Mutex<Vec<ListOptions>>,
+    }
+
+    impl ListerWatcher<DynamicObject> for Weighed {
+        async fn list(&self, o: ListOptions) -> Result<ObjectList<DynamicObject>, ReflectorError> {
+            self.asked.lock().push(o.clone());
+            let start: usize = o
+                .continue_token
+                .as_deref()
+                .map_or(0, |c| c.parse().unwrap());
+            let from_cache = o
+                .resource_version
+                .as_ref()
+                .is_some_and(|rv| rv.as_str() == "0");
+            let n = if o.limit == 0 || from_cache {
+                self.objects - start
+            } else {
+                (o.limit as usize).min(self.objects - start)
+            };
+            let bound = page_byte_bound(o.limit, DEFAULT_MAX_BODY_BYTES);
+            if self.endless || n * self.object_bytes > bound {
+                return Err(crate::client::ClientError::BodyTooLarge {
+                    what: "GET /api/v1/pods".into(),
+                    limit: bound,
+                }
+                .into());
+            }
+            let items = (start..start + n)
+                .map(|i| DynamicObject::new("v1", "Pod").named(format!("p{i}")))
+                .collect();
+            let page = ObjectList::new(items, "7");
+            Ok(match start + n < self.objects {
+                true => page.with_continue((start + n).to_string()),
+                false => page,
+            })
+        }
+        async fn watch(
+            &self,
+            _: crate::client::WatchOptions,
+        ) -> Result<crate::lister_watcher::WatchStream<DynamicObject>, ReflectorError> {
+            unreachable!("list_all never watches")
+        }
+    }
+
+    /// A list's outcome, and the (resource version, limit) of every request it made.
+    type Weighing = (
+        Result<FullList<DynamicObject>, ReflectorError>,
+        Vec<(String, u32)>,
+    );
+
+    fn weighed_list(lw: &Weighed, rv: &str, limit: u32) -> Weighing {
+        let options = ListOptions {
+            resource_version: Some(rv.into()),
+            limit,
+            ..ListOptions::default()
+        };
+        let limits = PageLimits {
+            max_pages: DEFAULT_MAX_LIST_PAGES,
+            ..PageLimits::default()
+        };
+        let result = futures::executor::block_on(list_all(lw, options, &limits, |_| {}));
+        let asked = lw
+            .asked
+            .lock()
+            .iter()
+            .map(|o| {
+                let rv = o.resource_version.as_ref().map(|rv| rv.to_string());
+                (rv.unwrap_or_else(|| "none".into()), o.limit)
+            })
+            .collect();
+        (result, asked)
+    }
+
+    fn weighed(objects: usize, object_bytes: usize, endless: bool) -> Weighed {
+        Weighed {
+            objects,
+            object_bytes,
+            endless,
+            asked: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_page_over_its_byte_bound_is_asked_for_again_smaller_never_refused() {
+        const MIB: usize = 1 << 20;
+        // 100k pods of 4 KiB at "0": the watch cache ignores the limit and sends 400 MiB, over
+        // the 258 MiB of a page of 500; etcd, at "", honours it.
+        let (list, asked) = weighed_list(&weighed(100_000, 4 << 10, false), "0", 500);
+        assert_eq!(list.unwrap().items.len(), 100_000);
+        assert_eq!(asked[..2], [("0".into(), 500), ("none".into(), 500)]);
+        assert_eq!(asked.len(), 1 + 200, "the first try, then 200 pages of 500");
+        // 2,000 objects of 1.5 MiB, kube-apiserver's largest, in an unlimited relist: pages of
+        // 500 and of 62 are too heavy, pages of 7 are not, and stay at 7 for the rest.
+        let (list, asked) = weighed_list(&weighed(2_000, 3 * MIB / 2, false), "42", 0);
+        assert_eq!(list.unwrap().items.len(), 2_000);
+        assert_eq!(
+            asked[..4],
+            [
+                ("42".into(), 0),
+                ("42".into(), 500),
+                ("42".into(), 62),
+                ("42".into(), 7)
+            ]
+        );
+        assert!(asked[4..].iter().all(|(_, limit)| *limit == 7), "{asked:?}");
+        assert_eq!(asked.len(), 3 + 2_000usize.div_ceil(7));
+    }
+
+    #[test]
+    fn a_body_that_never_ends_fails_the_list_after_at_most_five_bounded_requests() {
+        let (list, asked) = weighed_list(&weighed(1, 1, true), "0", 500);
+        assert!(list.unwrap_err().is_body_too_large());
+        assert_eq!(
+            asked,
+            [
+                ("0".into(), 500),
+                ("none".into(), 500),
+                ("none".into(), 62),
+                ("none".into(), 7),
+                ("none".into(), 1),
+            ]
+        );
+        let (list, asked) = weighed_list(&weighed(1, 1, true), "42", 0);
+        assert!(list.unwrap_err().is_body_too_large());
+        assert_eq!(asked.len(), 5, "{asked:?}");
+        // What the largest of those requests could cost: 258 MiB, not the 1 GiB of old.
+        let largest = page_byte_bound(500, DEFAULT_MAX_BODY_BYTES);
+        assert_eq!(largest, 258 << 20);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::future::Future;
 
 use futures::stream::BoxStream;
 
-use crate::client::{ListOptions, Representation, WatchOptions};
+use crate::client::{ListOptions, Representation, Resource, WatchOptions};
 use crate::decode_lane::DecodeLane;
 use crate::decoder::WatchEvent;
 use crate::error::ReflectorError;
@@ -40,6 +40,15 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     /// (`PartialObjectMetadataList`, `PartialObjectMetadata`). Default: the objects as they are.
     fn representation(&self) -> Representation {
         Representation::Object
+    }
+
+    /// The resource listed and watched, if there is one: the reflector names it in its errors
+    /// and logs (`failed to list widgets.example.com: …`) unless
+    /// [`ReflectorOptions::type_description`](crate::ReflectorOptions::type_description) names
+    /// something else. A lister-watcher that wraps another forwards it. Default: none (the
+    /// reflector then names the expected GVK, or else the Rust type).
+    fn resource(&self) -> Option<Resource> {
+        None
     }
 
     /// The thread this lister-watcher decodes its objects on, if it uses one from the current

@@ -48,7 +48,9 @@ pub type WatchErrorHandler = Arc<dyn Fn(&ReflectorError) + Send + Sync>;
 pub struct ReflectorOptions {
     /// Name used in logs and errors.
     pub name: String,
-    /// Description of the listed type (default: the Rust type name).
+    /// What errors and logs call the listed objects (default: the lister-watcher's
+    /// [`resource`](ListerWatcher::resource) as kubectl names it, `pods` or
+    /// `widgets.example.com`; else the expected GVK; else the Rust type name).
     pub type_description: Option<String>,
     /// Resync period (0: never).
     pub resync_period: Duration,
@@ -209,9 +211,13 @@ where
 {
     /// A reflector feeding `store` from `lw`.
     pub fn new(lw: L, store: S, options: ReflectorOptions) -> Self {
+        // What errors and logs call the listed objects: what the user chose, else the resource
+        // as kubectl names it (`widgets.example.com`), else the GVK; the Rust type only as a
+        // last resort, since `store_index::dynamic::DynamicObject` says nothing of what failed.
         let type_description = options
             .type_description
             .clone()
+            .or_else(|| lw.resource().map(|r| r.to_string()))
             .or_else(|| {
                 options
                     .expected_gvk

@@ -393,6 +393,7 @@ fn oidc(issuer: &TinyServer, id_token: &str) -> OidcConfig {
         id_token: Some(id_token.into()),
         refresh_token: Some("refresh-token-one".into()),
         issuer_certificate_authority: None,
+        write_back: None,
     }
 }
 
@@ -602,5 +603,130 @@ async fn impersonation_headers_reach_the_server() {
         "impersonate-extra-example.com%2fscopes: edit",
     ] {
         assert!(head.contains(line), "{line} not in {head}");
+    }
+}
+
+/// A kubeconfig whose current user `jane` uses OIDC with an expired id token against `issuer`,
+/// beside another user, another cluster and fields this library does not know.
+fn oidc_kubeconfig(sim: &SimServer, issuer: &TinyServer, expired: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nx-vendor-extension: {{keep: me}}\npreferences: {{colors: true}}\n\
+         current-context: jane@sim\n\
+         clusters:\n- name: sim\n  cluster:\n    server: {server}\n- name: other\n  cluster:\n    server: https://other.example:6443\n\
+         contexts:\n- name: jane@sim\n  context: {{cluster: sim, user: jane}}\n- name: bob@other\n  context: {{cluster: other, user: bob}}\n\
+         users:\n- name: bob\n  user:\n    token: bob-token\n\
+         - name: jane\n  user:\n    auth-provider:\n      name: oidc\n      config:\n        client-id: kube client\n        client-secret: client-secret-value\n        idp-issuer-url: {issuer}/realm\n        id-token: {expired}\n        refresh-token: refresh-token-one\n        x-custom: kept\n",
+        server = sim.url(),
+        issuer = issuer.url,
+    )
+}
+
+fn yaml(path: &Path) -> serde_json::Value {
+    serde_saphyr::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_refreshed_oidc_token_is_written_back_to_the_kubeconfig_keeping_the_rest() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let new_token = jwt(now() + 3600);
+    let reply = serde_json::json!({"id_token": new_token, "refresh_token": "refresh-token-two"});
+    let issuer = issuer((200, reply.to_string())).await;
+    let sim = SimServer::builder()
+        .token(&new_token)
+        .start()
+        .await
+        .unwrap();
+    let dir = scratch("oidc-write-back");
+    let path = dir.join("config");
+    std::fs::write(&path, oidc_kubeconfig(&sim, &issuer, &jwt(now() - 60))).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let before = yaml(&path);
+
+    let config = ClusterConfig::from_kubeconfig_files(std::slice::from_ref(&path), None).unwrap();
+    let client = Client::new(&config).unwrap();
+    client.get_bytes(PODS).await.unwrap();
+
+    let after = yaml(&path);
+    let jane = &after["users"][1]["user"]["auth-provider"]["config"];
+    assert_eq!(jane["id-token"], new_token.as_str());
+    assert_eq!(jane["refresh-token"], "refresh-token-two");
+    // Everything else is as it was: the other user and cluster, the provider's other keys, the
+    // fields this library does not know.
+    let mut expected = before.clone();
+    expected["users"][1]["user"]["auth-provider"]["config"]["id-token"] = new_token.as_str().into();
+    expected["users"][1]["user"]["auth-provider"]["config"]["refresh-token"] =
+        "refresh-token-two".into();
+    assert_eq!(after, expected);
+    assert_eq!(after["x-vendor-extension"]["keep"], "me");
+    assert_eq!(jane["x-custom"], "kept");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the file keeps its permissions");
+    let leftovers: Vec<_> = std::fs::read_dir(&*dir).unwrap().collect();
+    assert_eq!(leftovers.len(), 1, "no temporary file left: {leftovers:?}");
+
+    // The next process starts from the new tokens: no refresh needed.
+    let reloaded = ClusterConfig::from_kubeconfig_files(std::slice::from_ref(&path), None).unwrap();
+    let refreshes = issuer.requests.lock().len();
+    Client::new(&reloaded)
+        .unwrap()
+        .get_bytes(PODS)
+        .await
+        .unwrap();
+    assert_eq!(issuer.requests.lock().len(), refreshes);
+}
+
+#[tokio::test]
+async fn a_kubeconfig_that_cannot_be_written_back_is_logged_and_the_request_goes_on() {
+    let new_token = jwt(now() + 3600);
+    let reply = serde_json::json!({"id_token": new_token});
+    let issuer = issuer((200, reply.to_string())).await;
+    let sim = SimServer::builder()
+        .token(&new_token)
+        .start()
+        .await
+        .unwrap();
+    let dir = scratch("oidc-write-back-fails");
+    let path = dir.join("config");
+    std::fs::write(&path, oidc_kubeconfig(&sim, &issuer, &jwt(now() - 60))).unwrap();
+    let config = ClusterConfig::from_kubeconfig_files(std::slice::from_ref(&path), None).unwrap();
+    // The user is gone from the file by the time the token is refreshed.
+    std::fs::write(&path, "users: []\n").unwrap();
+
+    let captured: Arc<Mutex<Vec<u8>>> = Arc::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer({
+            let captured = captured.clone();
+            move || CapturedWriter(captured.clone())
+        })
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let client = Client::new(&config).unwrap();
+    client.get_bytes(PODS).await.unwrap();
+
+    let logs = String::from_utf8(captured.lock().clone()).unwrap();
+    assert!(
+        logs.contains("could not write the refreshed OIDC tokens back"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("no longer has a user named \"jane\""),
+        "{logs}"
+    );
+    assert!(logs.contains(&path.display().to_string()), "{logs}");
+    assert!(!logs.contains(&new_token), "{logs}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "users: []\n");
+}
+
+struct CapturedWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for CapturedWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }

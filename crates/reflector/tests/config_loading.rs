@@ -516,3 +516,101 @@ fn a_yaml_alias_bomb_is_an_error_not_an_exhausted_machine() {
     assert!(matches!(err, ConfigError::Yaml { .. }), "{err}");
     assert!(err.to_string().contains("budget"), "{err}");
 }
+
+#[test]
+fn an_entry_missing_a_field_is_named_by_its_section_and_position_or_name() {
+    let head = "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: alice}}]\n\
+                clusters: [{name: c, cluster: {server: 'https://h'}}]\n";
+    // The third user has no name: it cannot be found, so it is named by its position.
+    let yaml = format!(
+        "{head}users:\n- {{name: alice, user: {{token: t}}}}\n- {{name: bob, user: {{}}}}\n\
+         - user: {{token: t}}\n"
+    );
+    let err = load_text("nameless-user", &yaml, None).unwrap_err();
+    assert!(matches!(err, ConfigError::Field { .. }), "{err:?}");
+    assert_eq!(field_of(err), "users[2].name");
+    let yaml = "clusters: [{cluster: {server: 'https://h'}}]\ncurrent-context: c\n";
+    let err = load_text("nameless-cluster", yaml, None).unwrap_err();
+    assert_eq!(field_of(err), "clusters[0].name");
+    let yaml = format!("{head}users:\n- name: alice\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: get-token\n      env: [{{name: API_KEY}}]\n");
+    let err = load_text("valueless-env", &yaml, None).unwrap_err();
+    let text = err.to_string();
+    assert_eq!(field_of(err), "users[alice].user.exec.env[API_KEY].value");
+    assert!(text.contains("missing"), "{text}");
+}
+
+/// `n` clusters, contexts and users, each as kubectl writes them; the last context is current.
+fn many_entries(n: usize) -> String {
+    let mut yaml = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "- name: cluster-{i}\n  cluster:\n    server: https://10.{}.{}.1:6443\n    insecure-skip-tls-verify: true\n",
+            i / 256 % 256,
+            i % 256
+        ));
+    }
+    yaml.push_str("contexts:\n");
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "- name: context-{i}\n  context:\n    cluster: cluster-{i}\n    user: user-{i}\n    namespace: ns-{i}\n"
+        ));
+    }
+    yaml.push_str("users:\n");
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "- name: user-{i}\n  user:\n    token: token-{i}\n"
+        ));
+    }
+    yaml.push_str(&format!("current-context: context-{}\n", n - 1));
+    yaml
+}
+
+#[test]
+fn a_kubeconfig_of_twenty_thousand_entries_per_section_loads() {
+    let config = load_text("twenty-thousand", &many_entries(20_000), None).unwrap();
+    assert_eq!(config.server.as_str(), "https://10.78.31.1:6443/");
+    assert_eq!(config.default_namespace, "ns-19999");
+    let Credentials::Token(token) = &config.credentials else {
+        panic!("{:?}", config.credentials)
+    };
+    assert_eq!(token.expose_secret(), "token-19999");
+}
+
+#[test]
+fn a_kubeconfig_larger_than_the_bound_is_refused_before_it_is_read_whole() {
+    // Valid YAML all the way, so that only the size can refuse it.
+    let mut yaml = many_entries(1);
+    let line = format!("# {}\n", "x".repeat(1022));
+    let lines = (reflector::MAX_KUBECONFIG_BYTES as usize).div_ceil(line.len());
+    yaml.reserve(lines * line.len());
+    for _ in 0..lines {
+        yaml.push_str(&line);
+    }
+    let err = load_text("too-large", &yaml, None).unwrap_err();
+    match &err {
+        ConfigError::Io { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::FileTooLarge, "{err}")
+        }
+        other => panic!("expected a file-too-large error, got {other}"),
+    }
+    assert!(err.to_string().contains("64 MiB"), "{err}");
+}
+
+#[test]
+fn aliases_of_a_long_scalar_into_many_entries_breach_the_budget() {
+    // One 1 MiB token in a file of 1 MiB, aliased into 98 users: 99 MiB of strings if expanded,
+    // too few aliases for the alias-to-anchor ratio to apply; what stops it is that the scalar
+    // bytes an alias replays count against the budget's 64 MiB as if they had been written out.
+    let mut yaml = format!(
+        "current-context: c\ncontexts: [{{name: c, context: {{cluster: c, user: u0}}}}]\n\
+         clusters: [{{name: c, cluster: {{server: 'https://h'}}}}]\n\
+         users:\n- {{name: u0, user: {{token: &t {}}}}}\n",
+        "t".repeat(1 << 20)
+    );
+    for i in 1..99 {
+        yaml.push_str(&format!("- {{name: u{i}, user: {{token: *t}}}}\n"));
+    }
+    let err = load_text("scalar-aliases", &yaml, None).unwrap_err();
+    assert!(matches!(err, ConfigError::Yaml { .. }), "{err}");
+    assert!(err.to_string().contains("budget"), "{err}");
+}

@@ -729,6 +729,37 @@ async fn a_refused_connection_is_recognised_as_such() {
     assert!(err.is_connection_refused(), "{err}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_list_names_the_resource_not_the_rust_type() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = ClusterConfig::new(&format!("http://127.0.0.1:{port}")).unwrap();
+    for (resource, name) in [
+        (
+            Resource::namespaced("example.com", "v1", "widgets"),
+            "widgets.example.com",
+        ),
+        (Resource::namespaced("", "v1", "pods"), "pods"),
+    ] {
+        let lw = HttpListerWatcher::<DynamicObject>::new(&config, resource).unwrap();
+        let store = Arc::new(MapStore::<DynamicObject>::default());
+        let r = Reflector::new(lw, store, ReflectorOptions::default());
+        let err = r
+            .list_and_watch(&CancellationToken::new())
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("failed to list {name}: ")),
+            "{text}"
+        );
+        assert!(!text.contains("DynamicObject"), "{text}");
+        assert!(format!("{r:?}").contains(name), "{r:?}");
+    }
+}
+
 /// `Client::watch` over each protocol: HTTP/1.1 (plain and TLS) on a connection of its own that
 /// the body drives, HTTP/2 (learned by ALPN on the watch's own connection attempt, or by prior
 /// knowledge) on the pool's shared connection. Each streams events, reports an error status as a
@@ -958,9 +989,11 @@ async fn a_repeating_continue_token_fails_the_list_instead_of_paging_forever() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_endless_list_body_stops_at_the_page_limit() {
+async fn an_endless_list_body_stops_at_the_page_limit_and_the_page_is_asked_for_smaller() {
     let sim = SimServer::start().await.unwrap();
     create_pods(&sim, "default", 3);
+    // Two endless bodies: the first page at "0", then at "" (the watch cache may have ignored
+    // the limit); the third request, for 62 items, is answered.
     sim.faults().list_body(ListFault::Endless, 2);
     let errors = Arc::new(Mutex::new(Vec::new()));
     let (_r, store, cancel, task) = start_recording(
@@ -969,14 +1002,29 @@ async fn an_endless_list_body_stops_at_the_page_limit() {
         Some(errors.clone()),
     );
     store.until("the list that works", |s| s.len() == 3).await;
+    assert_eq!(sim.counters().lists, 3);
+    assert!(errors.lock().is_empty(), "{:?}", errors.lock());
+    stop(cancel, task).await;
+
+    // Endless however small the page: the list fails after five bounded requests, and the
+    // next round (after a backoff delay) is answered.
+    let sim = SimServer::start().await.unwrap();
+    create_pods(&sim, "default", 3);
+    sim.faults().list_body(ListFault::Endless, 5);
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let (_r, store, cancel, task) = start_recording(
+        pods_lw(&sim).max_list_page_bytes(1 << 20),
+        fast(),
+        Some(errors.clone()),
+    );
+    store.until("the list that works", |s| s.len() == 3).await;
     let errors = errors.lock().clone();
-    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(
-        errors
-            .iter()
-            .all(|e| e.contains("exceeds the maximum of 1048576 bytes")),
+        errors[0].contains("exceeds the maximum of 1048576 bytes"),
         "{errors:?}"
     );
+    assert_eq!(sim.counters().lists, 5 + 1);
     stop(cancel, task).await;
 }
 

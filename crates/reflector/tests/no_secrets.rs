@@ -20,6 +20,7 @@ const MARKERS: &[&str] = &[
     "ID-TOKEN-MARKER",
     "REFRESH-MARKER",
     "URL-PASSWORD-MARKER",
+    "ARG-MARKER",
 ];
 
 fn assert_clean(what: &str, text: &str) {
@@ -39,12 +40,14 @@ fn oidc() -> OidcConfig {
         id_token: Some("ID-TOKEN-MARKER".into()),
         refresh_token: Some("REFRESH-MARKER".into()),
         issuer_certificate_authority: None,
+        write_back: None,
     }
 }
 
 fn exec() -> ExecConfig {
     ExecConfig {
         command: "get-token".into(),
+        args: vec!["get-token".into(), "--token=ARG-MARKER".into()],
         env: vec![("API_KEY".into(), "ENV-MARKER".into())],
         ..ExecConfig::default()
     }
@@ -159,11 +162,34 @@ fn kubeconfig_warnings_name_fields_never_their_values() {
          exec: {command: x, apiVersion: client.authentication.k8s.io/v1, env: [{name: K, value: ENV-MARKER}]}}}]\n",
     )
     .unwrap();
-    let load = ClusterConfig::load_kubeconfig_files(&[path], None).unwrap();
-    std::fs::remove_dir_all(&dir).unwrap();
+    let load = ClusterConfig::load_kubeconfig_files(std::slice::from_ref(&path), None).unwrap();
     assert_eq!(load.warnings.len(), 2, "{:?}", load.warnings);
     let shown: Vec<String> = load.warnings.iter().map(|w| w.to_string()).collect();
     assert_clean("KubeconfigLoad", &format!("{load:?} {shown:?}"));
+    // The plugin in use: its arguments and environment values are held, never shown.
+    std::fs::write(
+        &path,
+        "current-context: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n\
+         clusters: [{name: c, cluster: {server: 'https://h'}}]\n\
+         users: [{name: u, user: {exec: {command: x, apiVersion: client.authentication.k8s.io/v1, \
+         args: [login, --token=ARG-MARKER, --client-secret, ARG-MARKER-2], \
+         env: [{name: K, value: ENV-MARKER}]}}}]\n",
+    )
+    .unwrap();
+    let load = ClusterConfig::load_kubeconfig_files(&[path], None).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let Credentials::Exec(exec) = &load.config.credentials else {
+        panic!("not an exec plugin: {:?}", load.config.credentials);
+    };
+    assert_eq!(
+        exec.args.len(),
+        4,
+        "the arguments are kept to run the plugin"
+    );
+    assert_clean(
+        "KubeconfigLoad",
+        &format!("{load:?} {load:#?} {:?}", load.config),
+    );
 }
 
 #[tokio::test]

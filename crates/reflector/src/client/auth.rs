@@ -16,9 +16,11 @@ use parking_lot::Mutex;
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
 
+use super::config::KubeconfigUser;
 use super::config::{ClusterConfig, Credentials, ExecConfig};
 use super::error::{ClientError, ConfigError};
-use super::oidc::{jwt_expiry, OidcIssuer};
+use super::kubeconfig_write_back::write_back;
+use super::oidc::{jwt_expiry, OidcIssuer, Refreshed};
 use super::proxy::ProxySettings;
 use super::tls::ClientCertSlot;
 
@@ -281,6 +283,9 @@ impl Authenticator {
                     ))
                 })?;
                 let new = issuer.refresh(&refresh_token).await?;
+                if let Some(user) = &issuer.config().write_back {
+                    persist_refreshed(user, &new).await;
+                }
                 if let Some(rotated) = new.refresh_token {
                     self.cache.lock().refresh_token = Some(rotated);
                 }
@@ -297,6 +302,38 @@ impl Authenticator {
             header,
             generation: cache.generation,
         })
+    }
+}
+
+/// Writes refreshed OIDC tokens back to the kubeconfig user they came from, as kubectl does
+/// (`kubeconfig_write_back.rs`). A failure is logged, naming the file and the user, never a token,
+/// and the request goes on with the new token: the file is a convenience for the next process.
+async fn persist_refreshed(user: &KubeconfigUser, new: &Refreshed) {
+    let (target, id_token, refresh_token) = (
+        user.clone(),
+        new.id_token.clone(),
+        new.refresh_token.clone(),
+    );
+    let written =
+        tokio::task::spawn_blocking(move || write_back(&target, &id_token, refresh_token.as_ref()))
+            .await;
+    match written {
+        Ok(Ok(())) => tracing::debug!(
+            path = %user.path.display(),
+            user = %user.name,
+            "wrote the refreshed OIDC tokens back to the kubeconfig"
+        ),
+        Ok(Err(e)) => tracing::warn!(
+            path = %user.path.display(),
+            user = %user.name,
+            "could not write the refreshed OIDC tokens back to the kubeconfig \
+             (they are used from memory): {e}"
+        ),
+        Err(e) => tracing::warn!(
+            path = %user.path.display(),
+            user = %user.name,
+            "could not write the refreshed OIDC tokens back to the kubeconfig: {e}"
+        ),
     }
 }
 

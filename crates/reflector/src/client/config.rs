@@ -161,8 +161,8 @@ pub enum Credentials {
 }
 
 /// The OpenID Connect provider of kubeconfig's `auth-provider: {name: oidc}`. Tokens and the
-/// client secret are [`SecretString`]s; refreshed tokens are kept in memory only (the kubeconfig
-/// file is never rewritten).
+/// client secret are [`SecretString`]s. Refreshed tokens are used from memory and, as kubectl
+/// does, written back to the kubeconfig file the user came from ([`write_back`](Self::write_back)).
 #[derive(Debug, Clone)]
 pub struct OidcConfig {
     /// The issuer (`idp-issuer-url`); its `/.well-known/openid-configuration` names the token
@@ -179,6 +179,21 @@ pub struct OidcConfig {
     /// PEM bundle trusted for the issuer (`idp-certificate-authority[-data]`); `None`: the
     /// system's trust roots.
     pub issuer_certificate_authority: Option<Vec<u8>>,
+    /// Where refreshed tokens are written back: the kubeconfig file and user this configuration
+    /// was loaded from (set by the kubeconfig loader). After each refresh, that user's
+    /// `auth-provider.config` gets the new `id-token` (and `refresh-token`, if the issuer
+    /// rotated it), the rest of the file kept, the file replaced atomically; a failure is
+    /// logged, never the request's. `None`: tokens are kept in memory only.
+    pub write_back: Option<KubeconfigUser>,
+}
+
+/// A user entry of a kubeconfig file: the file and the user's name (`users[].name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeconfigUser {
+    /// The kubeconfig file that defines the user.
+    pub path: PathBuf,
+    /// The user's name.
+    pub name: String,
 }
 
 /// Acting as another user (kubeconfig `as`, `as-uid`, `as-groups`, `as-user-extra`): sent as the
@@ -247,9 +262,9 @@ impl ClusterConfig {
 pub struct ExecConfig {
     /// The program (resolved against the kubeconfig's directory when it contains a `/`).
     pub command: PathBuf,
-    /// Its arguments.
+    /// Its arguments (redacted in `Debug`: an argument may carry a credential, `--token=…`).
     pub args: Vec<String>,
-    /// Extra environment variables.
+    /// Extra environment variables (values redacted in `Debug`).
     pub env: Vec<(String, String)>,
     /// The `ExecCredential` API version (`client.authentication.k8s.io/v1`).
     pub api_version: String,
@@ -283,15 +298,18 @@ impl ExecConfig {
 
 impl std::fmt::Debug for ExecConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Plugins take credentials through their environment: names only, never values.
+        // Plugins take credentials through their environment and their arguments
+        // (`--token=…`, `--client-secret …`): names of variables and the number of arguments
+        // only, never a value.
         let env: Vec<(&str, &str)> = self
             .env
             .iter()
             .map(|(name, _)| (name.as_str(), "[REDACTED]"))
             .collect();
+        let args = vec!["[REDACTED]"; self.args.len()];
         f.debug_struct("ExecConfig")
             .field("command", &self.command)
-            .field("args", &self.args)
+            .field("args", &args)
             .field("env", &env)
             .field("api_version", &self.api_version)
             .field("install_hint", &self.install_hint)

@@ -22,7 +22,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::ServerName;
 
 use super::auth::Authenticator;
-use super::config::{ClusterConfig, Impersonate};
+use super::config::{ClusterConfig, Credentials, Impersonate};
 use super::content_encoding::{read_gzip_body, Encoding};
 use super::error::{ClientError, ConfigError};
 use super::proxy::{describe_route, forward_authorization, ProxyConnector, ProxySettings};
@@ -91,8 +91,31 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// A credential for a plain `http://` server travels in clear text to anyone on the path: said
+/// once per client (the one client every informer and writer of a cluster shares), naming the
+/// server and the kind of credential, never its value. Not refused: a server reached through
+/// `kubectl proxy` or a sidecar on loopback is plain HTTP on purpose.
+fn warn_if_sent_in_clear(config: &ClusterConfig, server: &str) {
+    if config.server.scheme() != "http" {
+        return;
+    }
+    let credential = match &config.credentials {
+        Credentials::None => return,
+        Credentials::Token(_) | Credentials::TokenFile(_) => "a bearer token",
+        Credentials::Basic { .. } => "a password (basic authentication)",
+        Credentials::Exec(_) => "the exec plugin's bearer token",
+        Credentials::Oidc(_) => "an OIDC id token as a bearer token",
+    };
+    tracing::warn!(
+        %server,
+        "{credential} is configured for a plain http:// server and will be sent in clear text \
+         on every request to {server}; use https://"
+    );
+}
+
 impl Client {
-    /// A client for `config`'s server.
+    /// A client for `config`'s server. A bearer token or a password configured for a plain
+    /// `http://` server is sent all the same, with a warning logged once per client.
     pub fn new(config: &ClusterConfig) -> Result<Self, ConfigError> {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -107,6 +130,7 @@ impl Client {
             });
         }
         base.shrink_to_fit();
+        warn_if_sent_in_clear(config, &base);
         let server: http::Uri =
             base.parse()
                 .map_err(|e: http::uri::InvalidUri| ConfigError::Url {

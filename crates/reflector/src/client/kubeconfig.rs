@@ -21,7 +21,9 @@ use secrecy::{SecretSlice, SecretString};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 
-use super::config::{ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig};
+use super::config::{
+    ClusterConfig, Credentials, ExecConfig, Impersonate, KubeconfigUser, OidcConfig,
+};
 use super::error::ConfigError;
 use super::proxy::Proxy;
 
@@ -46,9 +48,12 @@ struct KubeconfigFile {
     other: Other,
 }
 
+/// A list entry. Its fields are all optional to serde so that a missing one is reported by this
+/// loader, naming the entry (`users[2].name`, `users[alice].user.exec.env[KEY].value`), rather
+/// than by the parser as a bare ``missing field `name` `` and a line number.
 #[derive(Deserialize)]
 struct Named<T> {
-    name: String,
+    name: Option<String>,
     #[serde(alias = "cluster", alias = "context")]
     value: Option<T>,
     /// Keys beside `name` and the value (a typo such as `clustr`).
@@ -59,19 +64,31 @@ struct Named<T> {
 /// One list entry: its name, its value and the names of the keys beside them.
 type Entry<T> = (String, T, Vec<String>);
 
+/// The name of the entry at `index` of the section `kind`; a missing one is an error naming the
+/// entry by its position, as it has no name to be found by.
+fn entry_name(name: Option<String>, kind: &str, index: usize) -> Result<String, ConfigError> {
+    name.filter(|n| !n.is_empty()).ok_or_else(|| {
+        field(
+            format!("{kind}[{index}].name"),
+            "missing (an entry is found by its name)",
+        )
+    })
+}
+
 impl<T> Named<T> {
-    /// The entry; a missing value is an error naming `kind[name].inner`.
-    fn required(self, kind: &str, inner: &str) -> Result<Entry<T>, ConfigError> {
+    /// The entry at `index`; a missing name or value is an error naming `kind[name].inner`.
+    fn required(self, kind: &str, index: usize, inner: &str) -> Result<Entry<T>, ConfigError> {
+        let name = entry_name(self.name, kind, index)?;
         match self.value {
-            Some(v) => Ok((self.name, v, self.other.into_keys().collect())),
-            None => Err(field(format!("{kind}[{}].{inner}", self.name), "missing")),
+            Some(v) => Ok((name, v, self.other.into_keys().collect())),
+            None => Err(field(format!("{kind}[{name}].{inner}"), "missing")),
         }
     }
 }
 
 #[derive(Deserialize)]
 struct NamedUser {
-    name: String,
+    name: Option<String>,
     user: Option<User>,
     /// Keys beside `name` and `user` (a typo such as `usr`, which leaves the user empty).
     #[serde(flatten)]
@@ -115,8 +132,9 @@ struct User {
     client_key_data: Option<String>,
     username: Option<String>,
     password: Option<String>,
-    exec: Option<Exec>,
-    auth_provider: Option<AuthProvider>,
+    // Boxed: most users have neither, and every user entry of every file is decoded (MAX_NODES).
+    exec: Option<Box<Exec>>,
+    auth_provider: Option<Box<AuthProvider>>,
     #[serde(rename = "as")]
     as_user: Option<String>,
     as_uid: Option<String>,
@@ -145,8 +163,8 @@ struct Exec {
 
 #[derive(Deserialize, Default)]
 struct EnvVar {
-    name: String,
-    value: String,
+    name: Option<String>,
+    value: Option<String>,
     #[serde(flatten)]
     other: Other,
 }
@@ -207,10 +225,12 @@ impl Warnings {
     }
 }
 
-/// One entry with the directory of the file that defined it.
+/// One entry with the file that defined it.
 struct Defined<T> {
     value: T,
     dir: PathBuf,
+    /// The file itself: where refreshed OIDC tokens of a user are written back.
+    file: PathBuf,
     /// Keys of the list entry beside `name` and the value, warned about if the entry is used.
     entry_keys: Vec<String>,
 }
@@ -284,23 +304,76 @@ fn pem(
     }
 }
 
+/// Bound on one kubeconfig file's size (64 MiB): a larger file is refused with a
+/// [`ConfigError::Io`] of kind [`FileTooLarge`](std::io::ErrorKind::FileTooLarge), read no
+/// further. kubectl has no such bound; this one, with a bound on YAML nodes, is what keeps the
+/// memory a file can cost bounded. A file of 20,000 clusters, contexts and token users is about
+/// 3 MiB, and 64 MiB holds 10,000 users that each carry a client certificate and key; a file
+/// larger than that is `/dev/zero`, a log named by mistake, or an attack.
+pub const MAX_KUBECONFIG_BYTES: u64 = 64 << 20;
+
+/// Bound on the YAML nodes (mappings, sequences, scalars) of one file, aliases' expansions
+/// included. serde-saphyr's default (250,000) refused a file of 12,000 entries in each section
+/// (kubectl writes about 27 nodes for a cluster, a context and a user); this one takes 37,000
+/// in each. A node can cost a few hundred bytes once decoded (a 10-byte `{user: {}}` allocates
+/// a whole user), so this bound, not the file size, caps the decoded structures: a file of
+/// 333,000 such entries, the worst case, peaked at 157 MB (release build, measured through
+/// `VmHWM`). The scalar text is capped apart, by serde-saphyr's 64 MiB of scalar bytes, which
+/// counts what aliases replay too.
+const MAX_NODES: usize = 1_000_000;
+
+/// Reads a kubeconfig file, refusing one larger than [`MAX_KUBECONFIG_BYTES`] without reading
+/// more than that (a FIFO or a device has no trustworthy size).
+pub(crate) fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut text = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_KUBECONFIG_BYTES + 1)
+        .read_to_end(&mut text)?;
+    if text.len() as u64 > MAX_KUBECONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!(
+                "larger than the {} MiB a kubeconfig may be",
+                MAX_KUBECONFIG_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(text)
+}
+
+/// How a kubeconfig file is parsed: serde-saphyr's default budget but for the node and event
+/// counts, raised as far as [`MAX_NODES`] keeps the decoded file's memory bounded; the alias
+/// limits (count, ratio to anchors, replayed events) stay serde-saphyr's, so an alias bomb is
+/// still a breach. No snippet of the input in errors: a kubeconfig holds secrets.
+pub(crate) fn yaml_options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        with_snippet: false,
+        budget: serde_saphyr::budget! {
+            max_nodes: MAX_NODES,
+            // Every node is at most two events (a collection's start and end).
+            max_events: 2 * MAX_NODES,
+        },
+    }
+}
+
 /// Parses one kubeconfig file. The parser's message keeps its words and position but neither a
 /// snippet of the input nor the values it quotes: a kubeconfig holds tokens and keys.
 fn parse(path: &Path, text: &[u8]) -> Result<KubeconfigFile, ConfigError> {
     if text.iter().all(u8::is_ascii_whitespace) {
         return Ok(KubeconfigFile::default());
     }
-    let options = serde_saphyr::options! { with_snippet: false };
-    serde_saphyr::from_slice_with_options(text, options).map_err(|e| ConfigError::Yaml {
+    serde_saphyr::from_slice_with_options(text, yaml_options()).map_err(|e| ConfigError::Yaml {
         path: path.to_path_buf(),
         reason: super::error::redact_quoted(&e.to_string()),
     })
 }
 
-/// Adds the entries not yet defined, remembering the file's directory.
+/// Adds the entries not yet defined, remembering the file that defined them.
 fn merge<T>(
     into: &mut Vec<(String, Defined<T>)>,
     entries: impl IntoIterator<Item = Result<Entry<T>, ConfigError>>,
+    file: &Path,
     dir: &Path,
 ) -> Result<(), ConfigError> {
     for entry in entries {
@@ -312,6 +385,7 @@ fn merge<T>(
                 Defined {
                     value,
                     dir,
+                    file: file.to_path_buf(),
                     entry_keys,
                 },
             ));
@@ -374,7 +448,7 @@ impl ClusterConfig {
         let mut warnings = Warnings::default();
         let mut found = false;
         for path in paths {
-            let text = match std::fs::read(path) {
+            let text = match read_bounded(path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && paths.len() > 1 => continue,
                 Err(source) => {
@@ -401,25 +475,29 @@ impl ClusterConfig {
             if current.is_none() {
                 current = file.current_context.filter(|c| !c.is_empty());
             }
-            let cs = file.clusters.unwrap_or_default().into_iter();
+            let cs = file.clusters.unwrap_or_default().into_iter().enumerate();
             merge(
                 &mut clusters,
-                cs.map(|c| c.required("clusters", "cluster")),
+                cs.map(|(i, c)| c.required("clusters", i, "cluster")),
+                path,
                 &dir,
             )?;
-            let cs = file.contexts.unwrap_or_default().into_iter();
+            let cs = file.contexts.unwrap_or_default().into_iter().enumerate();
             merge(
                 &mut contexts,
-                cs.map(|c| c.required("contexts", "context")),
+                cs.map(|(i, c)| c.required("contexts", i, "context")),
+                path,
                 &dir,
             )?;
-            let us = file.users.unwrap_or_default().into_iter();
+            let us = file.users.unwrap_or_default().into_iter().enumerate();
             merge(
                 &mut users,
-                us.map(|u| {
+                us.map(|(i, u)| {
+                    let name = entry_name(u.name, "users", i)?;
                     let keys = u.other.into_keys().collect();
-                    Ok((u.name, u.user.unwrap_or_default(), keys))
+                    Ok((name, u.user.unwrap_or_default(), keys))
                 }),
+                path,
                 &dir,
             )?;
         }
@@ -474,6 +552,13 @@ impl ClusterConfig {
             user.warn_entry_keys(&format!("users[{user_name}]"), &mut warnings);
             let upath = format!("users[{user_name}].user");
             apply_user(&mut config, user, &upath, &mut warnings)?;
+            if let Credentials::Oidc(oidc) = &mut config.credentials {
+                // As kubectl: refreshed tokens go back to the file that defined the user.
+                oidc.write_back = Some(KubeconfigUser {
+                    path: user.file.clone(),
+                    name: user_name.to_string(),
+                });
+            }
         }
         for w in &warnings.0 {
             tracing::warn!(field = %w.field, "kubeconfig: {}", w.reason);
@@ -714,22 +799,28 @@ fn exec_config(
     } else {
         PathBuf::from(command)
     };
+    let mut env = Vec::new();
     for (i, var) in exec.env.iter().flatten().enumerate() {
-        if var.name.is_empty() {
-            // As client-go's validation: a variable needs a name.
-            return Err(field(format!("{epath}.env[{i}].name"), "missing"));
-        }
-        warnings.unknown(&format!("{epath}.env[{}]", var.name), &var.other);
+        // As client-go's validation: a variable needs a name.
+        let name = var
+            .name
+            .clone()
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| field(format!("{epath}.env[{i}].name"), "missing"))?;
+        let vpath = format!("{epath}.env[{name}]");
+        // client-go's `ExecEnvVar` requires both; a variable without a value is a typo more often
+        // than a wish for an empty one.
+        let value = var
+            .value
+            .clone()
+            .ok_or_else(|| field(format!("{vpath}.value"), "missing"))?;
+        warnings.unknown(&vpath, &var.other);
+        env.push((name, value));
     }
     Ok(ExecConfig {
         command,
         args: exec.args.clone().unwrap_or_default(),
-        env: exec
-            .env
-            .iter()
-            .flatten()
-            .map(|e| (e.name.clone(), e.value.clone()))
-            .collect(),
+        env,
         api_version,
         install_hint: exec.install_hint.clone().filter(|h| !h.is_empty()),
         provide_cluster_info: exec.provide_cluster_info,
@@ -830,5 +921,6 @@ fn oidc_config(
             &cpath,
             "idp-certificate-authority",
         )?,
+        write_back: None,
     })
 }

@@ -24,6 +24,7 @@ mod error;
 mod http;
 mod incluster;
 mod kubeconfig;
+mod kubeconfig_write_back;
 mod oidc;
 mod params;
 mod proxy;
@@ -41,13 +42,14 @@ pub use api::{
     Scale, ScaleSpec, ScaleStatus, MAX_OBJECT_BYTES,
 };
 pub use config::{
-    default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, OidcConfig,
+    default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, KubeconfigUser,
+    OidcConfig,
 };
 pub(crate) use error::redact_quoted;
 pub use error::{BoxError, ClientError, ConfigError};
 pub use http::{Client, WriteCheck, DEFAULT_MAX_BODY_BYTES};
 pub use incluster::SERVICE_ACCOUNT_DIR;
-pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning};
+pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning, MAX_KUBECONFIG_BYTES};
 pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use proxy::Proxy;
 pub use rate_limit::RateLimit;

@@ -4,7 +4,8 @@
 //! the issuer's discovery document names. The issuer's answer may rotate the refresh token.
 //!
 //! The id token is read, not verified: the API server verifies it; the client only needs its
-//! expiry. Tokens live in memory; unlike kubectl, the kubeconfig file is never rewritten.
+//! expiry. Refreshed tokens are used from memory and, as kubectl does, written back to the
+//! kubeconfig user they came from (`kubeconfig_write_back.rs`).
 //!
 //! The issuer is reached as the API server is: through the proxy the client's [`Proxy`]
 //! setting chooses for the issuer's URL (a kubeconfig's `proxy-url`, or `HTTPS_PROXY` and

@@ -71,6 +71,28 @@ impl Resource {
     }
 }
 
+/// The resource as client-go's `GroupResource` prints it, the name kubectl takes: the plural for
+/// the core group (`pods`), `plural.group` otherwise (`deployments.apps`,
+/// `widgets.example.com`). Errors and logs name a resource this way, never by a Rust type.
+///
+/// ```
+/// use reflector::Resource;
+/// assert_eq!(Resource::namespaced("", "v1", "pods").to_string(), "pods");
+/// assert_eq!(
+///     Resource::namespaced("example.com", "v1", "widgets").to_string(),
+///     "widgets.example.com"
+/// );
+/// ```
+impl std::fmt::Display for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.plural)
+        } else {
+            write!(f, "{}.{}", self.plural, self.group)
+        }
+    }
+}
+
 /// A Rust type that knows where its objects live in the API: the typed counterpart of
 /// [`Resource`] (k8s-openapi's `Resource` trait carries the same facts; a `k8s-openapi` feature
 /// can implement this for its types once the layers below forward that feature).

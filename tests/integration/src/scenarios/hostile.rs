@@ -12,8 +12,10 @@
 //! handler's history consistent), having never deleted anything.
 //!
 //! The informer keeps the library's defaults except where a default would make a scenario slow:
-//! a fast backoff (50 ms to 800 ms), a 2 s watch idle timeout and request timeout, and a 32 MiB
-//! list page limit (1 GiB by default) so the endless body is cut sooner.
+//! a fast backoff (50 ms to 800 ms), a 2 s watch idle timeout and request timeout. List pages keep
+//! their default bounds, so that the endless body shows what it costs a default informer: at
+//! most [`ENDLESS_MAX_RSS_GROWTH`] (each page is bounded by what its `limit` asks for, 258 MiB
+//! for 500 items, and asked for again smaller when it overruns).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -68,6 +70,9 @@ const WINDOW: Duration = Duration::from_secs(4);
 const MAX_REQUESTS: u64 = 40;
 /// Resident memory growth allowed during the window.
 const MAX_RSS_GROWTH: u64 = 256 << 20;
+/// Resident memory growth allowed while a list body never ends (issue 29: at most 512 MB, where
+/// the 1 GiB page bound of old cost 1,065 MB).
+const ENDLESS_MAX_RSS_GROWTH: u64 = 512_000_000;
 
 fn lower(s: &str) -> String {
     s.to_ascii_lowercase()
@@ -81,8 +86,7 @@ pub async fn run(_: Opts, case: &'static Case) -> Outcome {
     let mut config = ClusterConfig::new(&hostile.url())?;
     config.request_timeout = Some(Duration::from_secs(2));
     let lw = HttpListerWatcher::<DynamicObject>::new(&config, configmaps())?
-        .watch_idle_timeout(Duration::from_secs(2))
-        .max_list_page_bytes(32 << 20);
+        .watch_idle_timeout(Duration::from_secs(2));
     let informer = SharedIndexInformer::new(
         lw,
         InformerOptions {
@@ -184,11 +188,15 @@ pub async fn run(_: Opts, case: &'static Case) -> Outcome {
         "{requests} requests in {WINDOW:?} (at most {MAX_REQUESTS})"
     );
     let growth = peak.saturating_sub(rss0);
+    let max_growth = match case.list {
+        ListAct::Endless => ENDLESS_MAX_RSS_GROWTH,
+        _ => MAX_RSS_GROWTH,
+    };
     ensure!(
-        growth <= MAX_RSS_GROWTH,
-        "resident memory grew by {} MiB (at most {} MiB)",
-        growth >> 20,
-        MAX_RSS_GROWTH >> 20
+        growth <= max_growth,
+        "resident memory grew by {} MB (at most {} MB)",
+        growth / 1_000_000,
+        max_growth / 1_000_000
     );
     let expect = lower(case.expect);
     let errors = reported.lock().clone();
@@ -238,9 +246,10 @@ pub async fn run(_: Opts, case: &'static Case) -> Outcome {
         s.tombstones
     );
     Ok(format!(
-        "{requests} requests, {} errors reported, RSS +{} MiB in {WINDOW:?}; recovered: {detail}",
+        "{requests} requests, {} errors reported, RSS +{} MB (at most {}) in {WINDOW:?}; recovered: {detail}",
         errors.len(),
-        growth >> 20
+        growth / 1_000_000,
+        max_growth / 1_000_000
     ))
 }
 
