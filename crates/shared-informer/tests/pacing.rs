@@ -229,9 +229,13 @@ async fn a_handler_that_is_waited_for_holds_the_reader_back_within_the_bounds() 
         assert!(!inf.handler_stats()[0].lagging);
 
         gate.open();
-        // The last event in the cache means every notification has been queued; then the
-        // handler's buffer drains.
+        // The cache holds the last event before its notification is queued (a pop's
+        // notifications go out after its cache write), so wait for the handler to have handled
+        // that last event: one handler's notifications arrive in order, so all the others came
+        // before it.
         until_cache_has_the_last_event(inf).await;
+        let last = ("p19".to_string(), PODS + EVENTS);
+        until(|| seen.lock().contains(&last)).await;
         until(|| reg.pending() == 0).await;
         assert_eq!(read(), EVENTS);
         assert_in_order_per_pod(&seen.lock());
