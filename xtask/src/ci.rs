@@ -28,6 +28,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     tools::step("tools", tools::ensure_tools)?;
     tools::step("layering", layering::run)?;
     tools::step("rules", crate::rules::run)?;
+    tools::step("modules", crate::modules::run)?;
     tools::step("fmt", || {
         tools::run(&cargo, &["fmt", "--all", "--", "--check"])
     })?;

@@ -1,12 +1,15 @@
 //! Project automation, run as `cargo xtask <command>` (aliased in `.cargo/config.toml`).
 //!
 //! Commands:
-//! - `ci`: everything CI checks, in order of increasing cost: tools, layering, rules, fmt, clippy, doc
+//! - `ci`: everything CI checks, in order of increasing cost: tools, layering, rules, modules, fmt,
+//!   clippy, doc
 //!   (rustdoc warnings denied), tests (doctests and the README's snippets included), then the
 //!   integration suite on both informer queues.
 //! - `layering`: only the crate layering check.
 //! - `rules`: only the rule-id check (every rule id and invariant label cited is defined once in
 //!   docs/semantics.md); it reads files and builds nothing.
+//! - `modules`: only the module check (no import circle inside a library crate, no import through
+//!   a crate's walls); it reads files and builds nothing.
 //! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
 //! - `integration`: the end-to-end scenarios (`tests/integration`) against the simulated API
 //!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`,
@@ -34,6 +37,7 @@ fn usage() -> &'static str {
        ci           install missing tools, then layering, fmt, clippy, doc, all tests and the integration suite on both queues\n  \
        layering     check that each workspace crate depends only on the crate below it\n  \
        rules        check that every rule id and invariant label cited is defined once in docs/semantics.md\n  \
+       modules      check that no library module imports in a circle or through its crate's walls\n  \
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster)\n  \
        integration  run the end-to-end scenarios against the simulated API server (about 7 minutes per queue)\n               \

@@ -28,25 +28,16 @@ pub struct Walls {
 pub const WALLS: &[Walls] = &[Walls {
     krate: "reflector",
     layers: &[
-        (
-            "wire",
-            &[
-                "wire",
-                "object",
-                "exact",
-                "k8s",
-                "decoder",
-                "list",
-                "decode_lane",
-            ],
-        ),
+        ("wire", &["wire"]),
         ("client", &["client"]),
         (
             "list-and-watch",
             &[
                 "backoff",
+                "decode_lane",
                 "error",
                 "http_lister_watcher",
+                "list",
                 "lister_watcher",
                 "metrics",
                 "reclaim",
@@ -322,15 +313,51 @@ fn display(module: &ModPath) -> String {
     }
 }
 
+/// The crate root's re-exports (`pub use wire::object::{Decode, DecodeSource};`): each name, and
+/// the module that defines it, so that `crate::Decode` counts as an import of `wire::object`,
+/// not of the root (which every module may name).
+fn root_reexports(
+    files: &BTreeMap<ModPath, String>,
+    modules: &BTreeSet<ModPath>,
+) -> BTreeMap<String, ModPath> {
+    let mut out = BTreeMap::new();
+    let Some(root) = files.get(&Vec::new()) else {
+        return out;
+    };
+    let code = without_tests(&code_only(root));
+    let bytes = code.as_bytes();
+    for (at, _) in code.match_indices("pub use ") {
+        let mut paths = Vec::new();
+        path_tree(bytes, at + "pub use ".len(), &Vec::new(), &mut paths);
+        for path in paths {
+            let (Some(name), Some(first)) = (path.last(), path.first()) else {
+                continue;
+            };
+            if first == "crate" || path.len() < 2 {
+                continue;
+            }
+            if let Some(module) = resolve(&path, modules).filter(|m| !m.is_empty()) {
+                out.insert(name.clone(), module.clone());
+            }
+        }
+    }
+    out
+}
+
 /// One crate's module graph: module → the modules it imports (ancestors and descendants left out).
 pub fn graph(files: &BTreeMap<ModPath, String>) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
     let modules: BTreeSet<ModPath> = files.keys().cloned().collect();
+    let reexports = root_reexports(files, &modules);
     let mut edges: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
     for (module, source) in files {
         let code = without_tests(&code_only(source));
         let entry = edges.entry(module.clone()).or_default();
         for path in referenced_paths(&code, module) {
-            if let Some(target) = resolve(&path, &modules) {
+            let through_root = path
+                .first()
+                .filter(|_| resolve(&path, &modules).is_some_and(|m| m.is_empty()))
+                .and_then(|name| reexports.get(name));
+            if let Some(target) = through_root.or_else(|| resolve(&path, &modules)) {
                 if !related(module, target) {
                     entry.insert(target.clone());
                 }
@@ -640,6 +667,27 @@ mod tests {
             ),
         ]);
         assert!(circles(&graph(&crate_files)).is_empty());
+    }
+
+    #[test]
+    fn an_import_through_a_root_reexport_counts_as_one_of_the_defining_module() {
+        const WALLS_UNDER_TEST: Walls = Walls {
+            krate: "k",
+            layers: &[("wire", &["wire"]), ("client", &["client"])],
+        };
+        let crate_files = files(&[
+            (
+                "",
+                "mod client; mod wire; pub use client::http::{Client, Other};",
+            ),
+            ("client", "pub mod http;"),
+            ("client::http", "pub struct Client;"),
+            ("wire", "fn f(_: crate::Client) {}"),
+        ]);
+        assert_eq!(
+            wall_breaches(&WALLS_UNDER_TEST, &graph(&crate_files)),
+            ["k: `wire` (wire) imports `client::http` (client), a layer above it"]
+        );
     }
 
     #[test]

@@ -9,11 +9,16 @@
 //! over a sustained watch for that reason alone, and a thread freeing objects another thread was
 //! allocating beside waited on that arena's lock (docs/benchmarks.md, section *Decode lanes*).
 //!
-//! A lane is one long-lived thread. A lister-watcher that has one decodes every list page and
-//! every watch event there, and its reflector drops there the objects handed back through
-//! [`Reclaim`](crate::Reclaim): an object is allocated and freed by the same thread, in the same
-//! arena, whatever the runtime's workers do in between. Lanes are shared by the process, one per
-//! core at most, started on first use; lister-watchers take them in turn.
+//! A lane is one long-lived thread. Each reflector takes one (lanes are shared by the process, one
+//! per core at most, started on first use, taken in turn), and while it calls its
+//! lister-watcher's `list` and `watch` it makes that lane the task's *reading scope*: the decoders
+//! of this crate ([`HttpListerWatcher`](crate::HttpListerWatcher)'s, and
+//! [`decode_watch_body`](crate::decode_watch_body) for lister-watchers of a user's making) decode
+//! every list page and watch event on the scope's lane and record that they did. The reflector
+//! then drops on that lane the objects handed back through [`Reclaim`](crate::Reclaim): an object
+//! is allocated and freed by the same thread, in the same arena, whatever the runtime's workers do
+//! in between. Nothing passes the lane through the lister-watcher, so a lister-watcher that wraps
+//! another (to count, filter, log or transform) keeps the fast path without forwarding anything.
 //!
 //! Invariants (checked by this module's tests and by `shared-informer`'s `tests/reclaim.rs`):
 //! - **M1 (one thread per object)**: with a lane, the objects of every list page and watch event
@@ -28,16 +33,58 @@
 //!   panic in an object's `Drop` is logged, and the lane goes on with the next job.
 //! - **M4 (fallback)**: where no lane is used (not on a multi-threaded tokio runtime, a single
 //!   core, or a thread that could not be started), everything is done inline, as before lanes.
+//! - **M5 (nothing to forward)**: inside a reflector's list or watch call, this crate's decoders
+//!   use the reflector's lane whatever lister-watcher wraps them; the reflector drops on that lane
+//!   only if a decoder used it (else, as before, on the task reading the watch).
 
 use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SendError, Sender};
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use tokio::sync::oneshot;
+
+tokio::task_local! {
+    /// The reflector the current task lists and watches for (M5).
+    static READING: Arc<ReadingScope>;
+}
+
+/// A reflector's lane, made the task's while it calls its lister-watcher, and whether a decoder
+/// used it (M5). One per reflector.
+#[derive(Debug)]
+pub(crate) struct ReadingScope {
+    lane: DecodeLane,
+    used: AtomicBool,
+}
+
+impl ReadingScope {
+    /// A scope on the next lane in turn.
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(ReadingScope {
+            lane: DecodeLane::next(),
+            used: AtomicBool::new(false),
+        })
+    }
+
+    /// Runs `call` (a list or watch call of the lister-watcher) with this scope as the task's.
+    pub(crate) async fn enter<F: Future>(self: &Arc<Self>, call: F) -> F::Output {
+        READING.scope(Arc::clone(self), call).await
+    }
+
+    /// The lane this reflector's objects were decoded on, if a decoder used it and it is usable
+    /// from here (M5, M4).
+    pub(crate) fn lane_used(&self) -> Option<DecodeLane> {
+        if self.used.load(Ordering::Acquire) {
+            self.lane.usable()
+        } else {
+            None
+        }
+    }
+}
 
 /// Most objects waiting on one lane to be dropped (M2). A reflector hands over at most
 /// [`Reclaim::CAPACITY`](crate::Reclaim::CAPACITY) at a time and waits for its own decoding on
@@ -93,13 +140,11 @@ fn lanes() -> &'static [Lane] {
     })
 }
 
-/// The thread a lister-watcher decodes its objects on, and its reflector drops the objects it is
-/// done with on, so that each object is allocated and freed by one thread (see the module's
-/// docs). [`HttpListerWatcher`](crate::HttpListerWatcher) takes one when it is built and uses it
-/// on multi-threaded tokio runtimes of a machine with more than one core; it tells its reflector
-/// through [`ListerWatcher::decode_lane`](crate::ListerWatcher::decode_lane).
+/// The thread a reflector's objects are decoded on, and dropped on once it is done with them, so
+/// that each object is allocated and freed by one thread (see the module's docs). Used on
+/// multi-threaded tokio runtimes of a machine with more than one core.
 #[derive(Clone, Copy)]
-pub struct DecodeLane {
+pub(crate) struct DecodeLane {
     lane: &'static Lane,
 }
 
@@ -117,6 +162,21 @@ impl DecodeLane {
         DecodeLane {
             lane: &lanes[NEXT.fetch_add(1, Ordering::Relaxed) % lanes.len()],
         }
+    }
+
+    /// The lane to decode on here: the task's reading scope's, recorded as used (M5), else `own`
+    /// (a lister-watcher called outside any reflector); `None` where no lane is usable (M4).
+    pub(crate) fn for_decoding(own: DecodeLane) -> Option<DecodeLane> {
+        let lane = READING
+            .try_with(|scope| scope.lane)
+            .unwrap_or(own)
+            .usable()?;
+        let _ = READING.try_with(|scope| {
+            if scope.lane.lane.index == lane.lane.index {
+                scope.used.store(true, Ordering::Release);
+            }
+        });
+        Some(lane)
     }
 
     /// This lane, if it should be used from the current context: on a multi-threaded tokio
@@ -246,6 +306,34 @@ mod tests {
     /// Lanes are used only with more than one core (one lane per core).
     fn two_cores() -> bool {
         lanes().len() > 1
+    }
+
+    /// M5: inside a reflector's reading scope a decoder is given the scope's lane, whatever lane
+    /// it brings, and the scope records that it was used; outside any scope a decoder keeps its
+    /// own lane.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn m5_a_decoder_inside_a_reading_scope_uses_the_scopes_lane_and_says_so() {
+        if !two_cores() {
+            return; // M4: no lane at all
+        }
+        let own = private_lane();
+        let scope = ReadingScope::new();
+        assert!(scope.lane_used().is_none(), "nothing decoded yet");
+        let inside = scope
+            .enter(async { DecodeLane::for_decoding(own) })
+            .await
+            .expect("a lane on two cores");
+        assert_eq!(inside.lane.index, scope.lane.lane.index);
+        assert_eq!(
+            scope.lane_used().map(|l| l.lane.index),
+            Some(scope.lane.lane.index)
+        );
+        let outside = DecodeLane::for_decoding(own).expect("a lane on two cores");
+        assert_eq!(
+            outside.lane.index,
+            usize::MAX,
+            "its own lane outside a scope"
+        );
     }
 
     /// M1: objects made by a job on a lane and dropped through `drop_all` are made and dropped

@@ -5,7 +5,7 @@ use delta_fifo::FifoError;
 use thiserror::Error;
 
 use crate::client::{ClientError, ConfigError, Status};
-use crate::decoder::DecodeError;
+use crate::wire::decoder::DecodeError;
 
 /// Errors of listing, watching and the ListAndWatch loop.
 #[derive(Debug, Error)]
@@ -21,11 +21,11 @@ pub enum ReflectorError {
     /// A list response was valid JSON but not a list (`{}`, a missing `items` or
     /// `metadata.resourceVersion`, a kind that is not a list); nothing of it was used.
     #[error(transparent)]
-    InvalidList(#[from] crate::list::ListError),
+    InvalidList(#[from] crate::wire::list_page::ListError),
     /// A paginated list did not end within its bounds (a repeated `continue` token, too many
     /// pages); nothing of it was used.
     #[error("list pagination: {0}")]
-    Pagination(#[from] crate::list::PaginationError),
+    Pagination(#[from] PaginationError),
     /// The list failed (contract C3.2); the inner error stays matchable through
     /// [`ReflectorError::inner`] and the helpers.
     #[error("failed to list {type_description}: {source}")]
@@ -125,5 +125,43 @@ impl ReflectorError {
     pub fn is_not_acceptable(&self) -> bool {
         self.client_error()
             .is_some_and(ClientError::is_not_acceptable)
+    }
+}
+
+/// Why a paginated list was abandoned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PaginationError {
+    /// The server sent a `continue` token it had already sent during this list: following it
+    /// would loop forever.
+    #[error("the server repeated the continue token {token:?} after {pages} pages")]
+    RepeatedContinue {
+        /// The repeated token.
+        token: String,
+        /// Pages received before it came back.
+        pages: u32,
+    },
+    /// A list asked for without a limit came back with a `continue` token.
+    #[error("the server paginated a list requested without a limit (continue token {token:?})")]
+    UnexpectedContinue {
+        /// The token.
+        token: String,
+    },
+    /// The list needed more pages than the configured maximum.
+    #[error("the list needs more than {max} pages (ReflectorOptions::max_list_pages)")]
+    TooManyPages {
+        /// The configured maximum.
+        max: u32,
+    },
+}
+
+impl From<crate::wire::list_page::ListPageError> for ReflectorError {
+    /// A `Status` body is the error the server meant ([`ClientError::Api`]); a body that is not a
+    /// list is [`ReflectorError::InvalidList`].
+    fn from(e: crate::wire::list_page::ListPageError) -> Self {
+        match e {
+            crate::wire::list_page::ListPageError::Status(status) => ReflectorError::api(status),
+            crate::wire::list_page::ListPageError::NotAList(l) => ReflectorError::InvalidList(l),
+        }
     }
 }

@@ -12,15 +12,16 @@ use crate::client::{
     WatchOptions, DEFAULT_MAX_BODY_BYTES,
 };
 use crate::decode_lane::DecodeLane;
-use crate::decoder::DEFAULT_MAX_EVENT_SIZE;
 use crate::error::ReflectorError;
-use crate::list::{page_byte_bound, ObjectList};
+use crate::list::page_byte_bound;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::ReflectorMetrics;
-use crate::object::Decode;
 use crate::store_index::Selector;
 use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body_on;
+use crate::wire::decoder::DEFAULT_MAX_EVENT_SIZE;
+use crate::wire::list_page::ObjectList;
+use crate::wire::object::Decode;
 
 /// Lists and watches one resource of an API server (client-go's `ListWatch` from a REST client,
 /// contract C15): namespace or all, label and field selectors applied to every request, and the
@@ -49,7 +50,8 @@ pub struct HttpListerWatcher<K> {
     max_list_page_bytes: usize,
     watch_idle_timeout: Option<Duration>,
     metrics: Option<Arc<ReflectorMetrics>>,
-    /// Where its list pages and watch events are decoded (on multi-threaded runtimes).
+    /// Where its list pages and watch events are decoded when it is called outside a reflector
+    /// (inside one, on the reflector's lane: `decode_lane.rs`, M5).
     lane: DecodeLane,
     _k: PhantomData<fn() -> K>,
 }
@@ -179,13 +181,13 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             m.add_bytes(body.len() as u64);
         }
         // On the lane, the page's objects are allocated by the thread that will free them.
-        if let Some(lane) = self.lane.usable() {
+        if let Some(lane) = DecodeLane::for_decoding(self.lane) {
             let page = body.clone();
             if let Some(list) = lane.run(move || ObjectList::from_json(&page)).await {
-                return list;
+                return list.map_err(ReflectorError::from);
             }
         }
-        ObjectList::from_json(&body)
+        ObjectList::from_json(&body).map_err(ReflectorError::from)
     }
 
     async fn watch(&self, mut options: WatchOptions) -> Result<WatchStream<K>, ReflectorError> {
@@ -217,7 +219,11 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
                 r.map_err(|e| Box::new(e) as BoxError)
             }
         });
-        let events = decode_watch_body_on(chunks, self.max_event_size, self.lane.usable());
+        let events = decode_watch_body_on(
+            chunks,
+            self.max_event_size,
+            DecodeLane::for_decoding(self.lane),
+        );
         Ok(with_idle_timeout(events, activity, idle))
     }
 
@@ -231,9 +237,5 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
 
     fn resource(&self) -> Option<Resource> {
         Some(self.resource.clone())
-    }
-
-    fn decode_lane(&self) -> Option<DecodeLane> {
-        self.lane.usable()
     }
 }

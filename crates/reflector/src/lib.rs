@@ -13,6 +13,16 @@
 //!                    Reflector<K, L, S>: list → store.replace(items, rv) → watch → store.add/update/delete
 //! ```
 //!
+//! Three rooms, each importing only from those below it (`cargo xtask modules` checks it):
+//! - [`wire`](crate::wire) (private; its items are re-exported here): what the API server's
+//!   bytes mean, with no I/O: object decoding ([`Decode`]), exact-capacity and k8s-openapi
+//!   decoding, list pages ([`ObjectList`]), watch frames ([`WatchDecoder`]), the server's
+//!   [`Status`], request parameters ([`ListOptions`], [`WatchOptions`]), [`Resource`] and
+//!   [`Representation`];
+//! - [`client`]: the HTTP client (TLS, authentication, configuration, rate limits) and [`Api`];
+//! - the list-and-watch loop: [`HttpListerWatcher`], the watch stream, pagination, the decode
+//!   lanes, [`Reflector`] and its errors ([`ReflectorError`]).
+//!
 //! Invariants:
 //! - the store sees a complete list (`replace`) before any watch event, and watch events in the
 //!   server's order; objects are moved into their `Arc` once and never copied;
@@ -43,20 +53,16 @@ pub mod client;
 
 mod backoff;
 mod decode_lane;
-mod decoder;
 mod error;
-mod exact;
 mod http_lister_watcher;
-#[cfg(feature = "k8s-openapi")]
-mod k8s;
 mod list;
 mod lister_watcher;
 mod metrics;
-mod object;
 mod reclaim;
 mod reflector;
 mod watch_idle;
 mod watch_stream;
+mod wire;
 
 pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
@@ -68,24 +74,24 @@ pub use client::{
     SecretSlice, SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
     DEFAULT_MAX_BODY_BYTES, MAX_KUBECONFIG_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
 };
-pub use decode_lane::DecodeLane;
-pub use decoder::{
-    Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
-    INITIAL_EVENTS_END_ANNOTATION,
-};
-pub use error::ReflectorError;
+pub use error::{PaginationError, ReflectorError};
 pub use http_lister_watcher::HttpListerWatcher;
 pub use list::{
-    page_byte_bound, ListError, ObjectList, PaginationError, DEFAULT_MAX_LIST_PAGES,
-    DEFAULT_PAGE_SIZE, LIST_ITEM_ALLOWANCE_BYTES, LIST_PAGE_ENVELOPE_BYTES,
+    page_byte_bound, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE, LIST_ITEM_ALLOWANCE_BYTES,
+    LIST_PAGE_ENVELOPE_BYTES,
 };
 pub use lister_watcher::{ListerWatcher, WatchStream};
 pub use metrics::{ReflectorMetrics, ReflectorStats};
-pub use object::{Decode, DecodeSource};
 pub use reclaim::Reclaim;
 pub use reflector::{Reflector, ReflectorOptions, ShouldResync, WatchErrorHandler};
 pub use watch_idle::{DEFAULT_WATCH_IDLE_TIMEOUT, WATCH_IDLE_MARGIN};
 pub use watch_stream::decode_watch_body;
+pub use wire::decoder::{
+    Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
+    INITIAL_EVENTS_END_ANNOTATION,
+};
+pub use wire::list_page::{ListError, ListPageError, ObjectList};
+pub use wire::object::{Decode, DecodeSource};
 
 /// What a user of this layer needs, in one import (the layers below included, and
 /// `CancellationToken` to stop a reflector): `use reflector::prelude::*;`.
@@ -115,6 +121,6 @@ pub use serde as __serde;
 /// What `decode_with_serde_compacted!` expands to, from other crates.
 #[doc(hidden)]
 pub mod __exact {
-    pub use crate::exact::from_str_exact;
+    pub use crate::wire::exact::from_str_exact;
     pub use serde_json::Error;
 }

@@ -1,19 +1,14 @@
-//! List pages: decoding a page straight into objects, and the pager (contract C5).
+//! The pager (contract C5): a list asked for page by page, each page within its byte bound, the
+//! whole within its page count. A page itself is decoded by the wire (`wire/list_page.rs`).
 
 use std::collections::HashSet;
-use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
-use bytes::Bytes;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
-
-use crate::client::{ListOptions, Representation, Status};
-use crate::error::ReflectorError;
+use crate::client::{ListOptions, Representation};
+use crate::error::{PaginationError, ReflectorError};
 use crate::lister_watcher::ListerWatcher;
-use crate::object::{Decode, DecodeSource};
 use crate::store_index::ResourceVersion;
+use crate::wire::list_page::{ListError, ObjectList};
 
 /// client-go's default page size.
 pub const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -115,308 +110,6 @@ async fn list_page<K, L: ListerWatcher<K>>(
     }
 }
 
-/// One list response (a page).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ObjectList<K> {
-    /// The items.
-    pub items: Vec<K>,
-    /// `metadata.resourceVersion`.
-    pub resource_version: ResourceVersion,
-    /// `metadata.continue` (`None` or empty: last page).
-    pub continue_token: Option<String>,
-    /// `kind` (`PodList`, or `Table` for a server-side table).
-    pub kind: Option<String>,
-    /// `apiVersion`.
-    pub api_version: Option<String>,
-}
-
-impl<K> ObjectList<K> {
-    /// A page with these items and resource version, and no continuation.
-    pub fn new(items: Vec<K>, resource_version: impl Into<ResourceVersion>) -> Self {
-        ObjectList {
-            items,
-            resource_version: resource_version.into(),
-            continue_token: None,
-            kind: None,
-            api_version: None,
-        }
-    }
-
-    /// With a continue token.
-    pub fn with_continue(mut self, token: impl Into<String>) -> Self {
-        self.continue_token = Some(token.into());
-        self
-    }
-
-    /// Whether this is a server-side Table (meta.k8s.io v1 or v1beta1).
-    pub fn is_table(&self) -> bool {
-        self.kind.as_deref() == Some("Table")
-            && matches!(
-                self.api_version.as_deref(),
-                Some("meta.k8s.io/v1" | "meta.k8s.io/v1beta1")
-            )
-    }
-}
-
-impl<K: Decode> ObjectList<K> {
-    /// Decodes one list response body in one pass and checks that it really is a list, before
-    /// anything can act on it: objects that keep raw bytes copy them out of the page so the page's
-    /// buffer is freed once decoded.
-    ///
-    /// Servers and proxies do not always mean what their HTTP status says, so the body decides:
-    /// - a `Status` object (whatever the HTTP code was, 200 included) is
-    ///   [`ClientError::Api`](crate::ClientError::Api) carrying that Status, as client-go turns such a body into an
-    ///   error;
-    /// - a body that is not a list — not JSON (an HTML error page), no `kind` ending in `List`,
-    ///   no `items` field, no `metadata.resourceVersion`, items that are not objects of the type —
-    ///   is a [`ListError`] (through [`ReflectorError::InvalidList`]), so `{}` or an HTML page can
-    ///   never pass for an empty list;
-    /// - a server-side `Table` is returned as it is, for the caller to refuse with a precise error.
-    ///
-    /// ```
-    /// use bytes::Bytes;
-    /// use reflector::{ObjectList, ReflectorError};
-    /// use reflector::store_index::DynamicObject;
-    ///
-    /// let ok = Bytes::from_static(br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}"#);
-    /// assert_eq!(ObjectList::<DynamicObject>::from_json(&ok).unwrap().resource_version, "7");
-    ///
-    /// let status = Bytes::from_static(br#"{"kind":"Status","status":"Failure","reason":"InternalError","code":500,"message":"boom"}"#);
-    /// let err = ObjectList::<DynamicObject>::from_json(&status).unwrap_err();
-    /// assert_eq!(err.status().map(|s| s.code), Some(500));
-    ///
-    /// let empty = Bytes::from_static(b"{}");
-    /// assert!(matches!(ObjectList::<DynamicObject>::from_json(&empty), Err(ReflectorError::InvalidList(_))));
-    /// ```
-    pub fn from_json(body: &Bytes) -> Result<Self, ReflectorError> {
-        let text = std::str::from_utf8(body)
-            .map_err(|_| ListError::new("not UTF-8", &String::from_utf8_lossy(body)))?;
-        let frame = DecodeSource::new(text, body, false);
-        let mut de = serde_json::Deserializer::from_str(text);
-        let decoded = ListSeed::<K>(&frame, PhantomData)
-            .deserialize(&mut de)
-            .and_then(|l| de.end().map(|_| l));
-        let (list, shape) = match decoded {
-            Ok(decoded) => decoded,
-            Err(source) => {
-                // A Status whose fields do not fit a list's (a `metadata` that is not an object,
-                // say) still says what the server meant.
-                if let Some(status) = status_body(text) {
-                    return Err(ReflectorError::api(status));
-                }
-                let reason = crate::client::redact_quoted(&source.to_string());
-                return Err(ListError::new(format!("not JSON of a list ({reason})"), text).into());
-            }
-        };
-        if list.kind.as_deref() == Some("Status") {
-            return Err(match status_body(text) {
-                Some(status) => ReflectorError::api(status),
-                None => ListError::new("a Status object that cannot be read", text).into(),
-            });
-        }
-        if list.is_table() {
-            return Ok(list);
-        }
-        let problem = match list.kind.as_deref() {
-            None => Some("no kind".to_string()),
-            Some(kind) if !kind.ends_with("List") => Some(format!("kind {kind:?} is not a list")),
-            Some(_) if !shape.items => Some("no items".to_string()),
-            Some(_) if list.resource_version.is_empty() => {
-                Some("no metadata.resourceVersion".to_string())
-            }
-            Some(_) => None,
-        };
-        match problem {
-            Some(problem) => Err(ListError::new(problem, text).into()),
-            None => Ok(list),
-        }
-    }
-}
-
-/// A list response that is valid JSON but not a list: decoding it as one would have read it as an
-/// empty list and emptied the cache.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the server's answer is not a list: {problem} (in {snippet:?})")]
-pub struct ListError {
-    /// What is missing or wrong (`no items`, `kind "Pod" is not a list`, ...).
-    pub problem: String,
-    /// The start of the body, its JSON string values redacted (`"…"`): it may be a Secret.
-    pub snippet: String,
-}
-
-impl ListError {
-    pub(crate) fn new(problem: impl Into<String>, body: &str) -> Self {
-        ListError {
-            problem: problem.into(),
-            snippet: snippet(body),
-        }
-    }
-}
-
-/// The first 120 characters of `text`, string values redacted.
-fn snippet(text: &str) -> String {
-    crate::client::body_snippet(text, 120)
-}
-
-/// `text` read as a `Status` object, when it is one (`"kind":"Status"`).
-fn status_body(text: &str) -> Option<Status> {
-    #[derive(Deserialize)]
-    struct Kind<'a> {
-        #[serde(borrow)]
-        kind: Option<std::borrow::Cow<'a, str>>,
-    }
-    let kind: Kind<'_> = serde_json::from_str(text).ok()?;
-    if kind.kind.as_deref() != Some("Status") {
-        return None;
-    }
-    let mut status: Status = serde_json::from_str(text).ok()?;
-    if status.code == 0 {
-        // A Status that names no code still failed; 500 is how client-go reads it.
-        status.code = 500;
-    }
-    Some(status)
-}
-
-/// What a list body had besides its values (to tell `"items": []` from no `items` at all).
-#[derive(Debug, Default, Clone, Copy)]
-struct ListShape {
-    items: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "camelCase")]
-enum ListField {
-    Kind,
-    ApiVersion,
-    Metadata,
-    Items,
-    #[serde(other)]
-    Other,
-}
-
-/// A list's `metadata`: an object only (a derived `Deserialize` would also take an array, reading
-/// its elements as the fields in order).
-#[derive(Default)]
-struct ListMeta {
-    resource_version: Option<String>,
-    continue_token: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for ListMeta {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(field_identifier, rename_all = "camelCase")]
-        enum MetaField {
-            ResourceVersion,
-            Continue,
-            #[serde(other)]
-            Other,
-        }
-        struct MetaVisitor;
-        impl<'de> Visitor<'de> for MetaVisitor {
-            type Value = ListMeta;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("list metadata (an object)")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ListMeta, A::Error> {
-                let mut meta = ListMeta::default();
-                while let Some(field) = map.next_key::<MetaField>()? {
-                    match field {
-                        MetaField::ResourceVersion => meta.resource_version = map.next_value()?,
-                        MetaField::Continue => meta.continue_token = map.next_value()?,
-                        MetaField::Other => {
-                            map.next_value::<IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(meta)
-            }
-        }
-        d.deserialize_map(MetaVisitor)
-    }
-}
-
-struct ListSeed<'a, 'de, K>(&'a DecodeSource<'de>, PhantomData<fn() -> K>);
-struct ItemsSeed<'a, 'de, K>(&'a DecodeSource<'de>, PhantomData<fn() -> K>);
-struct ItemSeed<'a, 'de, K>(&'a DecodeSource<'de>, PhantomData<fn() -> K>);
-
-impl<'de, K: Decode> DeserializeSeed<'de> for ListSeed<'_, 'de, K> {
-    type Value = (ObjectList<K>, ListShape);
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de, K: Decode> Visitor<'de> for ListSeed<'_, 'de, K> {
-    type Value = (ObjectList<K>, ListShape);
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list object")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut list = ObjectList::new(Vec::new(), "");
-        let mut shape = ListShape::default();
-        while let Some(field) = map.next_key::<ListField>()? {
-            match field {
-                ListField::Kind => list.kind = map.next_value()?,
-                ListField::ApiVersion => list.api_version = map.next_value()?,
-                ListField::Metadata => {
-                    let meta: Option<ListMeta> = map.next_value()?;
-                    let meta = meta.unwrap_or_default();
-                    list.resource_version = meta.resource_version.unwrap_or_default().into();
-                    list.continue_token = meta.continue_token.filter(|c| !c.is_empty());
-                }
-                ListField::Items => {
-                    shape.items = true;
-                    list.items = map
-                        .next_value_seed(ItemsSeed::<K>(self.0, PhantomData))?
-                        .unwrap_or_default();
-                }
-                ListField::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok((list, shape))
-    }
-}
-
-impl<'de, K: Decode> DeserializeSeed<'de> for ItemsSeed<'_, 'de, K> {
-    type Value = Option<Vec<K>>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de, K: Decode> Visitor<'de> for ItemsSeed<'_, 'de, K> {
-    type Value = Option<Vec<K>>;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of objects")
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_seq(self)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(ItemSeed::<K>(self.0, PhantomData))? {
-            items.push(item);
-        }
-        Ok(Some(items))
-    }
-}
-
-impl<'de, K: Decode> DeserializeSeed<'de> for ItemSeed<'_, 'de, K> {
-    type Value = K;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<K, D::Error> {
-        K::decode(d, self.0)
-    }
-}
-
 /// The result of a complete (possibly paginated) list.
 #[derive(Debug)]
 pub(crate) struct FullList<K> {
@@ -465,32 +158,6 @@ impl PageLimits {
             _ => Ok(()),
         }
     }
-}
-
-/// Why a paginated list was abandoned.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PaginationError {
-    /// The server sent a `continue` token it had already sent during this list: following it
-    /// would loop forever.
-    #[error("the server repeated the continue token {token:?} after {pages} pages")]
-    RepeatedContinue {
-        /// The repeated token.
-        token: String,
-        /// Pages received before it came back.
-        pages: u32,
-    },
-    /// A list asked for without a limit came back with a `continue` token.
-    #[error("the server paginated a list requested without a limit (continue token {token:?})")]
-    UnexpectedContinue {
-        /// The token.
-        token: String,
-    },
-    /// The list needed more pages than the configured maximum.
-    #[error("the list needs more than {max} pages (ReflectorOptions::max_list_pages)")]
-    TooManyPages {
-        /// The configured maximum.
-        max: u32,
-    },
 }
 
 /// Lists every page (contract C5.1, C5.3): follows `continue` tokens, clearing the resource
@@ -581,6 +248,9 @@ pub(crate) async fn list_all<K, L: ListerWatcher<K>>(
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
+    use crate::wire::list_page::ListPageError;
     use delta_fifo::store_index::{CompactObject, DynamicObject, Object};
 
     use crate::client::DEFAULT_MAX_BODY_BYTES;
@@ -648,7 +318,7 @@ mod tests {
             self.requests
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let body = self.pages.lock().pop_front().unwrap_or("{}");
-            ObjectList::from_json(&Bytes::from_static(body.as_bytes()))
+            Ok(ObjectList::from_json(&Bytes::from_static(body.as_bytes()))?)
         }
         async fn watch(
             &self,
@@ -812,7 +482,7 @@ mod tests {
         let body = Bytes::from_static(
             br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"etcd is sad","reason":"InternalError","code":500}"#,
         );
-        let err = ObjectList::<DynamicObject>::from_json(&body).unwrap_err();
+        let err = ReflectorError::from(ObjectList::<DynamicObject>::from_json(&body).unwrap_err());
         assert!(err.is_internal_error(), "{err}");
         assert_eq!(
             err.status().map(|s| s.message.as_str()),
@@ -822,9 +492,10 @@ mod tests {
         let gone = Bytes::from_static(
             br#"{"kind":"Status","status":"Failure","reason":"Expired","code":410,"message":"too old"}"#,
         );
-        assert!(ObjectList::<DynamicObject>::from_json(&gone)
-            .unwrap_err()
-            .is_expired());
+        assert!(
+            ReflectorError::from(ObjectList::<DynamicObject>::from_json(&gone).unwrap_err())
+                .is_expired()
+        );
         // A Status naming no code still failed.
         let bare = Bytes::from_static(br#"{"kind":"Status","status":"Failure"}"#);
         assert_eq!(
@@ -873,7 +544,7 @@ mod tests {
             ),
         ] {
             match ObjectList::<DynamicObject>::from_json(&Bytes::from(body)) {
-                Err(ReflectorError::InvalidList(e)) => {
+                Err(ListPageError::NotAList(e)) => {
                     assert!(e.problem.contains(problem), "{body}: {e}")
                 }
                 other => panic!("{body}: expected an invalid list, got {other:?}"),
@@ -888,7 +559,7 @@ mod tests {
             "{} x",
         ] {
             match ObjectList::<DynamicObject>::from_json(&Bytes::from(body)) {
-                Err(ReflectorError::InvalidList(e)) => {
+                Err(ListPageError::NotAList(e)) => {
                     assert!(e.problem.starts_with("not JSON of a list"), "{body}: {e}")
                 }
                 other => panic!("{body:?}: expected an invalid list, got {other:?}"),

@@ -5,10 +5,9 @@ use std::future::Future;
 use futures::stream::BoxStream;
 
 use crate::client::{ListOptions, Representation, Resource, WatchOptions};
-use crate::decode_lane::DecodeLane;
-use crate::decoder::WatchEvent;
 use crate::error::ReflectorError;
-use crate::list::ObjectList;
+use crate::wire::decoder::WatchEvent;
+use crate::wire::list_page::ObjectList;
 
 /// A watch in progress: events in order, `None` when the server closed it normally. Dropping it
 /// closes the connection.
@@ -48,14 +47,6 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     /// something else. A lister-watcher that wraps another forwards it. Default: none (the
     /// reflector then names the expected GVK, or else the Rust type).
     fn resource(&self) -> Option<Resource> {
-        None
-    }
-
-    /// The thread this lister-watcher decodes its objects on, if it uses one from the current
-    /// context: the reflector then drops there the objects handed back through its
-    /// [`Reclaim`](crate::Reclaim), so that each is freed by the thread that allocated it.
-    /// A lister-watcher that wraps another forwards it. Default: none (dropped by the reader).
-    fn decode_lane(&self) -> Option<DecodeLane> {
         None
     }
 }

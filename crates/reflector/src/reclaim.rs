@@ -1,6 +1,6 @@
 //! [`Reclaim`]: objects an informer is done with, handed back to the reflector, to be dropped
-//! where they were decoded: on the lister-watcher's [`DecodeLane`] when it has one, else by the
-//! task that reads the watch.
+//! where they were decoded: on the reflector's decode lane when its lister-watcher's objects
+//! were decoded there (`decode_lane.rs`, M5), else by the task that reads the watch.
 //!
 //! Why: an object decoded from a watch is hundreds of small allocations (a k8s-openapi `Pod` is
 //! ~300), made by the task that reads and decodes the watch. The object it replaces in the cache
@@ -40,8 +40,8 @@ use tokio::sync::Notify;
 
 use crate::decode_lane::DecodeLane;
 
-/// Objects an informer is done with, dropped where they were decoded (the lister-watcher's
-/// [`DecodeLane`], else the reflector's watch loop) rather than by the thread that last held them.
+/// Objects an informer is done with, dropped where they were decoded (the reflector's
+/// decode lane, else the reflector's watch loop) rather than by the thread that last held them.
 ///
 /// Why: a decoded object is hundreds of small allocations made by the thread that decoded it.
 /// Under glibc's malloc (one arena per thread, a lock each), freeing them on another thread, a

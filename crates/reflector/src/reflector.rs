@@ -30,12 +30,13 @@ use tracing::Instrument as _;
 
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::client::{ListOptions, ResourceVersionMatch, WatchOptions};
-use crate::decoder::WatchEvent;
+use crate::decode_lane::ReadingScope;
 use crate::error::ReflectorError;
 use crate::list::{list_all, PageLimits, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::{ReflectorMetrics, ReflectorStats};
 use crate::reclaim::{self, Reclaim};
+use crate::wire::decoder::WatchEvent;
 
 /// Decides, at each resync tick, whether to resync now (contract C12.1).
 pub type ShouldResync = Arc<dyn Fn() -> bool + Send + Sync>;
@@ -176,6 +177,8 @@ pub struct Reflector<K, L, S> {
     /// Where the objects its store's consumers are done with come back to be dropped while a
     /// watch is read (`reclaim.rs`).
     reclaim: Option<Arc<Reclaim<K>>>,
+    /// Its decode lane, the task's while it calls the lister-watcher (`decode_lane.rs`, M5).
+    reading: Arc<ReadingScope>,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -240,6 +243,7 @@ where
             state: Mutex::new(SyncState::default()),
             metrics: Arc::new(ReflectorMetrics::default()),
             reclaim: None,
+            reading: ReadingScope::new(),
             options,
             _k: PhantomData,
         }
@@ -272,9 +276,10 @@ where
     }
 
     /// Drops the objects given back to `reclaim` before each run of events the watch loop
-    /// applies and when the watch ends, where the objects were allocated: on the lister-watcher's
-    /// [`DecodeLane`](crate::DecodeLane) when it has one
-    /// ([`ListerWatcher::decode_lane`]), else on the task reading the watch; so that glibc's
+    /// applies and when the watch ends, where the objects were allocated: on this reflector's
+    /// decode lane when its lister-watcher's list pages or watch events were decoded there (as
+    /// [`HttpListerWatcher`](crate::HttpListerWatcher) does, and [`decode_watch_body`](crate::decode_watch_body),
+    /// however the lister-watcher is wrapped), else on the task reading the watch; so that glibc's
     /// malloc does not make two threads wait for each other (see [`Reclaim`]).
     pub fn with_reclaim(mut self, reclaim: Arc<Reclaim<K>>) -> Self {
         self.reclaim = Some(reclaim);
@@ -429,10 +434,12 @@ where
                 .map(|(_, kind)| format!("{kind}List")),
             representation: self.lw.representation(),
         };
-        let listing = list_all(&self.lw, options, &limits, |n| {
-            metrics.add_pages(1);
-            metrics.add_listed_items(n as u64);
-        });
+        let listing = self
+            .reading
+            .enter(list_all(&self.lw, options, &limits, |n| {
+                metrics.add_pages(1);
+                metrics.add_listed_items(n as u64);
+            }));
         tokio::select! {
             _ = cancel.cancelled() => None,
             r = listing => Some(r),
@@ -504,7 +511,7 @@ where
         self.metrics.add_watches(1);
         tokio::select! {
             _ = cancel.cancelled() => Ok(None),
-            r = self.lw.watch(options) => r.map(Some),
+            r = self.reading.enter(self.lw.watch(options)) => r.map(Some),
         }
     }
 
@@ -620,11 +627,11 @@ where
         let cancelled = cancel.cancelled();
         tokio::pin!(cancelled);
         // G2: what consumers give back is kept only while this watch is read.
-        // M1: on the lane the lister-watcher decodes on, if any.
+        // M1, M5: on the lane this reflector's objects were decoded on, if any.
         let mut reading = self
             .reclaim
             .as_deref()
-            .map(|reclaim| reclaim.reading(self.lw.decode_lane()));
+            .map(|reclaim| reclaim.reading(self.reading.lane_used()));
         loop {
             if let Some(reading) = reading.as_mut() {
                 reading.drop_kept();

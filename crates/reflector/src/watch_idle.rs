@@ -96,7 +96,7 @@ struct IdleTimeout<K> {
 }
 
 impl<K> Stream for IdleTimeout<K> {
-    type Item = Result<crate::decoder::WatchEvent<K>, ReflectorError>;
+    type Item = Result<crate::wire::decoder::WatchEvent<K>, ReflectorError>;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
@@ -137,7 +137,7 @@ mod tests {
     use futures::StreamExt as _;
 
     use super::*;
-    use crate::decoder::{Bookmark, WatchEvent};
+    use crate::wire::decoder::{Bookmark, WatchEvent};
 
     fn bookmark(rv: &str) -> Result<WatchEvent<()>, ReflectorError> {
         Ok(WatchEvent::Bookmark(Bookmark {

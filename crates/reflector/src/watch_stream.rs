@@ -1,5 +1,5 @@
 //! [`decode_watch_body`]: a watch body's chunks in, a [`WatchStream`] of events out, decoded on
-//! the lister-watcher's [`DecodeLane`] while this task goes on reading.
+//! the reflector's decode lane (`decode_lane.rs`) while this task goes on reading.
 //!
 //! Decoding is most of a watch's client-side cost. With a lane (a multi-threaded runtime on more
 //! than one core), every complete event read is decoded on the lane's thread, in batches of at
@@ -32,10 +32,10 @@ use parking_lot::Mutex;
 
 use crate::client::BoxError;
 use crate::decode_lane::{DecodeLane, LaneResult};
-use crate::decoder::{decode_frames, DecodeError, RawFrame, WatchDecoder, WatchEvent};
 use crate::error::ReflectorError;
 use crate::lister_watcher::WatchStream;
-use crate::object::Decode;
+use crate::wire::decoder::{decode_frames, DecodeError, RawFrame, WatchDecoder, WatchEvent};
+use crate::wire::object::Decode;
 
 /// Frames per batch handed to the lane at once.
 pub(crate) const BATCH: usize = 32;
@@ -312,14 +312,20 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
 
 /// Turns a watch body (its data chunks) into a [`WatchStream`]: events in order, a decode error
 /// ending the stream, a transport error or a body cut inside an event ending it like a close.
-/// On a multi-threaded runtime of more than one core, events are decoded on a [`DecodeLane`]
-/// taken in turn, and still come out in order; elsewhere, in the reading task.
+/// On a multi-threaded runtime of more than one core, events are decoded on a decode lane (the
+/// calling reflector's, inside its watch call, so that it drops them there too; else one taken in
+/// turn), and still come out in order; elsewhere, in the reading task. A lister-watcher of your
+/// own that decodes its watches with this function gets the reflector's lane with nothing to do.
 pub fn decode_watch_body<K, S>(chunks: S, max_event_size: usize) -> WatchStream<K>
 where
     K: Decode,
     S: Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
 {
-    decode_watch_body_on(chunks, max_event_size, DecodeLane::next().usable())
+    decode_watch_body_on(
+        chunks,
+        max_event_size,
+        DecodeLane::for_decoding(DecodeLane::next()),
+    )
 }
 
 /// [`decode_watch_body`], with events decoded on `lane` (inline when `None`).
@@ -541,7 +547,7 @@ mod tests {
         assert_eq!(got, (0..n).map(|i| i.to_string()).collect::<Vec<_>>());
     }
 
-    const DEFAULT_MAX: usize = crate::decoder::DEFAULT_MAX_EVENT_SIZE;
+    const DEFAULT_MAX: usize = crate::wire::decoder::DEFAULT_MAX_EVENT_SIZE;
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]

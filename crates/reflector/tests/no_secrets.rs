@@ -7,8 +7,8 @@ use bytes::Bytes;
 use reflector::store_index::DynamicObject;
 use reflector::{
     Client, ClientError, ClusterConfig, ConfigError, Credentials, DecodeError, ExecConfig,
-    HttpListerWatcher, Impersonate, ObjectList, OidcConfig, PaginationError, ReflectorError,
-    Resource, Status, WatchDecoder,
+    HttpListerWatcher, Impersonate, ListPageError, ObjectList, OidcConfig, PaginationError,
+    ReflectorError, Resource, Status, WatchDecoder,
 };
 
 const MARKERS: &[&str] = &[
@@ -298,8 +298,9 @@ fn list_errors_never_quote_the_values_of_the_body() {
         r#"{"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"data":{"k":"KEY-MARKER"}}"#.to_string(),
     ];
     for body in bodies {
-        let err =
-            ObjectList::<DynamicObject>::from_json(&Bytes::from(body.clone())).expect_err(&body);
+        let err = ReflectorError::from(
+            ObjectList::<DynamicObject>::from_json(&Bytes::from(body.clone())).expect_err(&body),
+        );
         assert!(
             matches!(err, ReflectorError::InvalidList(_)),
             "{body}: {err:?}"
@@ -307,7 +308,7 @@ fn list_errors_never_quote_the_values_of_the_body() {
         assert_reflector_error_clean(err);
     }
     // What the object is, and its shape, still show.
-    let ReflectorError::InvalidList(err) =
+    let ListPageError::NotAList(err) =
         ObjectList::<DynamicObject>::from_json(&Bytes::from(SECRET)).unwrap_err()
     else {
         panic!("not an InvalidList")

@@ -27,13 +27,14 @@ use futures::StreamExt;
 use reflector::delta_fifo::FifoError;
 use reflector::store_index::{BoxError, Object, ResourceVersion};
 use reflector::{
-    Bookmark, DecodeLane, ListOptions, ListerWatcher, ObjectList, ReflectorError, Representation,
+    Bookmark, ListOptions, ListerWatcher, ObjectList, ReflectorError, Representation, Resource,
     WatchEvent, WatchOptions, WatchStream,
 };
 
 /// A lister-watcher of `T` made of a lister-watcher of `S` and a conversion `S → T` (see the
-/// module documentation). It forwards everything else about the inner one (watch-list support,
-/// representation, decode lane), so the fast paths survive the wrapping.
+/// module documentation). It forwards what the inner one says of itself (watch-list support,
+/// representation, resource); the decode lane needs no forwarding (the reflector's lane is used
+/// by the inner one's decoders however it is wrapped).
 ///
 /// ```
 /// use shared_informer::{InformerOptions, SharedIndexInformer, TransformingListerWatcher};
@@ -144,8 +145,8 @@ where
         self.inner.representation()
     }
 
-    fn decode_lane(&self) -> Option<DecodeLane> {
-        self.inner.decode_lane()
+    fn resource(&self) -> Option<Resource> {
+        self.inner.resource()
     }
 }
 

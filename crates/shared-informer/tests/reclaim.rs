@@ -7,6 +7,7 @@
 #[macro_use]
 mod common;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use common::{queues, until};
@@ -235,19 +236,66 @@ impl Object for OnThread {
 
 shared_informer::reflector::decode_with_serde!(OnThread);
 
-// Decode lanes (`reflector::DecodeLane`, M1): through the HTTP lister-watcher on a multi-threaded
-// runtime, every replaced object is dropped on the thread that decoded it, a lane's, never a
-// runtime worker; so under glibc each object's memory goes back to the arena it came from.
+// Decode lanes (the reflector's `decode_lane.rs`, M1): through the HTTP lister-watcher on a
+// multi-threaded runtime, every replaced object is dropped on the thread that decoded it, a
+// lane's, never a runtime worker; so under glibc each object's memory goes back to the arena it
+// came from.
 on_every_queue!(
     replaced_objects_are_dropped_on_the_lane_that_decoded_them,
     flavor = "multi_thread",
     worker_threads = 2
 );
 async fn replaced_objects_are_dropped_on_the_lane_that_decoded_them(queue: InformerQueue) {
+    drops_on_the_decoding_lane(queue, "lane", |lw| lw).await;
+}
+
+// M5: a lister-watcher that wraps the HTTP one and forwards nothing but `list` and `watch` (as
+// one written before lanes existed does) keeps the fast path: the objects are decoded on the
+// reflector's lane and dropped there.
+on_every_queue!(
+    a_wrapping_lister_watcher_keeps_the_lane_without_forwarding_anything,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_wrapping_lister_watcher_keeps_the_lane_without_forwarding_anything(
+    queue: InformerQueue,
+) {
+    drops_on_the_decoding_lane(queue, "wrapped", |inner| Counting {
+        inner,
+        calls: AtomicU64::new(0),
+    })
+    .await;
+}
+
+/// A lister-watcher that counts the calls to the one it wraps and says nothing else of itself.
+struct Counting<L> {
+    inner: L,
+    calls: AtomicU64,
+}
+
+impl<L: ListerWatcher<OnThread>> ListerWatcher<OnThread> for Counting<L> {
+    async fn list(&self, options: ListOptions) -> Result<ObjectList<OnThread>, ReflectorError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.list(options).await
+    }
+
+    async fn watch(&self, options: WatchOptions) -> Result<WatchStream<OnThread>, ReflectorError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.watch(options).await
+    }
+}
+
+async fn drops_on_the_decoding_lane<L>(
+    queue: InformerQueue,
+    tag: &str,
+    wrap: impl FnOnce(shared_informer::reflector::HttpListerWatcher<OnThread>) -> L,
+) where
+    L: ListerWatcher<OnThread>,
+{
     use serde_json::json;
     use shared_informer::reflector::{ClusterConfig, HttpListerWatcher, Resource};
 
-    let ns = format!("lane-{}", common::queues::name_of(queue));
+    let ns = format!("{tag}-{}", common::queues::name_of(queue));
     let sim = sim_apiserver::SimServer::builder().start().await.unwrap();
     sim.create("pods", Some(&ns), json!({"metadata": {"name": "a"}}))
         .unwrap();
@@ -256,7 +304,7 @@ async fn replaced_objects_are_dropped_on_the_lane_that_decoded_them(queue: Infor
         .unwrap()
         .namespace(ns.clone());
     let informer = SharedIndexInformer::new(
-        lw,
+        wrap(lw),
         InformerOptions {
             name: "on-thread".into(),
             queue,

@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{LeaderElectionConfig, LeaderElectionConfigError, JITTER_FACTOR};
 use super::guard::LeaseGuard;
-use super::health::ElectionHealth;
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::record::LeaderElectionRecord;
 use crate::events::EventType;
@@ -118,10 +117,10 @@ pub(super) struct Observed {
 /// # }
 /// ```
 pub struct LeaderElector<L> {
-    config: LeaderElectionConfig,
+    pub(super) config: LeaderElectionConfig,
     lock: L,
     description: String,
-    observed: Arc<Mutex<Observed>>,
+    pub(super) observed: Arc<Mutex<Observed>>,
     guard: LeaseGuard,
 }
 
@@ -182,18 +181,6 @@ impl<L: LeaseLock> LeaderElector<L> {
     /// The configuration.
     pub fn config(&self) -> &LeaderElectionConfig {
         &self.config
-    }
-
-    /// A handle on this elector's view of the lease, for a liveness check that outlives
-    /// [`run`](Self::run) (client-go's `LeaderElector.Check`); see [`ElectionHealth`] and
-    /// [`HealthzAdaptor`](crate::leader_election::HealthzAdaptor).
-    pub fn health(&self) -> ElectionHealth {
-        ElectionHealth::new(
-            self.observed.clone(),
-            self.config.identity.clone(),
-            self.config.name.clone(),
-            self.config.lease_duration,
-        )
     }
 
     /// Competes for the lease until `cancel` fires or leadership is lost, calling `callbacks` as

@@ -14,6 +14,21 @@ use tokio::time::Instant;
 
 use super::elector::{LeaderElector, Observed};
 
+// Here rather than in `elector.rs`: the health check reads the elector, not the other way round.
+impl<L> LeaderElector<L> {
+    /// A handle on this elector's view of the lease, for a liveness check that outlives
+    /// [`run`](Self::run) (client-go's `LeaderElector.Check`); see [`ElectionHealth`] and
+    /// [`HealthzAdaptor`].
+    pub fn health(&self) -> ElectionHealth {
+        ElectionHealth::new(
+            self.observed.clone(),
+            self.config.identity.clone(),
+            self.config.name.clone(),
+            self.config.lease_duration,
+        )
+    }
+}
+
 /// The error of a failed health check: this elector believes it leads, but its lease ran out
 /// more than the tolerance ago.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

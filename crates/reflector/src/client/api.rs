@@ -10,12 +10,12 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ClientError;
 use super::http::{Client, WriteCheck, DEFAULT_MAX_BODY_BYTES};
-use super::params::ListOptions;
-use super::resource::Resource;
-use super::status::Status;
-use crate::list::ObjectList;
-use crate::object::{Decode, DecodeSource};
 use crate::store_index::ObjectMeta;
+use crate::wire::list_page::{ListPageError, ObjectList};
+use crate::wire::object::{Decode, DecodeSource};
+use crate::wire::params::ListOptions;
+use crate::wire::resource::Resource;
+use crate::wire::status::Status;
 
 /// Bound on one object's response body: kube-apiserver stores objects of at most about 1.5 MB
 /// (etcd's request limit), so 16 MiB leaves room for any real object and stops an endless body.
@@ -514,7 +514,7 @@ fn decode_object<T: Decode>(what: &str, body: &Bytes) -> Result<T, ClientError> 
 
 /// A serde_json error's category and position, without the values it may quote.
 fn redact_serde(e: &serde_json::Error) -> String {
-    super::error::redact_quoted(&e.to_string())
+    crate::wire::snippet::redact_quoted(&e.to_string())
 }
 
 impl<K: Decode> Api<K> {
@@ -801,14 +801,11 @@ impl<K: Decode> Api<K> {
 /// A list body decoded; not a list is [`ClientError::Decode`] (its reason names what is
 /// missing, without quoting the body), a failure `Status` the error it means.
 fn decode_list<T: Decode>(what: &str, body: &Bytes) -> Result<ObjectList<T>, ClientError> {
-    ObjectList::from_json(body).map_err(|e| match e.status() {
-        Some(status) => ClientError::api(status.clone()),
-        None => ClientError::Decode {
+    ObjectList::from_json(body).map_err(|e| match e {
+        ListPageError::Status(status) => ClientError::api(status),
+        ListPageError::NotAList(l) => ClientError::Decode {
             what: what.to_string(),
-            reason: match e.inner() {
-                crate::ReflectorError::InvalidList(l) => l.problem.clone(),
-                other => super::error::redact_quoted(&other.to_string()),
-            },
+            reason: l.problem,
         },
     })
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
-use super::status::Status;
+use crate::wire::status::Status;
 
 /// A boxed error from a transport or a plugin (the workspace's one boxed error type).
 pub use delta_fifo::store_index::BoxError;
@@ -254,7 +254,7 @@ impl ClientError {
     }
 
     /// The fields a 422 Invalid names (`details.causes`); empty for other errors.
-    pub fn causes(&self) -> &[super::status::StatusCause] {
+    pub fn causes(&self) -> &[crate::wire::status::StatusCause] {
         match self {
             ClientError::Invalid(s) => s.details.as_ref().map_or(&[], |d| d.causes.as_slice()),
             _ => &[],
@@ -335,37 +335,10 @@ fn chain(e: &(dyn StdError + 'static)) -> String {
     out
 }
 
-/// `message` with every quoted or backquoted stretch replaced by `…`: parser messages quote the
-/// values they found, and a configuration's values may be secrets.
-pub(crate) fn redact_quoted(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut open: Option<char> = None;
-    for c in message.chars() {
-        match open {
-            Some(q) if c == q => {
-                out.push('…');
-                out.push(c);
-                open = None;
-            }
-            Some(_) => {}
-            None => {
-                out.push(c);
-                if c == '"' || c == '`' {
-                    open = Some(c);
-                }
-            }
-        }
-    }
-    if open.is_some() {
-        out.push('…');
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::status::{StatusCause, StatusDetails};
     use super::*;
+    use crate::wire::status::{StatusCause, StatusDetails};
 
     #[test]
     fn a_status_is_classified_by_its_reason_then_by_its_code() {
@@ -409,17 +382,5 @@ mod tests {
         assert!(ClientError::Timeout(std::time::Duration::from_secs(1))
             .causes()
             .is_empty());
-    }
-
-    #[test]
-    fn quoted_values_are_redacted_and_the_rest_kept() {
-        assert_eq!(
-            redact_quoted(r#"invalid type: string "s3cr3t", expected a map at line 4 column 7"#),
-            r#"invalid type: string "…", expected a map at line 4 column 7"#
-        );
-        assert_eq!(
-            redact_quoted("found `tok` and \"unterminated"),
-            "found `…` and \"…"
-        );
     }
 }

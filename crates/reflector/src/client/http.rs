@@ -27,10 +27,10 @@ use super::content_encoding::{read_gzip_body, Encoding};
 use super::error::{ClientError, ConfigError};
 use super::proxy::{describe_route, forward_authorization, ProxyConnector, ProxySettings};
 use super::rate_limit::TokenBucket;
-use super::representation::Representation;
-use super::status::Status;
 use super::tls::{tls_config, tls_err};
 use super::watch_body::{send_on_dedicated_http1, WatchBody};
+use crate::wire::representation::Representation;
+use crate::wire::status::Status;
 
 /// A check run right before a write is sent ([`Api::with_write_check`](crate::Api::with_write_check)).
 pub type WriteCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;

@@ -365,7 +365,7 @@ fn parse(path: &Path, text: &[u8]) -> Result<KubeconfigFile, ConfigError> {
     }
     serde_saphyr::from_slice_with_options(text, yaml_options()).map_err(|e| ConfigError::Yaml {
         path: path.to_path_buf(),
-        reason: super::error::redact_quoted(&e.to_string()),
+        reason: crate::wire::snippet::redact_quoted(&e.to_string()),
     })
 }
 

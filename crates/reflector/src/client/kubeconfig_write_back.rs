@@ -182,7 +182,7 @@ pub(crate) fn write_back(
     let path = std::fs::canonicalize(&user.path).map_err(|e| fail(format!("resolving: {e}")))?;
     let text = read_bounded(&path).map_err(|e| fail(format!("reading: {e}")))?;
     let mut doc: Node = serde_saphyr::from_slice_with_options(&text, yaml_options())
-        .map_err(|e| fail(super::error::redact_quoted(&e.to_string())))?;
+        .map_err(|e| fail(crate::wire::snippet::redact_quoted(&e.to_string())))?;
     let config = user_auth_config(&mut doc, &user.name)?;
     config.set("id-token", Node::Str(id_token.expose_secret().into()));
     if let Some(refresh) = refresh_token {

@@ -26,17 +26,16 @@ mod incluster;
 mod kubeconfig;
 mod kubeconfig_write_back;
 mod oidc;
-mod params;
 mod proxy;
 mod rate_limit;
-mod representation;
-mod resource;
 mod retry;
-mod snippet;
-mod status;
 mod tls;
 mod watch_body;
 
+pub use crate::wire::params::{ListOptions, ResourceVersionMatch, WatchOptions};
+pub use crate::wire::representation::Representation;
+pub use crate::wire::resource::{ApiResource, Resource};
+pub use crate::wire::status::{Status, StatusCause, StatusDetails};
 pub use api::{
     Api, DeleteParams, Deleted, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
     Scale, ScaleSpec, ScaleStatus, MAX_OBJECT_BYTES,
@@ -45,18 +44,12 @@ pub use config::{
     default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, KubeconfigUser,
     OidcConfig,
 };
-pub(crate) use error::redact_quoted;
 pub use error::{BoxError, ClientError, ConfigError};
 pub use http::{Client, WriteCheck, DEFAULT_MAX_BODY_BYTES};
 pub use incluster::SERVICE_ACCOUNT_DIR;
 pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning, MAX_KUBECONFIG_BYTES};
-pub use params::{ListOptions, ResourceVersionMatch, WatchOptions};
 pub use proxy::Proxy;
 pub use rate_limit::RateLimit;
-pub use representation::Representation;
-pub use resource::{ApiResource, Resource};
 pub use retry::{on_error, retry_on_conflict, RetryBackoff};
 pub use secrecy::{ExposeSecret, SecretSlice, SecretString};
-pub(crate) use snippet::body_snippet;
-pub use status::{Status, StatusCause, StatusDetails};
 pub use watch_body::WatchBody;

@@ -12,7 +12,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-use crate::client::Representation;
+use crate::wire::representation::Representation;
 
 /// The text an object is being decoded from (a watch event's line, or a list page), and the
 /// buffer that holds it, so that an object keeping its raw bytes can slice them rather than copy.

@@ -35,9 +35,9 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use thiserror::Error;
 
-use crate::client::Status;
-use crate::object::{Decode, DecodeSource};
 use crate::store_index::ResourceVersion;
+use crate::wire::object::{Decode, DecodeSource};
+use crate::wire::status::Status;
 
 /// Default maximum size of one watch event: 16 MiB.
 pub const DEFAULT_MAX_EVENT_SIZE: usize = 16 << 20;
@@ -287,7 +287,7 @@ fn complete_objects_len(buf: &[u8]) -> Result<(usize, usize), DecodeError> {
 
 fn json_error(source: serde_json::Error, text: &str) -> DecodeError {
     DecodeError::Json {
-        reason: crate::client::redact_quoted(&source.to_string()),
+        reason: crate::wire::snippet::redact_quoted(&source.to_string()),
         eof: source.is_eof(),
         snippet: snippet_of(text),
     }
@@ -295,7 +295,7 @@ fn json_error(source: serde_json::Error, text: &str) -> DecodeError {
 
 /// The first 120 characters of `text`, string values redacted, to name a frame in an error.
 fn snippet_of(text: &str) -> String {
-    crate::client::body_snippet(text, 120)
+    crate::wire::snippet::body_snippet(text, 120)
 }
 
 /// One complete frame of a watch body, not yet decoded.

@@ -64,8 +64,47 @@ pub(crate) fn body_snippet(text: &str, max_chars: usize) -> String {
     out
 }
 
+/// `message` with every quoted or backquoted stretch replaced by `…`: parser messages quote the
+/// values they found, and a configuration's values may be secrets.
+pub(crate) fn redact_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut open: Option<char> = None;
+    for c in message.chars() {
+        match open {
+            Some(q) if c == q => {
+                out.push('…');
+                out.push(c);
+                open = None;
+            }
+            Some(_) => {}
+            None => {
+                out.push(c);
+                if c == '"' || c == '`' {
+                    open = Some(c);
+                }
+            }
+        }
+    }
+    if open.is_some() {
+        out.push('…');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn quoted_values_are_redacted_and_the_rest_kept() {
+        assert_eq!(
+            redact_quoted(r#"invalid type: string "s3cr3t", expected a map at line 4 column 7"#),
+            r#"invalid type: string "…", expected a map at line 4 column 7"#
+        );
+        assert_eq!(
+            redact_quoted("found `tok` and \"unterminated"),
+            "found `…` and \"…"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -10,7 +10,7 @@
 
 use std::any::TypeId;
 
-use crate::client::Resource;
+use crate::wire::resource::Resource;
 
 impl Resource {
     /// The address of a `k8s_openapi` resource type: group, version, plural and scope from the
