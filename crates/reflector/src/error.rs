@@ -9,6 +9,7 @@ use crate::wire::decoder::DecodeError;
 
 /// Errors of listing, watching and the ListAndWatch loop.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ReflectorError {
     /// A request failed: the server's error `Status` (an HTTP error, a `Status` where a list was
     /// expected, a watch `ERROR` event), a transport failure, a timeout, a body too large, the

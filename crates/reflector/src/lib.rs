@@ -14,7 +14,7 @@
 //! ```
 //!
 //! Three rooms, each importing only from those below it (`cargo xtask modules` checks it):
-//! - [`wire`](crate::wire) (private; its items are re-exported here): what the API server's
+//! - `wire` (private; its items are re-exported here): what the API server's
 //!   bytes mean, with no I/O: object decoding ([`Decode`]), exact-capacity and k8s-openapi
 //!   decoding, list pages ([`ObjectList`]), watch frames ([`WatchDecoder`]), the server's
 //!   [`Status`], request parameters ([`ListOptions`], [`WatchOptions`]), [`Resource`] and

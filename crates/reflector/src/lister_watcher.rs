@@ -17,12 +17,20 @@ pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>, ReflectorErro
 /// talks to an API server; tests implement it with scripted answers.
 pub trait ListerWatcher<K>: Send + Sync + 'static {
     /// One list request (one page when `options.limit` is set).
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations must be cancel safe: the reflector drops the future when it is cancelled.
     fn list(
         &self,
         options: ListOptions,
     ) -> impl Future<Output = Result<ObjectList<K>, ReflectorError>> + Send;
 
     /// Opens a watch.
+    ///
+    /// # Cancel safety
+    ///
+    /// Implementations must be cancel safe: the reflector drops the future when it is cancelled.
     fn watch(
         &self,
         options: WatchOptions,

@@ -313,6 +313,12 @@ where
 
     /// Runs list-and-watch until `cancel` fires (contract C2.1): after every return, the error
     /// (if any) goes to the error handler, then one backoff delay is waited.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops the list and watch where they are. The store keeps
+    /// what it was given (a list reaches it whole through `replace`, or not at all), and a later
+    /// `run` starts with a fresh list. Prefer `cancel`, which ends the watch cleanly.
     pub async fn run(&self, cancel: CancellationToken) {
         let span = tracing::info_span!("reflector", name = %self.options.name, r#type = %self.type_description);
         async {
@@ -372,6 +378,10 @@ where
 
     /// One list (or watch-list) and the watches that follow it (contract C3). Cancellation
     /// returns `Ok`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`run`](Self::run).
     pub async fn list_and_watch(&self, cancel: &CancellationToken) -> Result<(), ReflectorError> {
         let mut initial = None;
         if self.options.watch_list && self.lw.supports_watch_list() {

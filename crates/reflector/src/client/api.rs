@@ -519,12 +519,22 @@ fn redact_serde(e: &serde_json::Error) -> String {
 
 impl<K: Decode> Api<K> {
     /// `GET` the object `name`: 404 is [`ClientError::NotFound`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn get(&self, name: &str) -> Result<K, ClientError> {
         let path = self.object_path(name, None, "")?;
         self.object(Method::GET, &path, None).await
     }
 
     /// `GET` the object `name`, `None` if it does not exist.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn get_opt(&self, name: &str) -> Result<Option<K>, ClientError> {
         match self.get(name).await {
             Ok(o) => Ok(Some(o)),
@@ -534,6 +544,11 @@ impl<K: Decode> Api<K> {
     }
 
     /// `GET` the object `name` through its `status` subresource.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn get_status(&self, name: &str) -> Result<K, ClientError> {
         let path = self.object_path(name, Some("status"), "")?;
         self.object(Method::GET, &path, None).await
@@ -543,6 +558,11 @@ impl<K: Decode> Api<K> {
     /// [`ObjectList::continue_token`] for more; an informer is the better tool to keep a
     /// collection in memory). A body that is not a list is [`ClientError::Decode`], so an
     /// error page can never read as an empty list.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn list(&self, options: &ListOptions) -> Result<ObjectList<K>, ClientError> {
         let mut path = self.collection();
         let query = options.to_query();
@@ -560,6 +580,11 @@ impl<K: Decode> Api<K> {
     /// `POST` `object` into the collection; answers the object as stored (name generated from
     /// `metadata.generateName`, uid, resourceVersion). An existing name is
     /// [`ClientError::AlreadyExists`], a refused object [`ClientError::Invalid`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn create<T: Serialize>(
         &self,
         params: &PostParams,
@@ -579,6 +604,11 @@ impl<K: Decode> Api<K> {
     /// object carries `metadata.resourceVersion` (the version it was read at): if the object
     /// changed since, [`ClientError::Conflict`], and nothing is written. Without a
     /// resourceVersion the write is unconditional.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn replace<T: Serialize>(
         &self,
         name: &str,
@@ -589,6 +619,11 @@ impl<K: Decode> Api<K> {
     }
 
     /// [`replace`](Api::replace) through the `status` subresource: only `.status` changes.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn replace_status<T: Serialize>(
         &self,
         name: &str,
@@ -600,6 +635,11 @@ impl<K: Decode> Api<K> {
 
     /// `PATCH` the object `name` (see [`Patch`] for the types); answers the patched object.
     /// A server-side apply creates the object if it does not exist.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn patch<P: Serialize>(
         &self,
         name: &str,
@@ -612,6 +652,11 @@ impl<K: Decode> Api<K> {
     }
 
     /// [`patch`](Api::patch) through the `status` subresource: only `.status` changes.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn patch_status<P: Serialize>(
         &self,
         name: &str,
@@ -625,6 +670,11 @@ impl<K: Decode> Api<K> {
 
     /// `DELETE` the object `name`: see [`Deleted`] for the answer. A precondition that no longer
     /// holds is [`ClientError::Conflict`]; a missing object [`ClientError::NotFound`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn delete(
         &self,
         name: &str,
@@ -641,6 +691,11 @@ impl<K: Decode> Api<K> {
 
     /// `DELETE` every object of the collection that `options` selects (label and field
     /// selectors); answers the list of deleted objects, or a `Status`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn delete_collection(
         &self,
         params: &DeleteParams,
@@ -671,6 +726,11 @@ impl<K: Decode> Api<K> {
     }
 
     /// `GET` the `scale` subresource of `name`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn get_scale(&self, name: &str) -> Result<Scale, ClientError> {
         let path = self.object_path(name, Some("scale"), "")?;
         self.scale(Method::GET, &path, None).await
@@ -678,6 +738,11 @@ impl<K: Decode> Api<K> {
 
     /// `PUT` the `scale` subresource of `name` (with `scale.metadata.resourceVersion`, a
     /// conditional update, as [`replace`](Api::replace)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn replace_scale(
         &self,
         name: &str,
@@ -691,6 +756,11 @@ impl<K: Decode> Api<K> {
     }
 
     /// `PATCH` the `scale` subresource of `name`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a write dropped after it was sent may still be applied by the server, and
+    /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn patch_scale<P: Serialize>(
         &self,
         name: &str,

@@ -13,6 +13,7 @@ pub use delta_fifo::store_index::BoxError;
 
 /// Configuration that cannot be loaded or used.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// A file could not be read.
     #[error("reading {path}: {source}")]
@@ -86,6 +87,7 @@ pub enum ConfigError {
 /// assert_eq!(err.status().map(|s| s.code), Some(409));
 /// ```
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ClientError {
     /// 409 `Conflict`: the object changed since the resourceVersion the write was based on (or a
     /// server-side apply conflicts with another field manager's fields). Read it again and retry

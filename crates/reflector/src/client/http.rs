@@ -204,11 +204,21 @@ impl Client {
 
     /// Sends `GET path_and_query` and returns the response head once it arrives (any status),
     /// after waiting for the client's rate limiter.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn send(&self, path_and_query: &str) -> Result<Response<Incoming>, ClientError> {
         self.send_accepting(path_and_query, JSON).await
     }
 
     /// [`send`](Self::send) with this `Accept` header (for instance a [`Representation`]'s).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn send_accepting(
         &self,
         path_and_query: &str,
@@ -362,11 +372,19 @@ impl Client {
     /// (see [`WatchBody`] for why); over HTTP/2 it shares the pool's multiplexed connection. The
     /// protocol is learned from the server's answers: a dedicated connection whose ALPN
     /// negotiation picks HTTP/2 is dropped and the watch goes to the pool, as do all later ones.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the watch request; nothing was changed.
     pub async fn watch(&self, path_and_query: &str) -> Result<WatchBody, ClientError> {
         self.watch_accepting(path_and_query, JSON).await
     }
 
     /// [`watch`](Self::watch) with this `Accept` header (for instance a [`Representation`]'s).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the watch request; nothing was changed.
     pub async fn watch_accepting(
         &self,
         path_and_query: &str,
@@ -513,6 +531,11 @@ impl Client {
 
     /// Sends `GET path_and_query` and returns a successful response's head; an error status is
     /// read (bounded by the request timeout) and returned as [`ClientError::Api`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn get_stream(
         &self,
         path_and_query: &str,
@@ -526,6 +549,11 @@ impl Client {
 
     /// `GET path_and_query` and the whole body, within the request timeout and at most
     /// [`DEFAULT_MAX_BODY_BYTES`] (decompressed, see [`get_bytes_within`](Self::get_bytes_within)).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn get_bytes(&self, path_and_query: &str) -> Result<Bytes, ClientError> {
         self.get_bytes_within(path_and_query, DEFAULT_MAX_BODY_BYTES)
             .await
@@ -541,6 +569,11 @@ impl Client {
     /// bounds the decompressed body, and inflating stops as soon as it is crossed. A corrupt or
     /// truncated gzip stream, or an encoding other than gzip and identity, is
     /// [`ClientError::Transport`] naming the request.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn get_bytes_within(
         &self,
         path_and_query: &str,
@@ -553,6 +586,11 @@ impl Client {
     /// [`get_bytes_within`](Self::get_bytes_within) with this `Accept` header (for instance a
     /// [`Representation`]'s): a server that cannot answer in any media type it lists answers
     /// 406, [`ClientError::NotAcceptable`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
     pub async fn get_bytes_accepting(
         &self,
         path_and_query: &str,
@@ -595,6 +633,12 @@ impl Client {
     /// A write is sent once: a transport failure or a timeout is returned, never retried here,
     /// since the server may have applied the write (only a 401 to a renewable credential is sent
     /// again, the server having refused it).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe for reads. For a write (any verb but GET): not cancel safe, as a write dropped
+    /// after it was sent may still be applied by the server, and its answer is lost (the client never
+    /// sends it again).
     pub async fn request_bytes(
         &self,
         method: Method,

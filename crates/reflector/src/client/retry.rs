@@ -69,6 +69,11 @@ impl RetryBackoff {
 /// Runs `attempt` until it succeeds, fails with an error `retriable` refuses, or `backoff.steps`
 /// attempts were made; returns the last result. Waits (on tokio's clock) between attempts, never
 /// before the first. client-go's `retry.OnError`.
+///
+/// # Cancel safety
+///
+/// As cancel safe as the futures `f` makes: dropping it drops the attempt in flight (and
+/// the wait between attempts); attempts already made stay made.
 pub async fn on_error<T, E, F, Fut>(
     backoff: RetryBackoff,
     mut retriable: impl FnMut(&E) -> bool,
@@ -113,6 +118,11 @@ where
 /// assert_eq!(tries.load(Ordering::Relaxed), 3);
 /// # }
 /// ```
+///
+/// # Cancel safety
+///
+/// As cancel safe as the futures `f` makes: dropping it drops the attempt in flight (and
+/// the wait between attempts); attempts already made stay made.
 pub async fn retry_on_conflict<T, F, Fut>(
     backoff: RetryBackoff,
     attempt: F,

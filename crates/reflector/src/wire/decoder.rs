@@ -84,6 +84,7 @@ pub struct Bookmark {
 
 /// A watch body that cannot be decoded.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// A frame is not valid JSON of a watch event.
     #[error("malformed watch event: {reason} (in {snippet:?})")]
