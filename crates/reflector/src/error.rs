@@ -161,7 +161,7 @@ impl From<crate::wire::list_page::ListPageError> for ReflectorError {
     /// list is [`ReflectorError::InvalidList`].
     fn from(e: crate::wire::list_page::ListPageError) -> Self {
         match e {
-            crate::wire::list_page::ListPageError::Status(status) => ReflectorError::api(status),
+            crate::wire::list_page::ListPageError::Status(status) => ReflectorError::api(*status),
             crate::wire::list_page::ListPageError::NotAList(l) => ReflectorError::InvalidList(l),
         }
     }

@@ -872,7 +872,7 @@ impl<K: Decode> Api<K> {
 /// missing, without quoting the body), a failure `Status` the error it means.
 fn decode_list<T: Decode>(what: &str, body: &Bytes) -> Result<ObjectList<T>, ClientError> {
     ObjectList::from_json(body).map_err(|e| match e {
-        ListPageError::Status(status) => ClientError::api(status),
+        ListPageError::Status(status) => ClientError::api(*status),
         ListPageError::NotAList(l) => ClientError::Decode {
             what: what.to_string(),
             reason: l.problem,

@@ -102,7 +102,7 @@ impl<K: Decode> ObjectList<K> {
                 // A Status whose fields do not fit a list's (a `metadata` that is not an object,
                 // say) still says what the server meant.
                 if let Some(status) = status_body(text) {
-                    return Err(ListPageError::Status(status));
+                    return Err(ListPageError::Status(Box::new(status)));
                 }
                 let reason = redact_quoted(&source.to_string());
                 return Err(ListError::new(format!("not JSON of a list ({reason})"), text).into());
@@ -110,7 +110,7 @@ impl<K: Decode> ObjectList<K> {
         };
         if list.kind.as_deref() == Some("Status") {
             return Err(match status_body(text) {
-                Some(status) => ListPageError::Status(status),
+                Some(status) => ListPageError::Status(Box::new(status)),
                 None => ListError::new("a Status object that cannot be read", text).into(),
             });
         }
@@ -324,7 +324,7 @@ pub enum ListPageError {
     /// A `Status` object where a list was expected (whatever the HTTP code was): the error the
     /// server meant.
     #[error("{}", .0.message)]
-    Status(Status),
+    Status(Box<Status>),
     /// A body that is not a list (`{}`, an HTML page, a missing `items` or
     /// `metadata.resourceVersion`); nothing of it may be used.
     #[error(transparent)]
