@@ -8,7 +8,7 @@ use controller::events::{
 };
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
 use workqueue::shared_informer::reflector::{
-    Api, Client, ClusterConfig, Credentials, DeleteParams, Resource,
+    Api, Client, ClusterConfig, Credentials, DeleteOptions, Resource,
 };
 use workqueue::CancellationToken;
 
@@ -68,7 +68,7 @@ async fn events_are_created_then_patched_through_the_api_and_recreated_once_expi
     // The sink's own contract: a patch of a missing Event is NotFound, a second create of one
     // name AlreadyExists.
     let mut event: controller::events::Event = serde_json::from_value(json).unwrap();
-    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    api.delete(&name, &DeleteOptions::default()).await.unwrap();
     assert_eq!(
         sink.patch(&event, serde_json::json!({"count": 3})).await,
         Err(SinkError::NotFound)

@@ -9,7 +9,7 @@ use controller::leader_election::{
     LeaseLock, LockError,
 };
 use reflector::store_index::DynamicObject;
-use reflector::{Api, Client, ClusterConfig, Credentials, PostParams, Resource};
+use reflector::{Api, Client, ClusterConfig, CreateOptions, Credentials, Resource};
 use sim_apiserver::SimServer;
 use workqueue::shared_informer::reflector;
 use workqueue::CancellationToken;
@@ -143,7 +143,7 @@ async fn the_locks_labels_are_set_on_create_and_on_every_update_keeping_others()
     edited.insert("app".into(), "renamed".into());
     edited.insert("team".into(), "platform".into());
     leases(&client)
-        .replace("my-controller", &PostParams::default(), &lease)
+        .replace("my-controller", &CreateOptions::default(), &lease)
         .await
         .unwrap();
     let (_, version) = a.get().await.unwrap().unwrap();

@@ -29,11 +29,20 @@ pub type KnownObjects<K> = Arc<dyn KeyListerGetter<K>>;
 /// assert!(!fifo.has_synced());
 /// ```
 pub struct DeltaFifoOptions<K> {
-    pub(crate) key_fn: KeyFn<K>,
-    pub(crate) known_objects: Option<KnownObjects<K>>,
-    pub(crate) emit_replaced: bool,
-    pub(crate) transformer: Option<Transformer<K>>,
-    pub(crate) name: String,
+    /// The key function (tombstones are keyed by their own key regardless); default
+    /// `namespace/name`.
+    pub key_fn: KeyFn<K>,
+    /// The store of objects already processed (the informer's indexer): a relist queues a
+    /// tombstone for each of its keys the list lacks; default none.
+    pub known_objects: Option<KnownObjects<K>>,
+    /// Whether `replace` emits `Replaced` (true, as informers want) or `Sync` (false, the
+    /// default).
+    pub emit_replaced: bool,
+    /// A transformer applied on enqueue (never to tombstones or resync's `Sync` deltas); default
+    /// none.
+    pub transformer: Option<Transformer<K>>,
+    /// The name in logs; default `DeltaFIFO`.
+    pub name: String,
 }
 
 impl<K: Object> Default for DeltaFifoOptions<K> {

@@ -67,13 +67,16 @@ mod wire;
 pub use backoff::{Backoff, BackoffConfig};
 pub use client::{
     default_user_agent, on_error, retry_on_conflict, Api, ApiResource, BoxError, Client,
-    ClientError, ClusterConfig, ConfigError, Credentials, DeleteParams, Deleted, ExecConfig,
-    ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigUser, KubeconfigWarning, ListOptions,
-    OidcConfig, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy, Proxy, RateLimit,
-    Representation, Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec, ScaleStatus,
-    SecretSlice, SecretString, Status, StatusCause, StatusDetails, WatchBody, WatchOptions,
-    DEFAULT_MAX_BODY_BYTES, MAX_KUBECONFIG_BYTES, MAX_OBJECT_BYTES, SERVICE_ACCOUNT_DIR,
+    ClientError, ClusterConfig, ConfigError, CreateOptions, Credentials, DeleteOptions, Deleted,
+    ExecConfig, ExposeSecret, Impersonate, KubeconfigLoad, KubeconfigUser, KubeconfigWarning,
+    ListOptions, OidcConfig, Patch, PatchOptions, Preconditions, PropagationPolicy, Proxy,
+    RateLimit, Representation, Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec,
+    ScaleStatus, SecretSlice, SecretString, Status, StatusCause, StatusDetails, WatchBody,
+    WatchOptions, DEFAULT_MAX_BODY_BYTES, MAX_KUBECONFIG_BYTES, MAX_OBJECT_BYTES,
+    SERVICE_ACCOUNT_DIR,
 };
+#[allow(deprecated)]
+pub use client::{DeleteParams, PatchParams, PostParams};
 pub use error::{PaginationError, ReflectorError};
 pub use http_lister_watcher::HttpListerWatcher;
 pub use list::{
@@ -98,8 +101,9 @@ pub use wire::object::{Decode, DecodeSource};
 pub mod prelude {
     pub use crate::delta_fifo::prelude::*;
     pub use crate::{
-        Api, Client, ClientError, ClusterConfig, Decode, HttpListerWatcher, ListerWatcher, Patch,
-        PatchParams, PostParams, Reflector, ReflectorError, ReflectorOptions, Resource, WatchEvent,
+        Api, Client, ClientError, ClusterConfig, CreateOptions, Decode, HttpListerWatcher,
+        ListerWatcher, Patch, PatchOptions, Reflector, ReflectorError, ReflectorOptions, Resource,
+        WatchEvent,
     };
     pub use tokio_util::sync::CancellationToken;
 }

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use reflector::store_index::{CompactObject, DynamicObject, Object};
 use reflector::{
-    retry_on_conflict, Api, Client, ClientError, ClusterConfig, Credentials, DeleteParams, Deleted,
-    ListOptions, Patch, PatchParams, PostParams, Preconditions, Resource, RetryBackoff,
+    retry_on_conflict, Api, Client, ClientError, ClusterConfig, CreateOptions, Credentials,
+    DeleteOptions, Deleted, ListOptions, Patch, PatchOptions, Preconditions, Resource,
+    RetryBackoff,
 };
 use serde_json::json;
 use sim_apiserver::{ApiError, RequestKind, SimServer};
@@ -50,7 +51,7 @@ async fn create_get_list_replace_patch_delete_a_dynamic_object() {
     let (_sim, client) = start().await;
     let api = configmaps(&client);
     let created = api
-        .create(&PostParams::default(), &cm("a", "1"))
+        .create(&CreateOptions::default(), &cm("a", "1"))
         .await
         .unwrap();
     assert_eq!(created.name(), "a");
@@ -61,7 +62,7 @@ async fn create_get_list_replace_patch_delete_a_dynamic_object() {
     assert_eq!(got.data["data"]["k"], "1");
     assert!(api.get_opt("missing").await.unwrap().is_none());
 
-    api.create(&PostParams::default(), &cm("b", "2"))
+    api.create(&CreateOptions::default(), &cm("b", "2"))
         .await
         .unwrap();
     let list = api.list(&ListOptions::default()).await.unwrap();
@@ -73,7 +74,7 @@ async fn create_get_list_replace_patch_delete_a_dynamic_object() {
     let mut changed = got.clone();
     changed.data.insert("data".into(), json!({"k": "2"}));
     let replaced = api
-        .replace("a", &PostParams::default(), &changed)
+        .replace("a", &CreateOptions::default(), &changed)
         .await
         .unwrap();
     assert_ne!(replaced.resource_version().unwrap(), rv1);
@@ -82,7 +83,7 @@ async fn create_get_list_replace_patch_delete_a_dynamic_object() {
     let patched = api
         .patch(
             "a",
-            &PatchParams::default(),
+            &PatchOptions::default(),
             &Patch::Merge(json!({"data": {"m": "x"}})),
         )
         .await
@@ -91,14 +92,14 @@ async fn create_get_list_replace_patch_delete_a_dynamic_object() {
     let patched = api
         .patch(
             "a",
-            &PatchParams::default(),
+            &PatchOptions::default(),
             &Patch::Strategic(json!({"data": {"s": "y"}})),
         )
         .await
         .unwrap();
     assert_eq!(patched.data["data"]["s"], "y");
 
-    match api.delete("a", &DeleteParams::default()).await.unwrap() {
+    match api.delete("a", &DeleteOptions::default()).await.unwrap() {
         Deleted::Object(o) => assert_eq!(o.name(), "a"),
         Deleted::Status(s) => assert_eq!(s.status.as_deref(), Some("Success")),
     }
@@ -115,7 +116,7 @@ async fn typed_objects_go_through_the_same_verbs() {
     let mut c = ConfigMap::default();
     c.metadata.name = Some("typed".into());
     c.data = Some([("k".to_string(), "v".to_string())].into());
-    let created = typed.create(&PostParams::default(), &c).await.unwrap();
+    let created = typed.create(&CreateOptions::default(), &c).await.unwrap();
     assert_eq!(created.metadata.name.as_deref(), Some("typed"));
     assert_eq!(created.data.unwrap()["k"], "v");
     let got = typed.get("typed").await.unwrap();
@@ -126,7 +127,7 @@ async fn typed_objects_go_through_the_same_verbs() {
 async fn compact_objects_are_read_and_listed_from_their_bytes() {
     let (_sim, client) = start().await;
     configmaps(&client)
-        .create(&PostParams::default(), &{
+        .create(&CreateOptions::default(), &{
             let mut o = DynamicObject::new("v1", "ConfigMap");
             o.metadata.name = Some("typed".into());
             o.data.insert("data".into(), json!({"k": "v"}));
@@ -153,13 +154,13 @@ async fn a_stale_resource_version_is_a_conflict_and_retry_on_conflict_rereads() 
     let (_sim, client) = start().await;
     let api = configmaps(&client);
     let first = api
-        .create(&PostParams::default(), &cm("c", "0"))
+        .create(&CreateOptions::default(), &cm("c", "0"))
         .await
         .unwrap();
     // Someone else writes in between.
     api.patch(
         "c",
-        &PatchParams::default(),
+        &PatchOptions::default(),
         &Patch::Merge(json!({"data": {"k": "other"}})),
     )
     .await
@@ -167,7 +168,7 @@ async fn a_stale_resource_version_is_a_conflict_and_retry_on_conflict_rereads() 
     let mut stale = first.clone();
     stale.data.insert("data".into(), json!({"k": "mine"}));
     let err = api
-        .replace("c", &PostParams::default(), &stale)
+        .replace("c", &CreateOptions::default(), &stale)
         .await
         .unwrap_err();
     assert!(err.is_conflict(), "{err:?}");
@@ -190,7 +191,7 @@ async fn a_stale_resource_version_is_a_conflict_and_retry_on_conflict_rereads() 
                 None => api.get("c").await?,
             };
             o.data.insert("data".into(), json!({"k": "mine"}));
-            api.replace("c", &PostParams::default(), &o).await
+            api.replace("c", &CreateOptions::default(), &o).await
         }
     })
     .await
@@ -203,12 +204,12 @@ async fn a_stale_resource_version_is_a_conflict_and_retry_on_conflict_rereads() 
 async fn every_error_a_caller_branches_on_has_its_variant_and_the_servers_status() {
     let (sim, client) = start().await;
     let api = configmaps(&client);
-    api.create(&PostParams::default(), &cm("d", "0"))
+    api.create(&CreateOptions::default(), &cm("d", "0"))
         .await
         .unwrap();
 
     let err = api
-        .create(&PostParams::default(), &cm("d", "0"))
+        .create(&CreateOptions::default(), &cm("d", "0"))
         .await
         .unwrap_err();
     assert!(err.is_already_exists(), "{err:?}");
@@ -222,12 +223,12 @@ async fn every_error_a_caller_branches_on_has_its_variant_and_the_servers_status
     let err = api
         .delete(
             "d",
-            &DeleteParams {
+            &DeleteOptions {
                 preconditions: Some(Preconditions {
                     resource_version: Some("1".into()),
                     uid: None,
                 }),
-                ..DeleteParams::default()
+                ..DeleteOptions::default()
             },
         )
         .await
@@ -247,7 +248,7 @@ async fn every_error_a_caller_branches_on_has_its_variant_and_the_servers_status
         1,
     );
     let err = api
-        .create(&PostParams::default(), &cm("e", "0"))
+        .create(&CreateOptions::default(), &cm("e", "0"))
         .await
         .unwrap_err();
     assert!(matches!(err, ClientError::Invalid(_)), "{err:?}");
@@ -256,7 +257,7 @@ async fn every_error_a_caller_branches_on_has_its_variant_and_the_servers_status
     sim.faults()
         .fail_next_with(RequestKind::Write, ApiError::too_many_requests(7), 1);
     match api
-        .create(&PostParams::default(), &cm("f", "0"))
+        .create(&CreateOptions::default(), &cm("f", "0"))
         .await
         .unwrap_err()
     {
@@ -285,7 +286,7 @@ async fn a_readonly_user_is_forbidden_to_write_and_still_reads() {
     let api = configmaps(&Client::new(&config).unwrap());
     assert_eq!(api.get("r").await.unwrap().name(), "r");
     let err = api
-        .create(&PostParams::default(), &cm("w", "0"))
+        .create(&CreateOptions::default(), &cm("w", "0"))
         .await
         .unwrap_err();
     assert!(
@@ -300,14 +301,14 @@ async fn requests_that_cannot_be_made_are_refused_before_sending() {
     let api = configmaps(&client);
     let before = sim.counters().requests;
     let err = api
-        .patch("a", &PatchParams::default(), &Patch::Apply(json!({})))
+        .patch("a", &PatchOptions::default(), &Patch::Apply(json!({})))
         .await
         .unwrap_err();
     assert!(matches!(err, ClientError::InvalidRequest(_)), "{err:?}");
     let err = api
         .patch(
             "a",
-            &PatchParams::default().force(),
+            &PatchOptions::default().force(),
             &Patch::Merge(json!({})),
         )
         .await
@@ -322,14 +323,14 @@ async fn requests_that_cannot_be_made_are_refused_before_sending() {
 async fn json_patch_and_server_side_apply_with_owners_conflicts_and_force() {
     let (_sim, client) = start().await;
     let api = configmaps(&client);
-    api.create(&PostParams::default(), &cm("p", "1"))
+    api.create(&CreateOptions::default(), &cm("p", "1"))
         .await
         .unwrap();
     // A JSON patch whose `test` holds is applied; one whose `test` fails changes nothing.
     let patched = api
         .patch(
             "p",
-            &PatchParams::default(),
+            &PatchOptions::default(),
             &Patch::Json(json!([
                 {"op": "test", "path": "/data/k", "value": "1"},
                 {"op": "replace", "path": "/data/k", "value": "2"},
@@ -341,7 +342,7 @@ async fn json_patch_and_server_side_apply_with_owners_conflicts_and_force() {
     let err = api
         .patch(
             "p",
-            &PatchParams::default(),
+            &PatchOptions::default(),
             &Patch::Json(json!([
                 {"op": "test", "path": "/data/k", "value": "1"},
                 {"op": "replace", "path": "/data/k", "value": "3"},
@@ -360,7 +361,7 @@ async fn json_patch_and_server_side_apply_with_owners_conflicts_and_force() {
     let created = api
         .patch(
             "ssa",
-            &PatchParams::apply("alpha"),
+            &PatchOptions::apply("alpha"),
             &Patch::Apply(applied("a")),
         )
         .await
@@ -369,7 +370,7 @@ async fn json_patch_and_server_side_apply_with_owners_conflicts_and_force() {
     let err = api
         .patch(
             "ssa",
-            &PatchParams::apply("beta"),
+            &PatchOptions::apply("beta"),
             &Patch::Apply(applied("b")),
         )
         .await
@@ -385,7 +386,7 @@ async fn json_patch_and_server_side_apply_with_owners_conflicts_and_force() {
     let forced = api
         .patch(
             "ssa",
-            &PatchParams::apply("beta").force(),
+            &PatchOptions::apply("beta").force(),
             &Patch::Apply(applied("b")),
         )
         .await
@@ -412,7 +413,7 @@ async fn the_status_subresource_writes_only_status() {
     let mut w = DynamicObject::new("example.com/v1", "Widget");
     w.metadata.name = Some("w".into());
     w.data.insert("spec".into(), json!({"size": 1}));
-    let w = api.create(&PostParams::default(), &w).await.unwrap();
+    let w = api.create(&CreateOptions::default(), &w).await.unwrap();
     let generation = w.generation();
 
     let mut with_status = w.clone();
@@ -421,7 +422,7 @@ async fn the_status_subresource_writes_only_status() {
         .insert("status".into(), json!({"ready": true}));
     with_status.data.insert("spec".into(), json!({"size": 99}));
     let written = api
-        .replace_status("w", &PostParams::default(), &with_status)
+        .replace_status("w", &CreateOptions::default(), &with_status)
         .await
         .unwrap();
     assert_eq!(written.data["status"]["ready"], true);
@@ -432,14 +433,14 @@ async fn the_status_subresource_writes_only_status() {
     assert_eq!(written.generation(), generation);
     // The stale copy conflicts on /status too.
     let err = api
-        .replace_status("w", &PostParams::default(), &with_status)
+        .replace_status("w", &CreateOptions::default(), &with_status)
         .await
         .unwrap_err();
     assert!(err.is_conflict(), "{err:?}");
     let patched = api
         .patch_status(
             "w",
-            &PatchParams::default(),
+            &PatchOptions::default(),
             &Patch::Merge(json!({"status": {"observed": 2}})),
         )
         .await
@@ -456,7 +457,7 @@ async fn the_status_subresource_writes_only_status() {
     let mut main = api.get("w").await.unwrap();
     main.data.insert("status".into(), json!({"ready": false}));
     let kept = api
-        .replace("w", &PostParams::default(), &main)
+        .replace("w", &CreateOptions::default(), &main)
         .await
         .unwrap();
     assert_eq!(kept.data["status"]["ready"], true);
@@ -477,7 +478,7 @@ async fn the_scale_subresource_reads_and_sets_replicas() {
         json!({"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}),
     );
     deployments
-        .create(&PostParams::default(), &d)
+        .create(&CreateOptions::default(), &d)
         .await
         .unwrap();
     let scale = deployments.get_scale("web").await.unwrap();
@@ -486,20 +487,20 @@ async fn the_scale_subresource_reads_and_sets_replicas() {
     let mut more = scale.clone();
     more.spec.replicas = Some(5);
     let scaled = deployments
-        .replace_scale("web", &PostParams::default(), &more)
+        .replace_scale("web", &CreateOptions::default(), &more)
         .await
         .unwrap();
     assert_eq!(scaled.spec.replicas, Some(5));
     // The old scale's resourceVersion is stale now.
     let err = deployments
-        .replace_scale("web", &PostParams::default(), &more)
+        .replace_scale("web", &CreateOptions::default(), &more)
         .await
         .unwrap_err();
     assert!(err.is_conflict(), "{err:?}");
     let patched = deployments
         .patch_scale(
             "web",
-            &PatchParams::default(),
+            &PatchOptions::default(),
             &Patch::Merge(json!({"spec": {"replicas": 1}})),
         )
         .await
@@ -520,30 +521,30 @@ async fn the_scale_subresource_reads_and_sets_replicas() {
 async fn dry_runs_answer_like_the_write_and_store_nothing() {
     let (sim, client) = start().await;
     let api = configmaps(&client);
-    let dry = PostParams {
+    let dry = CreateOptions {
         dry_run: true,
-        ..PostParams::default()
+        ..CreateOptions::default()
     };
     let answered = api.create(&dry, &cm("dry", "1")).await.unwrap();
     assert_eq!(answered.name(), "dry");
     assert!(api.get_opt("dry").await.unwrap().is_none());
     let real = api
-        .create(&PostParams::default(), &cm("dry", "1"))
+        .create(&CreateOptions::default(), &cm("dry", "1"))
         .await
         .unwrap();
     let revision = sim.revision();
     let patched = api
         .patch(
             "dry",
-            &PatchParams::default().dry_run(),
+            &PatchOptions::default().dry_run(),
             &Patch::Merge(json!({"data": {"k": "2"}})),
         )
         .await
         .unwrap();
     assert_eq!(patched.data["data"]["k"], "2");
-    let deleted = DeleteParams {
+    let deleted = DeleteOptions {
         dry_run: true,
-        ..DeleteParams::default()
+        ..DeleteOptions::default()
     };
     api.delete("dry", &deleted).await.unwrap();
     assert_eq!(
@@ -563,14 +564,14 @@ async fn delete_collection_deletes_what_the_selector_matches() {
     for (name, tier) in [("a", "web"), ("b", "web"), ("c", "db")] {
         let mut o = cm(name, "0");
         o.metadata.labels = Some([("tier".to_string(), tier.to_string())].into());
-        api.create(&PostParams::default(), &o).await.unwrap();
+        api.create(&CreateOptions::default(), &o).await.unwrap();
     }
     let selector = ListOptions {
         label_selector: Some("tier=web".into()),
         ..ListOptions::default()
     };
     match api
-        .delete_collection(&DeleteParams::default(), &selector)
+        .delete_collection(&DeleteOptions::default(), &selector)
         .await
         .unwrap()
     {
@@ -588,20 +589,20 @@ async fn delete_collection_deletes_what_the_selector_matches() {
     );
     // A precondition on the uid protects a recreated object of the same name.
     let old = api.get("c").await.unwrap();
-    api.delete("c", &DeleteParams::default()).await.unwrap();
-    api.create(&PostParams::default(), &cm("c", "new"))
+    api.delete("c", &DeleteOptions::default()).await.unwrap();
+    api.create(&CreateOptions::default(), &cm("c", "new"))
         .await
         .unwrap();
     let err = api
         .delete(
             "c",
-            &DeleteParams {
+            &DeleteOptions {
                 preconditions: Some(Preconditions {
                     uid: old.uid().map(str::to_string),
                     resource_version: None,
                 }),
                 propagation_policy: Some(reflector::PropagationPolicy::Background),
-                ..DeleteParams::default()
+                ..DeleteOptions::default()
             },
         )
         .await
@@ -621,19 +622,19 @@ async fn a_write_check_that_refuses_stops_writes_before_sending_and_leaves_reads
             Err("lease lapsed".to_string())
         }
     });
-    api.create(&PostParams::default(), &cm("g", "1"))
+    api.create(&CreateOptions::default(), &cm("g", "1"))
         .await
         .unwrap();
     allowed.store(false, std::sync::atomic::Ordering::Relaxed);
     let writes = sim.counters().writes;
     let merge = Patch::Merge(json!({"data": {"k": "2"}}));
     let refused = [
-        api.create(&PostParams::default(), &cm("h", "1"))
+        api.create(&CreateOptions::default(), &cm("h", "1"))
             .await
             .err(),
-        api.patch("g", &PatchParams::default(), &merge).await.err(),
-        api.delete("g", &DeleteParams::default()).await.err(),
-        api.delete_collection(&DeleteParams::default(), &ListOptions::default())
+        api.patch("g", &PatchOptions::default(), &merge).await.err(),
+        api.delete("g", &DeleteOptions::default()).await.err(),
+        api.delete_collection(&DeleteOptions::default(), &ListOptions::default())
             .await
             .err(),
     ];

@@ -55,9 +55,13 @@ pub type TouchHook<T> = Arc<dyn Fn(&T) + Send + Sync>;
 /// # queue.shutdown(); }
 /// ```
 pub struct QueueConfig<T> {
-    pub(crate) name: Option<String>,
-    pub(crate) provider: Arc<dyn MetricsProvider>,
-    pub(crate) touch: Option<TouchHook<T>>,
+    /// The queue's name, which metrics are kept under (a queue without one keeps none); default
+    /// none.
+    pub name: Option<String>,
+    /// Where the metrics go; default none kept ([`NoopMetricsProvider`]).
+    pub provider: Arc<dyn MetricsProvider>,
+    /// Called when an item is added while it is already waiting; default none.
+    pub touch: Option<TouchHook<T>>,
 }
 
 impl<T> Default for QueueConfig<T> {

@@ -22,7 +22,7 @@ use workqueue::shared_informer::reflector::store_index::{
     CompactObject, DynamicObject, Object, ObjectOrTombstone,
 };
 use workqueue::shared_informer::reflector::{
-    Api, ClusterConfig, Credentials, Decode, Patch, PatchParams, Resource,
+    Api, ClusterConfig, Credentials, Decode, Patch, PatchOptions, Resource,
 };
 use workqueue::shared_informer::{
     EventHandlerFns, HandlerRegistration, SharedIndexInformer, SharedInformerFactory,
@@ -359,7 +359,7 @@ async fn write_summary(summaries: &Api<DynamicObject>, count: usize) -> Result<(
     summaries
         .patch(
             SUMMARY,
-            &PatchParams::apply(FIELD_MANAGER).force(),
+            &PatchOptions::apply(FIELD_MANAGER).force(),
             &Patch::Apply(summary),
         )
         .await

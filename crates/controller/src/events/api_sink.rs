@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use workqueue::shared_informer::reflector::store_index::Object;
 use workqueue::shared_informer::reflector::{
-    Api, Client, ClientError, Patch, PatchParams, PostParams, Resource,
+    Api, Client, ClientError, CreateOptions, Patch, PatchOptions, Resource,
 };
 
 use super::model::Event;
@@ -89,7 +89,7 @@ impl EventSink for ApiEventSink {
             event,
         };
         self.api(event)
-            .create(&PostParams::default(), &body)
+            .create(&CreateOptions::default(), &body)
             .await
             .map(|created| created.0)
             .map_err(sink_error)
@@ -99,7 +99,7 @@ impl EventSink for ApiEventSink {
         self.api(event)
             .patch(
                 &event.metadata.name,
-                &PatchParams::default(),
+                &PatchOptions::default(),
                 &Patch::Strategic(patch),
             )
             .await

@@ -70,7 +70,7 @@ impl LeaseGuard {
     /// ```
     /// use controller::leader_election::{LeaderElectionConfig, LeaderElector, MemoryLock};
     /// use workqueue::shared_informer::reflector::store_index::DynamicObject;
-    /// use workqueue::shared_informer::reflector::{Api, Client, ClientError, ClusterConfig, PostParams, Resource};
+    /// use workqueue::shared_informer::reflector::{Api, Client, ClientError, ClusterConfig, CreateOptions, Resource};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
@@ -83,7 +83,7 @@ impl LeaseGuard {
     /// .unwrap();
     /// // Not leading yet: the guard is not valid, so the write is refused before it is sent.
     /// let cms = elector.guard().protect(cms);
-    /// let err = cms.create(&PostParams::default(), &DynamicObject::new("v1", "ConfigMap")).await;
+    /// let err = cms.create(&CreateOptions::default(), &DynamicObject::new("v1", "ConfigMap")).await;
     /// assert!(matches!(err, Err(ClientError::WriteRefused { .. })));
     /// # }
     /// ```

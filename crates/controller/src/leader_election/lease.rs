@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use workqueue::shared_informer::reflector::store_index::{Object, ObjectMeta};
-use workqueue::shared_informer::reflector::{Api, Client, ClientError, PostParams, Resource};
+use workqueue::shared_informer::reflector::{Api, Client, ClientError, CreateOptions, Resource};
 
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::micro_time;
@@ -236,7 +236,7 @@ impl LeaseLock for ApiLeaseLock {
         let lease = self.lease(record, None);
         let created = self
             .api
-            .create(&PostParams::default(), &lease)
+            .create(&CreateOptions::default(), &lease)
             .await
             .map_err(lock_error)?;
         self.remember(created)
@@ -250,7 +250,7 @@ impl LeaseLock for ApiLeaseLock {
         let lease = self.lease(record, Some(version));
         let updated = self
             .api
-            .replace(&self.name, &PostParams::default(), &lease)
+            .replace(&self.name, &CreateOptions::default(), &lease)
             .await
             .map_err(lock_error)?;
         self.remember(updated)

@@ -45,8 +45,8 @@ pub const MAX_OBJECT_BYTES: usize = 16 << 20;
 ///
 /// ```no_run
 /// use reflector::store_index::DynamicObject;
-/// use reflector::{retry_on_conflict, Api, Client, ClientError, ClusterConfig, Patch, PatchParams,
-///                 PostParams, Resource, RetryBackoff};
+/// use reflector::{retry_on_conflict, Api, Client, ClientError, ClusterConfig, Patch, PatchOptions,
+///                 CreateOptions, Resource, RetryBackoff};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = Client::new(&ClusterConfig::from_kubeconfig(None)?)?;
@@ -55,7 +55,7 @@ pub const MAX_OBJECT_BYTES: usize = 16 << 20;
 /// let mut cm = DynamicObject::new("v1", "ConfigMap");
 /// cm.metadata.name = Some("settings".into());
 /// cm.data.insert("data".into(), serde_json::json!({"mode": "fast"}));
-/// match cms.create(&PostParams::default(), &cm).await {
+/// match cms.create(&CreateOptions::default(), &cm).await {
 ///     Ok(_) | Err(ClientError::AlreadyExists(_)) => {}
 ///     Err(e) => return Err(e.into()),
 /// }
@@ -63,10 +63,10 @@ pub const MAX_OBJECT_BYTES: usize = 16 << 20;
 /// retry_on_conflict(RetryBackoff::DEFAULT_RETRY, || async {
 ///     let mut cm = cms.get("settings").await?;
 ///     cm.data.insert("data".into(), serde_json::json!({"mode": "safe"}));
-///     cms.replace("settings", &PostParams::default(), &cm).await
+///     cms.replace("settings", &CreateOptions::default(), &cm).await
 /// })
 /// .await?;
-/// cms.patch("settings", &PatchParams::default(),
+/// cms.patch("settings", &PatchOptions::default(),
 ///           &Patch::Merge(serde_json::json!({"data": {"extra": "1"}}))).await?;
 /// # Ok(()) }
 /// ```
@@ -103,18 +103,40 @@ impl<K> std::fmt::Debug for Api<K> {
     }
 }
 
-/// Options of a create or replace (and of a status or scale replace).
+/// Options of a create or replace (and of a status or scale replace): client-go's
+/// `CreateOptions`, whose fields its `UpdateOptions` shares. Per-request parameters are all
+/// `*Options` here, as in client-go: [`ListOptions`], [`WatchOptions`](crate::WatchOptions), [`CreateOptions`],
+/// [`PatchOptions`], [`DeleteOptions`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PostParams {
+pub struct CreateOptions {
     /// `dryRun=All`: the server validates and answers as it would, and stores nothing.
     pub dry_run: bool,
     /// `fieldManager`: the name the server records in `managedFields` for this write.
     pub field_manager: Option<String>,
 }
 
+/// The old name of [`CreateOptions`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `CreateOptions`, as client-go names it"
+)]
+pub type PostParams = CreateOptions;
+/// The old name of [`PatchOptions`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `PatchOptions`, as client-go names it"
+)]
+pub type PatchParams = PatchOptions;
+/// The old name of [`DeleteOptions`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `DeleteOptions`, as client-go names it"
+)]
+pub type DeleteParams = DeleteOptions;
+
 /// Options of a patch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PatchParams {
+pub struct PatchOptions {
     /// `dryRun=All`.
     pub dry_run: bool,
     /// `fieldManager`; required by server-side apply ([`Patch::Apply`]).
@@ -124,12 +146,12 @@ pub struct PatchParams {
     pub force: bool,
 }
 
-impl PatchParams {
+impl PatchOptions {
     /// Options of a server-side apply by `field_manager` (not forced).
     pub fn apply(field_manager: impl Into<String>) -> Self {
-        PatchParams {
+        PatchOptions {
             field_manager: Some(field_manager.into()),
-            ..PatchParams::default()
+            ..PatchOptions::default()
         }
     }
 
@@ -160,7 +182,7 @@ pub enum Patch<P> {
     /// merges lists by their keys; built-in types only.
     Strategic(P),
     /// Server-side apply (`application/apply-patch+yaml`, JSON being YAML): the fields this
-    /// manager wants, owned by it; needs [`PatchParams::field_manager`].
+    /// manager wants, owned by it; needs [`PatchOptions::field_manager`].
     Apply(P),
 }
 
@@ -208,7 +230,7 @@ pub struct Preconditions {
 
 /// Options of a delete (sent as a `DeleteOptions` body).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeleteParams {
+pub struct DeleteOptions {
     /// `dryRun=All`.
     pub dry_run: bool,
     /// Seconds before the object is deleted (`0`: at once); `None`: the type's default.
@@ -219,7 +241,7 @@ pub struct DeleteParams {
     pub preconditions: Option<Preconditions>,
 }
 
-impl DeleteParams {
+impl DeleteOptions {
     /// The `DeleteOptions` body.
     fn body(&self) -> serde_json::Value {
         let mut body = serde_json::json!({"kind": "DeleteOptions", "apiVersion": "v1"});
@@ -339,7 +361,7 @@ impl<K> Api<K> {
     /// use std::sync::atomic::{AtomicBool, Ordering};
     /// use std::sync::Arc;
     /// use reflector::store_index::DynamicObject;
-    /// use reflector::{Api, Client, ClientError, ClusterConfig, PostParams, Resource};
+    /// use reflector::{Api, Client, ClientError, ClusterConfig, CreateOptions, Resource};
     ///
     /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
@@ -350,7 +372,7 @@ impl<K> Api<K> {
     ///         .with_write_check(move || {
     ///             flag.load(Ordering::Relaxed).then_some(()).ok_or_else(|| "not leading".to_string())
     ///         });
-    /// let err = api.create(&PostParams::default(), &DynamicObject::new("v1", "ConfigMap")).await;
+    /// let err = api.create(&CreateOptions::default(), &DynamicObject::new("v1", "ConfigMap")).await;
     /// assert!(matches!(err, Err(ClientError::WriteRefused { .. })));
     /// # }
     /// ```
@@ -587,7 +609,7 @@ impl<K: Decode> Api<K> {
     /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn create<T: Serialize>(
         &self,
-        params: &PostParams,
+        params: &CreateOptions,
         object: &T,
     ) -> Result<K, ClientError> {
         let mut path = self.collection();
@@ -612,7 +634,7 @@ impl<K: Decode> Api<K> {
     pub async fn replace<T: Serialize>(
         &self,
         name: &str,
-        params: &PostParams,
+        params: &CreateOptions,
         object: &T,
     ) -> Result<K, ClientError> {
         self.put(name, None, params, object).await
@@ -627,7 +649,7 @@ impl<K: Decode> Api<K> {
     pub async fn replace_status<T: Serialize>(
         &self,
         name: &str,
-        params: &PostParams,
+        params: &CreateOptions,
         object: &T,
     ) -> Result<K, ClientError> {
         self.put(name, Some("status"), params, object).await
@@ -643,7 +665,7 @@ impl<K: Decode> Api<K> {
     pub async fn patch<P: Serialize>(
         &self,
         name: &str,
-        params: &PatchParams,
+        params: &PatchOptions,
         patch: &Patch<P>,
     ) -> Result<K, ClientError> {
         let (path, body) = self.patch_request(name, None, params, patch)?;
@@ -660,7 +682,7 @@ impl<K: Decode> Api<K> {
     pub async fn patch_status<P: Serialize>(
         &self,
         name: &str,
-        params: &PatchParams,
+        params: &PatchOptions,
         patch: &Patch<P>,
     ) -> Result<K, ClientError> {
         let (path, body) = self.patch_request(name, Some("status"), params, patch)?;
@@ -678,7 +700,7 @@ impl<K: Decode> Api<K> {
     pub async fn delete(
         &self,
         name: &str,
-        params: &DeleteParams,
+        params: &DeleteOptions,
     ) -> Result<Deleted<K>, ClientError> {
         let query = if params.dry_run { "dryRun=All" } else { "" };
         let path = self.object_path(name, None, query)?;
@@ -698,7 +720,7 @@ impl<K: Decode> Api<K> {
     /// its answer is lost (the client never sends it again); read the object to know.
     pub async fn delete_collection(
         &self,
-        params: &DeleteParams,
+        params: &DeleteOptions,
         options: &ListOptions,
     ) -> Result<Deleted<ObjectList<K>>, ClientError> {
         let mut path = self.collection();
@@ -746,7 +768,7 @@ impl<K: Decode> Api<K> {
     pub async fn replace_scale(
         &self,
         name: &str,
-        params: &PostParams,
+        params: &CreateOptions,
         scale: &Scale,
     ) -> Result<Scale, ClientError> {
         let query = write_query(params.dry_run, params.field_manager.as_deref(), false);
@@ -764,7 +786,7 @@ impl<K: Decode> Api<K> {
     pub async fn patch_scale<P: Serialize>(
         &self,
         name: &str,
-        params: &PatchParams,
+        params: &PatchOptions,
         patch: &Patch<P>,
     ) -> Result<Scale, ClientError> {
         let (path, body) = self.patch_request(name, Some("scale"), params, patch)?;
@@ -790,7 +812,7 @@ impl<K: Decode> Api<K> {
         &self,
         name: &str,
         subresource: Option<&str>,
-        params: &PostParams,
+        params: &CreateOptions,
         object: &T,
     ) -> Result<K, ClientError> {
         let query = write_query(params.dry_run, params.field_manager.as_deref(), false);
@@ -804,13 +826,13 @@ impl<K: Decode> Api<K> {
         &self,
         name: &str,
         subresource: Option<&str>,
-        params: &PatchParams,
+        params: &PatchOptions,
         patch: &Patch<P>,
     ) -> Result<(String, Bytes), ClientError> {
         let apply = matches!(patch, Patch::Apply(_));
         if apply && params.field_manager.as_deref().unwrap_or("").is_empty() {
             return Err(ClientError::InvalidRequest(
-                "a server-side apply needs a field manager (PatchParams::apply)".into(),
+                "a server-side apply needs a field manager (PatchOptions::apply)".into(),
             ));
         }
         if params.force && !apply {
@@ -960,7 +982,7 @@ mod tests {
             "dryRun=All&fieldManager=ctl+x&force=true"
         );
         assert_eq!(write_query(false, None, false), "");
-        let body = DeleteParams {
+        let body = DeleteOptions {
             dry_run: true,
             grace_period_seconds: Some(0),
             propagation_policy: Some(PropagationPolicy::Foreground),

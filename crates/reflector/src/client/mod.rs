@@ -37,9 +37,11 @@ pub use crate::wire::representation::Representation;
 pub use crate::wire::resource::{ApiResource, Resource};
 pub use crate::wire::status::{Status, StatusCause, StatusDetails};
 pub use api::{
-    Api, DeleteParams, Deleted, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy,
-    Scale, ScaleSpec, ScaleStatus, MAX_OBJECT_BYTES,
+    Api, CreateOptions, DeleteOptions, Deleted, Patch, PatchOptions, Preconditions,
+    PropagationPolicy, Scale, ScaleSpec, ScaleStatus, MAX_OBJECT_BYTES,
 };
+#[allow(deprecated)]
+pub use api::{DeleteParams, PatchParams, PostParams};
 pub use config::{
     default_user_agent, ClusterConfig, Credentials, ExecConfig, Impersonate, KubeconfigUser,
     OidcConfig,

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::DynamicObject;
 use workqueue::shared_informer::reflector::{
-    Api, Client, ClusterConfig, Credentials, Patch, PatchParams,
+    Api, Client, ClusterConfig, Credentials, Patch, PatchOptions,
 };
 
 use crate::check::{eventually, Failure, Outcome};
@@ -125,7 +125,7 @@ async fn replica(
                 seq += 1;
                 let body = json!({"data": {"writer": identity(i), "seq": seq.to_string()}});
                 if writes
-                    .patch(WRITES, &PatchParams::default(), &Patch::Merge(body))
+                    .patch(WRITES, &PatchOptions::default(), &Patch::Merge(body))
                     .await
                     .is_ok()
                 {

@@ -21,7 +21,7 @@ use sim_apiserver::{ApiError, RequestKind, ResourceDef, SimServer};
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{DynamicObject, Object, ReadOnlyIndexer};
 use workqueue::shared_informer::reflector::{
-    retry_on_conflict, Api, ClientError, DeleteParams, ListOptions, PostParams, Preconditions,
+    retry_on_conflict, Api, ClientError, CreateOptions, DeleteOptions, ListOptions, Preconditions,
     Resource, RetryBackoff,
 };
 use workqueue::shared_informer::EventHandlerFns;
@@ -98,7 +98,7 @@ async fn reconcile(ctx: Ctx, key: String) -> Result<Action, ClientError> {
         if has_children {
             ctx.child_api
                 .delete_collection(
-                    &DeleteParams::default(),
+                    &DeleteOptions::default(),
                     &ListOptions {
                         label_selector: Some(selector),
                         ..ListOptions::default()
@@ -115,7 +115,7 @@ async fn reconcile(ctx: Ctx, key: String) -> Result<Action, ClientError> {
         if ctx.children.get_by_key(&child_key).is_none() {
             match ctx
                 .child_api
-                .create(&PostParams::default(), &child(&name, i))
+                .create(&CreateOptions::default(), &child(&name, i))
                 .await
             {
                 Ok(_) => {
@@ -137,12 +137,12 @@ async fn reconcile(ctx: Ctx, key: String) -> Result<Action, ClientError> {
             .next()
             .and_then(|i| i.parse::<u64>().ok());
         if *parent == name && index.is_none_or(|i| i >= replicas) {
-            let params = DeleteParams {
+            let params = DeleteOptions {
                 preconditions: Some(Preconditions {
                     uid: c.uid().map(str::to_string),
                     resource_version: None,
                 }),
-                ..DeleteParams::default()
+                ..DeleteOptions::default()
             };
             match ctx.child_api.delete(c.name(), &params).await {
                 Ok(_) => {
@@ -181,7 +181,7 @@ async fn reconcile(ctx: Ctx, key: String) -> Result<Action, ClientError> {
                     "status".into(),
                     json!({"children": replicas, "observedGeneration": generation}),
                 );
-                api.replace_status(&name, &PostParams::default(), &fresh)
+                api.replace_status(&name, &CreateOptions::default(), &fresh)
                     .await?;
                 Ok(true)
             }
