@@ -39,7 +39,9 @@
 //! `events` 0 or small, a measure of the initial list alone); `PEER_WORKERS=N` sets the client runtime's worker
 //! threads (default 2); `PEER_PACING=off` or `PEER_PACING=<queue>,<handler>` replaces the
 //! informers' default pacing (high waters), `PEER_QUEUE=delta-fifo` or `PEER_QUEUE=in-order,<batch>`
-//! their default queue. `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
+//! their default queue. `PEER_WRAP=1` (ours only) builds the informer by hand on its
+//! `HttpListerWatcher` wrapped in one that forwards nothing but `list` and `watch`: the decode
+//! lane must survive the wrapping (the rate is the same). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -356,6 +358,46 @@ enum ClientRun {
         CancellationToken,
         Arc<dyn Fn() -> i64 + Send + Sync>,
     ),
+    /// `PEER_WRAP=1`: an informer built by hand on a wrapped lister-watcher, and its run task.
+    OursWrapped(
+        tokio::task::JoinHandle<()>,
+        CancellationToken,
+        Arc<dyn Fn() -> i64 + Send + Sync>,
+    ),
+}
+
+/// `PEER_WRAP=1`: the informer's `HttpListerWatcher` wrapped in one that counts the calls and
+/// forwards nothing but `list` and `watch`, as a wrapper written before decode lanes existed
+/// does: it must keep the same rate (the reflector's lane needs no forwarding).
+struct Counting<L> {
+    inner: L,
+    calls: AtomicU64,
+}
+
+impl<K, L> shared_informer::reflector::ListerWatcher<K> for Counting<L>
+where
+    K: Send + Sync + 'static,
+    L: shared_informer::reflector::ListerWatcher<K>,
+{
+    async fn list(
+        &self,
+        options: shared_informer::reflector::ListOptions,
+    ) -> Result<shared_informer::reflector::ObjectList<K>, shared_informer::reflector::ReflectorError>
+    {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.list(options).await
+    }
+
+    async fn watch(
+        &self,
+        options: shared_informer::reflector::WatchOptions,
+    ) -> Result<
+        shared_informer::reflector::WatchStream<K>,
+        shared_informer::reflector::ReflectorError,
+    > {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.watch(options).await
+    }
 }
 
 impl ClientRun {
@@ -410,6 +452,9 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
+        if std::env::var_os("PEER_WRAP").is_some() {
+            return Self::ours_wrapped::<K>(url, counter).await;
+        }
         let mut factory = SharedInformerFactory::new(ClusterConfig::new(url).expect("config"));
         if let Some(pacing) = pacing_from_env() {
             factory = factory.pacing(pacing);
@@ -465,17 +510,73 @@ impl ClientRun {
         ClientRun::Ours(Box::new(factory), cancel, pending)
     }
 
+    /// `PEER_WRAP=1`: the same informer as [`ours`](Self::ours), built by hand on a counting
+    /// wrapper of its `HttpListerWatcher` (one `on_update` handler counting).
+    async fn ours_wrapped<K>(url: &str, counter: &Arc<Counter>) -> Self
+    where
+        K: Object + Decode + Send + Sync + 'static,
+    {
+        assert!(
+            std::env::var_os("PEER_NO_HANDLER").is_none(),
+            "PEER_WRAP runs with a handler"
+        );
+        let config = ClusterConfig::new(url).expect("config");
+        let lw = shared_informer::reflector::HttpListerWatcher::<K>::new(
+            &config,
+            Resource::namespaced("", "v1", "pods"),
+        )
+        .expect("lister-watcher");
+        let mut options = shared_informer::InformerOptions {
+            name: "pods".into(),
+            ..Default::default()
+        };
+        if let Some(pacing) = pacing_from_env() {
+            options.pacing = pacing;
+        }
+        if let Some(queue) = queue_from_env() {
+            options.queue = queue;
+        }
+        let informer = shared_informer::SharedIndexInformer::new(
+            Counting {
+                inner: lw,
+                calls: AtomicU64::new(0),
+            },
+            options,
+        );
+        let handler_counter = Arc::clone(counter);
+        let registration = informer
+            .add_event_handler(
+                EventHandlerFns::new().on_update(move |_: &Arc<K>, _| handler_counter.hit()),
+            )
+            .expect("handler");
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn({
+            let (informer, cancel) = (informer.clone(), cancel.clone());
+            async move { informer.run(cancel).await }
+        });
+        let synced = tokio::time::timeout(Duration::from_secs(600), informer.wait_for_sync()).await;
+        assert_eq!(synced, Ok(true), "informer synced");
+        assert_eq!(informer.indexer().len(), cached(), "informer synced");
+        ClientRun::OursWrapped(task, cancel, Arc::new(move || registration.pending()))
+    }
+
     /// Reads the handler's backlog, where there is one.
     fn backlog(&self) -> Option<Arc<dyn Fn() -> i64 + Send + Sync>> {
         match self {
             ClientRun::Kube(_) => None,
-            ClientRun::Ours(_, _, pending) => Some(Arc::clone(pending)),
+            ClientRun::Ours(_, _, pending) | ClientRun::OursWrapped(_, _, pending) => {
+                Some(Arc::clone(pending))
+            }
         }
     }
 
     async fn stop(self) {
         match self {
             ClientRun::Kube(task) => task.abort(),
+            ClientRun::OursWrapped(task, cancel, _) => {
+                cancel.cancel();
+                let _ = task.await;
+            }
             ClientRun::Ours(factory, cancel, _) => {
                 cancel.cancel();
                 factory.shutdown().await;
