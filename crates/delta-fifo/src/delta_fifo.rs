@@ -351,6 +351,10 @@ impl<K: Object> DeltaFifo<K> {
     /// [`ProcessError::Requeue`]); [`FifoError::Closed`] once the queue is closed and empty. A closed
     /// queue that still holds items keeps handing them out.
     ///
+    /// A consumer meant to run on the in-order [`RealFifo`](crate::RealFifo) too is written
+    /// against [`Queue::pop_entry`](crate::Queue::pop_entry), with
+    /// [`Popped::deltas`](crate::Popped::deltas) for the deltas.
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: a key is taken, and `process` run on its deltas, only in the poll that returns; a

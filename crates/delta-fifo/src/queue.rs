@@ -51,6 +51,49 @@ impl<K> Popped<'_, K> {
     pub fn is_empty(&self) -> bool {
         false
     }
+
+    /// The deltas this entry holds, oldest first: one key's ([`Popped::Deltas`]) or a batch's
+    /// ([`Popped::Batch`]); none for the atomic entries, which a consumer handles whole. A
+    /// consumer written as `for delta in popped.deltas()` runs unchanged on the
+    /// [`DeltaFifo`](crate::DeltaFifo) and on a non-atomic [`RealFifo`](crate::RealFifo) through
+    /// [`Queue::pop_entry`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use delta_fifo::{DeltaFifo, DeltaFifoOptions, Queue, RealFifo, RealFifoOptions};
+    /// use delta_fifo::store_index::{DynamicObject, Indexer, Object};
+    ///
+    /// /// One consumer for either queue: the keys it was handed.
+    /// async fn drain(queue: &impl Queue<DynamicObject>) -> Vec<String> {
+    ///     let mut keys = Vec::new();
+    ///     while !queue.is_empty() {
+    ///         let popped = queue
+    ///             .pop_entry(1, |popped, _| {
+    ///                 Ok(popped.deltas().iter().map(|d| d.object.key().unwrap().to_string()).collect::<Vec<_>>())
+    ///             })
+    ///             .await
+    ///             .unwrap();
+    ///         keys.extend(popped.unwrap_or_default());
+    ///     }
+    ///     keys
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let pod = Arc::new(DynamicObject::new("v1", "Pod").within("default").named("web-1"));
+    /// let fifo = DeltaFifo::new(DeltaFifoOptions::new());
+    /// fifo.add(Arc::clone(&pod)).unwrap();
+    /// let real = RealFifo::new(RealFifoOptions::new(Indexer::<DynamicObject>::default()));
+    /// real.add(pod).unwrap();
+    /// assert_eq!(drain(&fifo).await, drain(&real).await);
+    /// # }
+    /// ```
+    pub fn deltas(&self) -> &[Delta<K>] {
+        match self {
+            Popped::Deltas(deltas) => deltas.as_slice(),
+            Popped::Batch(batch) => batch,
+            Popped::ReplacedAll { .. } | Popped::SyncAll | Popped::Bookmark(_) => &[],
+        }
+    }
 }
 
 /// A queue of deltas that a reflector fills (through [`Store`]) and an informer drains.

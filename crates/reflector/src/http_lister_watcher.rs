@@ -13,7 +13,7 @@ use crate::client::{
 };
 use crate::decode_lane::DecodeLane;
 use crate::error::ReflectorError;
-use crate::list::page_byte_bound;
+use crate::list::request_byte_bound;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::ReflectorMetrics;
 use crate::store_index::Selector;
@@ -118,7 +118,8 @@ impl<K> HttpListerWatcher<K> {
 
     /// Largest accepted list response, in bytes (default [`DEFAULT_MAX_BODY_BYTES`], 1 GiB).
     /// Each page is bounded below it by what its `limit` asks for
-    /// ([`page_byte_bound`](crate::page_byte_bound): 258 MiB for a page of 500): a larger page,
+    /// ([`page_byte_bound`](crate::page_byte_bound): 258 MiB for a page of 500; a first page the
+    /// watch cache may answer whole, [`LIST_FROM_CACHE_BYTES`](crate::LIST_FROM_CACHE_BYTES)): a larger page,
     /// or a body that never ends, stops with
     /// [`ClientError::BodyTooLarge`](crate::ClientError::BodyTooLarge) instead of growing
     /// memory, and the reflector asks for it again in smaller pages (contract H3).
@@ -174,7 +175,7 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             .get_bytes_accepting(
                 &self.path(&options.to_query()),
                 K::REPRESENTATION.list_accept(),
-                page_byte_bound(options.limit, self.max_list_page_bytes),
+                request_byte_bound(&options, self.max_list_page_bytes),
             )
             .await?;
         if let Some(m) = &self.metrics {

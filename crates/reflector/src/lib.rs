@@ -80,8 +80,8 @@ pub use client::{DeleteParams, PatchParams, PostParams};
 pub use error::{PaginationError, ReflectorError};
 pub use http_lister_watcher::HttpListerWatcher;
 pub use list::{
-    page_byte_bound, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE, LIST_ITEM_ALLOWANCE_BYTES,
-    LIST_PAGE_ENVELOPE_BYTES,
+    page_byte_bound, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE, LIST_FROM_CACHE_BYTES,
+    LIST_ITEM_ALLOWANCE_BYTES, LIST_PAGE_ENVELOPE_BYTES,
 };
 pub use lister_watcher::{ListerWatcher, WatchStream};
 pub use metrics::{ReflectorMetrics, ReflectorStats};

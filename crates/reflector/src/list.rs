@@ -54,6 +54,30 @@ pub fn page_byte_bound(limit: u32, max: usize) -> usize {
         .min(max)
 }
 
+/// The byte bound of a first page that the watch cache may answer (resource version `"0"`, no
+/// continue token): 384 MiB, or [`page_byte_bound`]'s if larger. kube-apiserver's watch cache
+/// may ignore the limit there and send the whole collection in one body, which client-go accepts;
+/// so a collection of up to about 100k pods still comes in one request, and only a larger one is
+/// read in part, refused, and asked for again at `""`, where the limit is honoured. A body that
+/// never ends costs this bound once (measured: under 512 MB for a whole process).
+pub const LIST_FROM_CACHE_BYTES: usize = 384 << 20;
+
+/// The byte bound of the list request `options`, at most `max`: [`page_byte_bound`] of its
+/// limit, raised to [`LIST_FROM_CACHE_BYTES`] where the watch cache may answer it whole.
+pub(crate) fn request_byte_bound(options: &ListOptions, max: usize) -> usize {
+    let from_cache = options.continue_token.is_none()
+        && options
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| rv.as_str() == "0");
+    let bound = page_byte_bound(options.limit, max);
+    if from_cache {
+        bound.max(LIST_FROM_CACHE_BYTES.min(max))
+    } else {
+        bound
+    }
+}
+
 /// The request to make instead of `options` after its page overran its byte bound
 /// ([`page_byte_bound`]), or `None` when nothing smaller can be asked for. In order: an
 /// unlimited list is asked for in pages of [`DEFAULT_PAGE_SIZE`] (at the same resource
@@ -256,6 +280,35 @@ mod tests {
     use crate::client::DEFAULT_MAX_BODY_BYTES;
 
     use super::*;
+
+    /// A first page the watch cache may answer whole (RV "0", no continue token) is bounded at
+    /// `LIST_FROM_CACHE_BYTES`, so a collection of about 100k pods is not read twice; any other
+    /// page keeps the bound of its limit.
+    #[test]
+    fn a_page_the_watch_cache_may_answer_whole_gets_the_cache_bound() {
+        let max = DEFAULT_MAX_BODY_BYTES;
+        let first = ListOptions {
+            limit: 500,
+            resource_version: Some("0".into()),
+            ..ListOptions::default()
+        };
+        assert_eq!(request_byte_bound(&first, max), LIST_FROM_CACHE_BYTES);
+        let exact = ListOptions {
+            resource_version: Some("42".into()),
+            ..first.clone()
+        };
+        assert_eq!(request_byte_bound(&exact, max), page_byte_bound(500, max));
+        let next = ListOptions {
+            continue_token: Some("c".into()),
+            ..first.clone()
+        };
+        assert_eq!(request_byte_bound(&next, max), page_byte_bound(500, max));
+        assert_eq!(
+            request_byte_bound(&first, 1 << 20),
+            1 << 20,
+            "never above max"
+        );
+    }
 
     #[test]
     fn list_page_decodes_metadata_and_items_in_one_pass() {
