@@ -201,14 +201,7 @@ impl HasSynced for SyncTracker {
                 return true;
             }
             let mut rx = self.inner.state.subscribe();
-            let upstream = match rx.wait_for(|state| state.upstream.is_some()).await {
-                Ok(state) => state.upstream.clone(),
-                Err(_) => None,
-            };
-            let Some(upstream) = upstream else {
-                return false;
-            };
-            if !upstream.wait_for_sync().await {
+            if !upstream_synced(&mut rx, |state| state.upstream.as_ref()).await {
                 return false;
             }
             let spoiled = match rx
@@ -220,6 +213,22 @@ impl HasSynced for SyncTracker {
             };
             !spoiled && self.latch()
         })
+    }
+}
+
+/// The first half of both trackers' wait: for an upstream to be set, then for it to sync.
+/// `false` if it stopped first, or if the tracker's state is gone.
+async fn upstream_synced<S>(
+    rx: &mut watch::Receiver<S>,
+    upstream: impl Fn(&S) -> Option<&Arc<dyn HasSynced>>,
+) -> bool {
+    let set = match rx.wait_for(|state| upstream(state).is_some()).await {
+        Ok(state) => upstream(&state).cloned(),
+        Err(_) => None,
+    };
+    match set {
+        Some(upstream) => upstream.wait_for_sync().await,
+        None => false,
     }
 }
 
@@ -364,14 +373,7 @@ impl<T: Eq + Hash + Send + Sync + 'static> HasSynced for AsyncTracker<T> {
                 return true;
             }
             let mut rx = self.inner.state.subscribe();
-            let upstream = match rx.wait_for(|state| state.upstream.is_some()).await {
-                Ok(state) => state.upstream.clone(),
-                Err(_) => None,
-            };
-            let Some(upstream) = upstream else {
-                return false;
-            };
-            if !upstream.wait_for_sync().await {
+            if !upstream_synced(&mut rx, |state| state.upstream.as_ref()).await {
                 return false;
             }
             let drained = rx.wait_for(|state| state.waiting.is_empty()).await.is_ok();

@@ -229,13 +229,15 @@ async fn a_handler_that_is_waited_for_holds_the_reader_back_within_the_bounds() 
         assert!(!inf.handler_stats()[0].lagging);
 
         gate.open();
-        // The cache holds the last event before its notification is queued (a pop's
-        // notifications go out after its cache write), so wait for the handler to have handled
-        // that last event: one handler's notifications arrive in order, so all the others came
-        // before it.
+        // The cache holds an event before its notification is queued (a pop's notifications go
+        // out after its cache write), and the DeltaFifo pops by key, not in event order: so wait
+        // for the handler to have handled every pod's last update, then for its buffer to drain.
         until_cache_has_the_last_event(inf).await;
-        let last = ("p19".to_string(), PODS + EVENTS);
-        until(|| seen.lock().contains(&last)).await;
+        until(|| {
+            let seen = seen.lock();
+            (0..PODS).all(|p| seen.contains(&(format!("p{p}"), EVENTS + 1 + p)))
+        })
+        .await;
         until(|| reg.pending() == 0).await;
         assert_eq!(read(), EVENTS);
         assert_in_order_per_pod(&seen.lock());
