@@ -18,6 +18,14 @@ pub struct ResourceDef {
     pub status_subresource: bool,
     /// Its `scale` subresource, if any ([`ResourceDef::with_scale`]).
     pub scale: Option<ScaleDef>,
+    /// Short names discovery advertises (`po` for pods), so that `kubectl get po` resolves.
+    pub short_names: Vec<String>,
+    /// Categories discovery advertises (`all`), so that `kubectl get all` includes it.
+    pub categories: Vec<String>,
+    /// The OpenAPI v3 schema of the object (a CustomResourceDefinition's
+    /// `openAPIV3Schema`), when the resource has one of its own; built-in kinds take theirs
+    /// from the OpenAPI module instead.
+    pub schema: Option<std::sync::Arc<serde_json::Value>>,
 }
 
 /// Where a resource's `scale` subresource finds its numbers (JSON pointers into the object),
@@ -54,7 +62,28 @@ impl ResourceDef {
             namespaced,
             status_subresource: false,
             scale: None,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            schema: None,
         }
+    }
+
+    /// Sets the short names discovery advertises (`["po"]`).
+    pub fn with_short_names(mut self, names: &[&str]) -> Self {
+        self.short_names = names.iter().map(|n| n.to_string()).collect();
+        self
+    }
+
+    /// Sets the categories discovery advertises (`["all"]`).
+    pub fn with_categories(mut self, categories: &[&str]) -> Self {
+        self.categories = categories.iter().map(|c| c.to_string()).collect();
+        self
+    }
+
+    /// Sets the object's OpenAPI v3 schema (see [`ResourceDef::schema`]).
+    pub fn with_schema(mut self, schema: serde_json::Value) -> Self {
+        self.schema = Some(std::sync::Arc::new(schema));
+        self
     }
 
     /// Gives the resource a `status` subresource (`{plural}/status` in discovery).
