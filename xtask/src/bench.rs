@@ -198,6 +198,19 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
+/// The paced peer comparison's rates (events/s, issue 34's everyday rates) and the clients it runs:
+/// kube-rs's `Pod` reflector and our three representations, one HTTP chunk per event.
+const PEER_RATES: [u32; 2] = [200, 2000];
+const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
+    ("kube-pod", "kube-rs reflector, Pod"),
+    ("ours-pod", "informer Pod"),
+    ("ours-dynamic", "informer DynamicObject"),
+    ("ours-compact", "informer CompactObject"),
+];
+
+/// Seconds of paced watch per run (`--quick`: fewer).
+const PEER_PACED_SECONDS: u32 = 15;
+
 /// Pods in the peer comparison's large initial list (its peak RSS, ours against kube-rs's).
 const PEER_LARGE_LIST: usize = 100_000;
 
@@ -209,6 +222,12 @@ const CUSTOM_TARGETS: &[(&str, &str)] = &[
     ("peer: watch, informer CompactObject", "≥ 4.5"),
     ("peer: watch peak RSS", "peak ≤ 1.1x RSS at sync"),
     ("peer: soak", "≤ 1.1"),
+    // Issue 34: at everyday rates, a typed informer at most half kube-rs's CPU per event.
+    ("peer: paced CPU per event, informer Pod", "≥ 2.0"),
+    (
+        "peer: paced CPU per event, informer CompactObject",
+        "≤ 15 µs at 2000/s",
+    ),
     // Issue 18: the large typed list's peak at most 0.8x kube-rs's (kube-rs's peak over ours).
     ("peer: initial list peak RSS", "≥ 1.25"),
     // Issue 19: batched in-order processing must not be slower than the DeltaFifo.
@@ -378,6 +397,22 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
         large.insert(client, run_peer_bench(&exe, &[client, "1000"], 2, &env)?);
     }
     rows.extend(large_list_row(&large["ours-pod"], &large["kube-pod"]));
+    // Paced: events at a steady rate, each in its own chunk, as a quiet cluster sends them.
+    let seconds = if quick { 5 } else { PEER_PACED_SECONDS };
+    for rate in PEER_RATES {
+        let events = (rate * seconds).to_string();
+        let rate_env = rate.to_string();
+        let mut runs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+        for round in 1..=PEER_RUNS {
+            for (client, _) in PEER_PACED_CLIENTS {
+                println!("peer comparison, paced at {rate}/s, round {round}/{PEER_RUNS}: {client}");
+                let env = [("PEER_RATE", rate_env.as_str())];
+                let result = run_peer_bench(&exe, &[client, &events], 2, &env)?;
+                runs.entry(client.to_string()).or_default().push(result);
+            }
+        }
+        rows.extend(paced_rows(&runs, rate));
+    }
     // The soak: a typed and a dynamic informer together, RSS over time (default runtime).
     println!("peer comparison: soak, Pod + DynamicObject informers");
     let soak_events = if quick { "60000" } else { "200000" };
@@ -436,6 +471,89 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> 
                         value / at_sync,
                         baseline / median_of(base, "rss_sync_mb").unwrap_or(f64::NAN)
                     ));
+                }
+            }
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// The paced comparison's rows at `rate`: each client's CPU per event, context switches per event,
+/// latency percentiles and watch peak RSS, medians, against kube-rs's `Pod` reflector (lower is
+/// better for all, so the ratio is kube-rs's over ours).
+fn paced_rows(runs: &BTreeMap<String, Vec<Value>>, rate: u32) -> Vec<Value> {
+    let Some(base) = runs.get("kube-pod") else {
+        return Vec::new();
+    };
+    let n = base.len();
+    let switches = |runs: &[Value]| {
+        let mut values: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| {
+                Some(
+                    r["voluntary_switches_per_event"].as_f64()?
+                        + r["involuntary_switches_per_event"].as_f64()?,
+                )
+            })
+            .collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len().checked_sub(1)? / 2).copied()
+    };
+    let mut rows = Vec::new();
+    for (client, label) in PEER_PACED_CLIENTS {
+        let Some(ours) = runs.get(*client) else {
+            continue;
+        };
+        let figures = [
+            (
+                "CPU per event",
+                median_of(ours, "cpu_us_per_event"),
+                median_of(base, "cpu_us_per_event"),
+                "µs",
+            ),
+            (
+                "context switches per event",
+                switches(ours),
+                switches(base),
+                "",
+            ),
+            (
+                "latency p50",
+                median_of(ours, "latency_p50_us"),
+                median_of(base, "latency_p50_us"),
+                "µs",
+            ),
+            (
+                "latency p99",
+                median_of(ours, "latency_p99_us"),
+                median_of(base, "latency_p99_us"),
+                "µs",
+            ),
+            (
+                "watch peak RSS",
+                median_of(ours, "watch_peak_rss_mb"),
+                median_of(base, "watch_peak_rss_mb"),
+                "MB",
+            ),
+        ];
+        for (what, value, baseline, unit) in figures {
+            let (Some(value), Some(baseline)) = (value, baseline) else {
+                continue;
+            };
+            let mut row = serde_json::json!({
+                "name": format!("peer: paced {what}, {label} ({rate} events/s, one chunk each; 2 worker(s); median of {n}), glibc malloc"),
+                "value": value,
+                "unit": unit,
+            });
+            if *client != "kube-pod" {
+                row["baseline"] = Value::from(baseline);
+                row["baseline_name"] = Value::from("kube-rs reflector, Pod");
+                row["ratio"] = Value::from(baseline / value);
+            }
+            if what == "watch peak RSS" {
+                if let Some(at_sync) = median_of(ours, "rss_sync_mb") {
+                    row["note"] = Value::from(format!("RSS at sync {at_sync:.0} MB"));
                 }
             }
             rows.push(row);
@@ -789,6 +907,55 @@ mod tests {
         let informer = rows.last().unwrap();
         assert_eq!(informer.ratio, "0.50");
         assert_eq!(informer.target, "≥ 0.75");
+    }
+
+    #[test]
+    fn paced_rows_set_each_client_against_kube_rs_lower_is_better() {
+        let run = |cpu: f64, voluntary: f64, p50: f64| {
+            serde_json::json!({
+                "cpu_us_per_event": cpu, "voluntary_switches_per_event": voluntary,
+                "involuntary_switches_per_event": 0.5, "latency_p50_us": p50,
+                "latency_p99_us": p50 * 10.0, "watch_peak_rss_mb": 100.0, "rss_sync_mb": 90.0
+            })
+        };
+        let mut runs = BTreeMap::new();
+        runs.insert(
+            "kube-pod".to_string(),
+            vec![
+                run(120.0, 1.0, 150.0),
+                run(100.0, 1.0, 150.0),
+                run(140.0, 1.0, 150.0),
+            ],
+        );
+        runs.insert(
+            "ours-pod".to_string(),
+            vec![
+                run(60.0, 1.5, 300.0),
+                run(50.0, 1.5, 300.0),
+                run(90.0, 1.5, 300.0),
+            ],
+        );
+        let rows = paced_rows(&runs, 2000);
+        // kube-rs's own five figures (no ratio), then ours against them.
+        assert_eq!(rows.len(), 10);
+        assert!(rows[0].get("ratio").is_none());
+        let ours: Vec<&Value> = rows
+            .iter()
+            .filter(|r| r["name"].as_str().unwrap().contains("informer Pod"))
+            .collect();
+        assert!(ours[0]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("peer: paced CPU per event, informer Pod (2000 events/s"));
+        assert_eq!(ours[0]["value"], 60.0, "the median of three");
+        assert_eq!(ours[0]["ratio"], 2.0, "kube-rs's CPU over ours");
+        assert_eq!(
+            ours[1]["value"], 2.0,
+            "voluntary and involuntary switches together"
+        );
+        assert_eq!(ours[1]["ratio"], 0.75);
+        assert_eq!(ours[2]["ratio"], 0.5, "latency: kube-rs's over ours");
+        assert_eq!(ours[4]["note"], "RSS at sync 90 MB");
     }
 
     #[test]

@@ -31,6 +31,12 @@
 //! (events/s) as the other custom benches print them, and every figure of the run; `cargo xtask
 //! bench` runs each client three times and tables the medians with ratios against kube-rs.
 //!
+//! `PEER_RATE=<events/s>` paces the watch instead (issue 34's everyday rates): the server sends the
+//! events at that steady rate, one HTTP chunk each, from a thread of its own, each stamped (an
+//! annotation, `informer-rs.bench/sent-us`) with the microseconds since the UNIX epoch at which it
+//! left; the handler reads the stamp back, so the figures add the latency from the server's send
+//! to the handler's call (p50, p99), besides CPU and context switches per event.
+//!
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
 //! CPU each thread used, on stderr; `PEER_MALLOC_STATS=1` prints glibc's per-arena statistics
 //! (`malloc_stats(3)`) at sync, after the watch and, with `PEER_TRACE`, at every tick.
@@ -56,7 +62,9 @@ use kube::runtime::WatchStreamExt as _;
 use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object};
 use shared_informer::reflector::{ClusterConfig, Decode, Resource};
 use shared_informer::{EventHandlerFns, SharedInformerFactory};
-use sim_apiserver::procstat::{cpu_between, process_cpu_s, status_mb, thread_cpu};
+use sim_apiserver::procstat::{
+    cpu_between, process_cpu_s, status_mb, task_totals, thread_cpu, TaskTotals,
+};
 use tokio_util::sync::CancellationToken;
 
 /// Pods in the list by default.
@@ -70,6 +78,50 @@ pub fn cached() -> usize {
         .map(|n| n.parse().expect("PEER_CACHED: a number"))
         .unwrap_or(CACHED)
 }
+/// `PEER_RATE`: the paced watch's events per second, if set (read by the client and inherited by
+/// the server process).
+pub fn rate() -> Option<f64> {
+    std::env::var("PEER_RATE")
+        .ok()
+        .map(|r| r.parse::<f64>().expect("PEER_RATE: events per second"))
+        .filter(|r| *r > 0.0)
+}
+
+/// The annotation a paced event carries its send time in.
+pub const SENT_ANNOTATION: &str = "informer-rs.bench/sent-us";
+
+/// Microseconds since the UNIX epoch now (the clock the server stamps with).
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
+/// The latencies a handler saw: from the server's stamp to the handler's call.
+#[derive(Default)]
+pub struct Latencies(std::sync::Mutex<Vec<u32>>);
+
+impl Latencies {
+    /// Records one event's latency from its stamp, if it has one.
+    fn observe(&self, stamp: Option<&str>) {
+        if let Some(sent) = stamp.and_then(|s| s.parse::<u64>().ok()) {
+            let micros = now_us().saturating_sub(sent).min(u32::MAX as u64) as u32;
+            self.0.lock().expect("latencies").push(micros);
+        }
+    }
+
+    /// The `q` quantile (0..=1) in microseconds, if any latency was recorded.
+    fn quantile(&self, q: f64) -> Option<f64> {
+        let mut all = self.0.lock().expect("latencies").clone();
+        if all.is_empty() {
+            return None;
+        }
+        all.sort_unstable();
+        let i = ((all.len() - 1) as f64 * q).round() as usize;
+        Some(all[i] as f64)
+    }
+}
+
 /// Watch events by default.
 pub const DEFAULT_EVENTS: usize = 100_000;
 
@@ -127,6 +179,12 @@ pub struct Figures {
     /// else the whole run's).
     pub watch_peak_rss_mb: f64,
     pub cpu_us_per_event: f64,
+    /// Context switches per event during the watch: voluntary (a thread blocked) and involuntary.
+    pub voluntary_switches_per_event: f64,
+    pub involuntary_switches_per_event: f64,
+    /// Paced runs: the latency from the server's send to the handler's call, microseconds.
+    pub latency_p50_us: Option<f64>,
+    pub latency_p99_us: Option<f64>,
     /// Most notifications waiting in the handler's buffer, sampled every 10 ms during the watch
     /// (ours only: kube-rs's stream has no buffer between the cache and the consumer).
     pub max_backlog: Option<i64>,
@@ -134,8 +192,9 @@ pub struct Figures {
 
 impl Figures {
     fn to_json(self, client: &str, events: usize, allocator: &str) -> serde_json::Value {
+        let paced = rate().map_or(String::new(), |r| format!(", paced at {r}/s"));
         serde_json::json!({
-            "name": format!("peer: {client}, watch {events} events over {} pods, {allocator}", cached()),
+            "name": format!("peer: {client}, watch {events} events over {} pods{paced}, {allocator}", cached()),
             "value": self.events_per_s,
             "unit": "events/s",
             "client": client,
@@ -150,6 +209,11 @@ impl Figures {
             "list_peak_rss_mb": self.list_peak_rss_mb,
             "watch_peak_rss_mb": self.watch_peak_rss_mb,
             "cpu_us_per_event": self.cpu_us_per_event,
+            "voluntary_switches_per_event": self.voluntary_switches_per_event,
+            "involuntary_switches_per_event": self.involuntary_switches_per_event,
+            "rate": rate(),
+            "latency_p50_us": self.latency_p50_us,
+            "latency_p99_us": self.latency_p99_us,
             "max_handler_backlog": self.max_backlog,
         })
     }
@@ -203,6 +267,7 @@ struct Counter {
     count: AtomicU64,
     target: u64,
     reached: tokio::sync::Notify,
+    latencies: Latencies,
 }
 
 impl Counter {
@@ -211,7 +276,14 @@ impl Counter {
             count: AtomicU64::new(0),
             target: target as u64,
             reached: tokio::sync::Notify::new(),
+            latencies: Latencies::default(),
         })
+    }
+
+    /// Counts one event, recording its latency when it carries a stamp.
+    fn hit_stamped(&self, stamp: Option<&str>) {
+        self.latencies.observe(stamp);
+        self.hit();
     }
 
     fn hit(&self) {
@@ -297,6 +369,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
         });
         let threads_before = thread_cpu();
         let cpu_before = process_cpu_s();
+        let tasks_before = task_totals();
         perf_control("enable");
         let start = Instant::now();
         server.release();
@@ -307,7 +380,18 @@ pub fn measure(client: &str, events: usize) -> Figures {
             sampler.abort();
             backlog_max.load(Ordering::Relaxed)
         });
-        let cpu = process_cpu_s() - cpu_before;
+        let tasks = task_totals().since(tasks_before);
+        // The scheduler's nanosecond clock where there is one, else the 10 ms ticks.
+        let cpu = if tasks.cpu_ns > 0 {
+            tasks.cpu_ns as f64 / 1e9
+        } else {
+            process_cpu_s() - cpu_before
+        };
+        let TaskTotals {
+            voluntary_switches,
+            involuntary_switches,
+            ..
+        } = tasks;
         arena_stats("after the watch");
         if let Some(trace) = trace {
             trace.abort();
@@ -325,8 +409,19 @@ pub fn measure(client: &str, events: usize) -> Figures {
             list_peak_rss_mb,
             watch_peak_rss_mb: status_mb("VmHWM:"),
             cpu_us_per_event: cpu * 1e6 / events as f64,
+            voluntary_switches_per_event: voluntary_switches as f64 / events as f64,
+            involuntary_switches_per_event: involuntary_switches as f64 / events as f64,
+            latency_p50_us: counter.latencies.quantile(0.5),
+            latency_p99_us: counter.latencies.quantile(0.99),
             max_backlog,
         };
+        eprintln!(
+            "{client}: {:.2} voluntary + {:.2} involuntary context switches per event, latency p50 {:?} µs, p99 {:?} µs",
+            figures.voluntary_switches_per_event,
+            figures.involuntary_switches_per_event,
+            figures.latency_p50_us,
+            figures.latency_p99_us
+        );
         eprintln!(
             "{client}: sync {:.0} ms, watch {events} events in {:.2} s = {:.0} events/s, cpu {:.1} µs/event, rss at sync {:.0} MB, after {:.0} MB, peak in list {:.0} MB, in watch {:.0} MB, most notifications buffered {:?}",
             figures.sync_ms,
@@ -430,8 +525,13 @@ impl ClientRun {
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(kube::runtime::watcher::Event::InitDone) => synced = true,
-                    Ok(kube::runtime::watcher::Event::Apply(_)) if synced => {
-                        counter.hit();
+                    Ok(kube::runtime::watcher::Event::Apply(object)) if synced => {
+                        let stamp = object
+                            .meta()
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(SENT_ANNOTATION));
+                        counter.hit_stamped(stamp.map(String::as_str));
                         if counter.count.load(Ordering::Relaxed) >= counter.target {
                             // Done: nothing after the last event is measured.
                             break;
@@ -468,9 +568,11 @@ impl ClientRun {
         let handler_counter = Arc::clone(counter);
         let registration = (std::env::var_os("PEER_NO_HANDLER").is_none()).then(|| {
             informer
-                .add_event_handler(
-                    EventHandlerFns::new().on_update(move |_: &Arc<K>, _| handler_counter.hit()),
-                )
+                .add_event_handler(EventHandlerFns::new().on_update(
+                    move |_: &Arc<K>, new: &Arc<K>| {
+                        handler_counter.hit_stamped(new.annotation(SENT_ANNOTATION))
+                    },
+                ))
                 .expect("handler")
         });
         let cancel = CancellationToken::new();
@@ -661,14 +763,25 @@ mod server {
         let pod_lines: Vec<String> = (0..cached).map(realistic_pod_json).collect();
         // MODIFIED events: the same pods with later resource versions.
         let rv_of = |i: usize| format!(r#""resourceVersion":"{}""#, 1000 + i);
+        // Paced events carry a placeholder for their send time (see `serve`).
+        let stamp = super::rate().map(|_| {
+            format!(
+                r#""annotations":{{"{}":"{}","#,
+                super::SENT_ANNOTATION,
+                "0".repeat(sim_apiserver::prebuilt::STAMP_DIGITS)
+            )
+        });
         let lines = (0..events)
             .map(|e| {
                 let i = e % cached;
-                let obj = pod_lines[i].replacen(
+                let mut obj = pod_lines[i].replacen(
                     &rv_of(i),
                     &format!(r#""resourceVersion":"{}""#, cached + 1 + e),
                     1,
                 );
+                if let Some(stamp) = &stamp {
+                    obj = obj.replacen(r#""annotations":{"#, stamp, 1);
+                }
                 Bytes::from(format!("{{\"type\":\"MODIFIED\",\"object\":{obj}}}\n"))
             })
             .collect();
@@ -698,10 +811,20 @@ mod server {
             for _ in lines {}
             std::process::exit(0);
         });
-        // Served as the informer bench's fast server serves (`sim_apiserver::serve_prebuilt`).
-        runtime.block_on(sim_apiserver::serve_prebuilt(
-            listener, list, events, released,
-        ));
+        // Served as the informer bench's fast server serves (`sim_apiserver::serve_prebuilt`), or
+        // paced, each event stamped as it leaves.
+        match super::rate() {
+            None => runtime.block_on(sim_apiserver::serve_prebuilt(
+                listener, list, events, released,
+            )),
+            Some(rate) => {
+                let marker = format!(r#""{}":""#, super::SENT_ANNOTATION);
+                let pace = sim_apiserver::Pace::per_second(rate).stamped_after(marker);
+                runtime.block_on(sim_apiserver::serve_prebuilt_paced(
+                    listener, list, events, released, pace,
+                ))
+            }
+        }
     }
 
     #[cfg(test)]
