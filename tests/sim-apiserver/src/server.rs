@@ -61,6 +61,7 @@ pub struct SimServerBuilder {
     user_tokens: Vec<(String, String)>,
     history_limit: usize,
     history_max_versions: usize,
+    write_log_limit: usize,
     gzip: bool,
     gzip_min_bytes: usize,
 }
@@ -83,6 +84,7 @@ impl Default for SimServerBuilder {
             user_tokens: Vec::new(),
             history_limit: crate::storage::DEFAULT_HISTORY_LIMIT,
             history_max_versions: crate::storage::DEFAULT_HISTORY_MAX_VERSIONS,
+            write_log_limit: crate::write_log::DEFAULT_WRITE_LOG_LIMIT,
             gzip: false,
             gzip_min_bytes: DEFAULT_GZIP_MIN_BYTES,
         }
@@ -170,6 +172,13 @@ impl SimServerBuilder {
         self
     }
 
+    /// Keep the last `n` records of [`SimServer::write_log`] (the oldest go first). Default
+    /// [`crate::DEFAULT_WRITE_LOG_LIMIT`] (100 000); 0 keeps none.
+    pub fn write_log_limit(mut self, n: usize) -> Self {
+        self.write_log_limit = n;
+        self
+    }
+
     /// Keep the last `n` versions of each object for [`SimServer::history`]. Default
     /// [`crate::storage::DEFAULT_HISTORY_LIMIT`] (16); 0 keeps none.
     pub fn history_limit(mut self, n: usize) -> Self {
@@ -218,6 +227,7 @@ impl SimServerBuilder {
         }
         let storage = Arc::new(Storage::new(self.max_log_events, self.watch_buffer));
         storage.set_history_limit(self.history_limit, self.history_max_versions);
+        storage.set_write_log_limit(self.write_log_limit);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let tls = if self.tls {
             Some(TlsMaterial::generate()?)
@@ -519,6 +529,38 @@ impl SimServer {
             .get(idx, &key_of(ns, name))
             .map(|o| o.value.clone())
             .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))
+    }
+
+    /// Every change the server stored, oldest first, each with its revision, the object, and the
+    /// user whose request made it ([`crate::TEST_API_USER`] for this test API): what a test checks
+    /// a controller's writes against from the server's side (see [`crate::write_log`]). Bounded
+    /// by [`SimServerBuilder::write_log_limit`]; [`SimServer::write_log_dropped`] says whether
+    /// records were dropped to keep the bound.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let sim = sim_apiserver::SimServer::start().await?;
+    /// sim.create("configmaps", Some("default"), serde_json::json!({"metadata": {"name": "a"}}))?;
+    /// let last = sim.write_log().pop().expect("one change at least");
+    /// assert_eq!((last.resource.as_str(), last.name.as_str()), ("configmaps", "a"));
+    /// assert_eq!(last.user, sim_apiserver::TEST_API_USER);
+    /// # Ok(()) }
+    /// ```
+    pub fn write_log(&self) -> Vec<crate::WriteRecord> {
+        let registry = self.shared.registry.read();
+        let resolve = |res: usize| {
+            registry
+                .all()
+                .get(res)
+                .map(|d| (d.plural.clone(), d.group.clone()))
+                .unwrap_or_default()
+        };
+        self.shared.storage.write_log().records(resolve)
+    }
+
+    /// Records [`SimServer::write_log`] dropped to keep its bound (0: complete since the start).
+    pub fn write_log_dropped(&self) -> u64 {
+        self.shared.storage.write_log().dropped()
     }
 
     /// Every stored version of an object still kept (created, then each update, including
@@ -872,7 +914,8 @@ async fn respond(
         );
     }
     let delay = shared.faults.user_delay(auth.user());
-    let resp = respond_as(shared, req, auth).await;
+    let user = auth.user().to_string();
+    let resp = crate::write_log::as_writer(&user, respond_as(shared, req, auth)).await;
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
     }

@@ -275,6 +275,8 @@ pub struct Preconditions {
 pub struct Storage {
     inner: Mutex<Inner>,
     slow_terminations: AtomicU64,
+    /// Every committed change with its writer (taken after `inner`, never before it).
+    write_log: Mutex<crate::write_log::WriteLog>,
 }
 
 impl std::fmt::Debug for Storage {
@@ -387,7 +389,18 @@ impl Storage {
                 watchers: Vec::new(),
             }),
             slow_terminations: AtomicU64::new(0),
+            write_log: Mutex::new(crate::write_log::WriteLog::default()),
         }
+    }
+
+    /// The write log ([`crate::write_log`]).
+    pub fn write_log(&self) -> parking_lot::MutexGuard<'_, crate::write_log::WriteLog> {
+        self.write_log.lock()
+    }
+
+    /// Keeps at most `limit` records in the write log from now on (0: none).
+    pub fn set_write_log_limit(&self, limit: usize) {
+        *self.write_log.lock() = crate::write_log::WriteLog::with_limit(limit);
     }
 
     /// Current revision.
@@ -432,6 +445,9 @@ impl Storage {
     }
 
     fn commit(&self, i: &mut Inner, ev: Event) -> Arc<Event> {
+        self.write_log
+            .lock()
+            .record(ev.rv, ev.etype, ev.res, &ev.key);
         let ev = Arc::new(ev);
         i.log.push_back(ev.clone());
         while i.log.len() > i.max_log {
