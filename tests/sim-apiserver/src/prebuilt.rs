@@ -163,7 +163,7 @@ pub fn stamp(event: &Bytes, marker: &[u8], sent: SystemTime) -> Bytes {
         .position(|w| w == marker)
         .map(|i| i + marker.len());
     match at {
-        Some(at) if marker.len() > 0 && at + STAMP_DIGITS <= event.len() => {
+        Some(at) if !marker.is_empty() && at + STAMP_DIGITS <= event.len() => {
             let micros = sent.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros())
                 % 10u128.pow(STAMP_DIGITS as u32);
             let mut out = event.to_vec();
