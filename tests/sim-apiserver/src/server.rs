@@ -28,6 +28,7 @@ use crate::params::ListParams;
 use crate::representation::{self, Target};
 use crate::resources::{Registry, ResourceDef};
 use crate::status::ApiError;
+use crate::openapi;
 use crate::storage::{key_of, merge_patch, Storage};
 use crate::tls::{TlsError, TlsMaterial};
 use crate::watch::{self as watch_stream, WatchCtx};
@@ -745,9 +746,10 @@ fn route(shared: &Shared, path: &str) -> Route {
                 .map(Route::Json)
                 .unwrap_or(Route::NotFound)
         }
-        ["openapi", "v3"] => return Route::Json(discovery::openapi_v3_root(&reg)),
+        ["openapi", "v2"] => return Route::Json(openapi::swagger(&reg)),
+        ["openapi", "v3"] => return Route::Json(openapi::v3_root(&reg)),
         ["openapi", "v3", gv @ ..] => {
-            return discovery::openapi_v3_doc(&reg, &gv.join("/"))
+            return openapi::v3_document(&reg, &gv.join("/"))
                 .map(Route::Json)
                 .unwrap_or(Route::NotFound)
         }
@@ -896,6 +898,10 @@ async fn respond_as(shared: Arc<Shared>, req: Request<Incoming>, auth: Auth) -> 
                 );
             }
             Counters::inc(&shared.counters.discovery);
+            if path.trim_end_matches('/') == "/openapi/v2" {
+                let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok());
+                return openapi::v2_response(&shared, accept, &v);
+            }
             value_response(&shared, StatusCode::OK, &v)
         }
         Route::NotFound => error_response(&shared, &ApiError::path_not_found()),
