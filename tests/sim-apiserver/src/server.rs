@@ -24,11 +24,11 @@ use crate::discovery;
 use crate::faults::{Faults, ListFault, RequestKind, REPEAT_CONTINUE_TOKEN};
 use crate::list;
 use crate::metrics::{CounterSnapshot, Counters};
+use crate::openapi;
 use crate::params::ListParams;
 use crate::representation::{self, Target};
 use crate::resources::{Registry, ResourceDef};
 use crate::status::ApiError;
-use crate::openapi;
 use crate::storage::{key_of, merge_patch, Storage};
 use crate::tls::{TlsError, TlsMaterial};
 use crate::watch::{self as watch_stream, WatchCtx};
@@ -899,7 +899,10 @@ async fn respond_as(shared: Arc<Shared>, req: Request<Incoming>, auth: Auth) -> 
             }
             Counters::inc(&shared.counters.discovery);
             if path.trim_end_matches('/') == "/openapi/v2" {
-                let accept = req.headers().get(header::ACCEPT).and_then(|a| a.to_str().ok());
+                let accept = req
+                    .headers()
+                    .get(header::ACCEPT)
+                    .and_then(|a| a.to_str().ok());
                 return openapi::v2_response(&shared, accept, &v);
             }
             value_response(&shared, StatusCode::OK, &v)

@@ -35,9 +35,19 @@ const KINDS: &[(&str, &str, &str, &str)] = &[
     ("io.k8s.api.core.v1.Namespace", "", "v1", "Namespace"),
     ("io.k8s.api.core.v1.Event", "", "v1", "Event"),
     ("io.k8s.api.events.v1.Event", "events.k8s.io", "v1", "Event"),
-    ("io.k8s.api.coordination.v1.Lease", "coordination.k8s.io", "v1", "Lease"),
+    (
+        "io.k8s.api.coordination.v1.Lease",
+        "coordination.k8s.io",
+        "v1",
+        "Lease",
+    ),
     ("io.k8s.api.apps.v1.Deployment", "apps", "v1", "Deployment"),
-    ("io.k8s.api.autoscaling.v1.Scale", "autoscaling", "v1", "Scale"),
+    (
+        "io.k8s.api.autoscaling.v1.Scale",
+        "autoscaling",
+        "v1",
+        "Scale",
+    ),
 ];
 
 /// The strategic-merge metadata of the fields of built-in types that have any, as Kubernetes'
@@ -45,41 +55,220 @@ const KINDS: &[(&str, &str, &str, &str)] = &[
 /// `x-kubernetes-patch-merge-key`, `x-kubernetes-list-map-keys`). A field not listed here is
 /// replaced when it is a list and merged when it is a map.
 pub const PATCH_FIELDS: &[(&str, &str, &str, &str, &[&str])] = &[
-    ("io.k8s.api.core.v1.PodSpec", "containers", "merge", "name", &["name"]),
-    ("io.k8s.api.core.v1.PodSpec", "initContainers", "merge", "name", &["name"]),
-    ("io.k8s.api.core.v1.PodSpec", "ephemeralContainers", "merge", "name", &["name"]),
-    ("io.k8s.api.core.v1.PodSpec", "volumes", "merge,retainKeys", "name", &["name"]),
-    ("io.k8s.api.core.v1.PodSpec", "imagePullSecrets", "merge", "name", &["name"]),
-    ("io.k8s.api.core.v1.PodSpec", "hostAliases", "merge", "ip", &["ip"]),
-    ("io.k8s.api.core.v1.PodSpec", "topologySpreadConstraints", "merge", "topologyKey", &["topologyKey", "whenUnsatisfiable"]),
-    ("io.k8s.api.core.v1.PodSpec", "resourceClaims", "merge,retainKeys", "name", &["name"]),
-    ("io.k8s.api.core.v1.PodSpec", "schedulingGates", "merge", "name", &["name"]),
-    ("io.k8s.api.core.v1.Container", "ports", "merge", "containerPort", &["containerPort", "protocol"]),
-    ("io.k8s.api.core.v1.Container", "env", "merge", "name", &["name"]),
-    ("io.k8s.api.core.v1.Container", "volumeMounts", "merge", "mountPath", &["mountPath"]),
-    ("io.k8s.api.core.v1.Container", "volumeDevices", "merge", "devicePath", &["devicePath"]),
-    ("io.k8s.api.core.v1.EphemeralContainer", "ports", "merge", "containerPort", &["containerPort", "protocol"]),
-    ("io.k8s.api.core.v1.EphemeralContainer", "env", "merge", "name", &["name"]),
-    ("io.k8s.api.core.v1.EphemeralContainer", "volumeMounts", "merge", "mountPath", &["mountPath"]),
-    ("io.k8s.api.core.v1.EphemeralContainer", "volumeDevices", "merge", "devicePath", &["devicePath"]),
-    ("io.k8s.api.core.v1.PodStatus", "conditions", "merge", "type", &["type"]),
-    ("io.k8s.api.core.v1.PodStatus", "podIPs", "merge", "ip", &["ip"]),
-    ("io.k8s.api.core.v1.PodStatus", "hostIPs", "merge", "ip", &["ip"]),
-    ("io.k8s.api.core.v1.PodStatus", "resourceClaimStatuses", "merge,retainKeys", "name", &["name"]),
-    ("io.k8s.api.core.v1.NamespaceStatus", "conditions", "merge", "type", &["type"]),
-    ("io.k8s.api.apps.v1.DeploymentSpec", "strategy", "retainKeys", "", &[]),
-    ("io.k8s.api.apps.v1.DeploymentStatus", "conditions", "merge", "type", &["type"]),
-    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "finalizers", "merge", "", &[]),
-    ("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta", "ownerReferences", "merge", "uid", &["uid"]),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "containers",
+        "merge",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "initContainers",
+        "merge",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "ephemeralContainers",
+        "merge",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "volumes",
+        "merge,retainKeys",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "imagePullSecrets",
+        "merge",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "hostAliases",
+        "merge",
+        "ip",
+        &["ip"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "topologySpreadConstraints",
+        "merge",
+        "topologyKey",
+        &["topologyKey", "whenUnsatisfiable"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "resourceClaims",
+        "merge,retainKeys",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodSpec",
+        "schedulingGates",
+        "merge",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "ports",
+        "merge",
+        "containerPort",
+        &["containerPort", "protocol"],
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "env",
+        "merge",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "volumeMounts",
+        "merge",
+        "mountPath",
+        &["mountPath"],
+    ),
+    (
+        "io.k8s.api.core.v1.Container",
+        "volumeDevices",
+        "merge",
+        "devicePath",
+        &["devicePath"],
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "ports",
+        "merge",
+        "containerPort",
+        &["containerPort", "protocol"],
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "env",
+        "merge",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "volumeMounts",
+        "merge",
+        "mountPath",
+        &["mountPath"],
+    ),
+    (
+        "io.k8s.api.core.v1.EphemeralContainer",
+        "volumeDevices",
+        "merge",
+        "devicePath",
+        &["devicePath"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "conditions",
+        "merge",
+        "type",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "podIPs",
+        "merge",
+        "ip",
+        &["ip"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "hostIPs",
+        "merge",
+        "ip",
+        &["ip"],
+    ),
+    (
+        "io.k8s.api.core.v1.PodStatus",
+        "resourceClaimStatuses",
+        "merge,retainKeys",
+        "name",
+        &["name"],
+    ),
+    (
+        "io.k8s.api.core.v1.NamespaceStatus",
+        "conditions",
+        "merge",
+        "type",
+        &["type"],
+    ),
+    (
+        "io.k8s.api.apps.v1.DeploymentSpec",
+        "strategy",
+        "retainKeys",
+        "",
+        &[],
+    ),
+    (
+        "io.k8s.api.apps.v1.DeploymentStatus",
+        "conditions",
+        "merge",
+        "type",
+        &["type"],
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "finalizers",
+        "merge",
+        "",
+        &[],
+    ),
+    (
+        "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta",
+        "ownerReferences",
+        "merge",
+        "uid",
+        &["uid"],
+    ),
 ];
 
 /// Keywords a Swagger 2.0 schema may have (gnostic, which kubectl parses it with, refuses
 /// others); `x-` extensions are always allowed.
 const V2_KEYWORDS: &[&str] = &[
-    "$ref", "format", "title", "description", "default", "multipleOf", "maximum",
-    "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern",
-    "maxItems", "minItems", "uniqueItems", "maxProperties", "minProperties", "required", "enum",
-    "additionalProperties", "type", "items", "allOf", "properties", "discriminator", "readOnly",
+    "$ref",
+    "format",
+    "title",
+    "description",
+    "default",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "enum",
+    "additionalProperties",
+    "type",
+    "items",
+    "allOf",
+    "properties",
+    "discriminator",
+    "readOnly",
     "example",
 ];
 
@@ -240,9 +429,7 @@ fn custom_definition(def: &ResourceDef) -> Option<Value> {
         json!({"$ref": format!("#/definitions/{META}.ObjectMeta"), "description": "Standard object's metadata."}),
     );
     for k in ["apiVersion", "kind"] {
-        props
-            .entry(k)
-            .or_insert_with(|| json!({"type": "string"}));
+        props.entry(k).or_insert_with(|| json!({"type": "string"}));
     }
     Some(s)
 }
@@ -300,7 +487,13 @@ fn patch_types(builtin: bool) -> Vec<&'static str> {
 
 /// One resource's entries in `paths`: item and collection, with the operations kubectl looks
 /// for (the GVK extension, `fieldValidation`, the patch media types). `v3` picks the shape.
-fn resource_paths(d: &ResourceDef, prefix: &str, def_name: &str, v3: bool, out: &mut Map<String, Value>) {
+fn resource_paths(
+    d: &ResourceDef,
+    prefix: &str,
+    def_name: &str,
+    v3: bool,
+    out: &mut Map<String, Value>,
+) {
     let builtin = builtin_definition(d, None).is_some();
     let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
     let base = if d.namespaced {
@@ -309,7 +502,10 @@ fn resource_paths(d: &ResourceDef, prefix: &str, def_name: &str, v3: bool, out: 
         format!("{prefix}/{}", d.plural)
     };
     let reference = |name: &str| {
-        if v3 {
+        if name.is_empty() {
+            // A resource defined in Rust without a schema.
+            json!({"type": "object"})
+        } else if v3 {
             json!({"$ref": format!("#/components/schemas/{name}")})
         } else {
             json!({"$ref": format!("#/definitions/{name}")})
@@ -371,7 +567,11 @@ fn resource_paths(d: &ResourceDef, prefix: &str, def_name: &str, v3: bool, out: 
 
 /// The served resources with the definition that describes each; custom ones with their
 /// schema's definition in `extra`.
-fn served(reg: &Registry, only_gv: Option<&str>, extra: &mut Map<String, Value>) -> Vec<(ResourceDef, String)> {
+fn served(
+    reg: &Registry,
+    only_gv: Option<&str>,
+    extra: &mut Map<String, Value>,
+) -> Vec<(ResourceDef, String)> {
     let mut out = Vec::new();
     for d in reg.all() {
         if only_gv.is_some_and(|gv| gv_path(&d.group, &d.version) != gv) {
@@ -401,7 +601,13 @@ pub fn swagger(reg: &Registry) -> Value {
     defs.append(&mut extra);
     let mut paths = Map::new();
     for (d, n) in &served {
-        resource_paths(d, &format!("/{}", gv_path(&d.group, &d.version)), n, false, &mut paths);
+        resource_paths(
+            d,
+            &format!("/{}", gv_path(&d.group, &d.version)),
+            n,
+            false,
+            &mut paths,
+        );
     }
     json!({
         "swagger": "2.0",
@@ -430,18 +636,26 @@ pub(crate) fn v2_response(
             http::StatusCode::OK,
             bytes::Bytes::from(swagger_protobuf(doc)),
         );
+        // The spelling without `@`: Go's media-type parser, which client-go runs on every
+        // response's Content-Type, refuses the one it asks with.
         r.headers_mut().insert(
             http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static(V2_PROTOBUF),
+            http::HeaderValue::from_static(V2_PROTOBUF_LEGACY),
         );
         return r;
     }
     if accept.is_none_or(str::is_empty)
-        || ["application/json", "application/*", "*/*"].iter().any(|t| wants(t))
+        || ["application/json", "application/*", "*/*"]
+            .iter()
+            .any(|t| wants(t))
     {
         return crate::server::value_response(shared, http::StatusCode::OK, doc);
     }
-    let mut r = crate::server::json_response(shared, http::StatusCode::NOT_ACCEPTABLE, bytes::Bytes::new());
+    let mut r = crate::server::json_response(
+        shared,
+        http::StatusCode::NOT_ACCEPTABLE,
+        bytes::Bytes::new(),
+    );
     r.headers_mut().remove(http::header::CONTENT_TYPE);
     r
 }
@@ -462,7 +676,8 @@ pub fn v3_root(reg: &Registry) -> Value {
 fn to_v3(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
-            let mut out: Map<String, Value> = m.iter().map(|(k, x)| (k.clone(), to_v3(x))).collect();
+            let mut out: Map<String, Value> =
+                m.iter().map(|(k, x)| (k.clone(), to_v3(x))).collect();
             if let Some(Value::String(r)) = out.remove("$ref") {
                 let r = json!({"$ref": r.replacen("#/definitions/", "#/components/schemas/", 1)});
                 if out.is_empty() {
@@ -486,7 +701,11 @@ pub fn v3_document(reg: &Registry, gv: &str) -> Option<Value> {
         return None;
     }
     let mut paths = Map::new();
-    let mut roots = vec![format!("{META}.Status"), format!("{META}.DeleteOptions"), format!("{META}.Patch")];
+    let mut roots = vec![
+        format!("{META}.Status"),
+        format!("{META}.DeleteOptions"),
+        format!("{META}.Patch"),
+    ];
     for (d, n) in &served {
         resource_paths(d, &format!("/{gv}"), n, true, &mut paths);
         if !n.is_empty() {
@@ -522,7 +741,10 @@ mod tests {
         let c = &d["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
         assert_eq!(c["x-kubernetes-patch-merge-key"], "name");
         assert_eq!(c["x-kubernetes-patch-strategy"], "merge");
-        assert_eq!(c["items"]["$ref"], "#/definitions/io.k8s.api.core.v1.Container");
+        assert_eq!(
+            c["items"]["$ref"],
+            "#/definitions/io.k8s.api.core.v1.Container"
+        );
         // Every row of the table names a field that exists.
         for (name, field, ..) in PATCH_FIELDS {
             assert!(
@@ -553,7 +775,10 @@ mod tests {
         for (n, v) in d {
             walk(v, d, n);
             for k in v.as_object().unwrap().keys() {
-                assert!(k.starts_with("x-") || V2_KEYWORDS.contains(&k.as_str()), "{n}: {k}");
+                assert!(
+                    k.starts_with("x-") || V2_KEYWORDS.contains(&k.as_str()),
+                    "{n}: {k}"
+                );
             }
         }
     }
@@ -561,7 +786,13 @@ mod tests {
     #[test]
     fn v3_wraps_references_with_siblings_in_all_of() {
         let s = to_v3(&json!({"$ref": "#/definitions/a.B", "description": "d"}));
-        assert_eq!(s, json!({"allOf": [{"$ref": "#/components/schemas/a.B"}], "description": "d"}));
-        assert_eq!(to_v3(&json!({"$ref": "#/definitions/a.B"})), json!({"$ref": "#/components/schemas/a.B"}));
+        assert_eq!(
+            s,
+            json!({"allOf": [{"$ref": "#/components/schemas/a.B"}], "description": "d"})
+        );
+        assert_eq!(
+            to_v3(&json!({"$ref": "#/definitions/a.B"})),
+            json!({"$ref": "#/components/schemas/a.B"})
+        );
     }
 }

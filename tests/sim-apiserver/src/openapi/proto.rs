@@ -83,7 +83,11 @@ fn schema(v: &Value) -> Vec<u8> {
             double(&mut out, field, x);
         }
     }
-    for (field, k) in [(8, "exclusiveMaximum"), (10, "exclusiveMinimum"), (16, "uniqueItems")] {
+    for (field, k) in [
+        (8, "exclusiveMaximum"),
+        (10, "exclusiveMinimum"),
+        (16, "uniqueItems"),
+    ] {
         if let Some(x) = b(k) {
             boolean(&mut out, field, x);
         }
@@ -103,12 +107,22 @@ fn schema(v: &Value) -> Vec<u8> {
     if let Some(x) = s("pattern") {
         string(&mut out, 13, x);
     }
-    for r in m.get("required").and_then(Value::as_array).into_iter().flatten() {
+    for r in m
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if let Some(r) = r.as_str() {
             string(&mut out, 19, r);
         }
     }
-    for e in m.get("enum").and_then(Value::as_array).into_iter().flatten() {
+    for e in m
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         bytes(&mut out, 20, &any(e));
     }
     match m.get("additionalProperties") {
@@ -152,7 +166,12 @@ fn schema(v: &Value) -> Vec<u8> {
         }
         _ => {}
     }
-    for a in m.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+    for a in m
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         bytes(&mut out, 24, &schema(a));
     }
     if let Some(Value::Object(props)) = m.get("properties") {
@@ -216,7 +235,10 @@ mod tests {
     fn encodes_fields_with_their_numbers_and_wire_types() {
         // Schema{type: TypeItem{value: "string"}, description: "d"}
         let s = schema(&json!({"type": "string", "description": "d"}));
-        assert_eq!(s, [0x22, 1, b'd', 0xb2, 0x01, 8, 0x0a, 6, b's', b't', b'r', b'i', b'n', b'g']);
+        assert_eq!(
+            s,
+            [0x22, 1, b'd', 0xb2, 0x01, 8, 0x0a, 6, b's', b't', b'r', b'i', b'n', b'g']
+        );
         let mut v = Vec::new();
         varint(&mut v, 300);
         assert_eq!(v, [0xac, 0x02]);

@@ -323,7 +323,12 @@ fn merge_map(
                 Value::Array(a) => a,
                 _ => unreachable!("fresh keeps an array an array"),
             },
-            (Some(o), Some(p)) => match merge_value(Value::Array(o.clone()), &Value::Array(p.clone()), child, meta)? {
+            (Some(o), Some(p)) => match merge_value(
+                Value::Array(o.clone()),
+                &Value::Array(p.clone()),
+                child,
+                meta,
+            )? {
                 Value::Array(a) => a,
                 _ => unreachable!("a list merges into a list"),
             },
@@ -413,14 +418,22 @@ fn check_order(patch: &[Value], order: &[Value], key: Option<&str>) -> Result<()
 /// Orders a merged list: the elements named in `order` (the patch, or `$setElementOrder`) in
 /// that order, the others (known only to the server) in their original order, the two
 /// interleaved by their original positions where both have one.
-fn order_list(merged: Vec<Value>, order: &[Value], server: &[Value], key: Option<&str>) -> Vec<Value> {
+fn order_list(
+    merged: Vec<Value>,
+    order: &[Value],
+    server: &[Value],
+    key: Option<&str>,
+) -> Vec<Value> {
     let (mut named, mut server_only): (Vec<Value>, Vec<Value>) = merged
         .into_iter()
         .partition(|m| position(order, m, key).is_some());
     named.sort_by_key(|m| position(order, m, key));
     server_only.sort_by_key(|m| position(server, m, key).unwrap_or(usize::MAX));
     let mut out = Vec::with_capacity(named.len() + server_only.len());
-    let (mut l, mut r) = (server_only.into_iter().peekable(), named.into_iter().peekable());
+    let (mut l, mut r) = (
+        server_only.into_iter().peekable(),
+        named.into_iter().peekable(),
+    );
     loop {
         let take_left = match (l.peek(), r.peek()) {
             (None, None) => break,
@@ -520,6 +533,9 @@ fn merge_list(
             None => orig.push(merge_map(Map::new(), m, items)?),
         }
     }
-    let order: Vec<Value> = plain.into_iter().map(|m| Value::Object(m.clone())).collect();
+    let order: Vec<Value> = plain
+        .into_iter()
+        .map(|m| Value::Object(m.clone()))
+        .collect();
     Ok(order_list(orig, &order, &server, Some(key)))
 }
