@@ -21,6 +21,8 @@
 //! key) with a 500 carrying the same words, which here is a 400: the fault is the client's,
 //! and a 500 invites a retry.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 use crate::resources::ResourceDef;
@@ -385,9 +387,24 @@ fn ident<'v>(v: &'v Value, key: Option<&str>) -> Option<&'v Value> {
     }
 }
 
-fn position(list: &[Value], v: &Value, key: Option<&str>) -> Option<usize> {
-    let id = ident(v, key)?;
-    list.iter().position(|x| ident(x, key) == Some(id))
+/// Where each identity first occurs in a list, so that merging and ordering stay linear in
+/// the lists' lengths (a hostile patch of many elements against a long list is not quadratic).
+struct Positions(HashMap<String, usize>);
+
+impl Positions {
+    fn of(list: &[Value], key: Option<&str>) -> Self {
+        let mut m = HashMap::with_capacity(list.len());
+        for (i, v) in list.iter().enumerate() {
+            if let Some(id) = ident(v, key) {
+                m.entry(id.to_string()).or_insert(i);
+            }
+        }
+        Self(m)
+    }
+
+    fn get(&self, v: &Value, key: Option<&str>) -> Option<usize> {
+        self.0.get(&ident(v, key)?.to_string()).copied()
+    }
 }
 
 /// The patch's elements (those not deleted) must appear in `$setElementOrder` in the same
@@ -424,11 +441,15 @@ fn order_list(
     server: &[Value],
     key: Option<&str>,
 ) -> Vec<Value> {
-    let (mut named, mut server_only): (Vec<Value>, Vec<Value>) = merged
-        .into_iter()
-        .partition(|m| position(order, m, key).is_some());
-    named.sort_by_key(|m| position(order, m, key));
-    server_only.sort_by_key(|m| position(server, m, key).unwrap_or(usize::MAX));
+    let in_order = Positions::of(order, key);
+    let in_server = Positions::of(server, key);
+    let (mut named, mut server_only): (Vec<(Option<usize>, Value)>, Vec<(Option<usize>, Value)>) =
+        merged
+            .into_iter()
+            .map(|m| (in_server.get(&m, key), m))
+            .partition(|(_, m)| in_order.get(m, key).is_some());
+    named.sort_by_key(|(_, m)| in_order.get(m, key));
+    server_only.sort_by_key(|(at, _)| at.unwrap_or(usize::MAX));
     let mut out = Vec::with_capacity(named.len() + server_only.len());
     let (mut l, mut r) = (
         server_only.into_iter().peekable(),
@@ -439,13 +460,10 @@ fn order_list(
             (None, None) => break,
             (Some(_), None) => true,
             (None, Some(_)) => false,
-            (Some(a), Some(b)) => matches!(
-                (position(server, a, key), position(server, b, key)),
-                (Some(x), Some(y)) if x < y
-            ),
+            (Some((a, _)), Some((b, _))) => matches!((a, b), (Some(x), Some(y)) if x < y),
         };
         let next = if take_left { l.next() } else { r.next() };
-        out.extend(next);
+        out.extend(next.map(|(_, v)| v));
     }
     out
 }
@@ -484,8 +502,9 @@ fn merge_list(
     }
     if kind != 5 {
         let server = orig.clone();
+        let mut seen: HashSet<String> = orig.iter().map(Value::to_string).collect();
         for p in patch {
-            if !orig.contains(p) {
+            if seen.insert(p.to_string()) {
                 orig.push(p.clone());
             }
         }
@@ -496,6 +515,7 @@ fn merge_list(
     };
     let mut plain: Vec<&Map<String, Value>> = Vec::new();
     let mut replace = false;
+    let mut deleted: HashSet<String> = HashSet::new();
     for p in patch {
         let m = p.as_object().expect("checked: every element is an object");
         match m.get(PATCH) {
@@ -503,7 +523,7 @@ fn merge_list(
             Some(d) => match d.as_str() {
                 Some("delete") => {
                     let id = m.get(key).ok_or_else(|| no_merge_key(m, key))?;
-                    orig.retain(|o| o.get(key) != Some(id));
+                    deleted.insert(id.to_string());
                 }
                 Some("replace") => replace = true,
                 Some("merge") => {
@@ -513,6 +533,12 @@ fn merge_list(
             },
         }
     }
+    if !deleted.is_empty() {
+        orig.retain(|o| {
+            o.get(key)
+                .is_none_or(|id| !deleted.contains(&id.to_string()))
+        });
+    }
     if replace {
         let mut out = Vec::with_capacity(plain.len());
         for m in plain {
@@ -521,16 +547,20 @@ fn merge_list(
         return Ok(out);
     }
     let server = orig.clone();
+    let mut at = Positions::of(&orig, Some(key));
     for m in &plain {
         let id = m.get(key).ok_or_else(|| no_merge_key(m, key))?;
-        match orig.iter().position(|o| o.get(key) == Some(id)) {
+        match at.0.get(&id.to_string()).copied() {
             Some(i) => {
                 let Value::Object(o) = std::mem::take(&mut orig[i]) else {
                     unreachable!("checked: every element is an object")
                 };
                 orig[i] = merge_map(o, m, items)?;
             }
-            None => orig.push(merge_map(Map::new(), m, items)?),
+            None => {
+                at.0.insert(id.to_string(), orig.len());
+                orig.push(merge_map(Map::new(), m, items)?);
+            }
         }
     }
     let order: Vec<Value> = plain
