@@ -432,6 +432,9 @@ fn check_order(patch: &[Value], order: &[Value], key: Option<&str>) -> Result<()
     Ok(())
 }
 
+/// A list element with its position in the server's list, if it has one.
+type Placed = (Option<usize>, Value);
+
 /// Orders a merged list: the elements named in `order` (the patch, or `$setElementOrder`) in
 /// that order, the others (known only to the server) in their original order, the two
 /// interleaved by their original positions where both have one.
@@ -443,11 +446,10 @@ fn order_list(
 ) -> Vec<Value> {
     let in_order = Positions::of(order, key);
     let in_server = Positions::of(server, key);
-    let (mut named, mut server_only): (Vec<(Option<usize>, Value)>, Vec<(Option<usize>, Value)>) =
-        merged
-            .into_iter()
-            .map(|m| (in_server.get(&m, key), m))
-            .partition(|(_, m)| in_order.get(m, key).is_some());
+    let (mut named, mut server_only): (Vec<Placed>, Vec<Placed>) = merged
+        .into_iter()
+        .map(|m| (in_server.get(&m, key), m))
+        .partition(|(_, m)| in_order.get(m, key).is_some());
     named.sort_by_key(|(_, m)| in_order.get(m, key));
     server_only.sort_by_key(|(at, _)| at.unwrap_or(usize::MAX));
     let mut out = Vec::with_capacity(named.len() + server_only.len());
