@@ -398,6 +398,15 @@ async fn patching_a_deployments_second_container_over_http_keeps_the_first() {
         json!((rv.as_str().unwrap().parse::<u64>().unwrap() + 1).to_string()),
         "only the scale write"
     );
+    // Lists of lists: kube-apiserver's generic 422.
+    let p = json!({"metadata": {"finalizers": [["a"]]}});
+    let r = c.send(Method::PATCH, &url, Some((SMP, p))).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.body);
+    assert_eq!(r.body["reason"], "Invalid");
+    assert_eq!(
+        r.body["message"],
+        "the server rejected our request due to an error in our request"
+    );
     // A custom resource takes no strategic merge patch, as with kube-apiserver.
     let w = "/apis/example.com/v1/namespaces/default/widgets";
     assert_eq!(

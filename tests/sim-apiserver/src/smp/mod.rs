@@ -60,9 +60,13 @@ impl From<SmpError> for ApiError {
     fn from(e: SmpError) -> Self {
         match e {
             SmpError::BadRequest(m) => ApiError::bad_request(m),
-            SmpError::Invalid(m) => {
-                let mut e = ApiError::unprocessable(m);
-                e.details = None;
+            // kube-apiserver answers these with a generic 422 whose message is not the
+            // patch's fault but this fixed sentence.
+            SmpError::Invalid(_) => {
+                let mut e = ApiError::unprocessable(
+                    "the server rejected our request due to an error in our request",
+                );
+                e.details = Some(serde_json::json!({}));
                 e
             }
         }
