@@ -287,7 +287,7 @@ fn merge_map(
             .ok_or_else(bad_rk)?
             .iter()
             .map(|k| k.as_str().ok_or_else(bad_rk))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<HashSet<_>, _>>()?;
         for (k, v) in patch {
             if v.is_null() || k.starts_with('$') {
                 continue;
