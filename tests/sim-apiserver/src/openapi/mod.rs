@@ -435,7 +435,7 @@ fn custom_definition(def: &ResourceDef) -> Option<Value> {
 }
 
 /// The names of `roots` and every definition they refer to.
-fn closure(defs: &Map<String, Value>, roots: &[String]) -> BTreeSet<String> {
+fn closure<'a>(get: impl Fn(&str) -> Option<&'a Value>, roots: &[String]) -> BTreeSet<String> {
     fn refs(v: &Value, out: &mut Vec<String>) {
         match v {
             Value::Object(m) => {
@@ -456,7 +456,7 @@ fn closure(defs: &Map<String, Value>, roots: &[String]) -> BTreeSet<String> {
         if !seen.insert(n.clone()) {
             continue;
         }
-        if let Some(d) = defs.get(&n) {
+        if let Some(d) = get(&n) {
             refs(d, &mut todo);
         }
     }
@@ -713,11 +713,10 @@ pub fn v3_document(reg: &Registry, gv: &str) -> Option<Value> {
             roots.push(format!("{n}List"));
         }
     }
-    let mut all = definitions().clone();
-    all.append(&mut extra);
-    let schemas: Map<String, Value> = closure(&all, &roots)
+    let get = |n: &str| extra.get(n).or_else(|| definitions().get(n));
+    let schemas: Map<String, Value> = closure(get, &roots)
         .into_iter()
-        .filter_map(|n| all.get(&n).map(|d| (n.clone(), to_v3(d))))
+        .filter_map(|n| get(&n).map(|d| (n.clone(), to_v3(d))))
         .collect();
     Some(json!({
         "openapi": "3.0.0",
