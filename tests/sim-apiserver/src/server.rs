@@ -24,6 +24,7 @@ use crate::discovery;
 use crate::faults::{Faults, ListFault, RequestKind, REPEAT_CONTINUE_TOKEN};
 use crate::list;
 use crate::metrics::{CounterSnapshot, Counters};
+use crate::openapi;
 use crate::params::ListParams;
 use crate::representation::{self, Target};
 use crate::resources::{Registry, ResourceDef};
@@ -787,9 +788,10 @@ fn route(shared: &Shared, path: &str) -> Route {
                 .map(Route::Json)
                 .unwrap_or(Route::NotFound)
         }
-        ["openapi", "v3"] => return Route::Json(discovery::openapi_v3_root(&reg)),
+        ["openapi", "v2"] => return Route::Json(openapi::swagger(&reg)),
+        ["openapi", "v3"] => return Route::Json(openapi::v3_root(&reg)),
         ["openapi", "v3", gv @ ..] => {
-            return discovery::openapi_v3_doc(&reg, &gv.join("/"))
+            return openapi::v3_document(&reg, &gv.join("/"))
                 .map(Route::Json)
                 .unwrap_or(Route::NotFound)
         }
@@ -939,6 +941,13 @@ async fn respond_as(shared: Arc<Shared>, req: Request<Incoming>, auth: Auth) -> 
                 );
             }
             Counters::inc(&shared.counters.discovery);
+            if path.trim_end_matches('/') == "/openapi/v2" {
+                let accept = req
+                    .headers()
+                    .get(header::ACCEPT)
+                    .and_then(|a| a.to_str().ok());
+                return openapi::v2_response(&shared, accept, &v);
+            }
             value_response(&shared, StatusCode::OK, &v)
         }
         Route::NotFound => error_response(&shared, &ApiError::path_not_found()),

@@ -196,7 +196,10 @@ pub(crate) async fn write_request(
             }
             let patch = |v: &mut Value| -> Result<(), ApiError> {
                 match ct.as_str() {
-                    "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                    "application/strategic-merge-patch+json" => {
+                        crate::smp::patch_resource(def, sub, v, &body)
+                    }
+                    "application/merge-patch+json" => {
                         if !body.is_object() {
                             return Err(ApiError::bad_request("the patch is not a JSON object"));
                         }
