@@ -93,7 +93,9 @@
 //!   `Conflict`); a missing object is 404. `generation` is bumped when something outside
 //!   `metadata` and `status` changes. `metadata.managedFields` left out of a write are kept.
 //! * **Patch**: `application/merge-patch+json`, `application/strategic-merge-patch+json`
-//!   (treated as a merge patch: lists are replaced, not merged by key),
+//!   (built-in kinds only, by their merge keys and strategies and with `$patch`,
+//!   `$setElementOrder`, `$retainKeys` and `$deleteFromPrimitiveList`, see [`smp`]; a custom
+//!   resource answers 415 as kube-apiserver's does),
 //!   `application/json-patch+json` (RFC 6902, see [`patch`]: a failed `test` or a missing path
 //!   is 422, a malformed document 400), `application/apply-patch+yaml` (server-side apply,
 //!   see [`apply`] for what is simplified); others 415. A patch without a resourceVersion is
