@@ -1,0 +1,194 @@
+//! The self reviews: `authorization.k8s.io/v1` `SelfSubjectAccessReview` (`kubectl auth
+//! can-i`) and `SelfSubjectRulesReview` (`kubectl auth can-i --list`), and
+//! `authentication.k8s.io/v1` `SelfSubjectReview` (`kubectl auth whoami`). Each is a POST
+//! answered 201 with the review and its `status`; nothing is stored.
+
+use http::StatusCode;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::{json, Value};
+
+use super::{Attributes, Policy};
+use crate::resources::ResourceDef;
+use crate::status::ApiError;
+use crate::users::UserInfo;
+
+/// The biggest review body read (reviews are a few hundred bytes).
+const MAX_REVIEW_BYTES: usize = 64 * 1024;
+
+const AUTHORIZATION: &str = "authorization.k8s.io";
+const AUTHENTICATION: &str = "authentication.k8s.io";
+
+/// The review resources, for the registry.
+pub(crate) fn defs() -> Vec<ResourceDef> {
+    vec![
+        ResourceDef::new(
+            AUTHENTICATION,
+            "v1",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            false,
+        ),
+        ResourceDef::new(
+            AUTHORIZATION,
+            "v1",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+        ),
+        ResourceDef::new(
+            AUTHORIZATION,
+            "v1",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            false,
+        ),
+    ]
+}
+
+/// Whether `def` is one of the reviews (served here, not by the store).
+pub(crate) fn is_review(def: &ResourceDef) -> bool {
+    (def.group == AUTHORIZATION || def.group == AUTHENTICATION)
+        && def.version == "v1"
+        && def.plural.starts_with("selfsubject")
+}
+
+/// Answers a request on a review resource: only a POST of the collection is served.
+pub(crate) async fn handle(
+    policy: &Policy,
+    u: &UserInfo,
+    method: &http::Method,
+    def: &ResourceDef,
+    name: Option<&str>,
+    body: Incoming,
+) -> Result<(StatusCode, Value), ApiError> {
+    if method != http::Method::POST || name.is_some() {
+        return Err(ApiError::method_not_allowed(method.as_str()));
+    }
+    let bytes = http_body_util::Limited::new(body, MAX_REVIEW_BYTES)
+        .collect()
+        .await
+        .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?
+        .to_bytes();
+    let mut review: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("the object provided is unrecognized: {e}")))?;
+    if !review.is_object() {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {})",
+            def.kind
+        )));
+    }
+    let status = match def.plural.as_str() {
+        "selfsubjectreviews" => json!({"userInfo": {"username": u.name, "groups": u.groups}}),
+        "selfsubjectaccessreviews" => access_review(policy, u, &review)?,
+        _ => rules_review(policy, u, &review),
+    };
+    review["kind"] = json!(def.kind);
+    review["apiVersion"] = json!(def.api_version());
+    if !review["metadata"].is_object() {
+        review["metadata"] = json!({});
+    }
+    review["metadata"]["creationTimestamp"] = Value::Null;
+    review["status"] = status;
+    Ok((StatusCode::CREATED, review))
+}
+
+fn access_review(policy: &Policy, u: &UserInfo, review: &Value) -> Result<Value, ApiError> {
+    let spec = &review["spec"];
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    match (
+        spec.get("resourceAttributes").filter(|v| v.is_object()),
+        spec.get("nonResourceAttributes").filter(|v| v.is_object()),
+    ) {
+        (Some(ra), None) => {
+            let a = Attributes {
+                verb: s(ra, "verb"),
+                group: s(ra, "group"),
+                resource: s(ra, "resource"),
+                subresource: s(ra, "subresource"),
+                namespace: s(ra, "namespace"),
+                name: s(ra, "name"),
+            };
+            let allowed = policy.allows(u, &a) || self_review_allowed(&a);
+            Ok(json!({"allowed": allowed}))
+        }
+        (None, Some(nra)) => {
+            let allowed = u.is_master()
+                || (s(nra, "verb") == "get" && discovery_path(&s(nra, "path")));
+            Ok(json!({"allowed": allowed}))
+        }
+        _ => Err(ApiError::invalid(
+            "SelfSubjectAccessReview",
+            AUTHORIZATION,
+            "",
+            "spec.resourceAttributes",
+            "FieldValueInvalid",
+            "Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )),
+    }
+}
+
+/// Every authenticated user may create the self reviews (kube's `system:basic-user`).
+fn self_review_allowed(a: &Attributes) -> bool {
+    a.verb == "create"
+        && a.subresource.is_empty()
+        && ((a.group == AUTHORIZATION
+            && matches!(
+                a.resource.as_str(),
+                "selfsubjectaccessreviews" | "selfsubjectrulesreviews"
+            ))
+            || (a.group == AUTHENTICATION && a.resource == "selfsubjectreviews"))
+}
+
+/// The non-resource paths every authenticated user may get (kube's `system:discovery`,
+/// `system:public-info-viewer`).
+const DISCOVERY_PATHS: &[&str] = &[
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/healthz",
+    "/livez",
+    "/openapi",
+    "/openapi/*",
+    "/readyz",
+    "/version",
+    "/version/",
+];
+
+fn discovery_path(p: &str) -> bool {
+    DISCOVERY_PATHS.iter().any(|d| match d.strip_suffix('*') {
+        Some(prefix) => p.starts_with(prefix),
+        None => p == *d,
+    })
+}
+
+fn rules_review(policy: &Policy, u: &UserInfo, review: &Value) -> Value {
+    let ns = review
+        .pointer("/spec/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if u.is_master() {
+        return json!({
+            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+            "incomplete": false,
+        });
+    }
+    let mut rules = vec![
+        json!({"verbs": ["create"], "apiGroups": [AUTHORIZATION], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
+        json!({"verbs": ["create"], "apiGroups": [AUTHENTICATION], "resources": ["selfsubjectreviews"]}),
+    ];
+    for r in policy.rules_in(u, ns) {
+        let mut v = json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
+        if !r.resource_names.is_empty() {
+            v["resourceNames"] = json!(r.resource_names);
+        }
+        rules.push(v);
+    }
+    json!({
+        "resourceRules": rules,
+        "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": DISCOVERY_PATHS}],
+        "incomplete": false,
+    })
+}
