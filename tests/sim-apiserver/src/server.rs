@@ -989,6 +989,10 @@ async fn respond_as(
                     &parts.method,
                     &rp.def,
                     rp.name.as_deref(),
+                    parts
+                        .headers
+                        .get(header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok()),
                     body,
                 )
                 .await;
