@@ -668,7 +668,13 @@ impl Storage {
             .unwrap_or(1);
         let bump = !same_spec(&old.value, &obj);
         let m = meta_mut(&mut obj);
-        for k in ["uid", "creationTimestamp", "namespace", "deletionTimestamp"] {
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "namespace",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
             match old_meta.get(k) {
                 Some(v) => m.insert(k.into(), v.clone()),
                 None => m.remove(k),
@@ -690,6 +696,27 @@ impl Storage {
         i.rev += 1;
         let rev = i.rev;
         set_rv(&mut obj, rev);
+        if is_terminating(&obj) && !has_finalizers(&obj) {
+            // The last finalizer is gone from an object being deleted: it goes now.
+            let o = Obj::new(obj, EventType::Deleted);
+            i.history.remove(&(res, key.clone()));
+            if let Some(m) = i.objects.get_mut(&res) {
+                m.remove(&key);
+            }
+            self.commit(
+                &mut i,
+                Event {
+                    rv: rev,
+                    etype: EventType::Deleted,
+                    res,
+                    key,
+                    ns: ns.to_string(),
+                    obj: o.clone(),
+                    prev: Some(old),
+                },
+            );
+            return Ok(o);
+        }
         let o = Obj::new(obj, EventType::Modified);
         i.objects
             .entry(res)
@@ -729,7 +756,9 @@ impl Storage {
 
     /// [`Storage::delete`] with uid and resourceVersion preconditions (409 Conflict with
     /// kube-apiserver's "Precondition failed" message on a mismatch) and dry run (answers the
-    /// object as it is, removes nothing).
+    /// object as it is, removes nothing). An object with `metadata.finalizers` is not removed
+    /// but marked (`deletionTimestamp`, a MODIFIED event) and answered; it goes when an update
+    /// leaves it without finalizers.
     pub fn delete_with(
         &self,
         res: usize,
@@ -773,6 +802,42 @@ impl Storage {
                     ),
                 ));
             }
+        }
+        if has_finalizers(&old.value) {
+            // kube-apiserver's registry store: the object stays, marked for deletion, until
+            // its finalizers are removed by updates; a second delete changes nothing.
+            if is_terminating(&old.value) {
+                return Ok(old);
+            }
+            let mut v = old.value.clone();
+            let m = meta_mut(&mut v);
+            m.insert("deletionTimestamp".into(), Value::String(rfc3339_now()));
+            m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+            if dry_run {
+                return Ok(Obj::new(v, EventType::Modified));
+            }
+            i.rev += 1;
+            let rev = i.rev;
+            set_rv(&mut v, rev);
+            let o = Obj::new(v, EventType::Modified);
+            i.objects
+                .entry(res)
+                .or_default()
+                .insert(key.clone(), o.clone());
+            i.remember(res, &key, &old, &o);
+            self.commit(
+                &mut i,
+                Event {
+                    rv: rev,
+                    etype: EventType::Modified,
+                    res,
+                    key,
+                    ns: ns.to_string(),
+                    obj: o.clone(),
+                    prev: Some(old),
+                },
+            );
+            return Ok(o);
         }
         if dry_run {
             return Ok(old);
@@ -945,6 +1010,19 @@ impl Storage {
             rev: i.rev,
         })
     }
+}
+
+/// Whether an object has `metadata.finalizers` left.
+pub fn has_finalizers(v: &Value) -> bool {
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+}
+
+/// Whether an object is being deleted (`metadata.deletionTimestamp` set).
+pub fn is_terminating(v: &Value) -> bool {
+    v.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
 }
 
 /// Rejects non-objects and objects whose `kind` / `apiVersion` (when set) are not the
