@@ -244,6 +244,13 @@ impl SimServerBuilder {
             registry.register(d.clone());
         }
         let storage = Arc::new(Storage::new(self.max_log_events, self.watch_buffer));
+        if let (Some(core), Some(events)) = (
+            registry.find("", "v1", "events"),
+            registry.find("events.k8s.io", "v1", "events"),
+        ) {
+            use crate::events_convert::{core_to_events, events_to_core};
+            storage.share(core, events, core_to_events, events_to_core);
+        }
         storage.set_history_limit(self.history_limit, self.history_max_versions);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let tls = if self.tls {

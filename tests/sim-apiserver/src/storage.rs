@@ -142,6 +142,18 @@ pub struct Event {
     pub prev: Option<Arc<Obj>>,
 }
 
+/// Converts an object from one shape of a shared store to the other.
+pub type ShapeFn = fn(&Value) -> Value;
+
+/// Two resources that are one store in two shapes ([`Storage::share`]).
+#[derive(Clone, Copy)]
+struct Twin {
+    a: usize,
+    b: usize,
+    a_to_b: ShapeFn,
+    b_to_a: ShapeFn,
+}
+
 struct WatcherSlot {
     res: usize,
     tx: mpsc::Sender<Arc<Event>>,
@@ -169,6 +181,7 @@ struct Inner {
     max_log: usize,
     watch_buffer: usize,
     watchers: Vec<WatcherSlot>,
+    twins: Vec<Twin>,
 }
 
 impl Inner {
@@ -385,6 +398,7 @@ impl Storage {
                 max_log: max_log.max(1),
                 watch_buffer: watch_buffer.max(1),
                 watchers: Vec::new(),
+                twins: Vec::new(),
             }),
             slow_terminations: AtomicU64::new(0),
         }
@@ -431,7 +445,55 @@ impl Storage {
         i.compacted = i.compacted.max(rev);
     }
 
+    /// Makes resources `a` and `b` one store in two shapes (core/v1 and events.k8s.io/v1
+    /// Events): every write to one is written to the other too, converted, at the same
+    /// revision, with its own watch event. Call before either holds objects.
+    pub fn share(&self, a: usize, b: usize, a_to_b: ShapeFn, b_to_a: ShapeFn) {
+        self.inner.lock().twins.push(Twin {
+            a,
+            b,
+            a_to_b,
+            b_to_a,
+        });
+    }
+
     fn commit(&self, i: &mut Inner, ev: Event) -> Arc<Event> {
+        let ev = self.publish(i, ev);
+        let twin = i.twins.iter().find_map(|t| {
+            if t.a == ev.res {
+                Some((t.b, t.a_to_b))
+            } else if t.b == ev.res {
+                Some((t.a, t.b_to_a))
+            } else {
+                None
+            }
+        });
+        if let Some((other, convert)) = twin {
+            let obj = Obj::new(convert(&ev.obj.value), ev.etype);
+            let bucket = i.objects.entry(other).or_default();
+            let prev = if ev.etype == EventType::Deleted {
+                bucket.remove(&ev.key)
+            } else {
+                bucket.insert(ev.key.clone(), obj.clone())
+            };
+            self.publish(
+                i,
+                Event {
+                    rv: ev.rv,
+                    etype: ev.etype,
+                    res: other,
+                    key: ev.key.clone(),
+                    ns: ev.ns.clone(),
+                    obj,
+                    prev,
+                },
+            );
+        }
+        ev
+    }
+
+    /// Appends an event to the log and hands it to the resource's watchers.
+    fn publish(&self, i: &mut Inner, ev: Event) -> Arc<Event> {
         let ev = Arc::new(ev);
         i.log.push_back(ev.clone());
         while i.log.len() > i.max_log {
