@@ -48,8 +48,8 @@ pub enum SimError {
     NotTls,
 }
 
-/// Builder for [`SimServer`].
-#[derive(Debug, Clone)]
+/// Builder for [`SimServer`]. Its `Debug` shows no token.
+#[derive(Clone)]
 pub struct SimServerBuilder {
     tls: bool,
     http2: bool,
@@ -70,6 +70,23 @@ pub struct SimServerBuilder {
     history_max_versions: usize,
     gzip: bool,
     gzip_min_bytes: usize,
+}
+
+impl std::fmt::Debug for SimServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let user_names: Vec<&str> = self.user_tokens.iter().map(|(_, u)| u.as_str()).collect();
+        f.debug_struct("SimServerBuilder")
+            .field("tls", &self.tls)
+            .field("http2", &self.http2)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("client_cert_auth", &self.client_cert_auth)
+            .field("users", &self.users)
+            .field("user_tokens", &user_names)
+            .field("readonly_tokens", &self.readonly_tokens.len())
+            .field("grants", &self.grants)
+            .field("resources", &self.resources.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for SimServerBuilder {

@@ -538,3 +538,16 @@ async fn the_binary_serves_users_from_flags_and_files_with_rules_and_prints_no_t
     assert!(String::from_utf8_lossy(&o.stderr).contains("needs verbs= and resources="));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+#[allow(deprecated)]
+fn the_builders_debug_shows_no_token() {
+    let b = SimServer::builder()
+        .token("main-secret")
+        .user_token("user-secret", "replica")
+        .readonly_token("viewer-secret")
+        .user(User::new("alice").token("alice-secret"));
+    let text = format!("{b:?}");
+    assert!(!text.contains("secret"), "{text}");
+    assert!(text.contains("alice") && text.contains("replica"), "{text}");
+}

@@ -231,4 +231,21 @@ async fn kubectl_resolves_short_names_and_the_all_category() {
         assert!(ok, "{args:?}: {err}");
         assert_eq!(names(&out), want, "{args:?}");
     }
+    // An Event written through events.k8s.io is listed by `kubectl get ev` (core/v1).
+    sim.create(
+        "events.events.k8s.io",
+        Some("default"),
+        json!({"metadata": {"name": "e1"}, "note": "hello", "reason": "Test",
+               "regarding": {"kind": "Pod", "name": "p1", "namespace": "default"}}),
+    )
+    .unwrap();
+    let (ok, out, err) = admin
+        .run(&["get", "ev", "-o", "jsonpath={.items[*].message}"])
+        .await;
+    assert!(ok, "{err}");
+    assert_eq!(out, "hello");
+    // A delete answered with a success Status reads as kubectl expects.
+    let (ok, out, err) = admin.run(&["delete", "cm", "c1"]).await;
+    assert!(ok, "{err}");
+    assert_eq!(out, "configmap \"c1\" deleted");
 }
