@@ -140,6 +140,14 @@ async fn rules_allow_what_they_grant_and_deny_the_rest_in_kube_apiserver_words()
             .status,
         StatusCode::FORBIDDEN
     );
+    // A watch of one object by name is that object's, as in kube-apiserver.
+    let one = "/api/v1/namespaces/default/configmaps?watch=true&fieldSelector=metadata.name%3Dx";
+    let r = alice.raw(Method::GET, one, None).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = alice
+        .get("/api/v1/namespaces/default/configmaps?fieldSelector=metadata.name%3Dy")
+        .await;
+    forbidden(&r, "configmaps \"y\" is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\"");
     // Watches are their own verb.
     let bob = as_user(&sim, "bob-token");
     forbidden(

@@ -233,6 +233,20 @@ impl Attributes {
             url::form_urlencoded::parse(q.as_bytes())
                 .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
         });
+        // A list or watch of one object by `fieldSelector=metadata.name=X` names it, as
+        // kube-apiserver's request info does (so rules with resource names cover it).
+        let selected = match (name, method) {
+            (None, &Method::GET | &Method::HEAD) => query.and_then(|q| {
+                url::form_urlencoded::parse(q.as_bytes())
+                    .find(|(k, _)| k == "fieldSelector")
+                    .and_then(|(_, v)| {
+                        v.strip_prefix("metadata.name=")
+                            .filter(|n| !n.contains(','))
+                            .map(str::to_string)
+                    })
+            }),
+            _ => None,
+        };
         let verb = match (method, name) {
             (&Method::GET | &Method::HEAD, Some(_)) => "get",
             (&Method::GET | &Method::HEAD, None) if watch => "watch",
@@ -256,7 +270,7 @@ impl Attributes {
             resource: def.plural.clone(),
             subresource: sub.unwrap_or("").to_string(),
             namespace: namespace.to_string(),
-            name: name.unwrap_or("").to_string(),
+            name: name.map(str::to_string).or(selected).unwrap_or_default(),
         }
     }
 }
