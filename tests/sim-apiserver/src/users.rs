@@ -86,8 +86,8 @@ impl User {
     }
 
     /// Parses a command-line user, `NAME:TOKEN[:GROUP,...]` (an empty TOKEN: a user that only
-    /// comes with a client certificate). A name containing `:` cannot be written this way;
-    /// use a users file ([`parse_users_file`]).
+    /// comes with a client certificate). A name or token containing `:` cannot be written
+    /// this way; use a users file ([`parse_users_file`]).
     pub fn parse_flag(spec: &str) -> Result<Self, String> {
         let mut parts = spec.splitn(3, ':');
         let name = parts.next().unwrap_or("");

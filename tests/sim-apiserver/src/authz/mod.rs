@@ -17,6 +17,27 @@
 //! On the command line a rule is `--rule SPEC` (or a line of `--rules-file`), SPEC being
 //! `;`-separated `key=value` pairs ([`parse_rule`]):
 //! `user=bob;verbs=get,list,watch;resources=pods;namespaces=default`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use sim_apiserver::{Rule, SimServer, Subject, User};
+//! let sim = SimServer::builder()
+//!     .tls(true)
+//!     .client_cert_auth(true)
+//!     .user(User::new("alice").token("alice-token"))
+//!     .user(User::new("ops-bot").group("ops"))
+//!     .allow(
+//!         Subject::user("alice"),
+//!         Rule::new(&["get", "list", "watch"], &[""], &["pods"]).in_namespaces(&["default"]),
+//!     )
+//!     .allow(Subject::group("ops"), Rule::new(&["*"], &["apps"], &["deployments"]))
+//!     .start()
+//!     .await?;
+//! // kubectl as alice (`kubectl auth can-i list pods` says yes), and as ops-bot by certificate.
+//! std::fs::write("alice.kubeconfig", sim.kubeconfig_for_token("alice-token"))?;
+//! std::fs::write("ops.kubeconfig", sim.kubeconfig_with_cert("ops-bot", &["ops"])?)?;
+//! # Ok(()) }
+//! ```
 
 pub(crate) mod reviews;
 
