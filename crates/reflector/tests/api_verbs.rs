@@ -275,7 +275,11 @@ async fn every_error_a_caller_branches_on_has_its_variant_and_the_servers_status
 #[tokio::test]
 async fn a_readonly_user_is_forbidden_to_write_and_still_reads() {
     let sim = SimServer::builder()
-        .readonly_token("viewer-token")
+        .user(sim_apiserver::User::new("viewer").token("viewer-token"))
+        .allow(
+            sim_apiserver::Subject::user("viewer"),
+            sim_apiserver::Rule::read_only(),
+        )
         .start()
         .await
         .unwrap();

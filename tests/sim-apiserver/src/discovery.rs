@@ -25,12 +25,28 @@ pub fn api(server_address: &str) -> Value {
 /// A resource's discovery entries: the resource, then its subresources (`pods/status`,
 /// `deployments/scale`) as kube-apiserver lists them.
 fn resource_entries(d: &ResourceDef) -> Vec<Value> {
-    let mut out = vec![json!({
+    let verbs: &[&str] = crate::authz::discovery_verbs(d).unwrap_or(&[
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ]);
+    let mut main = json!({
         "name": d.plural, "singularName": d.singular(), "namespaced": d.namespaced,
-        "kind": d.kind,
-        "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
-        "storageVersionHash": "",
-    })];
+        "kind": d.kind, "verbs": verbs, "storageVersionHash": "",
+    });
+    // kubectl resolves `po` and expands `all` from these (kube-apiserver omits them when empty).
+    if !d.short_names.is_empty() {
+        main["shortNames"] = json!(d.short_names);
+    }
+    if !d.categories.is_empty() {
+        main["categories"] = json!(d.categories);
+    }
+    let mut out = vec![main];
     if d.status_subresource {
         out.push(json!({
             "name": format!("{}/status", d.plural), "singularName": "", "namespaced": d.namespaced,

@@ -258,8 +258,9 @@ impl Faults {
     }
 
     /// Cuts `user` off: every request authenticated as that user (see
-    /// [`crate::SimServerBuilder::user_token`]; `admin` for the main token or when no token is
-    /// required, a read-only token's user is named after it) gets no answer at all, and the
+    /// [`crate::SimServerBuilder::user`] and [`crate::SimServerBuilder::user_token`]; `admin`
+    /// for the main token or when no credentials are required, a client certificate's CN, a
+    /// read-only token's user is named after it) gets no answer at all, and the
     /// user's open watch streams stop writing, as if the network dropped every packet. Held
     /// requests are handled when [`Faults::heal_user`] (or [`Faults::reset`]) ends the
     /// partition, as TCP would deliver them late, if the client is still waiting; a client

@@ -72,10 +72,15 @@
 //!   answer is 406 `NotAcceptable`. `SimServerBuilder::partial_object_metadata(false)` makes a
 //!   server that does not know the representation (clients get whole objects through their
 //!   fallback). See [`representation`].
-//! * **Auth**: with a token, anything else is 401 `Unauthorized`; read-only tokens get 403 on
-//!   writes; with `client_cert_auth`, a certificate signed by the generated CA also passes.
-//!   [`SimServerBuilder::user_token`] adds tokens of named users with full access (one identity
-//!   per replica of a leader-elected controller; per-user faults match on the name).
+//! * **Auth**: with a main token ([`SimServerBuilder::token`], user `admin`) or users of its
+//!   own ([`SimServerBuilder::user`]: bearer token and/or a client certificate whose CN is the
+//!   user and O its groups, [`SimServer::client_cert`]), a request without known credentials
+//!   is 401 `Unauthorized`; without either, every request is `admin`. What a user may do is
+//!   what [`SimServerBuilder::allow`] grants it or its groups (a small RBAC, see [`authz`]);
+//!   `system:masters` may do anything, as may [`SimServerBuilder::user_token`] users and the
+//!   generated client certificate; denials are 403 in kube-apiserver's words. The self
+//!   reviews (`kubectl auth can-i`, `kubectl auth whoami`) are served. Per-user faults match
+//!   on the user name.
 //!
 //! # Writes
 //!
@@ -84,6 +89,10 @@
 //!   (status, scale); more with [`SimServerBuilder::resource`] and [`ResourceDef::with_status`]
 //!   / [`ResourceDef::with_scale`]. Discovery lists `deployments/status`, `deployments/scale`
 //!   (`autoscaling/v1` `Scale`) and the `deletecollection` verb.
+//!   core/v1 and `events.k8s.io/v1` events are one store in two shapes (see
+//!   [`events_convert`]): a write through either is read, listed and watched through both at
+//!   the same resourceVersion. Discovery lists kube-apiserver's short names (`po`, `cm`,
+//!   `ns`, `ev`, `deploy`) and the `all` category (pods, deployments).
 //! * **Create** (POST, 201): no name and no `generateName` is 422 `Invalid` (cause
 //!   `FieldValueRequired`, field `metadata.name`), a name that is not a DNS-1123 subdomain 422
 //!   (`FieldValueInvalid`); `generateName` gets 5 random characters; an existing name is 409
@@ -113,7 +122,11 @@
 //! * **Delete**: DeleteOptions body or query: `propagationPolicy` (`Orphan`, `Background`,
 //!   `Foreground`; anything else 422), `gracePeriodSeconds` (not an integer: 400),
 //!   `preconditions.uid` / `.resourceVersion` (409 `Precondition failed: ...`). The object
-//!   goes at once whatever the policy (no finalizers, no graceful deletion). DELETE on a
+//!   goes at once whatever the policy (no graceful deletion) unless it has
+//!   `metadata.finalizers`: then it is marked with a `deletionTimestamp` (a MODIFIED event)
+//!   and goes when an update removes the last one. The answer is a success `Status`
+//!   (`details`: name, group, kind = the resource, uid) as kube-apiserver's, except for pods
+//!   and namespaces and an object still there, which are answered with the object. DELETE on a
 //!   collection deletes what `labelSelector` / `fieldSelector` match in the namespace (one
 //!   DELETED event each) and answers them as a `<Kind>List`.
 //! * **History**: [`SimServer::history`] gives the stored versions of an object (bounded per
@@ -147,11 +160,14 @@
 #![deny(missing_docs)]
 
 pub mod apply;
+pub mod authz;
 mod body;
 pub mod churn;
 pub mod compression;
 pub mod continue_token;
+mod deletion;
 pub mod discovery;
+pub mod events_convert;
 pub mod faults;
 pub mod fixtures;
 pub mod list;
@@ -169,10 +185,12 @@ pub mod smp;
 pub mod status;
 pub mod storage;
 pub mod tls;
+pub mod users;
 mod watch;
 pub mod write_log;
 mod writes;
 
+pub use authz::{Rule, Subject};
 pub use churn::{ChurnConfig, ChurnHandle};
 pub use compression::DEFAULT_GZIP_MIN_BYTES;
 pub use faults::{
@@ -183,4 +201,5 @@ pub use prebuilt::{serve_prebuilt, serve_prebuilt_paced, Pace, PrebuiltList};
 pub use resources::{ResourceDef, ScaleDef};
 pub use server::{SimError, SimServer, SimServerBuilder};
 pub use status::ApiError;
+pub use users::User;
 pub use write_log::{WriteRecord, DEFAULT_WRITE_LOG_LIMIT, TEST_API_USER};

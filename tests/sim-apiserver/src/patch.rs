@@ -5,7 +5,8 @@
 //! an array. Errors come in two kinds, as kube-apiserver answers them: a document that is not a
 //! patch ([`JsonPatchError::Malformed`], 400 BadRequest) and a patch that cannot be applied to
 //! the object — a failed `test`, a missing path, an index out of range
-//! ([`JsonPatchError::Unapplicable`], 422 Invalid).
+//! ([`JsonPatchError::Unapplicable`], 422 Invalid, whose Status says only kube-apiserver's
+//! `the server rejected our request due to an error in our request`, with empty `details`).
 
 use serde_json::Value;
 
@@ -225,10 +226,10 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), JsonPatchE
             "test" => {
                 let have = get(&out, &path)?;
                 if *have != op["value"] {
+                    // The wording of the JSON-patch library kube-apiserver uses.
                     return Err(JsonPatchError::Unapplicable(format!(
-                        "testing value {} failed: have {have}, want {}",
-                        op["path"].as_str().unwrap_or(""),
-                        op["value"]
+                        "testing value {} failed: test failed",
+                        op["path"].as_str().unwrap_or("")
                     )));
                 }
             }

@@ -154,13 +154,26 @@ pub struct Registry {
 impl Registry {
     /// core/v1 pods (with status), configmaps, namespaces (with status) and events;
     /// `coordination.k8s.io/v1` leases; `events.k8s.io/v1` events; `apps/v1` deployments (with
-    /// status and scale).
+    /// status and scale); the self reviews of `authorization.k8s.io/v1` and
+    /// `authentication.k8s.io/v1` (see [`crate::authz`]). Short names and categories are
+    /// kube-apiserver's (`po`, `cm`, `ns`, `ev`, `deploy`; pods and deployments are in `all`).
     pub fn builtin() -> Self {
         let mut r = Self::default();
-        r.register(ResourceDef::new("", "v1", "Pod", "pods", true).with_status());
-        r.register(ResourceDef::new("", "v1", "ConfigMap", "configmaps", true));
-        r.register(ResourceDef::new("", "v1", "Namespace", "namespaces", false).with_status());
-        r.register(ResourceDef::new("", "v1", "Event", "events", true));
+        r.register(
+            ResourceDef::new("", "v1", "Pod", "pods", true)
+                .with_status()
+                .with_short_names(&["po"])
+                .with_categories(&["all"]),
+        );
+        r.register(
+            ResourceDef::new("", "v1", "ConfigMap", "configmaps", true).with_short_names(&["cm"]),
+        );
+        r.register(
+            ResourceDef::new("", "v1", "Namespace", "namespaces", false)
+                .with_status()
+                .with_short_names(&["ns"]),
+        );
+        r.register(ResourceDef::new("", "v1", "Event", "events", true).with_short_names(&["ev"]));
         r.register(ResourceDef::new(
             "coordination.k8s.io",
             "v1",
@@ -168,18 +181,20 @@ impl Registry {
             "leases",
             true,
         ));
-        r.register(ResourceDef::new(
-            "events.k8s.io",
-            "v1",
-            "Event",
-            "events",
-            true,
-        ));
+        r.register(
+            ResourceDef::new("events.k8s.io", "v1", "Event", "events", true)
+                .with_short_names(&["ev"]),
+        );
         r.register(
             ResourceDef::new("apps", "v1", "Deployment", "deployments", true)
                 .with_status()
-                .with_scale(),
+                .with_scale()
+                .with_short_names(&["deploy"])
+                .with_categories(&["all"]),
         );
+        for d in crate::authz::reviews::defs() {
+            r.register(d);
+        }
         r
     }
 

@@ -17,6 +17,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::authz::{Attributes, Policy, Rule, Subject};
 use crate::body::SimBody;
 use crate::churn::{self, ChurnConfig, ChurnHandle};
 use crate::compression::{accepts_gzip, gzip_response, DEFAULT_GZIP_MIN_BYTES};
@@ -31,6 +32,7 @@ use crate::resources::{Registry, ResourceDef};
 use crate::status::ApiError;
 use crate::storage::{key_of, merge_patch, Storage};
 use crate::tls::{TlsError, TlsMaterial};
+use crate::users::{Directory, User, UserInfo};
 use crate::watch::{self as watch_stream, WatchCtx};
 
 /// Errors starting the server.
@@ -42,10 +44,13 @@ pub enum SimError {
     /// TLS setup error.
     #[error("tls: {0}")]
     Tls(#[from] TlsError),
+    /// A client certificate was asked of a server that does not serve TLS.
+    #[error("the server does not serve TLS, so it has no CA to sign a client certificate")]
+    NotTls,
 }
 
-/// Builder for [`SimServer`].
-#[derive(Debug, Clone)]
+/// Builder for [`SimServer`]. Its `Debug` shows no token.
+#[derive(Clone)]
 pub struct SimServerBuilder {
     tls: bool,
     http2: bool,
@@ -60,11 +65,30 @@ pub struct SimServerBuilder {
     resources: Vec<ResourceDef>,
     readonly_tokens: Vec<String>,
     user_tokens: Vec<(String, String)>,
+    users: Vec<User>,
+    grants: Vec<(Subject, Rule)>,
     history_limit: usize,
     history_max_versions: usize,
     write_log_limit: usize,
     gzip: bool,
     gzip_min_bytes: usize,
+}
+
+impl std::fmt::Debug for SimServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let user_names: Vec<&str> = self.user_tokens.iter().map(|(_, u)| u.as_str()).collect();
+        f.debug_struct("SimServerBuilder")
+            .field("tls", &self.tls)
+            .field("http2", &self.http2)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("client_cert_auth", &self.client_cert_auth)
+            .field("users", &self.users)
+            .field("user_tokens", &user_names)
+            .field("readonly_tokens", &self.readonly_tokens.len())
+            .field("grants", &self.grants)
+            .field("resources", &self.resources.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for SimServerBuilder {
@@ -83,6 +107,8 @@ impl Default for SimServerBuilder {
             resources: Vec::new(),
             readonly_tokens: Vec::new(),
             user_tokens: Vec::new(),
+            users: Vec::new(),
+            grants: Vec::new(),
             history_limit: crate::storage::DEFAULT_HISTORY_LIMIT,
             history_max_versions: crate::storage::DEFAULT_HISTORY_MAX_VERSIONS,
             write_log_limit: crate::write_log::DEFAULT_WRITE_LOG_LIMIT,
@@ -160,6 +186,9 @@ impl SimServerBuilder {
 
     /// Also accept this bearer token, for a user (named after the token) who may only read:
     /// its writes get 403 Forbidden.
+    #[deprecated(
+        note = "use `.user(User::new(name).token(token)).allow(Subject::user(name), Rule::read_only())`"
+    )]
     pub fn readonly_token(mut self, token: impl Into<String>) -> Self {
         self.readonly_tokens.push(token.into());
         self
@@ -177,6 +206,21 @@ impl SimServerBuilder {
     /// [`crate::DEFAULT_WRITE_LOG_LIMIT`] (100 000); 0 keeps none.
     pub fn write_log_limit(mut self, n: usize) -> Self {
         self.write_log_limit = n;
+        self
+    }
+
+    /// Adds a user (by token and/or client certificate), with the groups it is in. Once a
+    /// user is added, requests without credentials are 401 `Unauthorized`; what a user may
+    /// do is what [`allow`](Self::allow) grants it or its groups (`system:masters`: anything).
+    pub fn user(mut self, user: User) -> Self {
+        self.users.push(user);
+        self
+    }
+
+    /// Grants `rule` to `subject` (see [`crate::authz`]). Requests a user is not granted are
+    /// 403 `Forbidden`, worded as kube-apiserver words them.
+    pub fn allow(mut self, subject: Subject, rule: Rule) -> Self {
+        self.grants.push((subject, rule));
         self
     }
 
@@ -227,6 +271,13 @@ impl SimServerBuilder {
             registry.register(d.clone());
         }
         let storage = Arc::new(Storage::new(self.max_log_events, self.watch_buffer));
+        if let (Some(core), Some(events)) = (
+            registry.find("", "v1", "events"),
+            registry.find("events.k8s.io", "v1", "events"),
+        ) {
+            use crate::events_convert::{core_to_events, events_to_core};
+            storage.share(core, events, core_to_events, events_to_core);
+        }
         storage.set_history_limit(self.history_limit, self.history_max_versions);
         storage.set_write_log_limit(self.write_log_limit);
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -253,7 +304,10 @@ impl SimServerBuilder {
             ))),
             None => None,
         };
+        let (directory, policy) = self.identities();
         let shared = Arc::new(Shared {
+            directory,
+            policy,
             faults: Faults::new(storage.clone()),
             storage,
             registry: RwLock::new(registry),
@@ -282,6 +336,28 @@ impl SimServerBuilder {
     }
 }
 
+impl SimServerBuilder {
+    /// The users by token and the rules, from the users and grants given and the older
+    /// shorthands (`token`, `user_token`, `readonly_token`), which stay what they were: the
+    /// main token and user tokens may do anything, a read-only token may get, list and watch.
+    fn identities(&self) -> (Directory, Policy) {
+        let masters = [crate::users::MASTERS_GROUP];
+        let mut users = self.users.clone();
+        if let Some(t) = &self.token {
+            users.push(User::new("admin").token(t.clone()).groups(masters));
+        }
+        for (t, name) in &self.user_tokens {
+            users.push(User::new(name.clone()).token(t.clone()).groups(masters));
+        }
+        let mut grants = self.grants.clone();
+        for t in &self.readonly_tokens {
+            users.push(User::new(t.clone()).token(t.clone()));
+            grants.push((Subject::user(t.clone()), Rule::read_only()));
+        }
+        (Directory::new(&users), Policy::new(grants))
+    }
+}
+
 #[derive(Debug)]
 struct ShutdownGuard(watch::Sender<bool>);
 
@@ -292,6 +368,8 @@ impl Drop for ShutdownGuard {
 }
 
 pub(crate) struct Shared {
+    directory: Directory,
+    policy: Policy,
     pub(crate) storage: Arc<Storage>,
     registry: RwLock<Registry>,
     pub(crate) faults: Faults,
@@ -394,6 +472,43 @@ impl SimServer {
     pub fn kubeconfig(&self) -> String {
         // Paths and tokens are quoted as JSON strings, which YAML reads as double-quoted scalars.
         let quote = |s: &str| serde_json::Value::from(s).to_string();
+        let user = match self.token() {
+            Some(t) => format!("    token: {}\n", quote(t)),
+            None => "    {}\n".to_string(),
+        };
+        self.kubeconfig_with(&user)
+    }
+
+    /// A kubeconfig like [`SimServer::kubeconfig`] that authenticates with `token` (one of a
+    /// [`User`]'s), for kubectl or a client acting as that user.
+    pub fn kubeconfig_for_token(&self, token: &str) -> String {
+        let quote = |s: &str| serde_json::Value::from(s).to_string();
+        self.kubeconfig_with(&format!("    token: {}\n", quote(token)))
+    }
+
+    /// A client certificate and key (PEM) signed by the server's CA for `user` in `groups`
+    /// (the subject's CN and O; at most two groups), accepted when the server has
+    /// [`SimServerBuilder::client_cert_auth`]. [`SimError::NotTls`] without TLS.
+    pub fn client_cert(&self, user: &str, groups: &[&str]) -> Result<(String, String), SimError> {
+        let tls = self.shared.tls.as_ref().ok_or(SimError::NotTls)?;
+        Ok(tls.client_cert(user, groups)?)
+    }
+
+    /// A kubeconfig like [`SimServer::kubeconfig`] that authenticates with a fresh client
+    /// certificate for `user` in `groups` ([`SimServer::client_cert`]), embedded as data.
+    pub fn kubeconfig_with_cert(&self, user: &str, groups: &[&str]) -> Result<String, SimError> {
+        use base64::Engine as _;
+        let (cert, key) = self.client_cert(user, groups)?;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        Ok(self.kubeconfig_with(&format!(
+            "    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(&cert),
+            b64(&key)
+        )))
+    }
+
+    fn kubeconfig_with(&self, user: &str) -> String {
+        let quote = |s: &str| serde_json::Value::from(s).to_string();
         let mut cluster = format!("    server: {}\n", quote(&self.url()));
         if let Some(ca) = self.ca_path() {
             cluster.push_str(&format!(
@@ -401,10 +516,6 @@ impl SimServer {
                 quote(&ca.display().to_string())
             ));
         }
-        let user = match self.token() {
-            Some(t) => format!("    token: {}\n", quote(t)),
-            None => "    {}\n".to_string(),
-        };
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n{cluster}users:\n- name: sim\n  user:\n{user}contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\ncurrent-context: sim\n"
         )
@@ -683,14 +794,17 @@ async fn accept_loop(
                         },
                         _ = shutdown.changed() => return,
                     };
+                    // The verifier only lets through certificates signed by the CA.
                     let client_cert = tls
                         .get_ref()
                         .1
                         .peer_certificates()
-                        .is_some_and(|c| !c.is_empty());
+                        .and_then(|c| c.first())
+                        .and_then(|c| crate::users::identity_of_certificate(c))
+                        .map(Arc::new);
                     serve(tls, shared, client_cert, http2, shutdown).await
                 }
-                None => serve(tcp, shared, false, http2, shutdown).await,
+                None => serve(tcp, shared, None, http2, shutdown).await,
             }
         });
     }
@@ -699,7 +813,7 @@ async fn accept_loop(
 async fn serve<IO>(
     io: IO,
     shared: Arc<Shared>,
-    client_cert: bool,
+    client_cert: Option<Arc<UserInfo>>,
     http2: bool,
     mut shutdown: watch::Receiver<bool>,
 ) where
@@ -707,6 +821,7 @@ async fn serve<IO>(
 {
     let svc = service_fn(move |req| {
         let shared = shared.clone();
+        let client_cert = client_cert.clone();
         async move { Ok::<_, Infallible>(handle(shared, req, client_cert).await) }
     });
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -836,54 +951,40 @@ fn route(shared: &Shared, path: &str) -> Route {
     }))
 }
 
-/// Who is asking.
-enum Auth {
-    /// Full access (the main token, a client certificate, or no authentication required).
-    Admin,
-    /// Full access as a named user ([`SimServerBuilder::user_token`]).
-    User(String),
-    /// A read-only user (named after its token).
-    ReadOnly(String),
-}
-
-impl Auth {
-    /// The user name per-user faults match on.
-    fn user(&self) -> &str {
-        match self {
-            Auth::Admin => "admin",
-            Auth::User(u) | Auth::ReadOnly(u) => u,
-        }
-    }
-}
-
-fn authenticate(shared: &Shared, req: &Request<Incoming>, client_cert: bool) -> Option<Auth> {
+/// Who is asking: a token's user, a client certificate's, or (when the server asks for no
+/// credentials) `admin`, in `system:masters`. `None`: 401.
+fn authenticate(
+    shared: &Shared,
+    req: &Request<Incoming>,
+    client_cert: Option<&Arc<UserInfo>>,
+) -> Option<Arc<UserInfo>> {
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    if let Some(t) = presented {
-        if shared.cfg.readonly_tokens.iter().any(|r| r == t) {
-            return Some(Auth::ReadOnly(t.to_string()));
-        }
-        if let Some((_, u)) = shared.cfg.user_tokens.iter().find(|(tok, _)| tok == t) {
-            return Some(Auth::User(u.clone()));
-        }
+    if let Some(u) = presented.and_then(|t| shared.directory.by_token(t)) {
+        return Some(u);
     }
-    let Some(token) = &shared.cfg.token else {
-        return Some(Auth::Admin);
-    };
-    if client_cert && shared.cfg.client_cert_auth {
-        return Some(Auth::Admin);
+    if let Some(u) = client_cert.filter(|_| shared.cfg.client_cert_auth) {
+        return Some(u.clone());
     }
-    (presented == Some(token.as_str())).then_some(Auth::Admin)
+    // Without a main token or users of its own the server asks for no credentials (user and
+    // read-only tokens alone only name who is asking, as they always did).
+    if shared.cfg.token.is_none() && shared.cfg.users.is_empty() {
+        return Some(Arc::new(UserInfo::new(
+            "admin",
+            &[crate::users::MASTERS_GROUP.to_string()],
+        )));
+    }
+    None
 }
 
 async fn handle(
     shared: Arc<Shared>,
     req: Request<Incoming>,
-    client_cert: bool,
+    client_cert: Option<Arc<UserInfo>>,
 ) -> Response<SimBody> {
     let gzip = shared.cfg.gzip && accepts_gzip(req.headers());
     let resp = respond(shared.clone(), req, client_cert).await;
@@ -897,17 +998,17 @@ async fn handle(
 async fn respond(
     shared: Arc<Shared>,
     req: Request<Incoming>,
-    client_cert: bool,
+    client_cert: Option<Arc<UserInfo>>,
 ) -> Response<SimBody> {
     Counters::inc(&shared.counters.requests);
-    let Some(auth) = authenticate(&shared, &req, client_cert) else {
+    let Some(auth) = authenticate(&shared, &req, client_cert.as_ref()) else {
         return error_response(&shared, &ApiError::unauthorized());
     };
     // A network partition: nothing is handled (or answered) until it heals.
     let mut shutdown = shared.shutdown.clone();
     if !shared
         .faults
-        .partition_wait(auth.user(), &mut shutdown)
+        .partition_wait(&auth.name, &mut shutdown)
         .await
     {
         return error_response(
@@ -915,8 +1016,8 @@ async fn respond(
             &ApiError::service_unavailable("the server is shutting down"),
         );
     }
-    let delay = shared.faults.user_delay(auth.user());
-    let user = auth.user().to_string();
+    let delay = shared.faults.user_delay(&auth.name);
+    let user = auth.name.clone();
     let resp = crate::write_log::as_writer(&user, respond_as(shared, req, auth)).await;
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
@@ -924,7 +1025,11 @@ async fn respond(
     resp
 }
 
-async fn respond_as(shared: Arc<Shared>, req: Request<Incoming>, auth: Auth) -> Response<SimBody> {
+async fn respond_as(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    auth: Arc<UserInfo>,
+) -> Response<SimBody> {
     let path = req.uri().path().to_string();
     match route(&shared, &path) {
         Route::Text(t) => {
@@ -952,27 +1057,38 @@ async fn respond_as(shared: Arc<Shared>, req: Request<Incoming>, auth: Auth) -> 
         }
         Route::NotFound => error_response(&shared, &ApiError::path_not_found()),
         Route::Resource(rp) => {
-            if let Auth::ReadOnly(user) = &auth {
-                let verb = match *req.method() {
-                    Method::GET | Method::HEAD => None,
-                    Method::POST => Some("create"),
-                    Method::PUT => Some("update"),
-                    Method::PATCH => Some("patch"),
-                    Method::DELETE => Some("delete"),
-                    _ => Some("access"),
+            if crate::authz::reviews::is_review(&rp.def) {
+                let (parts, body) = req.into_parts();
+                let r = crate::authz::reviews::handle(
+                    &shared.policy,
+                    &auth,
+                    &parts.method,
+                    &rp.def,
+                    rp.name.as_deref(),
+                    parts
+                        .headers
+                        .get(header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok()),
+                    body,
+                )
+                .await;
+                return match r {
+                    Ok((code, v)) => value_response(&shared, code, &v),
+                    Err(e) => error_response(&shared, &e),
                 };
-                if let Some(verb) = verb {
-                    let e = ApiError::forbidden(
-                        user,
-                        verb,
-                        &rp.def.plural,
-                        &rp.def.group,
-                        rp.ns.as_deref(),
-                    );
-                    return error_response(&shared, &e);
-                }
             }
-            match resource_request(&shared, req, *rp, auth.user()).await {
+            let attrs = Attributes::of_request(
+                req.method(),
+                req.uri().query(),
+                &rp.def,
+                rp.ns.as_deref(),
+                rp.name.as_deref(),
+                rp.sub.as_deref(),
+            );
+            if !shared.policy.allows(&auth, &attrs) {
+                return error_response(&shared, &crate::authz::forbidden(&auth, &attrs));
+            }
+            match resource_request(&shared, req, *rp, &auth.name).await {
                 Ok(r) => r,
                 Err(e) => error_response(&shared, &e),
             }

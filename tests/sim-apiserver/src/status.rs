@@ -246,12 +246,17 @@ impl ApiError {
     }
 
     /// 422 Invalid for a request that cannot be carried out on this object, e.g. a JSON patch
-    /// whose `test` fails or whose path does not exist (kube-apiserver's generic 422 answer).
-    pub fn unprocessable(message: impl Into<String>) -> Self {
-        let message = message.into();
-        Self::new(422, "Invalid", message.clone()).with_details(json!({
-            "causes": [{"reason": "UnexpectedServerResponse", "message": message}],
-        }))
+    /// whose `test` fails or whose path does not exist: kube-apiserver's generic 422 answer,
+    /// which says no more than `the server rejected our request due to an error in our
+    /// request` (with empty `details`); `why` is only logged, at debug level.
+    pub fn unprocessable(why: impl Into<String>) -> Self {
+        tracing::debug!(why = %why.into(), "request rejected with a generic 422");
+        Self::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        )
+        .with_details(json!({}))
     }
 
     /// 429 TooManyRequests with `retryAfterSeconds` and a `Retry-After` header.

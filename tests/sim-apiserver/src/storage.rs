@@ -142,6 +142,18 @@ pub struct Event {
     pub prev: Option<Arc<Obj>>,
 }
 
+/// Converts an object from one shape of a shared store to the other.
+pub type ShapeFn = fn(&Value) -> Value;
+
+/// Two resources that are one store in two shapes ([`Storage::share`]).
+#[derive(Clone, Copy)]
+struct Twin {
+    a: usize,
+    b: usize,
+    a_to_b: ShapeFn,
+    b_to_a: ShapeFn,
+}
+
 struct WatcherSlot {
     res: usize,
     tx: mpsc::Sender<Arc<Event>>,
@@ -169,6 +181,7 @@ struct Inner {
     max_log: usize,
     watch_buffer: usize,
     watchers: Vec<WatcherSlot>,
+    twins: Vec<Twin>,
 }
 
 impl Inner {
@@ -387,6 +400,7 @@ impl Storage {
                 max_log: max_log.max(1),
                 watch_buffer: watch_buffer.max(1),
                 watchers: Vec::new(),
+                twins: Vec::new(),
             }),
             slow_terminations: AtomicU64::new(0),
             write_log: Mutex::new(crate::write_log::WriteLog::default()),
@@ -444,10 +458,59 @@ impl Storage {
         i.compacted = i.compacted.max(rev);
     }
 
+    /// Makes resources `a` and `b` one store in two shapes (core/v1 and events.k8s.io/v1
+    /// Events): every write to one is written to the other too, converted, at the same
+    /// revision, with its own watch event. Call before either holds objects.
+    pub fn share(&self, a: usize, b: usize, a_to_b: ShapeFn, b_to_a: ShapeFn) {
+        self.inner.lock().twins.push(Twin {
+            a,
+            b,
+            a_to_b,
+            b_to_a,
+        });
+    }
+
     fn commit(&self, i: &mut Inner, ev: Event) -> Arc<Event> {
+        // The change as written: an Event's mirror in the other Event API is not a second write.
         self.write_log
             .lock()
             .record(ev.rv, ev.etype, ev.res, &ev.key);
+        let ev = self.publish(i, ev);
+        let twin = i.twins.iter().find_map(|t| {
+            if t.a == ev.res {
+                Some((t.b, t.a_to_b))
+            } else if t.b == ev.res {
+                Some((t.a, t.b_to_a))
+            } else {
+                None
+            }
+        });
+        if let Some((other, convert)) = twin {
+            let obj = Obj::new(convert(&ev.obj.value), ev.etype);
+            let bucket = i.objects.entry(other).or_default();
+            let prev = if ev.etype == EventType::Deleted {
+                bucket.remove(&ev.key)
+            } else {
+                bucket.insert(ev.key.clone(), obj.clone())
+            };
+            self.publish(
+                i,
+                Event {
+                    rv: ev.rv,
+                    etype: ev.etype,
+                    res: other,
+                    key: ev.key.clone(),
+                    ns: ev.ns.clone(),
+                    obj,
+                    prev,
+                },
+            );
+        }
+        ev
+    }
+
+    /// Appends an event to the log and hands it to the resource's watchers.
+    fn publish(&self, i: &mut Inner, ev: Event) -> Arc<Event> {
         let ev = Arc::new(ev);
         i.log.push_back(ev.clone());
         while i.log.len() > i.max_log {
@@ -684,7 +747,13 @@ impl Storage {
             .unwrap_or(1);
         let bump = !same_spec(&old.value, &obj);
         let m = meta_mut(&mut obj);
-        for k in ["uid", "creationTimestamp", "namespace", "deletionTimestamp"] {
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "namespace",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+        ] {
             match old_meta.get(k) {
                 Some(v) => m.insert(k.into(), v.clone()),
                 None => m.remove(k),
@@ -706,6 +775,27 @@ impl Storage {
         i.rev += 1;
         let rev = i.rev;
         set_rv(&mut obj, rev);
+        if is_terminating(&obj) && !has_finalizers(&obj) {
+            // The last finalizer is gone from an object being deleted: it goes now.
+            let o = Obj::new(obj, EventType::Deleted);
+            i.history.remove(&(res, key.clone()));
+            if let Some(m) = i.objects.get_mut(&res) {
+                m.remove(&key);
+            }
+            self.commit(
+                &mut i,
+                Event {
+                    rv: rev,
+                    etype: EventType::Deleted,
+                    res,
+                    key,
+                    ns: ns.to_string(),
+                    obj: o.clone(),
+                    prev: Some(old),
+                },
+            );
+            return Ok(o);
+        }
         let o = Obj::new(obj, EventType::Modified);
         i.objects
             .entry(res)
@@ -745,7 +835,9 @@ impl Storage {
 
     /// [`Storage::delete`] with uid and resourceVersion preconditions (409 Conflict with
     /// kube-apiserver's "Precondition failed" message on a mismatch) and dry run (answers the
-    /// object as it is, removes nothing).
+    /// object as it is, removes nothing). An object with `metadata.finalizers` is not removed
+    /// but marked (`deletionTimestamp`, a MODIFIED event) and answered; it goes when an update
+    /// leaves it without finalizers.
     pub fn delete_with(
         &self,
         res: usize,
@@ -789,6 +881,42 @@ impl Storage {
                     ),
                 ));
             }
+        }
+        if has_finalizers(&old.value) {
+            // kube-apiserver's registry store: the object stays, marked for deletion, until
+            // its finalizers are removed by updates; a second delete changes nothing.
+            if is_terminating(&old.value) {
+                return Ok(old);
+            }
+            let mut v = old.value.clone();
+            let m = meta_mut(&mut v);
+            m.insert("deletionTimestamp".into(), Value::String(rfc3339_now()));
+            m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+            if dry_run {
+                return Ok(Obj::new(v, EventType::Modified));
+            }
+            i.rev += 1;
+            let rev = i.rev;
+            set_rv(&mut v, rev);
+            let o = Obj::new(v, EventType::Modified);
+            i.objects
+                .entry(res)
+                .or_default()
+                .insert(key.clone(), o.clone());
+            i.remember(res, &key, &old, &o);
+            self.commit(
+                &mut i,
+                Event {
+                    rv: rev,
+                    etype: EventType::Modified,
+                    res,
+                    key,
+                    ns: ns.to_string(),
+                    obj: o.clone(),
+                    prev: Some(old),
+                },
+            );
+            return Ok(o);
         }
         if dry_run {
             return Ok(old);
@@ -961,6 +1089,19 @@ impl Storage {
             rev: i.rev,
         })
     }
+}
+
+/// Whether an object has `metadata.finalizers` left.
+pub fn has_finalizers(v: &Value) -> bool {
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_some_and(|f| !f.is_empty())
+}
+
+/// Whether an object is being deleted (`metadata.deletionTimestamp` set).
+pub fn is_terminating(v: &Value) -> bool {
+    v.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
 }
 
 /// Rejects non-objects and objects whose `kind` / `apiVersion` (when set) are not the

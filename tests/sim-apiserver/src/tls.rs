@@ -15,13 +15,28 @@ pub struct TlsMaterial {
     pub ca_pem: String,
     /// The server certificate.
     pub server_cert_pem: String,
-    /// A client certificate signed by the CA (CN `sim-client`).
+    /// A client certificate signed by the CA (CN `sim-client`, O `system:masters`: with
+    /// client-certificate authentication it may do anything).
     pub client_cert_pem: String,
     /// The client certificate's key (PKCS#8).
     pub client_key_pem: String,
     ca_der: Vec<u8>,
     server_der: Vec<u8>,
     server_key_der: Vec<u8>,
+    /// Kept to mint client certificates for users later ([`TlsMaterial::client_cert`]).
+    issuer: Arc<Issuer>,
+}
+
+/// The CA's certificate and key. Its `Debug` shows nothing: the key is a secret.
+struct Issuer {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl std::fmt::Debug for Issuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Issuer { .. }")
+    }
 }
 
 /// Errors generating TLS material.
@@ -36,6 +51,11 @@ pub enum TlsError {
     /// The client verifier could not be built.
     #[error("client verifier: {0}")]
     Verifier(String),
+    /// [`TlsMaterial::client_cert`] was asked for more groups than a minted certificate
+    /// carries (two: the certificate generator keeps one value per attribute type, and the
+    /// second O is written under its numeric OID).
+    #[error("a minted client certificate carries at most 2 groups, not {0}")]
+    TooManyGroups(usize),
 }
 
 impl TlsMaterial {
@@ -59,20 +79,29 @@ impl TlsMaterial {
             .push(DnType::CommonName, "sim-apiserver");
         let server = sp.signed_by(&server_key, &ca, &ca_key)?;
 
-        let client_key = KeyPair::generate()?;
-        let mut cp = CertificateParams::new(Vec::<String>::new())?;
-        cp.distinguished_name.push(DnType::CommonName, "sim-client");
-        let client = cp.signed_by(&client_key, &ca, &ca_key)?;
+        let (client_cert_pem, client_key_pem) =
+            sign_client(&ca, &ca_key, "sim-client", &["system:masters"])?;
 
         Ok(Self {
             ca_pem: ca.pem(),
             server_cert_pem: server.pem(),
-            client_cert_pem: client.pem(),
-            client_key_pem: client_key.serialize_pem(),
+            client_cert_pem,
+            client_key_pem,
             ca_der: ca.der().to_vec(),
             server_der: server.der().to_vec(),
             server_key_der: server_key.serialize_der(),
+            issuer: Arc::new(Issuer {
+                cert: ca,
+                key: ca_key,
+            }),
         })
+    }
+
+    /// A fresh client certificate and its key (PEM, PKCS#8) signed by the CA, for user `user`
+    /// (the subject's CN) in `groups` (one O each), as kube-apiserver reads a client
+    /// certificate's identity.
+    pub fn client_cert(&self, user: &str, groups: &[&str]) -> Result<(String, String), TlsError> {
+        sign_client(&self.issuer.cert, &self.issuer.key, user, groups)
     }
 
     /// A rustls server configuration (ALPN `h2` only when `http2`), optionally verifying (but
@@ -103,4 +132,28 @@ impl TlsMaterial {
         };
         Ok(cfg)
     }
+}
+
+fn sign_client(
+    ca: &rcgen::Certificate,
+    ca_key: &KeyPair,
+    user: &str,
+    groups: &[&str],
+) -> Result<(String, String), TlsError> {
+    if groups.len() > 2 {
+        return Err(TlsError::TooManyGroups(groups.len()));
+    }
+    let key = KeyPair::generate()?;
+    let mut p = CertificateParams::new(Vec::<String>::new())?;
+    p.distinguished_name.push(DnType::CommonName, user);
+    // One O per group, each its own RDN, as kube-apiserver reads them.
+    let o_types = [
+        DnType::OrganizationName,
+        DnType::CustomDnType(vec![2, 5, 4, 10]),
+    ];
+    for (g, ty) in groups.iter().zip(o_types) {
+        p.distinguished_name.push(ty, *g);
+    }
+    let cert = p.signed_by(&key, ca, ca_key)?;
+    Ok((cert.pem(), key.serialize_pem()))
 }

@@ -246,7 +246,10 @@ pub(crate) async fn write_request(
         (&Method::DELETE, Some(name)) => {
             let (pre, dry_run) = delete_options(&body, &q)?;
             let o = storage.delete_with(rp.idx, def, ns, name, &pre, dry_run)?;
-            Ok(respond(shared, StatusCode::OK, &o))
+            match crate::deletion::answer(def, &o.value) {
+                Some(status) => Ok(value_response(shared, StatusCode::OK, &status)),
+                None => Ok(respond(shared, StatusCode::OK, &o)),
+            }
         }
         (&Method::DELETE, None) => {
             let (_, dry_run) = delete_options(&body, &q)?;

@@ -250,11 +250,13 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
             "coordination.k8s.io",
             "events.k8s.io",
             "apps",
+            "authentication.k8s.io",
+            "authorization.k8s.io",
             "example.com"
         ]
     );
     assert_eq!(
-        apis["groups"][3]["preferredVersion"]["groupVersion"],
+        apis["groups"][5]["preferredVersion"]["groupVersion"],
         "example.com/v1"
     );
     let g = c.get("/apis/example.com/v1").await.body;

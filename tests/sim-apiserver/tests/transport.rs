@@ -95,7 +95,11 @@ async fn unknown_paths_and_methods_answer_with_status_objects() {
 async fn a_read_only_token_may_read_but_writes_are_403_forbidden() {
     let sim = SimServer::builder()
         .token("admin")
-        .readonly_token("viewer")
+        .user(sim_apiserver::User::new("viewer").token("viewer"))
+        .allow(
+            sim_apiserver::Subject::user("viewer"),
+            sim_apiserver::Rule::read_only(),
+        )
         .start()
         .await
         .unwrap();

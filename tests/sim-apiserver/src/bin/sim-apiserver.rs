@@ -1,6 +1,7 @@
 //! Runs the simulated kube-apiserver by hand.
 //!
-//! Usage: `sim-apiserver [--tls] [--token TOKEN] [--kubeconfig PATH] [--http1] [--pods N]
+//! Usage: `sim-apiserver [--tls] [--token TOKEN] [--user NAME:TOKEN[:GROUP,...]]...
+//! [--users-file PATH] [--rule SPEC]... [--rules-file PATH] [--kubeconfig PATH] [--http1] [--pods N]
 //! [--churn RATE] [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
 //! [--stall-every SECS] [--reset-connections-every SECS]`
 //!
@@ -13,16 +14,35 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use sim_apiserver::authz::{parse_rule, parse_rules_file};
+use sim_apiserver::users::parse_users_file;
 use sim_apiserver::{
-    apply_fault_spec, ChurnConfig, Faults, SimServer, DEFAULT_GZIP_MIN_BYTES, FAULT_SPECS,
+    apply_fault_spec, ChurnConfig, Faults, SimServer, User, DEFAULT_GZIP_MIN_BYTES, FAULT_SPECS,
 };
 
 fn usage() -> String {
     format!(
-        "sim-apiserver [--tls] [--token TOKEN] [--kubeconfig PATH] [--http1] [--pods N]
+        "sim-apiserver [--tls] [--token TOKEN] [--user NAME:TOKEN[:GROUP,...]]... [--users-file PATH]
+              [--rule SPEC]... [--rules-file PATH] [--kubeconfig PATH] [--http1] [--pods N]
               [--churn OPS_PER_SEC] [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
               [--stall-every SECS] [--reset-connections-every SECS]
 
+  --token TOKEN                   require a bearer token; TOKEN is user `admin`, in
+                                  system:masters (may do anything)
+  --user NAME:TOKEN[:GROUP,...]   a user with a bearer token and groups (repeatable);
+                                  group system:masters may do anything, others what
+                                  --rule grants; once a user is given, requests without
+                                  credentials are 401. Tokens are never printed.
+  --users-file PATH               users from a CSV file as kube-apiserver's
+                                  --token-auth-file: token,user,uid[,\"group1,group2\"]
+  --rule SPEC                     grant a rule (repeatable), SPEC being `;`-separated
+                                  key=value pairs: user=NAME or group=NAME, verbs=get,list,
+                                  resources=pods,pods/status, and optionally
+                                  apiGroups=core,apps (default *), namespaces=a,b
+                                  (default: everywhere), names=x,y; e.g.
+                                  \"user=bob;verbs=get,list,watch;resources=pods;namespaces=default\"
+                                  Denied requests are 403 as kube-apiserver words them.
+  --rules-file PATH               rules from a file, one SPEC a line (# comments)
   --kubeconfig PATH               write a kubeconfig for this server to PATH (context `sim`,
                                   namespace `default`), removed again on Ctrl-C; point
                                   KUBECONFIG at it to use kubectl or your own controller
@@ -90,6 +110,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut stall_every = None;
     let mut reset_every = None;
     let mut kubeconfig: Option<std::path::PathBuf> = None;
+    let mut users: Vec<String> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--tls" => b = b.tls(true),
@@ -105,6 +126,36 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 b = b.gzip_min_bytes(n);
             }
             "--token" => b = b.token(args.next().ok_or("--token needs a value")?),
+            "--user" => {
+                let spec = args.next().ok_or("--user needs NAME:TOKEN[:GROUP,...]")?;
+                let u = User::parse_flag(&spec).map_err(|e| format!("--user: {e}"))?;
+                users.push(u.name().to_string());
+                b = b.user(u);
+            }
+            "--users-file" => {
+                let path = args.next().ok_or("--users-file needs a PATH")?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--users-file: cannot read {path}: {e}"))?;
+                for u in parse_users_file(&text).map_err(|e| format!("--users-file {path}: {e}"))? {
+                    users.push(u.name().to_string());
+                    b = b.user(u);
+                }
+            }
+            "--rule" => {
+                let spec = args.next().ok_or("--rule needs a SPEC")?;
+                let (subject, rule) = parse_rule(&spec).map_err(|e| format!("--rule: {e}"))?;
+                b = b.allow(subject, rule);
+            }
+            "--rules-file" => {
+                let path = args.next().ok_or("--rules-file needs a PATH")?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--rules-file: cannot read {path}: {e}"))?;
+                for (subject, rule) in
+                    parse_rules_file(&text).map_err(|e| format!("--rules-file {path}: {e}"))?
+                {
+                    b = b.allow(subject, rule);
+                }
+            }
             "--kubeconfig" => {
                 kubeconfig = Some(args.next().ok_or("--kubeconfig needs a PATH")?.into())
             }
@@ -147,6 +198,9 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(t) = sim.token() {
         println!("token: {t}");
+    }
+    for u in &users {
+        println!("user: {u}");
     }
     if let Some(path) = &kubeconfig {
         std::fs::write(path, sim.kubeconfig())
