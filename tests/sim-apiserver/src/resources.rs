@@ -152,7 +152,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// core/v1 pods (with status), configmaps, namespaces (with status) and events;
+    /// core/v1 pods (with status), configmaps, namespaces (with status), events and services
+    /// (with status);
     /// `coordination.k8s.io/v1` leases; `events.k8s.io/v1` events; `apps/v1` deployments (with
     /// status and scale).
     pub fn builtin() -> Self {
@@ -180,6 +181,8 @@ impl Registry {
                 .with_status()
                 .with_scale(),
         );
+        // Served so that `kubectl cluster-info` (which lists kube-system's Services) works.
+        r.register(ResourceDef::new("", "v1", "Service", "services", true).with_status());
         r
     }
 
