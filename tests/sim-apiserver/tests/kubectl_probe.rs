@@ -604,10 +604,12 @@ fn steps() -> Vec<Step> {
         fails("create -f an existing object", "create -f $DIR/pod.yaml").err(&["AlreadyExists", "pods \"from-file\" already exists"]),
         fails("create an invalid name", "create -f $DIR/bad-name.yaml").err(&["is invalid", "metadata.name: Invalid value: \"Bad_Name\""]),
         ok("create -f a namespace", "create -f $DIR/ns.yaml").has(&["namespace/probe created"]).stored("namespaces", None, "probe", "/status/phase", json!("Active")),
+        ok("a created namespace has its name label", "get namespace probe -o jsonpath={.metadata.labels}").has(&["kubernetes.io/metadata.name", "probe"]),
         ok("create --dry-run=client", "create configmap dry-client --from-literal=a=1 --dry-run=client -o name").has(&["configmap/dry-client"]).absent("configmaps", Some("default"), "dry-client"),
         ok("create -f --dry-run=server", "create -f $DIR/ghost.yaml --dry-run=server").has(&["configmap/ghost created (server dry run)"]).absent("configmaps", Some("default"), "ghost"),
         ok("run", "run web-2 --image=busybox --labels=app=two").has(&["pod/web-2 created"]).stored("pods", Some("default"), "web-2", "/spec/containers/0/image", json!("busybox")),
         ok("expose", "expose pod web-1 --port=80 --name=web").has(&["service/web exposed"]).stored("services", Some("default"), "web", "/spec/selector/app", json!("web")),
+        ok("get service", "get service web -o jsonpath='{.spec.type} {.spec.ports[0].protocol} {.spec.ports[0].targetPort}'").has(&["ClusterIP TCP 80"]),
         ok("run --dry-run=server", "run web-3 --image=busybox --dry-run=server").has(&["pod/web-3 created (server dry run)"]).absent("pods", Some("default"), "web-3"),
         // --- apply (client side), diff, replace ---
         ok("apply creates", "apply -f $DIR/cm1.yaml").has(&["configmap/applied created"]).check(|sim, _| {
@@ -676,6 +678,7 @@ fn steps() -> Vec<Step> {
             move |sim, o| f(sim, o)
         }),
         ok("rollout status", "rollout status deployment/web --timeout=20s").before(rolled_out).has(&["deployment \"web\" successfully rolled out"]),
+        ok("describe deployment", "describe deployment web").has(&["Name:", "web", "Selector:", "app=web", "Replicas:", "StrategyType:", "RollingUpdate", "RollingUpdateStrategy:", "25% max unavailable, 25% max surge", "Pod Template:", "Conditions:", "Available"]),
         ok("rollout restart", "rollout restart deployment/web").has(&["deployment.apps/web restarted"]).check(|sim, _| {
             let d = sim.get("deployments.apps", Some("default"), "web").map_err(|e| format!("{e:?}"))?;
             d.pointer("/spec/template/metadata/annotations/kubectl.kubernetes.io~1restartedAt").map(|_| ()).ok_or_else(|| "no restartedAt annotation".to_string())
