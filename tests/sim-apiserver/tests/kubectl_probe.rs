@@ -359,6 +359,7 @@ const NS_YAML: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: probe
 const CM1_YAML: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: default\ndata:\n  a: \"1\"\n";
 const CM2_YAML: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: default\ndata:\n  a: \"2\"\n";
 const CM3_YAML: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: default\ndata:\n  a: \"3\"\n  b: replaced\n";
+const LIST_YAML: &str = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: li1\n- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: li2\n";
 const GHOST_YAML: &str =
     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ghost\ndata:\n  a: \"1\"\n";
 const DEPLOY_YAML: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: web\n  template:\n    metadata:\n      labels:\n        app: web\n    spec:\n      containers:\n      - name: c\n        image: nginx\n";
@@ -605,6 +606,7 @@ fn steps() -> Vec<Step> {
         fails("create an invalid name", "create -f $DIR/bad-name.yaml").err(&["is invalid", "metadata.name: Invalid value: \"Bad_Name\""]),
         ok("create -f a namespace", "create -f $DIR/ns.yaml").has(&["namespace/probe created"]).stored("namespaces", None, "probe", "/status/phase", json!("Active")),
         ok("a created namespace has its name label", "get namespace probe -o jsonpath={.metadata.labels}").has(&["kubernetes.io/metadata.name", "probe"]),
+        ok("a built-in namespace has its name label", "get namespace kube-system -o jsonpath={.metadata.labels}").has(&["kubernetes.io/metadata.name", "kube-system"]),
         ok("create --dry-run=client", "create configmap dry-client --from-literal=a=1 --dry-run=client -o name").has(&["configmap/dry-client"]).absent("configmaps", Some("default"), "dry-client"),
         ok("create -f --dry-run=server", "create -f $DIR/ghost.yaml --dry-run=server").has(&["configmap/ghost created (server dry run)"]).absent("configmaps", Some("default"), "ghost"),
         ok("run", "run web-2 --image=busybox --labels=app=two").has(&["pod/web-2 created"]).stored("pods", Some("default"), "web-2", "/spec/containers/0/image", json!("busybox")),
@@ -622,6 +624,7 @@ fn steps() -> Vec<Step> {
         ok("apply --dry-run=server", "apply -f $DIR/cm2.yaml --dry-run=server").has(&["configmap/applied configured (server dry run)"]).stored("configmaps", Some("default"), "applied", "/data/a", json!("1")),
         ok("apply configures a change", "apply -f $DIR/cm2.yaml").has(&["configmap/applied configured"]).stored("configmaps", Some("default"), "applied", "/data/a", json!("2")),
         ok("replace -f", "replace -f $DIR/cm3.yaml").has(&["configmap/applied replaced"]).stored("configmaps", Some("default"), "applied", "/data/b", json!("replaced")),
+        ok("apply a List", "apply -f $DIR/list.yaml").has(&["configmap/li1 created", "configmap/li2 created"]).area("smp"),
         fails("replace a missing object", "replace -f $DIR/ghost.yaml").err(&["NotFound", "configmaps \"ghost\" not found"]),
         ok("apply a deployment client-side", "apply -f $DIR/d2.yaml").has(&["deployment.apps/d2 created"]),
         ok("apply a deployment change client-side", "apply -f $DIR/d2-changed.yaml").has(&["deployment.apps/d2 configured"]).area("smp").check({
@@ -797,6 +800,7 @@ async fn kubectl_probe_every_step_behaves_as_against_kube_apiserver() {
         ("cm2.yaml", CM2_YAML),
         ("cm3.yaml", CM3_YAML),
         ("ghost.yaml", GHOST_YAML),
+        ("list.yaml", LIST_YAML),
         ("deploy.yaml", DEPLOY_YAML),
         ("deploy-conflict.yaml", DEPLOY_CONFLICT_YAML),
         ("d2.yaml", D2_YAML),
