@@ -543,6 +543,7 @@ fn steps() -> Vec<Step> {
         ok("get --raw /apis", "get --raw /apis").has(&["\"kind\":\"APIGroupList\"", "\"name\":\"apps\""]),
         ok("get --raw /apis/apps/v1", "get --raw /apis/apps/v1").has(&["\"kind\":\"APIResourceList\"", "\"name\":\"deployments\""]),
         ok("get --raw /openapi/v3", "get --raw /openapi/v3").has(&["\"paths\"", "api/v1"]),
+        ok("get --raw an /openapi/v3 document", "get --raw /openapi/v3/apis/apps/v1").has(&["\"openapi\":\"3.0.0\"", "/apis/apps/v1/namespaces/{namespace}/deployments"]),
         ok("get --raw /openapi/v2", "get --raw /openapi/v2").has(&["\"swagger\":\"2.0\""]).area("smp"),
         ok("get --raw /healthz", "get --raw /healthz").has(&["ok"]),
         ok("get --raw /readyz", "get --raw /readyz").has(&["ok"]),
@@ -691,6 +692,9 @@ fn steps() -> Vec<Step> {
         ok("wait --for=condition", "wait --for=condition=Available deployment/web --timeout=20s").before(rolled_out).has(&["deployment.apps/web condition met"]),
         ok("wait --for=jsonpath", "wait --for=jsonpath={.spec.replicas}=3 deployment/web --timeout=20s").has(&["deployment.apps/web condition met"]),
         fails("wait times out", "wait --for=condition=Ready pod/web-1 --timeout=1s").err(&["timed out waiting for the condition on pods/web-1"]),
+        ok("wait --for=create", "wait --for=create pod/later --timeout=30s").since(31).has(&["pod/later condition met"]).during(None, |sim| {
+            sim.create("pods", Some("default"), json!({"metadata": {"name": "later"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}})).unwrap();
+        }),
         ok("wait --for=delete", "wait --for=delete pod/doomed --timeout=30s").during(None, |sim| {
             sim.delete("pods", Some("default"), "doomed").unwrap();
         }),
@@ -747,6 +751,14 @@ fn not_served() -> Vec<(Step, &'static str)> {
         (
             fails("cp", "cp web-1:/etc/hostname $DIR/hostname"),
             "cp runs tar through exec; no kubelet",
+        ),
+        (
+            fails("debug", "debug web-1 --image=busybox -- true").limit(15),
+            "pods/ephemeralcontainers is not served: no kubelet",
+        ),
+        (
+            fails("cordon", "cordon node-1"),
+            "nodes are not served: no kubelet registers one",
         ),
         (
             fails("top pods", "top pods"),
