@@ -219,7 +219,9 @@ def main(kubeconfig):
     @step("strategic merge patch keeps other containers", area="smp")
     def _():
         body = {"spec": {"template": {"spec": {"containers": [{"name": "side", "image": "busybox"}]}}}}
-        d = apps.patch_namespaced_deployment("web", NS, body)
+        d = apps.patch_namespaced_deployment(
+            "web", NS, body, _content_type="application/strategic-merge-patch+json"
+        )
         names = sorted(c.name for c in d.spec.template.spec.containers)
         expect(names == ["main", "side"], names)
 
