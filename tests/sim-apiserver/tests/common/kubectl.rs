@@ -49,7 +49,7 @@ impl Kube {
     }
 
     /// A command with this run's kubeconfig, HOME and cache directory.
-    pub fn cmd(&self, args: &[String]) -> Command {
+    pub fn cmd<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Command {
         let mut c = Command::new(&self.bin);
         c.env("KUBECONFIG", self.dir.join("config"))
             .env("HOME", &self.dir)
@@ -65,12 +65,7 @@ impl Kube {
     /// The kubectl version as `(major, minor)`, from `version --client -o json`.
     pub async fn client_version(&self) -> (u32, u32) {
         let out = self
-            .cmd(&[
-                "version".into(),
-                "--client".into(),
-                "-o".into(),
-                "json".into(),
-            ])
+            .cmd(&["version", "--client", "-o", "json"])
             .output()
             .await
             .expect("kubectl runs");
@@ -84,6 +79,20 @@ impl Kube {
                 .unwrap_or(0)
         };
         (num("major"), num("minor"))
+    }
+
+    /// Runs to completion and returns stdout, failing the test (with stderr) on a non-zero exit.
+    pub async fn run(&self, args: &[&str]) -> String {
+        let out = tokio::time::timeout(Duration::from_secs(60), self.cmd(args).output())
+            .await
+            .expect("kubectl timed out")
+            .expect("kubectl runs");
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
     }
 
     /// Writes a file in this run's directory and returns its path.
