@@ -542,6 +542,7 @@ fn steps() -> Vec<Step> {
         ok("get --raw /api", "get --raw /api").has(&["\"kind\":\"APIVersions\""]),
         ok("get --raw /apis", "get --raw /apis").has(&["\"kind\":\"APIGroupList\"", "\"name\":\"apps\""]),
         ok("get --raw /apis/apps/v1", "get --raw /apis/apps/v1").has(&["\"kind\":\"APIResourceList\"", "\"name\":\"deployments\""]),
+        ok("get --raw /apis/apps", "get --raw /apis/apps").has(&["\"kind\":\"APIGroup\"", "\"preferredVersion\""]),
         ok("get --raw /openapi/v3", "get --raw /openapi/v3").has(&["\"paths\"", "api/v1"]),
         ok("get --raw an /openapi/v3 document", "get --raw /openapi/v3/apis/apps/v1").has(&["\"openapi\":\"3.0.0\"", "/apis/apps/v1/namespaces/{namespace}/deployments"]),
         ok("get --raw /openapi/v2", "get --raw /openapi/v2").has(&["\"swagger\":\"2.0\""]).area("smp"),
@@ -656,6 +657,8 @@ fn steps() -> Vec<Step> {
         ok("patch --subresource=scale", "patch deployment web --subresource=scale --type merge -p '{\"spec\":{\"replicas\":2}}'").has(&["scale.autoscaling/web patched"]).stored("deployments.apps", Some("default"), "web", "/spec/replicas", json!(2)),
         ok("patch --subresource=status", "patch pod web-1 --subresource=status --type merge -p '{\"status\":{\"message\":\"probed\"}}'").has(&["pod/web-1 patched"]).stored("pods", Some("default"), "web-1", "/status/message", json!("probed")),
         // --- edit ---
+        ok("get --subresource=status", "get pod web-1 --subresource=status -o jsonpath={.status.message}").has(&["probed"]),
+        ok("get --subresource=scale", "get deployment web --subresource=scale -o jsonpath='{.kind} {.spec.replicas}'").has(&["Scale 2"]),
         ok("edit via KUBE_EDITOR", "edit configmap settings").env("KUBE_EDITOR", "$DIR/editor.sh").has(&["configmap/settings edited"]).stored("configmaps", Some("default"), "settings", "/data/mode", json!("v2-edit")),
         ok("edit with no change", "edit configmap settings").env("KUBE_EDITOR", "true").err(&["Edit cancelled, no changes made."]),
         // --- label, annotate ---
