@@ -83,5 +83,51 @@ pub fn ensure_tools() -> Result<(), String> {
             println!("warning: could not install kubernetes-client; the kubectl test will skip");
         }
     }
+    ensure_python_probe();
     Ok(())
+}
+
+/// The `kubernetes` release from PyPI the python client probe runs (pinned so that a new
+/// release cannot change the probe's outcome unnoticed).
+const PY_KUBERNETES: &str = "kubernetes==37.0.2";
+
+/// Makes sure the venv `target/py-probe` holds the official python client, for the simulated
+/// API server's python probe (`tests/sim-apiserver/tests/python_probe.rs`).
+///
+/// Idempotent: nothing is done when the venv already imports `kubernetes`. Not fatal: when
+/// python or pip fails, the warning says so loudly and the probe test skips with a message.
+pub fn ensure_python_probe() {
+    let venv = workspace_root().join("target/py-probe");
+    let py = venv.join("bin/python");
+    let py = py.to_string_lossy().into_owned();
+    if succeeds(&py, &["-c", "import kubernetes"]) {
+        return;
+    }
+    println!(
+        "python client probe: installing {PY_KUBERNETES} into {}",
+        venv.display()
+    );
+    let venv_s = venv.to_string_lossy().into_owned();
+    let result = run("python3", &["-m", "venv", &venv_s]).and_then(|()| {
+        run(
+            &py,
+            &[
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                PY_KUBERNETES,
+            ],
+        )
+    });
+    if let Err(e) = result {
+        let bar = "!".repeat(78);
+        println!(
+            "{bar}
+WARNING: the python client probe cannot run: {e}
+its test will SKIP
+{bar}"
+        );
+    }
 }

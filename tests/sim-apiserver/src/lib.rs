@@ -84,7 +84,8 @@
 //!
 //! # Writes
 //!
-//! * **Resources**: core/v1 `pods` (status), `configmaps`, `namespaces` (status), `events`;
+//! * **Resources**: core/v1 `pods` (status), `configmaps`, `namespaces` (status), `events`,
+//!   `services` (status; for `kubectl cluster-info`);
 //!   `coordination.k8s.io/v1` `leases`; `events.k8s.io/v1` `events`; `apps/v1` `deployments`
 //!   (status, scale); more with [`SimServerBuilder::resource`] and [`ResourceDef::with_status`]
 //!   / [`ResourceDef::with_scale`]. Discovery lists `deployments/status`, `deployments/scale`
@@ -93,6 +94,8 @@
 //!   [`events_convert`]): a write through either is read, listed and watched through both at
 //!   the same resourceVersion. Discovery lists kube-apiserver's short names (`po`, `cm`,
 //!   `ns`, `ev`, `deploy`) and the `all` category (pods, deployments).
+//! * **Defaults**: writes through the API get kube-apiserver's defaults for built-in kinds
+//!   (a Deployment's `strategy`, a pod spec's `restartPolicy`, ...), see [`defaults`].
 //! * **Create** (POST, 201): no name and no `generateName` is 422 `Invalid` (cause
 //!   `FieldValueRequired`, field `metadata.name`), a name that is not a DNS-1123 subdomain 422
 //!   (`FieldValueInvalid`); `generateName` gets 5 random characters; an existing name is 409
@@ -165,6 +168,7 @@ mod body;
 pub mod churn;
 pub mod compression;
 pub mod continue_token;
+pub mod defaults;
 mod deletion;
 pub mod discovery;
 pub mod events_convert;

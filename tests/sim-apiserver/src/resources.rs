@@ -152,7 +152,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// core/v1 pods (with status), configmaps, namespaces (with status) and events;
+    /// core/v1 pods (with status), configmaps, namespaces (with status), events and services
+    /// (with status);
     /// `coordination.k8s.io/v1` leases; `events.k8s.io/v1` events; `apps/v1` deployments (with
     /// status and scale); the self reviews of `authorization.k8s.io/v1` and
     /// `authentication.k8s.io/v1` (see [`crate::authz`]). Short names and categories are
@@ -195,6 +196,8 @@ impl Registry {
         for d in crate::authz::reviews::defs() {
             r.register(d);
         }
+        // Served so that `kubectl cluster-info` (which lists kube-system's Services) works.
+        r.register(ResourceDef::new("", "v1", "Service", "services", true).with_status());
         r
     }
 

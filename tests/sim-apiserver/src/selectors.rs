@@ -179,12 +179,31 @@ impl FieldSelector {
                     "status.nominatedNodeName",
                 ],
                 "Namespace" => &["status.phase"],
+                // What `kubectl describe` and `kubectl events --for` select events by.
+                "Event" => &[
+                    "involvedObject.apiVersion",
+                    "involvedObject.fieldPath",
+                    "involvedObject.kind",
+                    "involvedObject.name",
+                    "involvedObject.namespace",
+                    "involvedObject.resourceVersion",
+                    "involvedObject.uid",
+                    "reason",
+                    "reportingComponent",
+                    "source",
+                    "type",
+                ],
                 _ => &[],
             };
             if !matches!(field, "metadata.name" | "metadata.namespace") && !extra.contains(&field) {
                 return Err(format!("field label not supported: {field}"));
             }
-            let path = format!("/{}", field.replace('.', "/"));
+            // An event's `source` field is the component that reported it.
+            let path = if kind == "Event" && field == "source" {
+                "/source/component".to_string()
+            } else {
+                format!("/{}", field.replace('.', "/"))
+            };
             reqs.push(FieldReq {
                 path,
                 value: v.trim().into(),
@@ -255,5 +274,24 @@ mod tests {
         assert!(FieldSelector::parse_for("Pod", "status.phase=")
             .unwrap()
             .matches(&pod));
+    }
+
+    #[test]
+    fn event_fields_select_what_describe_asks_for() {
+        let ev = serde_json::json!({
+            "metadata": {"name": "e1", "namespace": "default"},
+            "involvedObject": {"kind": "Pod", "name": "web-1", "namespace": "default", "uid": "u1"},
+            "reason": "Probed", "type": "Normal", "source": {"component": "kubelet"}
+        });
+        let sel = |s: &str| FieldSelector::parse_for("Event", s).unwrap();
+        assert!(
+            sel("involvedObject.kind=Pod,involvedObject.name=web-1,involvedObject.uid=u1")
+                .matches(&ev)
+        );
+        assert!(sel("source=kubelet,type=Normal,reason=Probed").matches(&ev));
+        assert!(!sel("involvedObject.name=other").matches(&ev));
+        // A field the event lacks compares as empty, as in kube-apiserver.
+        assert!(sel("involvedObject.fieldPath=").matches(&ev));
+        assert!(FieldSelector::parse_for("Pod", "involvedObject.name=x").is_err());
     }
 }

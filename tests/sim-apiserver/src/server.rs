@@ -325,7 +325,7 @@ impl SimServerBuilder {
                 ns_idx,
                 &def,
                 "",
-                serde_json::json!({"metadata": {"name": ns}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
+                serde_json::json!({"metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}, "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}),
             );
         }
         tokio::spawn(accept_loop(listener, acceptor, shared.clone()));

@@ -152,6 +152,8 @@ pub(crate) async fn write_request(
                     return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
                 }
             }
+            let mut body = body;
+            crate::defaults::apply(def, &mut body);
             let o = storage.create_with(rp.idx, def, ns, body, opts)?;
             Ok(respond(shared, StatusCode::CREATED, &o))
         }
@@ -178,6 +180,8 @@ pub(crate) async fn write_request(
             ))
         }
         (&Method::PUT, Some(name)) => {
+            let mut body = body;
+            crate::defaults::apply(def, &mut body);
             let o = storage.update_with(rp.idx, def, ns, name, body, opts)?;
             Ok(respond(shared, StatusCode::OK, &o))
         }
@@ -382,6 +386,7 @@ fn read_modify_write(
                 def.kind
             )));
         }
+        crate::defaults::apply(def, &mut v);
         // A resourceVersion other than the one read was asked for: a precondition, never
         // retried. The one read (carried over from the object, or asked for and still
         // current) only guards against a write in between, after which the change is
@@ -483,6 +488,7 @@ fn server_side_apply(
             }
             let mut obj = apply::apply(None, &applied, manager, force, scope, &def.api_version())?;
             obj["metadata"]["name"] = json!(name);
+            crate::defaults::apply(def, &mut obj);
             match storage.create_with(rp.idx, def, ns, obj, opts) {
                 Err(e) if e.code == 409 => continue,
                 r => return Ok(respond(shared, StatusCode::CREATED, &*r?)),
@@ -497,6 +503,7 @@ fn server_side_apply(
             &def.api_version(),
         )?;
         obj["metadata"]["resourceVersion"] = json!(cur.rv().to_string());
+        crate::defaults::apply(def, &mut obj);
         match storage.update_with(rp.idx, def, ns, name, obj, opts) {
             Err(e) if e.code == 409 || e.code == 404 => continue,
             r => return Ok(respond(shared, StatusCode::OK, &*r?)),

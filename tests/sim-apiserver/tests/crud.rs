@@ -232,7 +232,9 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
             "configmaps",
             "namespaces",
             "namespaces/status",
-            "events"
+            "events",
+            "services",
+            "services/status"
         ]
     );
     assert_eq!(core["resources"][3]["namespaced"], false);

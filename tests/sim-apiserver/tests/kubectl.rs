@@ -1,68 +1,17 @@
 //! A real client accepts the simulator: kubectl lists, watches, creates and deletes through it,
 //! over plain HTTP and over HTTPS with a bearer token. Skipped (with a message) without kubectl.
 
+#[path = "common/kubectl.rs"]
+mod kubectl_common;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
+use kubectl_common::{find_kubectl as kubectl, Kube};
 use serde_json::{json, Value};
 use sim_apiserver::SimServer;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
-
-fn kubectl() -> Option<PathBuf> {
-    let candidates = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"];
-    candidates.iter().map(PathBuf::from).find(|p| p.exists())
-}
-
-struct Kube {
-    bin: PathBuf,
-    dir: PathBuf,
-}
-
-impl Kube {
-    fn new(bin: PathBuf, sim: &SimServer, tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "sim-kubectl-{}-{}-{tag}",
-            std::process::id(),
-            sim.addr().port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("config"), sim.kubeconfig()).unwrap();
-        Self { bin, dir }
-    }
-
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.env("KUBECONFIG", self.dir.join("config"))
-            .env("HOME", &self.dir)
-            .arg("--cache-dir")
-            .arg(self.dir.join("cache"))
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        c
-    }
-
-    async fn run(&self, args: &[&str]) -> String {
-        let out = tokio::time::timeout(Duration::from_secs(60), self.cmd(args).output())
-            .await
-            .expect("kubectl timed out")
-            .expect("kubectl runs");
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-}
-
-impl Drop for Kube {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 async fn next_line(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> String {
     tokio::time::timeout(Duration::from_secs(60), lines.next_line())

@@ -527,7 +527,8 @@ async fn server_side_apply_creates_merges_tracks_owners_and_conflicts() {
     assert_eq!(r.body["spec"]["revisionHistoryLimit"], 3);
     assert_eq!(r.body["metadata"]["labels"]["team"], "a");
 
-    // hpa omits revisionHistoryLimit: removed; replicas it still applies stays.
+    // hpa omits revisionHistoryLimit: removed, then defaulted again (10) as kube-apiserver
+    // does; replicas it still applies stays.
     let r = apply(
         &c,
         &url,
@@ -535,7 +536,7 @@ async fn server_side_apply_creates_merges_tracks_owners_and_conflicts() {
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 4, "paused": true}}),
     )
     .await;
-    assert!(r.body["spec"].get("revisionHistoryLimit").is_none());
+    assert_eq!(r.body["spec"]["revisionHistoryLimit"], 10);
 
     // Bad applies: another kind, another name, force on a merge patch.
     let r = apply(

@@ -1,0 +1,205 @@
+//! Defaulting of built-in kinds on writes through the API, as kube-apiserver fills fields a
+//! client left out (so that `kubectl describe deployment` shows a `StrategyType`, and a
+//! controller reading back what it wrote sees what a real cluster would give it).
+//!
+//! Only absent fields are filled; a value the client sent is kept. Applied to the object a
+//! create, update, patch or server-side apply is about to store (dry runs included), not to
+//! what the test API ([`SimServer::create`](crate::SimServer::create)) stores.
+//!
+//! What is filled:
+//!
+//! | kind | fields |
+//! |---|---|
+//! | `Pod` (and every pod template) | `spec.restartPolicy` `Always`, `spec.dnsPolicy` `ClusterFirst`, `spec.schedulerName` `default-scheduler`, `spec.terminationGracePeriodSeconds` 30, `spec.securityContext` `{}`, `spec.enableServiceLinks` true (pods only) |
+//! | `apps/v1` `Deployment` | `spec.replicas` 1, `spec.strategy` `RollingUpdate` with `maxUnavailable`/`maxSurge` `25%`, `spec.revisionHistoryLimit` 10, `spec.progressDeadlineSeconds` 600 |
+//! | `Namespace` | label `kubernetes.io/metadata.name` = its name (always, as kube-apiserver), `spec.finalizers` `["kubernetes"]` |
+//! | `Service` | `spec.type` `ClusterIP`, `spec.sessionAffinity` `None`, each port's `protocol` `TCP` and `targetPort` = `port` |
+//!
+//! Not filled (simplified): container-level defaults (`imagePullPolicy`,
+//! `terminationMessagePath`, ...), a Service's `clusterIP` and IP families, admission-set fields
+//! (`priority`, service account).
+
+use serde_json::{json, Map, Value};
+
+use crate::resources::ResourceDef;
+
+/// Fills the defaults of `def`'s kind into `obj` (a no-op for kinds without any).
+pub fn apply(def: &ResourceDef, obj: &mut Value) {
+    if !def.is_core() || !obj.is_object() {
+        return;
+    }
+    match (def.group.as_str(), def.kind.as_str()) {
+        ("", "Pod") => {
+            if let Some(spec) = child(obj, "spec") {
+                pod_spec(spec);
+                fill(spec, "enableServiceLinks", json!(true));
+            }
+        }
+        ("apps", "Deployment") => deployment(obj),
+        ("", "Namespace") => namespace(obj),
+        ("", "Service") => service(obj),
+        _ => {}
+    }
+}
+
+/// The object at `key` of the object `v`, created empty when absent; `None` when `v` is not
+/// an object or the field holds something else (left for validation to refuse, not replaced).
+fn child<'a>(v: &'a mut Value, key: &str) -> Option<&'a mut Value> {
+    let slot = v
+        .as_object_mut()?
+        .entry(key)
+        .or_insert_with(|| Value::Object(Map::new()));
+    if slot.is_null() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.is_object().then_some(slot)
+}
+
+/// Sets `key` of the object `v` to `value` unless it is present (null counts as absent).
+fn fill(v: &mut Value, key: &str, value: Value) {
+    if let Some(m) = v.as_object_mut() {
+        match m.get(key) {
+            Some(x) if !x.is_null() => {}
+            _ => {
+                m.insert(key.to_string(), value);
+            }
+        }
+    }
+}
+
+fn pod_spec(spec: &mut Value) {
+    fill(spec, "restartPolicy", json!("Always"));
+    fill(spec, "dnsPolicy", json!("ClusterFirst"));
+    fill(spec, "schedulerName", json!("default-scheduler"));
+    fill(spec, "terminationGracePeriodSeconds", json!(30));
+    fill(spec, "securityContext", json!({}));
+}
+
+fn deployment(obj: &mut Value) {
+    let Some(spec) = child(obj, "spec") else {
+        return;
+    };
+    fill(spec, "replicas", json!(1));
+    fill(spec, "revisionHistoryLimit", json!(10));
+    fill(spec, "progressDeadlineSeconds", json!(600));
+    if let Some(strategy) = child(spec, "strategy") {
+        fill(strategy, "type", json!("RollingUpdate"));
+        if strategy["type"] == "RollingUpdate" {
+            if let Some(ru) = child(strategy, "rollingUpdate") {
+                fill(ru, "maxUnavailable", json!("25%"));
+                fill(ru, "maxSurge", json!("25%"));
+            }
+        }
+    }
+    if let Some(pod) = child(spec, "template").and_then(|t| child(t, "spec")) {
+        pod_spec(pod);
+    }
+}
+
+fn namespace(obj: &mut Value) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let (Some(name), Some(labels)) = (
+        name,
+        child(obj, "metadata").and_then(|m| child(m, "labels")),
+    ) {
+        labels["kubernetes.io/metadata.name"] = json!(name);
+    }
+    if let Some(spec) = child(obj, "spec") {
+        fill(spec, "finalizers", json!(["kubernetes"]));
+    }
+}
+
+fn service(obj: &mut Value) {
+    let Some(spec) = child(obj, "spec") else {
+        return;
+    };
+    fill(spec, "type", json!("ClusterIP"));
+    fill(spec, "sessionAffinity", json!("None"));
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter(|p| p.is_object()) {
+            fill(p, "protocol", json!("TCP"));
+            let port = p.get("port").cloned().unwrap_or(Value::Null);
+            if !port.is_null() {
+                fill(p, "targetPort", port);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(group: &str, kind: &str) -> ResourceDef {
+        ResourceDef::new(group, "v1", kind, "x", true)
+    }
+
+    #[test]
+    fn deployment_gets_strategy_and_limits_but_keeps_what_was_sent() {
+        let mut d = json!({"metadata": {"name": "web"},
+            "spec": {"replicas": 3, "strategy": {"type": "Recreate"},
+                     "template": {"spec": {"restartPolicy": "Never", "containers": []}}}});
+        apply(&def("apps", "Deployment"), &mut d);
+        assert_eq!(d["spec"]["replicas"], 3);
+        assert_eq!(d["spec"]["strategy"], json!({"type": "Recreate"}));
+        assert_eq!(d["spec"]["revisionHistoryLimit"], 10);
+        assert_eq!(d["spec"]["progressDeadlineSeconds"], 600);
+        assert_eq!(d["spec"]["template"]["spec"]["restartPolicy"], "Never");
+        assert_eq!(d["spec"]["template"]["spec"]["dnsPolicy"], "ClusterFirst");
+
+        let mut d = json!({"spec": {}});
+        apply(&def("apps", "Deployment"), &mut d);
+        assert_eq!(
+            d["spec"]["strategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+        );
+        assert_eq!(d["spec"]["replicas"], 1);
+    }
+
+    #[test]
+    fn pod_namespace_and_service_defaults() {
+        let mut p = json!({"spec": {"containers": [{"name": "c"}]}});
+        apply(&def("", "Pod"), &mut p);
+        assert_eq!(p["spec"]["terminationGracePeriodSeconds"], 30);
+        assert_eq!(p["spec"]["enableServiceLinks"], true);
+        assert_eq!(p["spec"]["containers"], json!([{"name": "c"}]));
+
+        let mut n =
+            json!({"metadata": {"name": "team", "labels": {"kubernetes.io/metadata.name": "x"}}});
+        apply(&def("", "Namespace"), &mut n);
+        assert_eq!(
+            n["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "team"
+        );
+        assert_eq!(n["spec"]["finalizers"], json!(["kubernetes"]));
+
+        let mut s = json!({"spec": {"ports": [{"port": 80}, {"port": 53, "protocol": "UDP", "targetPort": "dns"}]}});
+        apply(&def("", "Service"), &mut s);
+        assert_eq!(s["spec"]["type"], "ClusterIP");
+        assert_eq!(
+            s["spec"]["ports"][0],
+            json!({"port": 80, "protocol": "TCP", "targetPort": 80})
+        );
+        assert_eq!(
+            s["spec"]["ports"][1],
+            json!({"port": 53, "protocol": "UDP", "targetPort": "dns"})
+        );
+    }
+
+    #[test]
+    fn custom_kinds_and_odd_bodies_are_left_alone() {
+        let mut w = json!({"spec": {}});
+        apply(&def("example.com", "Deployment"), &mut w);
+        assert_eq!(w, json!({"spec": {}}));
+        // A malformed field is left for validation to refuse, not replaced.
+        let mut odd = json!({"spec": "not an object"});
+        apply(&def("apps", "Deployment"), &mut odd);
+        assert_eq!(odd, json!({"spec": "not an object"}));
+        let mut not_obj = json!([1]);
+        apply(&def("", "Pod"), &mut not_obj);
+        assert_eq!(not_obj, json!([1]));
+    }
+}
