@@ -206,4 +206,10 @@ pub use resources::{ResourceDef, ScaleDef};
 pub use server::{SimError, SimServer, SimServerBuilder};
 pub use status::ApiError;
 pub use users::User;
+
+/// The guide `docs/simulator.md`, whose Rust snippets are compiled and run as this crate's
+/// doctests (`cargo test --doc -p sim-apiserver`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/simulator.md")]
+pub struct GuideDoctests;
 pub use write_log::{WriteRecord, DEFAULT_WRITE_LOG_LIMIT, TEST_API_USER};
