@@ -246,6 +246,7 @@ impl SimServerBuilder {
             faults: Faults::new(storage.clone()),
             storage,
             registry: RwLock::new(registry),
+            crds: Default::default(),
             counters: Arc::new(Counters::default()),
             shutdown: shutdown_rx,
             addr,
@@ -282,7 +283,8 @@ impl Drop for ShutdownGuard {
 
 pub(crate) struct Shared {
     pub(crate) storage: Arc<Storage>,
-    registry: RwLock<Registry>,
+    pub(crate) registry: RwLock<Registry>,
+    pub(crate) crds: crate::crd::CrdState,
     pub(crate) faults: Faults,
     pub(crate) counters: Arc<Counters>,
     shutdown: watch::Receiver<bool>,
@@ -307,9 +309,8 @@ impl Shared {
     /// Resolves `plural` or `plural.group` to a registry index.
     fn resolve(&self, resource: &str) -> Option<usize> {
         let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
-        let reg = self.registry.read();
-        reg.all()
-            .iter()
+        self.registry
+            .read()
             .position(|d| d.plural == plural && d.group == group)
     }
 }
@@ -439,7 +440,16 @@ impl SimServer {
             .shared
             .resolve(resource)
             .ok_or_else(ApiError::path_not_found)?;
-        Ok((idx, self.shared.registry.read().get(idx).clone()))
+        let def = self.shared.registry.read().get(idx).clone();
+        Ok((self.shared.crds.slot(idx), def))
+    }
+
+    /// After a write through the test API: a CRD written is served (or stops being) at once.
+    fn written<T>(&self, def: &ResourceDef, r: Result<T, ApiError>) -> Result<T, ApiError> {
+        if r.is_ok() && crate::crd::is_definition(def) {
+            crate::crd::reconcile(&self.shared);
+        }
+        r
     }
 
     fn ns_for<'a>(def: &ResourceDef, ns: Option<&'a str>) -> &'a str {
@@ -454,12 +464,8 @@ impl SimServer {
     pub fn create(&self, resource: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
         let (idx, def) = self.res(resource)?;
         let ns = Self::ns_for(&def, ns);
-        Ok(self
-            .shared
-            .storage
-            .create(idx, &def, ns, obj)?
-            .value
-            .clone())
+        let r = self.shared.storage.create(idx, &def, ns, obj);
+        Ok(self.written(&def, r)?.value.clone())
     }
 
     /// Replaces an object (name taken from `obj`); a set resourceVersion must be current.
@@ -473,12 +479,8 @@ impl SimServer {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        Ok(self
-            .shared
-            .storage
-            .update(idx, &def, ns, &name, obj)?
-            .value
-            .clone())
+        let r = self.shared.storage.update(idx, &def, ns, &name, obj);
+        Ok(self.written(&def, r)?.value.clone())
     }
 
     /// Applies a JSON merge patch.
@@ -491,23 +493,16 @@ impl SimServer {
     ) -> Result<Value, ApiError> {
         let (idx, def) = self.res(resource)?;
         let ns = Self::ns_for(&def, ns);
-        Ok(
-            patch_object(&self.shared.storage, idx, &def, ns, name, patch)?
-                .value
-                .clone(),
-        )
+        let r = patch_object(&self.shared.storage, idx, &def, ns, name, patch);
+        Ok(self.written(&def, r)?.value.clone())
     }
 
     /// Deletes an object; returns its final state.
     pub fn delete(&self, resource: &str, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
         let (idx, def) = self.res(resource)?;
         let ns = Self::ns_for(&def, ns);
-        Ok(self
-            .shared
-            .storage
-            .delete(idx, &def, ns, name, None)?
-            .value
-            .clone())
+        let r = self.shared.storage.delete(idx, &def, ns, name, None);
+        Ok(self.written(&def, r)?.value.clone())
     }
 
     /// Gets an object.
@@ -771,6 +766,8 @@ fn route(shared: &Shared, path: &str) -> Route {
         return Route::NotFound;
     };
     let def = reg.get(idx).clone();
+    // All versions of a CRD share its storage version's store.
+    let idx = shared.crds.slot(idx);
     if ns.is_some() && !def.namespaced {
         return Route::NotFound;
     }
@@ -947,6 +944,22 @@ async fn resource_request(
         }
         None => Ok(representation::Representation::Object),
     };
+    let table = match (&method, &accept, rp.sub.as_deref()) {
+        (&Method::GET, Some(Ok(a)), None) => match crate::table::requested(a) {
+            Some(v) => {
+                let cols = shared.crds.columns(&rp.def);
+                let view =
+                    crate::table::TableView::new(v, &rp.def, cols.as_deref().map(Vec::as_slice), query.as_deref())?;
+                Some(view)
+            }
+            None => None,
+        },
+        _ => None,
+    };
+    let negotiate = |target| match &table {
+        Some(_) => Ok(representation::Representation::Object),
+        None => negotiate(target),
+    };
     let ns = rp.ns.as_deref();
     let storage = &shared.storage;
     let def = &rp.def;
@@ -978,7 +991,10 @@ async fn resource_request(
                     default_timeout: shared.cfg.default_watch_timeout,
                     user: user.to_string(),
                 };
-                let rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
+                let mut rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
+                if let Some(t) = table {
+                    rx = t.watch(rx);
+                }
                 let mut r = Response::new(SimBody::stream(rx, shared.counters.clone()));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -993,7 +1009,10 @@ async fn resource_request(
             if let Some(f) = shared.faults.take_list_fault() {
                 return faulty_list(shared, f, &rp, &p);
             }
-            let body = list::list(storage, rp.idx, def, ns, &p, shared.cfg.watch_cache)?;
+            let mut body = list::list(storage, rp.idx, def, ns, &p, shared.cfg.watch_cache)?;
+            if let Some(t) = &table {
+                body = t.list(&body)?;
+            }
             Ok(json_response(shared, StatusCode::OK, body))
         }
         (&Method::GET, Some(name)) => {
@@ -1016,6 +1035,13 @@ async fn resource_request(
                     &crate::writes::scale_of(def, &o.value),
                 ));
             }
+            if let Some(t) = &table {
+                return Ok(value_response(
+                    shared,
+                    StatusCode::OK,
+                    &t.object(&o.value, true),
+                ));
+            }
             Ok(json_response(
                 shared,
                 StatusCode::OK,
@@ -1025,7 +1051,14 @@ async fn resource_request(
         (&Method::POST, None)
         | (&Method::PUT, Some(_))
         | (&Method::PATCH, Some(_))
-        | (&Method::DELETE, _) => crate::writes::write_request(shared, req, rp, query).await,
+        | (&Method::DELETE, _) => {
+            let crd = crate::crd::is_definition(&rp.def);
+            let r = crate::writes::write_request(shared, req, rp, query).await;
+            if crd && r.is_ok() {
+                crate::crd::reconcile(shared);
+            }
+            r
+        }
         _ => Err(ApiError::method_not_allowed(method.as_str())),
     }
 }

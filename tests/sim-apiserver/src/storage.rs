@@ -543,6 +543,8 @@ impl Storage {
             ));
         }
         m.insert("name".into(), Value::String(name.clone()));
+        crate::crd::admit(def, &mut obj)?;
+        let m = meta_mut(&mut obj);
         if def.namespaced {
             m.insert("namespace".into(), Value::String(ns.to_string()));
         } else {
@@ -659,6 +661,7 @@ impl Storage {
                 }
             }
         }
+        crate::crd::admit(def, &mut obj)?;
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
         let old_meta = old.value["metadata"].clone();
@@ -799,6 +802,40 @@ impl Storage {
             },
         );
         Ok(o)
+    }
+
+    /// Deletes every object of a resource (one DELETED event each, as a deleted
+    /// CustomResourceDefinition's objects go), then ends the watches on it.
+    pub fn remove_all(&self, res: usize) {
+        let mut i = self.inner.lock();
+        let objects = i.objects.remove(&res).unwrap_or_default();
+        for (key, old) in objects {
+            i.history.remove(&(res, key.clone()));
+            i.rev += 1;
+            let rev = i.rev;
+            let mut v = old.value.clone();
+            set_rv(&mut v, rev);
+            let ns = v
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let o = Obj::new(v, EventType::Deleted);
+            self.commit(
+                &mut i,
+                Event {
+                    rv: rev,
+                    etype: EventType::Deleted,
+                    res,
+                    key,
+                    ns,
+                    obj: o,
+                    prev: Some(old),
+                },
+            );
+        }
+        // Dropping the senders ends each stream once it has written what it holds.
+        i.watchers.retain(|w| w.res != res);
     }
 
     /// Keeps at most `per_object` versions of each object and `total` versions over all

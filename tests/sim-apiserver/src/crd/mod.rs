@@ -1,0 +1,224 @@
+//! CustomResourceDefinitions (`apiextensions.k8s.io/v1`): a CRD written through the API is
+//! validated and defaulted like kube-apiserver does it, and once stored it is served: each served
+//! version becomes a resource of the registry (discovery, routes, its schema validating writes,
+//! its printer columns in Tables), its status says `NamesAccepted` and `Established`. Deleting the
+//! CRD deletes its objects (one DELETED event each) and ends the watches on them.
+//!
+//! Unlike kube-apiserver, which establishes a CRD from a controller a moment after the write, this
+//! happens before the write's answer is sent ([`reconcile`] runs right after every CRD write), so
+//! a test can use the resource at once. All versions of a CRD share one store (the storage
+//! version's slot); objects are not converted between versions (strategy `None` changes only
+//! `apiVersion`, which this server leaves as written).
+
+pub mod definition;
+pub mod schema;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use crate::resources::ResourceDef;
+use crate::server::Shared;
+use crate::status::ApiError;
+use crate::storage::{rfc3339_now, WriteOptions, WriteScope};
+use crate::table::Column;
+
+/// The API group of CustomResourceDefinitions.
+pub const GROUP: &str = "apiextensions.k8s.io";
+/// Their resource name.
+pub const PLURAL: &str = "customresourcedefinitions";
+
+/// The `customresourcedefinitions` resource itself (cluster-scoped, with a status).
+pub fn definition_resource() -> ResourceDef {
+    ResourceDef::new(GROUP, "v1", "CustomResourceDefinition", PLURAL, false)
+        .with_status()
+        .with_short_names(&["crd", "crds"])
+        .with_categories(&["api-extensions"])
+}
+
+/// Whether `def` is the CustomResourceDefinition resource.
+pub fn is_definition(def: &ResourceDef) -> bool {
+    def.group == GROUP && def.plural == PLURAL
+}
+
+/// The admission step of every write (create, update, patch, status, scale, apply): a CRD is
+/// defaulted and validated; an object of a resource with a schema is pruned, defaulted and
+/// validated against it. 422 `Invalid` with one cause per problem.
+pub(crate) fn admit(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+    let causes = if is_definition(def) {
+        definition::admit(obj)
+    } else if let Some(schema) = &def.schema {
+        schema::admit(schema, obj)
+    } else {
+        return Ok(());
+    };
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let list: Vec<(&str, String, String)> = causes
+        .into_iter()
+        .map(|c| (c.reason, c.field, c.message))
+        .collect();
+    Err(ApiError::invalid_causes(&def.kind, &def.group, name, &list))
+}
+
+/// What is served for one CRD.
+#[derive(Debug, Clone)]
+struct Serving {
+    /// The store slot of all its versions.
+    slot: usize,
+    /// The registry indexes of its served versions.
+    idxs: Vec<usize>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// By CRD name.
+    serving: HashMap<String, Serving>,
+    /// Registry index of a CRD's version → its store slot.
+    slots: HashMap<usize, usize>,
+    /// `group/version/plural` → printer columns.
+    columns: HashMap<String, Arc<Vec<Column>>>,
+}
+
+/// The server's CRD bookkeeping.
+#[derive(Debug, Default)]
+pub(crate) struct CrdState {
+    inner: Mutex<Inner>,
+    /// Reconciles run one at a time.
+    serial: Mutex<()>,
+}
+
+fn gvp(def: &ResourceDef) -> String {
+    format!("{}/{}/{}", def.group, def.version, def.plural)
+}
+
+impl CrdState {
+    /// The store slot of the resource at registry index `idx` (its own index unless it is a
+    /// non-storage version of a CRD).
+    pub(crate) fn slot(&self, idx: usize) -> usize {
+        self.inner.lock().slots.get(&idx).copied().unwrap_or(idx)
+    }
+
+    /// The printer columns of a CRD's resource (`None` for other resources).
+    pub(crate) fn columns(&self, def: &ResourceDef) -> Option<Arc<Vec<Column>>> {
+        self.inner.lock().columns.get(&gvp(def)).cloned()
+    }
+}
+
+/// Brings what is served in line with the stored CRDs: serves new and changed ones, stops
+/// serving deleted ones (deleting their objects), and writes the status of those whose status
+/// is not yet what kube-apiserver's controllers would have set.
+pub(crate) fn reconcile(shared: &Shared) {
+    let state = &shared.crds;
+    let _serial = state.serial.lock();
+    let Some(crd_idx) = shared.registry.read().find(GROUP, "v1", PLURAL) else {
+        return;
+    };
+    let crd_def = shared.registry.read().get(crd_idx).clone();
+    let Ok((_, crds)) = shared.storage.snapshot(crd_idx, None) else {
+        return;
+    };
+    let now = rfc3339_now();
+    let mut removed_slots = Vec::new();
+    let mut statuses = Vec::new();
+    {
+        let mut reg = shared.registry.write();
+        let mut inner = state.inner.lock();
+        let names: Vec<String> = crds
+            .values()
+            .filter_map(|o| o.value.pointer("/metadata/name").and_then(Value::as_str))
+            .map(str::to_string)
+            .collect();
+        let gone: Vec<String> = inner
+            .serving
+            .keys()
+            .filter(|n| !names.contains(n))
+            .cloned()
+            .collect();
+        for name in gone {
+            let Some(s) = inner.serving.remove(&name) else {
+                continue;
+            };
+            for idx in &s.idxs {
+                let def = reg.get(*idx).clone();
+                inner.columns.remove(&gvp(&def));
+                inner.slots.remove(idx);
+                reg.unregister(*idx);
+            }
+            removed_slots.push(s.slot);
+        }
+        for (o, name) in crds.values().zip(&names) {
+            let crd = &o.value;
+            let served = definition::served(crd);
+            let owned: Vec<usize> = inner
+                .serving
+                .get(name)
+                .map(|s| s.idxs.clone())
+                .unwrap_or_default();
+            let taken = served.defs.iter().find_map(|d| {
+                reg.position(|r| r.group == d.group && r.plural == d.plural)
+                    .filter(|i| !owned.contains(i))
+                    .map(|_| format!("{:?} is already in use", d.plural))
+            });
+            if let Some(why) = taken {
+                let want = definition::status(crd, Some(&why), &now);
+                if !definition::status_is_current(crd, &want) {
+                    statuses.push((name.clone(), crd.clone(), want));
+                }
+                continue;
+            }
+            let idxs: Vec<usize> = served.defs.iter().map(|d| reg.register(d.clone())).collect();
+            let prev = inner.serving.get(name).cloned();
+            let Some(first) = idxs.first().copied() else {
+                // No version served: nothing to route, but objects are kept.
+                continue;
+            };
+            let slot = prev.as_ref().map(|p| p.slot).unwrap_or(first);
+            for old in owned.iter().filter(|i| !idxs.contains(i)) {
+                let def = reg.get(*old).clone();
+                inner.columns.remove(&gvp(&def));
+                inner.slots.remove(old);
+                reg.unregister(*old);
+            }
+            for (i, (idx, cols)) in idxs.iter().zip(&served.columns).enumerate() {
+                inner.slots.insert(*idx, slot);
+                inner
+                    .columns
+                    .insert(gvp(&served.defs[i]), Arc::new(cols.clone()));
+            }
+            inner
+                .serving
+                .insert(name.clone(), Serving { slot, idxs });
+            let want = definition::status(crd, None, &now);
+            if !definition::status_is_current(crd, &want) {
+                statuses.push((name.clone(), crd.clone(), want));
+            }
+        }
+    }
+    for slot in removed_slots {
+        shared.storage.remove_all(slot);
+    }
+    for (name, mut crd, status) in statuses {
+        crd["status"] = status;
+        if let Some(m) = crd.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        let opts = WriteOptions {
+            dry_run: false,
+            scope: WriteScope::Status,
+        };
+        if let Err(e) = shared
+            .storage
+            .update_with(crd_idx, &crd_def, "", &name, crd, opts)
+        {
+            tracing::debug!(%e, name, "CRD status not written");
+        }
+    }
+}
