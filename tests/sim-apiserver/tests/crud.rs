@@ -250,11 +250,12 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
             "coordination.k8s.io",
             "events.k8s.io",
             "apps",
+            "apiextensions.k8s.io",
             "example.com"
         ]
     );
     assert_eq!(
-        apis["groups"][3]["preferredVersion"]["groupVersion"],
+        apis["groups"][4]["preferredVersion"]["groupVersion"],
         "example.com/v1"
     );
     let g = c.get("/apis/example.com/v1").await.body;
