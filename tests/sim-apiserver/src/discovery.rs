@@ -31,6 +31,12 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
         "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
         "storageVersionHash": "",
     })];
+    if !d.short_names.is_empty() {
+        out[0]["shortNames"] = json!(d.short_names);
+    }
+    if !d.categories.is_empty() {
+        out[0]["categories"] = json!(d.categories);
+    }
     if d.status_subresource {
         out.push(json!({
             "name": format!("{}/status", d.plural), "singularName": "", "namespaced": d.namespaced,
