@@ -131,7 +131,17 @@ async fn crd_lifecycle(bin: &str) {
     }
     let sim = SimServer::start().await.unwrap();
     let k = Kube::new(bin, &sim);
-    let out = k.run(&["apply", "-f", "crd.yaml"]).await;
+    // kubectl 1.28 validates client-side against `/openapi/v2`, which this server does not
+    // serve yet (the OpenAPI part of issue 33); the server validates the CRD either way.
+    let legacy = bin.to_string_lossy().ends_with("1.28");
+    let apply = |file: &'static str| {
+        let mut a = vec!["apply", "-f", file];
+        if legacy {
+            a.push("--validate=false");
+        }
+        a
+    };
+    let out = k.run(&apply("crd.yaml")).await;
     assert!(out.contains("widgets.example.com created"), "{out}");
     k.run(&[
         "wait",
@@ -140,7 +150,7 @@ async fn crd_lifecycle(bin: &str) {
         "--timeout=30s",
     ])
     .await;
-    let out = k.run(&["apply", "-f", "widget.yaml"]).await;
+    let out = k.run(&apply("widget.yaml")).await;
     assert!(out.contains("widget.example.com/w1 created"), "{out}");
 
     // The server's Table, with the CRD's printer columns.
