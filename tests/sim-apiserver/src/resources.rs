@@ -195,11 +195,9 @@ impl Registry {
     /// Registers a resource (replacing one with the same group/version/plural, served or
     /// unregistered); returns its index.
     pub fn register(&mut self, def: ResourceDef) -> usize {
-        let i = match self
-            .defs
-            .iter()
-            .position(|d| d.group == def.group && d.version == def.version && d.plural == def.plural)
-        {
+        let i = match self.defs.iter().position(|d| {
+            d.group == def.group && d.version == def.version && d.plural == def.plural
+        }) {
             Some(i) => {
                 self.defs[i] = def;
                 self.gone[i] = false;

@@ -948,8 +948,12 @@ async fn resource_request(
         (&Method::GET, Some(Ok(a)), None) => match crate::table::requested(a) {
             Some(v) => {
                 let cols = shared.crds.columns(&rp.def);
-                let view =
-                    crate::table::TableView::new(v, &rp.def, cols.as_deref().map(Vec::as_slice), query.as_deref())?;
+                let view = crate::table::TableView::new(
+                    v,
+                    &rp.def,
+                    cols.as_deref().map(Vec::as_slice),
+                    query.as_deref(),
+                )?;
                 Some(view)
             }
             None => None,

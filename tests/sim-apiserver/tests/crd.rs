@@ -166,7 +166,9 @@ async fn invalid_crds_are_refused_with_kube_apiserver_causes() {
 #[tokio::test]
 async fn writes_are_validated_pruned_and_defaulted_by_the_schema() {
     let (_sim, c) = server_with_widgets().await;
-    let r = c.post(WIDGETS, widget("w1", json!({"size": "string"}))).await;
+    let r = c
+        .post(WIDGETS, widget("w1", json!({"size": "string"})))
+        .await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(
         r.body["message"],
@@ -198,7 +200,10 @@ async fn writes_are_validated_pruned_and_defaulted_by_the_schema() {
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
-    assert_eq!(r.body["spec"], json!({"size": 3, "color": "red", "replicas": 1}));
+    assert_eq!(
+        r.body["spec"],
+        json!({"size": 3, "color": "red", "replicas": 1})
+    );
     assert!(r.body.get("extra").is_none(), "{}", r.body);
     assert_eq!(r.body["kind"], "Widget");
 
@@ -225,7 +230,10 @@ async fn writes_are_validated_pruned_and_defaulted_by_the_schema() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     // A removed defaulted field comes back with its default.
-    assert_eq!(r.body["spec"], json!({"size": 5, "color": "red", "replicas": 1}));
+    assert_eq!(
+        r.body["spec"],
+        json!({"size": 5, "color": "red", "replicas": 1})
+    );
 }
 
 trait Tap {
@@ -245,7 +253,10 @@ async fn status_and_scale_subresources_follow_the_crd() {
     w["status"] = json!({"phase": "Ignored"});
     let r = c.post(WIDGETS, w).await;
     assert_eq!(r.status, StatusCode::CREATED);
-    assert!(r.body.get("status").is_none(), "status is not set on create");
+    assert!(
+        r.body.get("status").is_none(),
+        "status is not set on create"
+    );
     let r = c
         .send(
             Method::PATCH,
@@ -258,7 +269,10 @@ async fn status_and_scale_subresources_follow_the_crd() {
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["status"]["phase"], "Ready");
-    assert_eq!(r.body["spec"]["size"], 3, "a status write leaves spec alone");
+    assert_eq!(
+        r.body["spec"]["size"], 3,
+        "a status write leaves spec alone"
+    );
     // The schema checks status writes as well.
     let r = c
         .send(
@@ -297,7 +311,9 @@ async fn status_and_scale_subresources_follow_the_crd() {
 #[tokio::test]
 async fn tables_carry_the_printer_columns_for_lists_gets_and_watches() {
     let (_sim, c) = server_with_widgets().await;
-    let mut watch = c.watch_accepting(&format!("{WIDGETS}?watch=1"), TABLE).await;
+    let mut watch = c
+        .watch_accepting(&format!("{WIDGETS}?watch=1"), TABLE)
+        .await;
     assert_eq!(watch.status, StatusCode::OK);
     for (n, size) in [("a", 1), ("b", 2)] {
         c.post(WIDGETS, widget(n, json!({"size": size}))).await;
@@ -316,7 +332,10 @@ async fn tables_carry_the_printer_columns_for_lists_gets_and_watches() {
     let rows = t.body["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     let cells = rows[1]["cells"].as_array().unwrap();
-    assert_eq!(cells[..4], [json!("b"), json!(2), json!("red"), Value::Null]);
+    assert_eq!(
+        cells[..4],
+        [json!("b"), json!(2), json!("red"), Value::Null]
+    );
     assert!(cells[4].as_str().unwrap().ends_with('s'), "{}", cells[4]);
     assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(rows[0]["object"]["metadata"]["name"], "a");
@@ -433,7 +452,11 @@ async fn cluster_scoped_crds_and_updates_take_effect() {
 
     // A new served version and a changed schema, through the test API.
     let mut crd = sim
-        .get("customresourcedefinitions.apiextensions.k8s.io", None, "widgets.example.com")
+        .get(
+            "customresourcedefinitions.apiextensions.k8s.io",
+            None,
+            "widgets.example.com",
+        )
         .unwrap();
     let mut v2 = crd["spec"]["versions"][0].clone();
     v2["name"] = json!("v2");

@@ -168,7 +168,14 @@ async fn crd_lifecycle(bin: &str) {
 
     // The schema refuses what kube-apiserver would.
     let bad = k
-        .output(&["patch", "wd", "w1", "--type=merge", "-p", r#"{"spec":{"size":"big"}}"#])
+        .output(&[
+            "patch",
+            "wd",
+            "w1",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"size":"big"}}"#,
+        ])
         .await;
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
@@ -186,7 +193,10 @@ async fn crd_lifecycle(bin: &str) {
 
     let out = k.run(&["delete", "crd", "widgets.example.com"]).await;
     assert!(out.contains("deleted"), "{out}");
-    assert!(sim.list("customresourcedefinitions.apiextensions.k8s.io", None).unwrap().is_empty());
+    assert!(sim
+        .list("customresourcedefinitions.apiextensions.k8s.io", None)
+        .unwrap()
+        .is_empty());
     let gone = k.output(&["get", "widgets"]).await;
     assert!(
         !gone.status.success(),

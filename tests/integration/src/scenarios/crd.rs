@@ -70,7 +70,9 @@ pub async fn crd_informer(_: Opts) -> Outcome {
         matches!(api.get("g-0").await, Err(ClientError::NotFound(_))),
         "gizmos answered before their CRD existed"
     );
-    crd_api.create(&CreateOptions::default(), &gizmo_crd()).await?;
+    crd_api
+        .create(&CreateOptions::default(), &gizmo_crd())
+        .await?;
     let crd = crd_api.get(RESOURCE).await?;
     let established = crd
         .data
@@ -153,7 +155,11 @@ pub async fn crd_informer(_: Opts) -> Outcome {
             for (what, want, got) in [
                 ("cache", &server, cache_state(all_informer.indexer())),
                 ("handler", &server, all_seq.lock().view()),
-                ("selected cache", &server_a, cache_state(sel_informer.indexer())),
+                (
+                    "selected cache",
+                    &server_a,
+                    cache_state(sel_informer.indexer()),
+                ),
                 ("selected handler", &server_a, sel_seq.lock().view()),
             ] {
                 if let Some(d) = diff(want, &got) {
@@ -169,7 +175,10 @@ pub async fn crd_informer(_: Opts) -> Outcome {
         .list()
         .iter()
         .all(|g| g.data.get("spec").and_then(|s| s.get("mode")) == Some(&json!("auto")));
-    ensure!(defaulted, "the schema's default is missing from cached gizmos");
+    ensure!(
+        defaulted,
+        "the schema's default is missing from cached gizmos"
+    );
 
     // The CRD goes: its objects go with it, and both informers see every delete.
     crd_api.delete(RESOURCE, &DeleteOptions::default()).await?;
@@ -186,14 +195,20 @@ pub async fn crd_informer(_: Opts) -> Outcome {
             if left.iter().all(|n| *n == 0) {
                 Ok(())
             } else {
-                Err(format!("left (cache, handler, selected cache, selected handler): {left:?}"))
+                Err(format!(
+                    "left (cache, handler, selected cache, selected handler): {left:?}"
+                ))
             }
         },
     )
     .await?;
     for (what, seq) in [("all", &all_seq), ("selected", &sel_seq)] {
         let v = seq.lock().violations().to_vec();
-        ensure!(v.is_empty(), "{what}: sequence violations: {:?}", &v[..v.len().min(3)]);
+        ensure!(
+            v.is_empty(),
+            "{what}: sequence violations: {:?}",
+            &v[..v.len().min(3)]
+        );
     }
     let gone = api.get("g-2").await;
     ensure!(

@@ -148,12 +148,10 @@ fn validate(crd: &Value) -> Vec<Cause> {
                 format!("{at}.schema.openAPIV3Schema"),
                 "Required value: schemas are required",
             )),
-            Some(sch) => {
-                out.extend(schema::structural_errors(
-                    sch,
-                    &format!("{at}.schema.openAPIV3Schema"),
-                ))
-            }
+            Some(sch) => out.extend(schema::structural_errors(
+                sch,
+                &format!("{at}.schema.openAPIV3Schema"),
+            )),
         }
         for (j, c) in v
             .get("additionalPrinterColumns")
@@ -174,8 +172,7 @@ fn validate(crd: &Value) -> Vec<Cause> {
                 }
             }
             let ty = s(c, "/type");
-            if !ty.is_empty()
-                && !matches!(ty, "integer" | "number" | "string" | "boolean" | "date")
+            if !ty.is_empty() && !matches!(ty, "integer" | "number" | "string" | "boolean" | "date")
             {
                 out.push(cause(
                     "FieldValueNotSupported",
@@ -194,9 +191,13 @@ fn validate(crd: &Value) -> Vec<Cause> {
         }
         for (f, p) in [
             ("specReplicasPath", "/subresources/scale/specReplicasPath"),
-            ("statusReplicasPath", "/subresources/scale/statusReplicasPath"),
+            (
+                "statusReplicasPath",
+                "/subresources/scale/statusReplicasPath",
+            ),
         ] {
-            if v.pointer("/subresources/scale").is_some_and(Value::is_object)
+            if v.pointer("/subresources/scale")
+                .is_some_and(Value::is_object)
                 && s(v, p).is_empty()
             {
                 out.push(cause(
@@ -282,7 +283,9 @@ pub fn served(crd: &Value) -> Served {
         if let Some(sch) = v.pointer("/schema/openAPIV3Schema") {
             def.schema = Some(std::sync::Arc::new(sch.clone()));
         }
-        if v.pointer("/subresources/status").is_some_and(Value::is_object) {
+        if v.pointer("/subresources/status")
+            .is_some_and(Value::is_object)
+        {
             def = def.with_status();
         }
         if let Some(sc) = v.pointer("/subresources/scale").filter(|s| s.is_object()) {
@@ -404,11 +407,17 @@ mod tests {
         assert_eq!(crd["spec"]["names"]["listKind"], "WidgetList");
         let served = served(&crd);
         let d = &served.defs[0];
-        assert_eq!((d.group.as_str(), d.version.as_str(), d.plural.as_str()), ("example.com", "v1", "widgets"));
+        assert_eq!(
+            (d.group.as_str(), d.version.as_str(), d.plural.as_str()),
+            ("example.com", "v1", "widgets")
+        );
         assert!(d.namespaced && d.status_subresource);
         assert_eq!(d.short_names, vec!["wd"]);
         let sc = d.scale.clone().unwrap();
-        assert_eq!((sc.spec_replicas.as_str(), sc.status_replicas.as_str()), ("/spec/replicas", "/status/replicas"));
+        assert_eq!(
+            (sc.spec_replicas.as_str(), sc.status_replicas.as_str()),
+            ("/spec/replicas", "/status/replicas")
+        );
         assert_eq!(sc.selector, vec!["/status/selector"]);
         assert_eq!(served.columns[0][0].json_path, ".spec.size");
     }
@@ -418,15 +427,22 @@ mod tests {
         let mut crd = widget_crd();
         crd["metadata"]["name"] = json!("widget.example.com");
         crd["spec"]["versions"][0]["storage"] = json!(false);
-        crd["spec"]["versions"][0]["schema"] = json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {}}}});
-        let got: Vec<String> = admit(&mut crd).iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+        crd["spec"]["versions"][0]["schema"] =
+            json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {}}}});
+        let got: Vec<String> = admit(&mut crd)
+            .iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect();
         assert_eq!(got, vec![
             r#"metadata.name: Invalid value: "widget.example.com": must be spec.names.plural+"."+spec.group"#.to_string(),
             "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields".into(),
             "spec.versions: Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version marked as storage version".into(),
         ]);
         let mut crd = widget_crd();
-        crd["spec"]["versions"][0].as_object_mut().unwrap().remove("schema");
+        crd["spec"]["versions"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("schema");
         let got = admit(&mut crd);
         assert_eq!(got[0].field, "spec.versions[0].schema.openAPIV3Schema");
         assert_eq!(got[0].message, "Required value: schemas are required");

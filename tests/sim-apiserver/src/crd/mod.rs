@@ -174,7 +174,11 @@ pub(crate) fn reconcile(shared: &Shared) {
                 }
                 continue;
             }
-            let idxs: Vec<usize> = served.defs.iter().map(|d| reg.register(d.clone())).collect();
+            let idxs: Vec<usize> = served
+                .defs
+                .iter()
+                .map(|d| reg.register(d.clone()))
+                .collect();
             let prev = inner.serving.get(name).cloned();
             let Some(first) = idxs.first().copied() else {
                 // No version served: nothing to route, but objects are kept.
@@ -193,9 +197,7 @@ pub(crate) fn reconcile(shared: &Shared) {
                     .columns
                     .insert(gvp(&served.defs[i]), Arc::new(cols.clone()));
             }
-            inner
-                .serving
-                .insert(name.clone(), Serving { slot, idxs });
+            inner.serving.insert(name.clone(), Serving { slot, idxs });
             let want = definition::status(crd, None, &now);
             if !definition::status_is_current(crd, &want) {
                 statuses.push((name.clone(), crd.clone(), want));

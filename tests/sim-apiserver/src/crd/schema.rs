@@ -392,10 +392,7 @@ fn validate(
             }
             if flag(schema, "x-kubernetes-embedded-resource") {
                 for k in ["apiVersion", "kind"] {
-                    let empty = map
-                        .get(k)
-                        .and_then(Value::as_str)
-                        .is_none_or(str::is_empty);
+                    let empty = map.get(k).and_then(Value::as_str).is_none_or(str::is_empty);
                     if empty {
                         push(
                             causes,
@@ -591,7 +588,9 @@ mod tests {
     }
 
     fn messages(c: &[Cause]) -> Vec<String> {
-        c.iter().map(|c| format!("{}: {}", c.field, c.message)).collect()
+        c.iter()
+            .map(|c| format!("{}: {}", c.field, c.message))
+            .collect()
     }
 
     #[test]
@@ -600,7 +599,9 @@ mod tests {
         let c = admit(&widget_schema(), &mut o);
         assert_eq!(
             messages(&c),
-            vec![r#"spec.size: Invalid value: "string": spec.size in body must be of type integer: "string""#]
+            vec![
+                r#"spec.size: Invalid value: "string": spec.size in body must be of type integer: "string""#
+            ]
         );
         assert_eq!(c[0].reason, "FieldValueTypeInvalid");
     }
