@@ -838,6 +838,23 @@ impl Storage {
         i.watchers.retain(|w| w.res != res);
     }
 
+    /// Rewrites the live objects of a resource where `f` changes them, keeping their
+    /// resourceVersion and sending no event: what a read from etcd shows once a
+    /// CustomResourceDefinition's schema gains a default.
+    pub fn rewrite_in_place(&self, res: usize, f: impl Fn(&mut Value)) {
+        let mut i = self.inner.lock();
+        let Some(objects) = i.objects.get_mut(&res) else {
+            return;
+        };
+        for o in objects.values_mut() {
+            let mut v = o.value.clone();
+            f(&mut v);
+            if v != o.value {
+                *o = Obj::new(v, o.line_type);
+            }
+        }
+    }
+
     /// Keeps at most `per_object` versions of each object and `total` versions over all
     /// objects for [`Storage::history`] (0: none; history is then just the live object).
     /// Applies to versions written from now on.

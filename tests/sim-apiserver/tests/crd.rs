@@ -483,3 +483,39 @@ async fn cluster_scoped_crds_and_updates_take_effect() {
         "Invalid value: 3: spec.size in body should be less than or equal to 2"
     );
 }
+
+#[tokio::test]
+async fn a_changed_schema_defaults_stored_objects_and_new_columns_print() {
+    let (sim, c) = server_with_widgets().await;
+    let before = c.post(WIDGETS, widget("w1", json!({"size": 2}))).await.body;
+    let crd_path = format!("{CRDS}/widgets.example.com");
+    let mut crd = c.get(&crd_path).await.body;
+    let v1 = &mut crd["spec"]["versions"][0];
+    v1["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["shape"] =
+        json!({"type": "string", "default": "round"});
+    v1["additionalPrinterColumns"] =
+        json!([{"name": "Shape", "type": "string", "jsonPath": ".spec.shape"}]);
+    let r = c
+        .send(Method::PUT, &crd_path, Some(("application/json", crd)))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let rev = sim.revision();
+
+    // Read back with the new default, at the same resourceVersion, with no write.
+    let after = c.get(&format!("{WIDGETS}/w1")).await.body;
+    assert_eq!(after["spec"]["shape"], "round");
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    assert_eq!(sim.revision(), rev);
+    let (t, _) = c.get_accepting(WIDGETS, TABLE).await;
+    let cols: Vec<&str> = t.body["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cols, vec!["Name", "Shape"]);
+    assert_eq!(t.body["rows"][0]["cells"], json!(["w1", "round"]));
+}

@@ -127,6 +127,8 @@ pub(crate) fn reconcile(shared: &Shared) {
     };
     let now = rfc3339_now();
     let mut removed_slots = Vec::new();
+    let mut fresh_slots = Vec::new();
+    let mut redefaulted = Vec::new();
     let mut statuses = Vec::new();
     {
         let mut reg = shared.registry.write();
@@ -174,22 +176,40 @@ pub(crate) fn reconcile(shared: &Shared) {
                 }
                 continue;
             }
+            let prev = inner.serving.get(name).cloned();
+            // The storage version's schema before this write, to default stored objects anew.
+            let old_schema = prev
+                .as_ref()
+                .and_then(|p| p.idxs.first())
+                .and_then(|i| reg.get(*i).schema.clone());
             let idxs: Vec<usize> = served
                 .defs
                 .iter()
                 .map(|d| reg.register(d.clone()))
                 .collect();
-            let prev = inner.serving.get(name).cloned();
-            let Some(first) = idxs.first().copied() else {
-                // No version served: nothing to route, but objects are kept.
-                continue;
-            };
-            let slot = prev.as_ref().map(|p| p.slot).unwrap_or(first);
             for old in owned.iter().filter(|i| !idxs.contains(i)) {
                 let def = reg.get(*old).clone();
                 inner.columns.remove(&gvp(&def));
                 inner.slots.remove(old);
                 reg.unregister(*old);
+            }
+            let Some(first) = idxs.first().copied() else {
+                // No version served: nothing to route, but the objects are kept.
+                if let Some(mut p) = prev {
+                    p.idxs.clear();
+                    inner.serving.insert(name.clone(), p);
+                }
+                continue;
+            };
+            let slot = prev.as_ref().map(|p| p.slot).unwrap_or(first);
+            match (&prev, served.defs[0].schema.clone()) {
+                // Objects left in a slot by writes racing a CRD's deletion are not the new
+                // CRD's.
+                (None, _) => fresh_slots.push(slot),
+                (Some(_), Some(schema)) if old_schema.as_ref() != Some(&schema) => {
+                    redefaulted.push((slot, schema))
+                }
+                _ => {}
             }
             for (i, (idx, cols)) in idxs.iter().zip(&served.columns).enumerate() {
                 inner.slots.insert(*idx, slot);
@@ -204,8 +224,13 @@ pub(crate) fn reconcile(shared: &Shared) {
             }
         }
     }
-    for slot in removed_slots {
+    for slot in removed_slots.into_iter().chain(fresh_slots) {
         shared.storage.remove_all(slot);
+    }
+    for (slot, schema) in redefaulted {
+        shared
+            .storage
+            .rewrite_in_place(slot, |v| schema::apply_defaults(&schema, v));
     }
     for (name, mut crd, status) in statuses {
         crd["status"] = status;

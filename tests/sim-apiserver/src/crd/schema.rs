@@ -50,6 +50,25 @@ pub fn admit(schema: &Value, obj: &mut Value) -> Vec<Cause> {
     causes
 }
 
+/// Applies the `default`s of `schema` to `obj` (absent fields, and nulls where null is not
+/// allowed), leaving everything else as it is: what kube-apiserver does to an object it reads
+/// from storage, so that a default added to a CRD shows on objects written before.
+pub fn apply_defaults(schema: &Value, obj: &mut Value) {
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
+    let mut kept = Map::new();
+    for k in ["apiVersion", "kind", "metadata"] {
+        if let Some(v) = root.remove(k) {
+            kept.insert(k.to_string(), v);
+        }
+    }
+    default_and_prune(schema, obj, 0, false);
+    if let Some(root) = obj.as_object_mut() {
+        root.extend(kept);
+    }
+}
+
 fn flag(schema: &Value, name: &str) -> bool {
     schema.get(name).and_then(Value::as_bool).unwrap_or(false)
 }
