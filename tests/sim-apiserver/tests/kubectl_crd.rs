@@ -8,7 +8,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use sim_apiserver::SimServer;
-use tokio::process::Command;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{ChildStdout, Command};
 
 const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -84,7 +85,7 @@ impl Kube {
         }
     }
 
-    async fn output(&self, args: &[&str]) -> std::process::Output {
+    fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(&self.bin);
         c.env("KUBECONFIG", self.dir.join("config"))
             .env("HOME", &self.dir)
@@ -94,6 +95,11 @@ impl Kube {
             .args(args)
             .stdin(Stdio::null())
             .kill_on_drop(true);
+        c
+    }
+
+    async fn output(&self, args: &[&str]) -> std::process::Output {
+        let mut c = self.command(args);
         tokio::time::timeout(Duration::from_secs(60), c.output())
             .await
             .expect("kubectl timed out")
@@ -116,6 +122,14 @@ impl Drop for Kube {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("kubectl watch output timed out")
+        .unwrap()
+        .expect("kubectl watch ended early")
 }
 
 /// The columns of a line of kubectl's table output.
@@ -184,12 +198,34 @@ async fn crd_lifecycle(bin: &str) {
         "{err}"
     );
 
+    // A watch: kubectl asks for Tables in the events and prints their rows as they come.
+    let mut child = k
+        .command(&["get", "widgets", "-w", "--output-watch-events"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let header = next_line(&mut lines).await;
+    assert_eq!(
+        cells(&header),
+        ["EVENT", "NAME", "SIZE", "COLOR", "REPLICAS", "AGE"]
+    );
+    assert_eq!(
+        cells(&next_line(&mut lines).await)[..3],
+        ["ADDED", "w1", "3"]
+    );
+
     let out = k.run(&["scale", "widget", "w1", "--replicas=4"]).await;
     assert!(out.contains("scaled"), "{out}");
     let out = k
         .run(&["get", "widget", "w1", "-o", "jsonpath={.spec.replicas}"])
         .await;
     assert_eq!(out, "4");
+    assert_eq!(
+        cells(&next_line(&mut lines).await)[..5],
+        ["MODIFIED", "w1", "3", "red", "4"]
+    );
 
     let out = k.run(&["delete", "crd", "widgets.example.com"]).await;
     assert!(out.contains("deleted"), "{out}");
@@ -197,6 +233,8 @@ async fn crd_lifecycle(bin: &str) {
         .list("customresourcedefinitions.apiextensions.k8s.io", None)
         .unwrap()
         .is_empty());
+    assert_eq!(cells(&next_line(&mut lines).await)[..2], ["DELETED", "w1"]);
+    child.kill().await.unwrap();
     let gone = k.output(&["get", "widgets"]).await;
     assert!(
         !gone.status.success(),
