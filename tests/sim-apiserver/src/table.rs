@@ -154,8 +154,13 @@ impl TableView {
                     defs.push(json!({"name": name, "type": ty, "format": "",
                         "description": desc, "priority": 0}));
                 }
-                defs.push(json!({"name": "Age", "type": "string", "format": "",
-                    "description": CREATION_DOC, "priority": 0}));
+                if self.kind == CREATED_AT_KIND {
+                    defs.push(json!({"name": "Created At", "type": "date", "format": "",
+                        "description": CREATION_DOC, "priority": 0}));
+                } else {
+                    defs.push(json!({"name": "Age", "type": "string", "format": "",
+                        "description": CREATION_DOC, "priority": 0}));
+                }
             }
         }
         Value::Array(defs)
@@ -172,7 +177,12 @@ impl TableView {
             }
             None => {
                 cells.extend(builtin_cells(&self.kind, obj));
-                cells.push(json!(age(obj.pointer("/metadata/creationTimestamp"), now)));
+                let created = obj.pointer("/metadata/creationTimestamp");
+                if self.kind == CREATED_AT_KIND {
+                    cells.push(created.cloned().unwrap_or(Value::Null));
+                } else {
+                    cells.push(json!(age(created, now)));
+                }
             }
         }
         let mut row = json!({"cells": cells});
@@ -289,6 +299,10 @@ impl TableView {
         Bytes::from(s)
     }
 }
+
+/// The kind kube-apiserver prints with its default columns, `Name` and `Created At` (the
+/// timestamp itself), rather than an age.
+const CREATED_AT_KIND: &str = "CustomResourceDefinition";
 
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const CREATION_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";

@@ -112,6 +112,19 @@ async fn a_created_crd_is_established_and_served_in_discovery() {
         .iter()
         .any(|g| g["name"] == "example.com"));
     assert_eq!(c.get(WIDGETS).await.status, StatusCode::OK);
+    // `kubectl get crd` prints NAME and CREATED AT.
+    let (t, _) = c.get_accepting(CRDS, TABLE).await;
+    let cols: Vec<&str> = t.body["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cols, vec!["Name", "Created At"]);
+    assert_eq!(
+        t.body["rows"][0]["cells"],
+        json!(["widgets.example.com", got["metadata"]["creationTimestamp"]])
+    );
 }
 
 #[tokio::test]
@@ -518,4 +531,38 @@ async fn a_changed_schema_defaults_stored_objects_and_new_columns_print() {
         .collect();
     assert_eq!(cols, vec!["Name", "Shape"]);
     assert_eq!(t.body["rows"][0]["cells"], json!(["w1", "round"]));
+}
+
+#[tokio::test]
+async fn a_crd_whose_plural_is_taken_is_stored_but_not_established() {
+    let sim = SimServer::builder()
+        .resource(sim_apiserver::ResourceDef::new(
+            "example.com",
+            "v1",
+            "Widget",
+            "widgets",
+            true,
+        ))
+        .start()
+        .await
+        .unwrap();
+    let c = Client::new(&sim);
+    let r = c.post(CRDS, widget_crd()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let got = c.get(&format!("{CRDS}/widgets.example.com")).await.body;
+    let conds = got["status"]["conditions"].as_array().unwrap();
+    let cond = |t: &str| conds.iter().find(|c| c["type"] == t).unwrap().clone();
+    assert_eq!(cond("NamesAccepted")["status"], "False");
+    assert_eq!(cond("NamesAccepted")["reason"], "PluralConflict");
+    assert_eq!(cond("Established")["status"], "False");
+    // The resource registered in Rust is untouched: no schema, so nothing is validated.
+    let r = c.post(WIDGETS, widget("w", json!({"size": "any"}))).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    // Deleting the refused CRD leaves it alone too.
+    c.send(Method::DELETE, &format!("{CRDS}/widgets.example.com"), None)
+        .await;
+    assert_eq!(
+        c.get(WIDGETS).await.body["items"].as_array().unwrap().len(),
+        1
+    );
 }
