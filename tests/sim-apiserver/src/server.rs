@@ -1057,11 +1057,20 @@ async fn resource_request(
         | (&Method::PATCH, Some(_))
         | (&Method::DELETE, _) => {
             let crd = crate::crd::is_definition(&rp.def);
-            let r = crate::writes::write_request(shared, req, rp, query).await;
+            let write = crate::writes::write_request(shared, req, rp, query.clone());
+            let (r, warnings) = crate::crd::with_field_validation(query.as_deref(), write).await;
             if crd && r.is_ok() {
                 crate::crd::reconcile(shared);
             }
-            r
+            r.map(|mut resp| {
+                for w in warnings {
+                    let text = format!("299 - {w:?}");
+                    if let Ok(v) = HeaderValue::from_str(&text) {
+                        resp.headers_mut().append(header::WARNING, v);
+                    }
+                }
+                resp
+            })
         }
         _ => Err(ApiError::method_not_allowed(method.as_str())),
     }

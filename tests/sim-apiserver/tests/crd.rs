@@ -566,3 +566,42 @@ async fn a_crd_whose_plural_is_taken_is_stored_but_not_established() {
         1
     );
 }
+
+#[tokio::test]
+async fn unknown_fields_warn_by_default_and_fail_a_strict_write() {
+    let (_sim, c) = server_with_widgets().await;
+    let typo = || widget("w1", json!({"size": 1, "colour": "red"}));
+    let r = c
+        .post(&format!("{WIDGETS}?fieldValidation=Strict"), typo())
+        .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(
+        r.body["message"],
+        r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.colour""#
+    );
+    assert_eq!(c.get(WIDGETS).await.body["items"], json!([]));
+
+    let r = c.post(WIDGETS, typo()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let warnings: Vec<&str> = r
+        .headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    assert_eq!(warnings, vec![r#"299 - "unknown field \"spec.colour\"""#]);
+    assert!(r.body["spec"].get("colour").is_none());
+
+    let r = c
+        .send(
+            Method::PATCH,
+            &format!("{WIDGETS}/w1?fieldValidation=Ignore"),
+            Some((
+                "application/merge-patch+json",
+                json!({"spec": {"colour": "blue"}}),
+            )),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.headers.get("warning").is_none());
+}

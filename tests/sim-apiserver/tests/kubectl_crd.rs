@@ -79,6 +79,11 @@ impl Kube {
         std::fs::write(dir.join("config"), sim.kubeconfig()).unwrap();
         std::fs::write(dir.join("crd.yaml"), CRD).unwrap();
         std::fs::write(dir.join("widget.yaml"), WIDGET).unwrap();
+        std::fs::write(
+            dir.join("typo.yaml"),
+            WIDGET.replace("w1", "w2").replace("size: 3", "size: 3\n  colour: red"),
+        )
+        .unwrap();
         Self {
             bin: bin.to_path_buf(),
             dir,
@@ -166,6 +171,17 @@ async fn crd_lifecycle(bin: &str) {
     .await;
     let out = k.run(&apply("widget.yaml")).await;
     assert!(out.contains("widget.example.com/w1 created"), "{out}");
+
+    // kubectl's default field validation is Strict: a typo is refused by the server.
+    if !legacy {
+        let typo = k.output(&["apply", "-f", "typo.yaml"]).await;
+        assert!(!typo.status.success());
+        let err = String::from_utf8_lossy(&typo.stderr);
+        assert!(
+            err.contains(r#"strict decoding error: unknown field "spec.colour""#),
+            "{err}"
+        );
+    }
 
     // The server's Table, with the CRD's printer columns.
     let out = k.run(&["get", "widgets"]).await;

@@ -28,9 +28,16 @@ const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 /// Prunes, defaults and validates `obj` (a whole custom object) against `schema`; the causes
 /// of its invalidity, empty when it is valid.
+#[cfg(test)]
 pub fn admit(schema: &Value, obj: &mut Value) -> Vec<Cause> {
+    admit_reporting_unknown(schema, obj).0
+}
+
+/// [`admit`], also giving the paths of the unknown fields it pruned (`spec.bogus`), for
+/// `fieldValidation`.
+pub fn admit_reporting_unknown(schema: &Value, obj: &mut Value) -> (Vec<Cause>, Vec<String>) {
     let Some(root) = obj.as_object_mut() else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     // The server's fields stand aside while the schema walks the rest.
     let mut kept = Map::new();
@@ -39,7 +46,8 @@ pub fn admit(schema: &Value, obj: &mut Value) -> Vec<Cause> {
             kept.insert(k.to_string(), v);
         }
     }
-    default_and_prune(schema, obj, 0, true);
+    let mut unknown = Vec::new();
+    default_and_prune(schema, obj, "", 0, Some(&mut unknown));
     let mut causes = Vec::new();
     validate(schema, obj, "", 0, &mut causes, true);
     if let Some(root) = obj.as_object_mut() {
@@ -47,7 +55,7 @@ pub fn admit(schema: &Value, obj: &mut Value) -> Vec<Cause> {
             root.insert(k, v);
         }
     }
-    causes
+    (causes, unknown)
 }
 
 /// Applies the `default`s of `schema` to `obj` (absent fields, and nulls where null is not
@@ -63,7 +71,7 @@ pub fn apply_defaults(schema: &Value, obj: &mut Value) {
             kept.insert(k.to_string(), v);
         }
     }
-    default_and_prune(schema, obj, 0, false);
+    default_and_prune(schema, obj, "", 0, None);
     if let Some(root) = obj.as_object_mut() {
         root.extend(kept);
     }
@@ -73,7 +81,15 @@ fn flag(schema: &Value, name: &str) -> bool {
     schema.get(name).and_then(Value::as_bool).unwrap_or(false)
 }
 
-fn default_and_prune(schema: &Value, v: &mut Value, depth: usize, prune: bool) {
+/// With `pruned`, unknown fields are removed and their paths recorded there.
+fn default_and_prune(
+    schema: &Value,
+    v: &mut Value,
+    path: &str,
+    depth: usize,
+    mut pruned: Option<&mut Vec<String>>,
+) {
+    let prune = pruned.is_some();
     if depth > MAX_DEPTH {
         return;
     }
@@ -111,15 +127,22 @@ fn default_and_prune(schema: &Value, v: &mut Value, depth: usize, prune: bool) {
                 let sub = props.and_then(|p| p.get(&k)).or(additional);
                 match sub {
                     Some(s) => {
-                        if let Some(child) = map.get_mut(&k) {
-                            default_and_prune(s, child, depth + 1, prune);
+                        if let Some(child_v) = map.get_mut(&k) {
+                            let at = match props.and_then(|p| p.get(&k)) {
+                                Some(_) => child(path, &k),
+                                None => format!("{path}[{k}]"),
+                            };
+                            default_and_prune(s, child_v, &at, depth + 1, pruned.as_deref_mut());
                         }
                     }
                     None => {
                         let server_field =
                             embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
-                        if prune && !preserve && !server_field {
+                        if let Some(p) =
+                            pruned.as_deref_mut().filter(|_| !preserve && !server_field)
+                        {
                             map.remove(&k);
+                            p.push(child(path, &k));
                         }
                     }
                 }
@@ -127,8 +150,14 @@ fn default_and_prune(schema: &Value, v: &mut Value, depth: usize, prune: bool) {
         }
         Value::Array(items) => {
             if let Some(is) = schema.get("items") {
-                for item in items.iter_mut() {
-                    default_and_prune(is, item, depth + 1, prune);
+                for (i, item) in items.iter_mut().enumerate() {
+                    default_and_prune(
+                        is,
+                        item,
+                        &format!("{path}[{i}]"),
+                        depth + 1,
+                        pruned.as_deref_mut(),
+                    );
                 }
             }
         }
@@ -658,6 +687,14 @@ mod tests {
                 "spec": {"size": 2, "color": "red", "extra": {"anything": {"goes": 1}}, "maybe": null,
                     "nested": {"depth": 3}}})
         );
+    }
+
+    #[test]
+    fn pruned_fields_are_reported_by_path() {
+        let mut o = json!({"spec": {"size": 2, "bogus": 1, "tags": ["a"], "extra": {"x": 1}}, "top": {"a": 1}});
+        let (causes, unknown) = admit_reporting_unknown(&widget_schema(), &mut o);
+        assert!(causes.is_empty());
+        assert_eq!(unknown, vec!["spec.bogus", "top"]);
     }
 
     #[test]
