@@ -543,7 +543,7 @@ impl Storage {
             ));
         }
         m.insert("name".into(), Value::String(name.clone()));
-        crate::crd::admit(def, &mut obj)?;
+        crate::crd::admit(def, &mut obj, None)?;
         let m = meta_mut(&mut obj);
         if def.namespaced {
             m.insert("namespace".into(), Value::String(ns.to_string()));
@@ -661,7 +661,7 @@ impl Storage {
                 }
             }
         }
-        crate::crd::admit(def, &mut obj)?;
+        crate::crd::admit(def, &mut obj, Some(&old.value))?;
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
         let old_meta = old.value["metadata"].clone();

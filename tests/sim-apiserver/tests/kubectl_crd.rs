@@ -81,7 +81,9 @@ impl Kube {
         std::fs::write(dir.join("widget.yaml"), WIDGET).unwrap();
         std::fs::write(
             dir.join("typo.yaml"),
-            WIDGET.replace("w1", "w2").replace("size: 3", "size: 3\n  colour: red"),
+            WIDGET
+                .replace("w1", "w2")
+                .replace("size: 3", "size: 3\n  colour: red"),
         )
         .unwrap();
         Self {

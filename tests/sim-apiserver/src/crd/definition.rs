@@ -30,8 +30,9 @@ fn dns_label(n: &str) -> bool {
 }
 
 /// Fills in what kube-apiserver defaults on a CRD (singular and list kind names, the `None`
-/// conversion strategy), then checks it; the causes of its invalidity, if any.
-pub fn admit(crd: &mut Value) -> Vec<Cause> {
+/// conversion strategy), then checks it (and, on an update, that its scope stays what it was,
+/// `old`); the causes of its invalidity, if any.
+pub fn admit(crd: &mut Value, old: Option<&Value>) -> Vec<Cause> {
     if let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) {
         if let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) {
             let kind = names
@@ -51,7 +52,18 @@ pub fn admit(crd: &mut Value) -> Vec<Cause> {
         spec.entry("conversion")
             .or_insert_with(|| json!({"strategy": "None"}));
     }
-    validate(crd)
+    let mut causes = validate(crd);
+    if let Some(old) = old {
+        let (was, is) = (s(old, "/spec/scope"), s(crd, "/spec/scope"));
+        if was != is {
+            causes.push(cause(
+                "FieldValueInvalid",
+                "spec.scope",
+                format!("Invalid value: {is:?}: field is immutable"),
+            ));
+        }
+    }
+    causes
 }
 
 fn validate(crd: &Value) -> Vec<Cause> {
@@ -402,7 +414,7 @@ mod tests {
     #[test]
     fn a_valid_crd_is_defaulted_and_serves_its_versions() {
         let mut crd = widget_crd();
-        assert_eq!(admit(&mut crd), vec![]);
+        assert_eq!(admit(&mut crd, None), vec![]);
         assert_eq!(crd["spec"]["names"]["singular"], "widget");
         assert_eq!(crd["spec"]["names"]["listKind"], "WidgetList");
         let served = served(&crd);
@@ -429,7 +441,7 @@ mod tests {
         crd["spec"]["versions"][0]["storage"] = json!(false);
         crd["spec"]["versions"][0]["schema"] =
             json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {}}}});
-        let got: Vec<String> = admit(&mut crd)
+        let got: Vec<String> = admit(&mut crd, None)
             .iter()
             .map(|c| format!("{}: {}", c.field, c.message))
             .collect();
@@ -443,7 +455,7 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("schema");
-        let got = admit(&mut crd);
+        let got = admit(&mut crd, None);
         assert_eq!(got[0].field, "spec.versions[0].schema.openAPIV3Schema");
         assert_eq!(got[0].message, "Required value: schemas are required");
     }

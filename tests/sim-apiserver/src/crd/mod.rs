@@ -47,10 +47,15 @@ pub fn is_definition(def: &ResourceDef) -> bool {
 
 /// The admission step of every write (create, update, patch, status, scale, apply): a CRD is
 /// defaulted and validated; an object of a resource with a schema is pruned, defaulted and
-/// validated against it. 422 `Invalid` with one cause per problem.
-pub(crate) fn admit(def: &ResourceDef, obj: &mut Value) -> Result<(), ApiError> {
+/// validated against it. 422 `Invalid` with one cause per problem. `old` is the stored object
+/// an update replaces.
+pub(crate) fn admit(
+    def: &ResourceDef,
+    obj: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     let causes = if is_definition(def) {
-        definition::admit(obj)
+        definition::admit(obj, old)
     } else if let Some(schema) = &def.schema {
         let (causes, unknown) = schema::admit_reporting_unknown(schema, obj);
         if !unknown.is_empty() && unknown_fields_refused(&unknown) {

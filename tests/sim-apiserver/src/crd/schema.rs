@@ -560,6 +560,13 @@ fn structural(s: &Value, path: &str, level: Level, depth: usize, out: &mut Vec<C
             "Forbidden: additionalProperties and properties are mutual exclusive".into(),
         );
     }
+    if let Some(d) = m.get("default") {
+        // A default its own schema refuses would make every write fail: refused up front.
+        // Checked as a write would be: with the defaults inside it applied first.
+        let mut d = d.clone();
+        default_and_prune(s, &mut d, "", depth, None);
+        validate(s, &d, &format!("{path}.default"), depth, out, false);
+    }
     if let Some(p) = m.get("pattern").and_then(Value::as_str) {
         if compile(p).is_none() {
             push(
@@ -739,5 +746,13 @@ mod tests {
         );
         let hostile = json!({"type": "object", "properties": {"a": {"type": "string", "pattern": "(unclosed"}}});
         assert_eq!(structural_errors(&hostile, p).len(), 1);
+        let bad_default =
+            json!({"type": "object", "properties": {"n": {"type": "integer", "default": "x"}}});
+        assert_eq!(
+            messages(&structural_errors(&bad_default, p)),
+            vec![format!(
+                "{p}.properties[n].default: Invalid value: \"string\": {p}.properties[n].default in body must be of type integer: \"string\""
+            )]
+        );
     }
 }
