@@ -80,7 +80,9 @@ impl ResourceDef {
         self
     }
 
-    /// Sets the object's OpenAPI v3 schema (see [`ResourceDef::schema`]).
+    /// Sets the object's OpenAPI v3 schema (see [`ResourceDef::schema`]). Writes are then
+    /// pruned, defaulted and validated against it (a structural schema), as those of a
+    /// CustomResourceDefinition's resource are.
     pub fn with_schema(mut self, schema: serde_json::Value) -> Self {
         self.schema = Some(std::sync::Arc::new(schema));
         self
