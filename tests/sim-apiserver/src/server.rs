@@ -964,6 +964,12 @@ async fn resource_request(
         Some(_) => Ok(representation::Representation::Object),
         None => negotiate(target),
     };
+    // Reads through one of several versions of a CRD show objects in that version (whole
+    // objects only: Tables and metadata carry no object apiVersion to convert).
+    let conversion = || match &table {
+        Some(_) => None,
+        None => shared.crds.conversion(&rp.def),
+    };
     let ns = rp.ns.as_deref();
     let storage = &shared.storage;
     let def = &rp.def;
@@ -998,6 +1004,10 @@ async fn resource_request(
                 let mut rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
                 if let Some(t) = table {
                     rx = t.watch(rx);
+                } else if let (Some(c), representation::Representation::Object) =
+                    (conversion(), p.representation)
+                {
+                    rx = c.watch(rx);
                 }
                 let mut r = Response::new(SimBody::stream(rx, shared.counters.clone()));
                 r.headers_mut().insert(
@@ -1016,6 +1026,10 @@ async fn resource_request(
             let mut body = list::list(storage, rp.idx, def, ns, &p, shared.cfg.watch_cache)?;
             if let Some(t) = &table {
                 body = t.list(&body)?;
+            } else if let (Some(c), representation::Representation::Object) =
+                (conversion(), p.representation)
+            {
+                body = c.list(body);
             }
             Ok(json_response(shared, StatusCode::OK, body))
         }
@@ -1046,11 +1060,13 @@ async fn resource_request(
                     &t.object(&o.value, true),
                 ));
             }
-            Ok(json_response(
-                shared,
-                StatusCode::OK,
-                o.json_as(representation),
-            ))
+            let mut body = o.json_as(representation);
+            if let (Some(c), representation::Representation::Object) =
+                (conversion(), representation)
+            {
+                body = c.object(body);
+            }
+            Ok(json_response(shared, StatusCode::OK, body))
         }
         (&Method::POST, None)
         | (&Method::PUT, Some(_))

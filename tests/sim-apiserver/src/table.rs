@@ -251,36 +251,9 @@ impl TableView {
 
     /// A watch body whose events carry Tables instead of objects (ERROR and BOOKMARK events
     /// pass as they are).
-    pub(crate) fn watch(self, mut rx: mpsc::Receiver<Chunk>) -> mpsc::Receiver<Chunk> {
-        let (tx, out) = mpsc::channel::<Chunk>(16);
-        tokio::spawn(async move {
-            let mut pending = BytesMut::new();
-            let mut headers = true;
-            while let Some(chunk) = rx.recv().await {
-                let bytes = match chunk {
-                    Ok(b) => b,
-                    Err(e) => {
-                        let _ = tx.send(Err(e)).await;
-                        return;
-                    }
-                };
-                pending.extend_from_slice(&bytes);
-                while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
-                    let line = pending.split_to(nl + 1);
-                    let converted = self.event(&line, &mut headers);
-                    if tx.send(Ok(converted)).await.is_err() {
-                        return;
-                    }
-                }
-                if pending.len() > MAX_LINE {
-                    return;
-                }
-            }
-            if !pending.is_empty() {
-                let _ = tx.send(Ok(pending.freeze())).await;
-            }
-        });
-        out
+    pub(crate) fn watch(self, rx: mpsc::Receiver<Chunk>) -> mpsc::Receiver<Chunk> {
+        let mut headers = true;
+        map_watch_lines(rx, move |line| self.event(line, &mut headers))
     }
 
     fn event(&self, line: &[u8], headers: &mut bool) -> Bytes {
@@ -298,6 +271,41 @@ impl TableView {
         s.push('\n');
         Bytes::from(s)
     }
+}
+
+/// A watch body whose event lines are rewritten by `f` (each line whole, however the chunks
+/// cut it; a line longer than [`MAX_LINE`] ends the stream).
+pub(crate) fn map_watch_lines(
+    mut rx: mpsc::Receiver<Chunk>,
+    mut f: impl FnMut(&[u8]) -> Bytes + Send + 'static,
+) -> mpsc::Receiver<Chunk> {
+    let (tx, out) = mpsc::channel::<Chunk>(16);
+    tokio::spawn(async move {
+        let mut pending = BytesMut::new();
+        while let Some(chunk) = rx.recv().await {
+            let bytes = match chunk {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            };
+            pending.extend_from_slice(&bytes);
+            while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+                let line = pending.split_to(nl + 1);
+                if tx.send(Ok(f(&line))).await.is_err() {
+                    return;
+                }
+            }
+            if pending.len() > MAX_LINE {
+                return;
+            }
+        }
+        if !pending.is_empty() {
+            let _ = tx.send(Ok(pending.freeze())).await;
+        }
+    });
+    out
 }
 
 /// The kind kube-apiserver prints with its default columns, `Name` and `Created At` (the

@@ -605,3 +605,44 @@ async fn unknown_fields_warn_by_default_and_fail_a_strict_write() {
     assert_eq!(r.status, StatusCode::OK);
     assert!(r.headers.get("warning").is_none());
 }
+
+#[tokio::test]
+async fn every_served_version_reads_the_same_objects_in_its_own_version() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let mut crd = widget_crd();
+    let mut v2 = crd["spec"]["versions"][0].clone();
+    v2["name"] = json!("v2");
+    v2["storage"] = json!(false);
+    crd["spec"]["versions"].as_array_mut().unwrap().push(v2);
+    assert_eq!(c.post(CRDS, crd).await.status, StatusCode::CREATED);
+    let v2_path = "/apis/example.com/v2/namespaces/default/widgets";
+    let mut watch = c.watch(&format!("{v2_path}?watch=1")).await;
+    c.post(WIDGETS, widget("from-v1", json!({"size": 1}))).await;
+    let r = c
+        .post(
+            v2_path,
+            json!({"apiVersion": "example.com/v2", "kind": "Widget", "metadata": {"name": "from-v2"}, "spec": {"size": 2}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["apiVersion"], "example.com/v2");
+
+    // Lists, gets and watches convert (strategy None: only apiVersion changes).
+    for (path, version) in [(WIDGETS, "example.com/v1"), (v2_path, "example.com/v2")] {
+        let list = c.get(path).await.body;
+        let versions: Vec<&str> = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["apiVersion"].as_str().unwrap())
+            .collect();
+        assert_eq!(versions, vec![version, version], "{path}");
+        for name in ["from-v1", "from-v2"] {
+            let one = c.get(&format!("{path}/{name}")).await.body;
+            assert_eq!(one["apiVersion"], version, "{path}/{name}");
+        }
+    }
+    assert_eq!(watch.expect("ADDED").await["apiVersion"], "example.com/v2");
+    assert_eq!(watch.expect("ADDED").await["apiVersion"], "example.com/v2");
+}

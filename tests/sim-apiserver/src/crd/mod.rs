@@ -7,8 +7,8 @@
 //! Unlike kube-apiserver, which establishes a CRD from a controller a moment after the write, this
 //! happens before the write's answer is sent ([`reconcile`] runs right after every CRD write), so
 //! a test can use the resource at once. All versions of a CRD share one store (the storage
-//! version's slot); objects are not converted between versions (strategy `None` changes only
-//! `apiVersion`, which this server leaves as written).
+//! version's slot), objects kept in the version they were written in; reads through a version
+//! convert them as strategy `None` does, changing only `apiVersion` ([`Conversion`]).
 
 pub mod definition;
 pub mod schema;
@@ -18,8 +18,12 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::body::Chunk;
 
 use crate::resources::ResourceDef;
 use crate::server::Shared;
@@ -180,6 +184,8 @@ struct Inner {
     slots: HashMap<usize, usize>,
     /// `group/version/plural` → printer columns.
     columns: HashMap<String, Arc<Vec<Column>>>,
+    /// `group/version/plural` of the versions of CRDs serving more than one.
+    multi: std::collections::HashSet<String>,
 }
 
 /// The server's CRD bookkeeping.
@@ -201,9 +207,90 @@ impl CrdState {
         self.inner.lock().slots.get(&idx).copied().unwrap_or(idx)
     }
 
+    /// How reads through `def` convert objects, when `def` is one of several served versions of
+    /// a CRD (objects are stored in the version they were written in).
+    pub(crate) fn conversion(&self, def: &ResourceDef) -> Option<Conversion> {
+        self.inner
+            .lock()
+            .multi
+            .contains(&gvp(def))
+            .then(|| Conversion {
+                api_version: Value::String(def.api_version()),
+            })
+    }
+
     /// The printer columns of a CRD's resource (`None` for other resources).
     pub(crate) fn columns(&self, def: &ResourceDef) -> Option<Arc<Vec<Column>>> {
         self.inner.lock().columns.get(&gvp(def)).cloned()
+    }
+}
+
+/// The conversion of a CRD's objects to the version a read asks for: strategy `None`, which
+/// changes only `apiVersion`.
+#[derive(Debug, Clone)]
+pub(crate) struct Conversion {
+    api_version: Value,
+}
+
+impl Conversion {
+    fn convert(&self, obj: &mut Value) -> bool {
+        match obj.get_mut("apiVersion") {
+            Some(v) if *v != self.api_version => {
+                *v = self.api_version.clone();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// One object's JSON.
+    pub(crate) fn object(&self, body: Bytes) -> Bytes {
+        let Ok(mut v) = serde_json::from_slice::<Value>(&body) else {
+            return body;
+        };
+        if self.convert(&mut v) {
+            Bytes::from(v.to_string())
+        } else {
+            body
+        }
+    }
+
+    /// A list's JSON.
+    pub(crate) fn list(&self, body: Bytes) -> Bytes {
+        let Ok(mut v) = serde_json::from_slice::<Value>(&body) else {
+            return body;
+        };
+        let mut changed = false;
+        if let Some(items) = v.get_mut("items").and_then(Value::as_array_mut) {
+            for item in items {
+                changed |= self.convert(item);
+            }
+        }
+        if changed {
+            Bytes::from(v.to_string())
+        } else {
+            body
+        }
+    }
+
+    /// A watch body (ERROR and BOOKMARK events pass as they are).
+    pub(crate) fn watch(self, rx: mpsc::Receiver<Chunk>) -> mpsc::Receiver<Chunk> {
+        crate::table::map_watch_lines(rx, move |line| {
+            let Ok(mut ev) = serde_json::from_slice::<Value>(line) else {
+                return Bytes::copy_from_slice(line);
+            };
+            let object_event = matches!(
+                ev.get("type").and_then(Value::as_str),
+                Some("ADDED" | "MODIFIED" | "DELETED")
+            );
+            if object_event && self.convert(&mut ev["object"]) {
+                let mut s = ev.to_string();
+                s.push('\n');
+                Bytes::from(s)
+            } else {
+                Bytes::copy_from_slice(line)
+            }
+        })
     }
 }
 
@@ -246,6 +333,7 @@ pub(crate) fn reconcile(shared: &Shared) {
             for idx in &s.idxs {
                 let def = reg.get(*idx).clone();
                 inner.columns.remove(&gvp(&def));
+                inner.multi.remove(&gvp(&def));
                 inner.slots.remove(idx);
                 reg.unregister(*idx);
             }
@@ -285,6 +373,7 @@ pub(crate) fn reconcile(shared: &Shared) {
             for old in owned.iter().filter(|i| !idxs.contains(i)) {
                 let def = reg.get(*old).clone();
                 inner.columns.remove(&gvp(&def));
+                inner.multi.remove(&gvp(&def));
                 inner.slots.remove(old);
                 reg.unregister(*old);
             }
@@ -305,6 +394,13 @@ pub(crate) fn reconcile(shared: &Shared) {
                     redefaulted.push((slot, schema))
                 }
                 _ => {}
+            }
+            for d in &served.defs {
+                if served.defs.len() > 1 {
+                    inner.multi.insert(gvp(d));
+                } else {
+                    inner.multi.remove(&gvp(d));
+                }
             }
             for (i, (idx, cols)) in idxs.iter().zip(&served.columns).enumerate() {
                 inner.slots.insert(*idx, slot);
