@@ -646,3 +646,20 @@ async fn every_served_version_reads_the_same_objects_in_its_own_version() {
     assert_eq!(watch.expect("ADDED").await["apiVersion"], "example.com/v2");
     assert_eq!(watch.expect("ADDED").await["apiVersion"], "example.com/v2");
 }
+
+#[tokio::test]
+async fn a_crd_applied_server_side_is_served_too() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let r = c
+        .send(
+            Method::PATCH,
+            &format!("{CRDS}/widgets.example.com?fieldManager=kubectl"),
+            Some(("application/apply-patch+yaml", widget_crd())),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = c.post(WIDGETS, widget("w1", json!({"size": 1}))).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["spec"]["color"], "red");
+}

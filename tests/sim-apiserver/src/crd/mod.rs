@@ -16,6 +16,7 @@ pub mod schema;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -191,6 +192,9 @@ struct Inner {
 /// The server's CRD bookkeeping.
 #[derive(Debug, Default)]
 pub(crate) struct CrdState {
+    /// Whether any CRD was ever served: until then, requests skip the lock (benchmarks run
+    /// without CRDs).
+    any: AtomicBool,
     inner: Mutex<Inner>,
     /// Reconciles run one at a time.
     serial: Mutex<()>,
@@ -204,12 +208,18 @@ impl CrdState {
     /// The store slot of the resource at registry index `idx` (its own index unless it is a
     /// non-storage version of a CRD).
     pub(crate) fn slot(&self, idx: usize) -> usize {
+        if !self.any.load(Ordering::Acquire) {
+            return idx;
+        }
         self.inner.lock().slots.get(&idx).copied().unwrap_or(idx)
     }
 
     /// How reads through `def` convert objects, when `def` is one of several served versions of
     /// a CRD (objects are stored in the version they were written in).
     pub(crate) fn conversion(&self, def: &ResourceDef) -> Option<Conversion> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
         self.inner
             .lock()
             .multi
@@ -221,6 +231,9 @@ impl CrdState {
 
     /// The printer columns of a CRD's resource (`None` for other resources).
     pub(crate) fn columns(&self, def: &ResourceDef) -> Option<Arc<Vec<Column>>> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
         self.inner.lock().columns.get(&gvp(def)).cloned()
     }
 }
@@ -409,6 +422,7 @@ pub(crate) fn reconcile(shared: &Shared) {
                     .insert(gvp(&served.defs[i]), Arc::new(cols.clone()));
             }
             inner.serving.insert(name.clone(), Serving { slot, idxs });
+            state.any.store(true, Ordering::Release);
             let want = definition::status(crd, None, &now);
             if !definition::status_is_current(crd, &want) {
                 statuses.push((name.clone(), crd.clone(), want));
