@@ -944,31 +944,21 @@ async fn resource_request(
         }
         None => Ok(representation::Representation::Object),
     };
-    let table = match (&method, &accept, rp.sub.as_deref()) {
-        (&Method::GET, Some(Ok(a)), None) => match crate::table::requested(a) {
-            Some(v) => {
-                let cols = shared.crds.columns(&rp.def);
-                let view = crate::table::TableView::new(
-                    v,
-                    &rp.def,
-                    cols.as_deref().map(Vec::as_slice),
-                    query.as_deref(),
-                )?;
-                Some(view)
-            }
-            None => None,
-        },
+    // Tables, and a CRD's objects read through another version than the one written in.
+    let view = match (&method, &accept) {
+        (&Method::GET, Some(Ok(a))) => Some(*a),
         _ => None,
     };
-    let negotiate = |target| match &table {
-        Some(_) => Ok(representation::Representation::Object),
-        None => negotiate(target),
+    let view = match method {
+        Method::GET => {
+            let (sub, q) = (rp.sub.as_deref(), query.as_deref());
+            crate::table::ReadView::new(&shared.crds, &rp.def, sub, view, q)?
+        }
+        _ => None,
     };
-    // Reads through one of several versions of a CRD show objects in that version (whole
-    // objects only: Tables and metadata carry no object apiVersion to convert).
-    let conversion = || match &table {
-        Some(_) => None,
-        None => shared.crds.conversion(&rp.def),
+    let negotiate = |target| match &view {
+        Some(v) if v.is_table() => Ok(representation::Representation::Object),
+        _ => negotiate(target),
     };
     let ns = rp.ns.as_deref();
     let storage = &shared.storage;
@@ -1002,12 +992,8 @@ async fn resource_request(
                     user: user.to_string(),
                 };
                 let mut rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
-                if let Some(t) = table {
-                    rx = t.watch(rx);
-                } else if let (Some(c), representation::Representation::Object) =
-                    (conversion(), p.representation)
-                {
-                    rx = c.watch(rx);
+                if let Some(v) = view {
+                    rx = v.watch(rx, p.representation);
                 }
                 let mut r = Response::new(SimBody::stream(rx, shared.counters.clone()));
                 r.headers_mut().insert(
@@ -1024,12 +1010,8 @@ async fn resource_request(
                 return faulty_list(shared, f, &rp, &p);
             }
             let mut body = list::list(storage, rp.idx, def, ns, &p, shared.cfg.watch_cache)?;
-            if let Some(t) = &table {
-                body = t.list(&body)?;
-            } else if let (Some(c), representation::Representation::Object) =
-                (conversion(), p.representation)
-            {
-                body = c.list(body);
+            if let Some(v) = &view {
+                body = v.list(body, p.representation)?;
             }
             Ok(json_response(shared, StatusCode::OK, body))
         }
@@ -1053,18 +1035,9 @@ async fn resource_request(
                     &crate::writes::scale_of(def, &o.value),
                 ));
             }
-            if let Some(t) = &table {
-                return Ok(value_response(
-                    shared,
-                    StatusCode::OK,
-                    &t.object(&o.value, true),
-                ));
-            }
             let mut body = o.json_as(representation);
-            if let (Some(c), representation::Representation::Object) =
-                (conversion(), representation)
-            {
-                body = c.object(body);
+            if let Some(v) = &view {
+                body = v.object(&o.value, body, representation);
             }
             Ok(json_response(shared, StatusCode::OK, body))
         }
@@ -1074,19 +1047,7 @@ async fn resource_request(
         | (&Method::DELETE, _) => {
             let crd = crate::crd::is_definition(&rp.def);
             let write = crate::writes::write_request(shared, req, rp, query.clone());
-            let (r, warnings) = crate::crd::with_field_validation(query.as_deref(), write).await;
-            if crd && r.is_ok() {
-                crate::crd::reconcile(shared);
-            }
-            r.map(|mut resp| {
-                for w in warnings {
-                    let text = format!("299 - {w:?}");
-                    if let Ok(v) = HeaderValue::from_str(&text) {
-                        resp.headers_mut().append(header::WARNING, v);
-                    }
-                }
-                resp
-            })
+            crate::crd::around_write(shared, crd, query.as_deref(), write).await
         }
         _ => Err(ApiError::method_not_allowed(method.as_str())),
     }

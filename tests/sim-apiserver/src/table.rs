@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
 use crate::body::Chunk;
+use crate::representation::Representation;
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
 
@@ -56,6 +57,78 @@ pub(crate) struct TableView {
     object_api_version: String,
     /// The CRD's columns; `None` for a built-in kind.
     custom: Option<Vec<Column>>,
+}
+
+/// How a read's objects are written beyond the negotiated representation: as a Table, or
+/// converted to the version read (one of several versions of a CRD).
+#[derive(Debug)]
+pub(crate) enum ReadView {
+    /// A `meta.k8s.io` Table.
+    Table(TableView),
+    /// Whole objects, their `apiVersion` the one read.
+    Converted(crate::crd::Conversion),
+}
+
+impl ReadView {
+    /// The view of a GET of `def` (`sub`: its subresource, if any) with this `Accept` header
+    /// and query, if it needs one.
+    pub(crate) fn new(
+        crds: &crate::crd::CrdState,
+        def: &ResourceDef,
+        sub: Option<&str>,
+        accept: Option<&str>,
+        query: Option<&str>,
+    ) -> Result<Option<Self>, ApiError> {
+        if sub.is_some() {
+            return Ok(None);
+        }
+        if let Some(v) = accept.and_then(requested) {
+            let cols = crds.columns(def);
+            let view = TableView::new(v, def, cols.as_deref().map(Vec::as_slice), query)?;
+            return Ok(Some(Self::Table(view)));
+        }
+        Ok(crds.conversion(def).map(Self::Converted))
+    }
+
+    /// Whether the answer is a Table (then the representation is not negotiated).
+    pub(crate) fn is_table(&self) -> bool {
+        matches!(self, Self::Table(_))
+    }
+
+    /// A list body as the list handler wrote it in `representation`.
+    pub(crate) fn list(
+        &self,
+        body: Bytes,
+        representation: Representation,
+    ) -> Result<Bytes, ApiError> {
+        match (self, representation) {
+            (Self::Table(t), _) => t.list(&body),
+            (Self::Converted(c), Representation::Object) => Ok(c.list(body)),
+            _ => Ok(body),
+        }
+    }
+
+    /// One object, stored as `obj`, written in `representation` as `body`.
+    pub(crate) fn object(&self, obj: &Value, body: Bytes, representation: Representation) -> Bytes {
+        match (self, representation) {
+            (Self::Table(t), _) => Bytes::from(t.object(obj, true).to_string()),
+            (Self::Converted(c), Representation::Object) => c.object(body),
+            _ => body,
+        }
+    }
+
+    /// A watch body whose events are in `representation`.
+    pub(crate) fn watch(
+        self,
+        rx: mpsc::Receiver<Chunk>,
+        representation: Representation,
+    ) -> mpsc::Receiver<Chunk> {
+        match (self, representation) {
+            (Self::Table(t), _) => t.watch(rx),
+            (Self::Converted(c), Representation::Object) => c.watch(rx),
+            _ => rx,
+        }
+    }
 }
 
 /// The Table's `apiVersion` when `accept` asks for a Table before anything else the server

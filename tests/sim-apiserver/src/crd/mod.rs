@@ -20,11 +20,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use http::{header, HeaderValue, Response};
 use parking_lot::Mutex;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::body::Chunk;
+use crate::body::{Chunk, SimBody};
 
 use crate::resources::ResourceDef;
 use crate::server::Shared;
@@ -141,7 +142,7 @@ fn unknown_fields_refused(unknown: &[String]) -> bool {
 
 /// Runs the write `write` under the `fieldValidation` of its `query` (`Strict`, `Warn` — the
 /// default —, `Ignore`); gives its result and the warnings to send as `Warning` headers.
-pub(crate) async fn with_field_validation<F: Future>(
+async fn with_field_validation<F: Future>(
     query: Option<&str>,
     write: F,
 ) -> (F::Output, Vec<String>) {
@@ -166,6 +167,33 @@ pub(crate) async fn with_field_validation<F: Future>(
             (out, warnings)
         })
         .await
+}
+
+/// A write request over HTTP: run under its `fieldValidation` (unknown fields of a custom
+/// resource become `Warning` headers or a 400), and followed by a [`reconcile`] when it wrote a
+/// CRD (`crd`).
+pub(crate) async fn around_write<F>(
+    shared: &Shared,
+    crd: bool,
+    query: Option<&str>,
+    write: F,
+) -> Result<Response<SimBody>, ApiError>
+where
+    F: Future<Output = Result<Response<SimBody>, ApiError>>,
+{
+    let (r, warnings) = with_field_validation(query, write).await;
+    if crd && r.is_ok() {
+        reconcile(shared);
+    }
+    r.map(|mut resp| {
+        for w in warnings {
+            // kube-apiserver's form: code 299, agent `-`, the text quoted.
+            if let Ok(v) = HeaderValue::from_str(&format!("299 - {w:?}")) {
+                resp.headers_mut().append(header::WARNING, v);
+            }
+        }
+        resp
+    })
 }
 
 /// What is served for one CRD.
