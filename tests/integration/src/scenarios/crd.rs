@@ -1,6 +1,6 @@
-//! Scenario `crd-informer`: a CustomResourceDefinition created through the API, and this
-//! project's `DynamicObject` informers on the resource it serves — one on everything, one with a
-//! label selector — while custom objects are created, updated (moving in and out of the
+//! Scenario `crd-informer`: a CustomResourceDefinition (two served versions) created through the
+//! API, and this project's `DynamicObject` informers on the resource it serves — one on
+//! everything, one with a label selector, one on the second version — while custom objects are created, updated (moving in and out of the
 //! selector) and deleted through the API. Then the CRD is deleted: the server deletes its
 //! objects and ends the watches, and both informers must have seen every object go (their caches
 //! and handler views empty, no sequence violation) while their reflectors keep retrying a
@@ -30,6 +30,11 @@ fn gizmos() -> Resource {
     Resource::namespaced("example.com", "v1", "gizmos")
 }
 
+/// The same objects through the CRD's second served version.
+fn gizmos_v2() -> Resource {
+    Resource::namespaced("example.com", "v2", "gizmos")
+}
+
 fn crds() -> Resource {
     Resource::cluster("apiextensions.k8s.io", "v1", "customresourcedefinitions")
 }
@@ -39,6 +44,17 @@ fn tier_a(o: &Value) -> bool {
 }
 
 fn gizmo_crd() -> Value {
+    let mut crd = gizmo_crd_v1();
+    let mut v2 = crd["spec"]["versions"][0].clone();
+    v2["name"] = json!("v2");
+    v2["storage"] = json!(false);
+    if let Some(vs) = crd["spec"]["versions"].as_array_mut() {
+        vs.push(v2);
+    }
+    crd
+}
+
+fn gizmo_crd_v1() -> Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": RESOURCE},
@@ -97,6 +113,7 @@ pub async fn crd_informer(_: Opts) -> Outcome {
         .reflector_options(fast_backoff(false));
     let all_informer = all.informer::<DynamicObject>(gizmos())?;
     let sel_informer = selected.informer::<DynamicObject>(gizmos())?;
+    let v2_informer = all.informer::<DynamicObject>(gizmos_v2())?;
     let (all_rec, all_seq) = Recorder::new();
     let (sel_rec, sel_seq) = Recorder::new();
     all_informer.add_event_handler(all_rec)?;
@@ -107,6 +124,7 @@ pub async fn crd_informer(_: Opts) -> Outcome {
     selected.start(&cancel);
     synced(&all_informer, Duration::from_secs(30)).await?;
     synced(&sel_informer, Duration::from_secs(30)).await?;
+    synced(&v2_informer, Duration::from_secs(30)).await?;
     ensure!(
         all_informer.indexer().len() == GIZMOS / 2,
         "synced with {} gizmos, the server has {}",
@@ -160,6 +178,7 @@ pub async fn crd_informer(_: Opts) -> Outcome {
                     &server_a,
                     cache_state(sel_informer.indexer()),
                 ),
+                ("v2 cache", &server, cache_state(v2_informer.indexer())),
                 ("selected handler", &server_a, sel_seq.lock().view()),
             ] {
                 if let Some(d) = diff(want, &got) {
@@ -179,6 +198,12 @@ pub async fn crd_informer(_: Opts) -> Outcome {
         defaulted,
         "the schema's default is missing from cached gizmos"
     );
+    let in_v2 = v2_informer
+        .indexer()
+        .list()
+        .iter()
+        .all(|g| g.api_version.as_deref() == Some("example.com/v2"));
+    ensure!(in_v2, "the v2 informer holds gizmos of another version");
 
     // The CRD goes: its objects go with it, and both informers see every delete.
     crd_api.delete(RESOURCE, &DeleteOptions::default()).await?;
@@ -191,12 +216,13 @@ pub async fn crd_informer(_: Opts) -> Outcome {
                 all_seq.lock().view().len(),
                 sel_informer.indexer().len(),
                 sel_seq.lock().view().len(),
+                v2_informer.indexer().len(),
             ];
             if left.iter().all(|n| *n == 0) {
                 Ok(())
             } else {
                 Err(format!(
-                    "left (cache, handler, selected cache, selected handler): {left:?}"
+                    "left (cache, handler, selected cache, selected handler, v2 cache): {left:?}"
                 ))
             }
         },
