@@ -223,16 +223,17 @@ impl TableView {
                 }
             }
             None => {
-                for (name, ty, desc) in builtin_columns(&self.kind) {
-                    defs.push(json!({"name": name, "type": ty, "format": "",
-                        "description": desc, "priority": 0}));
-                }
-                if self.kind == CREATED_AT_KIND {
-                    defs.push(json!({"name": "Created At", "type": "date", "format": "",
-                        "description": CREATION_DOC, "priority": 0}));
-                } else {
-                    defs.push(json!({"name": "Age", "type": "string", "format": "",
-                        "description": CREATION_DOC, "priority": 0}));
+                // Built-in kinds have their own columns, Name among them.
+                defs.clear();
+                for (name, ty, priority, desc) in builtin_columns(&self.kind) {
+                    let format = if name == "Name" { "name" } else { "" };
+                    let desc = match name {
+                        "Name" => NAME_DOC,
+                        "Age" | "Created At" => CREATION_DOC,
+                        _ => desc,
+                    };
+                    defs.push(json!({"name": name, "type": ty, "format": format,
+                        "description": desc, "priority": priority}));
                 }
             }
         }
@@ -248,15 +249,7 @@ impl TableView {
                     cells.push(cell(&c.type_, lookup(obj, &c.json_path), now));
                 }
             }
-            None => {
-                cells.extend(builtin_cells(&self.kind, obj));
-                let created = obj.pointer("/metadata/creationTimestamp");
-                if self.kind == CREATED_AT_KIND {
-                    cells.push(created.cloned().unwrap_or(Value::Null));
-                } else {
-                    cells.push(json!(age(created, now)));
-                }
-            }
+            None => cells = builtin_cells(&self.kind, obj, now),
         }
         let mut row = json!({"cells": cells});
         match self.include {
@@ -388,27 +381,64 @@ const CREATED_AT_KIND: &str = "CustomResourceDefinition";
 const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const CREATION_DOC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
-/// The columns between Name and Age of the built-in kinds this server prints more of.
-fn builtin_columns(kind: &str) -> Vec<(&'static str, &'static str, &'static str)> {
+/// A built-in kind's columns: name, type, priority (0: shown by default; 1: `-o wide`),
+/// description (Name's and the ages' are filled in by the caller), as kube-apiserver prints them.
+fn builtin_columns(kind: &str) -> Vec<(&'static str, &'static str, i64, &'static str)> {
+    const NAME: (&str, &str, i64, &str) = ("Name", "string", 0, "");
+    const AGE: (&str, &str, i64, &str) = ("Age", "string", 0, "");
     match kind {
         "Pod" => vec![
-            ("Ready", "string", "The aggregate readiness state of this pod for accepting traffic."),
-            ("Status", "string", "The aggregate status of the containers in this pod."),
-            ("Restarts", "string", "The number of times the containers in this pod have been restarted."),
+            NAME,
+            ("Ready", "string", 0, "The aggregate readiness state of this pod for accepting traffic."),
+            ("Status", "string", 0, "The aggregate status of the containers in this pod."),
+            ("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
+            AGE,
+            ("IP", "string", 1, "The IP address assigned to the pod"),
+            ("Node", "string", 1, "The name of the node the pod is scheduled on"),
+            ("Nominated Node", "string", 1, "The node that the pod is nominated to run on"),
+            ("Readiness Gates", "string", 1, "The readiness gates of the pod"),
         ],
-        "ConfigMap" => vec![("Data", "integer", "Data contains the configuration data.")],
-        "Namespace" => vec![("Status", "string", "The status of the namespace")],
+        "ConfigMap" => vec![NAME, ("Data", "integer", 0, "Data contains the configuration data."), AGE],
+        "Namespace" => vec![NAME, ("Status", "string", 0, "The status of the namespace"), AGE],
         "Deployment" => vec![
-            ("Ready", "string", "Number of the pod with ready state"),
-            ("Up-to-date", "integer", "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-            ("Available", "integer", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+            NAME,
+            ("Ready", "string", 0, "Number of the pod with ready state"),
+            ("Up-to-date", "integer", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+            ("Available", "integer", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+            AGE,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+            ("Selector", "string", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
         ],
-        _ => Vec::new(),
+        "Lease" => vec![NAME, ("Holder", "string", 0, "The holder of the lease"), AGE],
+        "Event" => vec![
+            ("Last Seen", "string", 0, "Time when last this event was observed."),
+            ("Type", "string", 0, "Type of this event (Normal, Warning), new types could be added in the future."),
+            ("Reason", "string", 0, "This should be a short, machine understandable string that gives the reason for the transition into the object's current status."),
+            ("Object", "string", 0, "The object that this event is about."),
+            ("Subobject", "string", 1, "The subobject that this event is about."),
+            ("Source", "string", 1, "The component reporting this event. Should be a short machine understandable string."),
+            ("Message", "string", 0, "A human-readable description of the status of this operation."),
+            ("First Seen", "string", 1, "The time at which the event was first recorded."),
+            ("Count", "string", 1, "The number of times this event has occurred."),
+            ("Name", "string", 1, ""),
+        ],
+        CREATED_AT_KIND => vec![NAME, ("Created At", "date", 0, "")],
+        _ => vec![NAME, AGE],
     }
 }
 
-fn builtin_cells(kind: &str, o: &Value) -> Vec<Value> {
+/// The cells of [`builtin_columns`] for `o`.
+fn builtin_cells(kind: &str, o: &Value, now: i64) -> Vec<Value> {
     let int = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let or_none = |p: &str| match text(p) {
+        "" => json!("<none>"),
+        t => json!(t),
+    };
+    let name = o.pointer("/metadata/name").cloned().unwrap_or(json!(""));
+    let created = o.pointer("/metadata/creationTimestamp");
+    let age_cell = json!(age(created, now));
     match kind {
         "Pod" => {
             let statuses = o
@@ -428,20 +458,24 @@ fn builtin_cells(kind: &str, o: &Value) -> Vec<Value> {
                 .iter()
                 .filter_map(|s| s.get("restartCount").and_then(Value::as_i64))
                 .sum();
-            let status = o
-                .pointer("/status/reason")
-                .or_else(|| o.pointer("/status/phase"))
-                .and_then(Value::as_str)
-                .unwrap_or("Unknown");
-            let status = if o.pointer("/metadata/deletionTimestamp").is_some() {
-                "Terminating"
-            } else {
-                status
+            let status = match (text("/metadata/deletionTimestamp"), text("/status/reason")) {
+                ("", "") => match text("/status/phase") {
+                    "" => "Unknown",
+                    p => p,
+                },
+                ("", reason) => reason,
+                _ => "Terminating",
             };
             vec![
+                name,
                 json!(format!("{ready}/{total}")),
                 json!(status),
                 json!(restarts.to_string()),
+                age_cell,
+                or_none("/status/podIP"),
+                or_none("/spec/nodeName"),
+                or_none("/status/nominatedNodeName"),
+                json!("<none>"),
             ]
         }
         "ConfigMap" => {
@@ -450,22 +484,105 @@ fn builtin_cells(kind: &str, o: &Value) -> Vec<Value> {
                 .filter_map(|k| o.get(*k).and_then(Value::as_object))
                 .map(Map::len)
                 .sum::<usize>();
-            vec![json!(n)]
+            vec![name, json!(n), age_cell]
         }
-        "Namespace" => vec![o
-            .pointer("/status/phase")
-            .cloned()
-            .unwrap_or(json!("Active"))],
-        "Deployment" => vec![
-            json!(format!(
-                "{}/{}",
-                int("/status/readyReplicas"),
-                int("/spec/replicas")
-            )),
-            json!(int("/status/updatedReplicas")),
-            json!(int("/status/availableReplicas")),
+        "Namespace" => vec![
+            name,
+            o.pointer("/status/phase")
+                .cloned()
+                .unwrap_or(json!("Active")),
+            age_cell,
         ],
-        _ => Vec::new(),
+        "Deployment" => {
+            let containers = o
+                .pointer("/spec/template/spec/containers")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]);
+            let join = |k: &str| {
+                containers
+                    .iter()
+                    .filter_map(|c| c.get(k).and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let selector = o
+                .pointer("/spec/selector/matchLabels")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            vec![
+                name,
+                json!(format!(
+                    "{}/{}",
+                    int("/status/readyReplicas"),
+                    int("/spec/replicas")
+                )),
+                json!(int("/status/updatedReplicas")),
+                json!(int("/status/availableReplicas")),
+                age_cell,
+                json!(join("name")),
+                json!(join("image")),
+                json!(selector),
+            ]
+        }
+        "Lease" => vec![name, or_none("/spec/holderIdentity"), age_cell],
+        "Event" => {
+            // core/v1 fields first, then events.k8s.io/v1's.
+            let first = |ps: &[&str]| ps.iter().map(|p| text(p)).find(|t| !t.is_empty());
+            let stamp = |ps: &[&str]| match first(ps) {
+                Some(t) => json!(age(Some(&json!(t)), now)),
+                None => json!("<unknown>"),
+            };
+            let (okind, oname) = match o.get("involvedObject").or_else(|| o.get("regarding")) {
+                Some(r) => (
+                    r.get("kind").and_then(Value::as_str).unwrap_or(""),
+                    r.get("name").and_then(Value::as_str).unwrap_or(""),
+                ),
+                None => ("", ""),
+            };
+            let count = o
+                .get("count")
+                .or_else(|| o.pointer("/series/count"))
+                .or_else(|| o.get("deprecatedCount"))
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+            vec![
+                stamp(&[
+                    "/lastTimestamp",
+                    "/series/lastObservedTime",
+                    "/deprecatedLastTimestamp",
+                    "/eventTime",
+                    "/metadata/creationTimestamp",
+                ]),
+                json!(text("/type")),
+                json!(text("/reason")),
+                json!(format!("{}/{oname}", okind.to_lowercase())),
+                json!(first(&["/involvedObject/fieldPath", "/regarding/fieldPath"]).unwrap_or("")),
+                json!(first(&[
+                    "/source/component",
+                    "/reportingController",
+                    "/deprecatedSource/component"
+                ])
+                .unwrap_or("")),
+                json!(first(&["/message", "/note"]).unwrap_or("")),
+                stamp(&[
+                    "/firstTimestamp",
+                    "/deprecatedFirstTimestamp",
+                    "/eventTime",
+                    "/metadata/creationTimestamp",
+                ]),
+                json!(count.to_string()),
+                name,
+            ]
+        }
+        CREATED_AT_KIND => vec![name, created.cloned().unwrap_or(Value::Null)],
+        _ => vec![name, age_cell],
     }
 }
 

@@ -395,11 +395,52 @@ async fn built_in_kinds_print_name_and_age() {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect();
-    assert_eq!(cols, vec!["Name", "Ready", "Status", "Restarts", "Age"]);
+    assert_eq!(cols[..5], ["Name", "Ready", "Status", "Restarts", "Age"]);
     assert_eq!(
         t.body["rows"][0]["cells"].as_array().unwrap()[..4],
         [json!("p1"), json!("0/1"), json!("Pending"), json!("0")]
     );
+    let wide: Vec<(&str, i64)> = t.body["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap(), c["priority"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(
+        wide[5..],
+        [
+            ("IP", 1),
+            ("Node", 1),
+            ("Nominated Node", 1),
+            ("Readiness Gates", 1)
+        ]
+    );
+    // Events print as kubectl shows them: no NAME unless wide.
+    let ev = json!({"metadata": {"name": "p1.1"}, "type": "Warning", "reason": "BackOff",
+        "message": "restarting", "involvedObject": {"kind": "Pod", "name": "p1"}, "count": 3,
+        "lastTimestamp": "2020-01-01T00:00:00Z"});
+    assert_eq!(
+        c.post("/api/v1/namespaces/default/events", ev).await.status,
+        StatusCode::CREATED
+    );
+    let (t, _) = c
+        .get_accepting("/api/v1/namespaces/default/events", TABLE)
+        .await;
+    let cells = t.body["rows"][0]["cells"].as_array().unwrap();
+    assert_eq!(
+        cells[1..4],
+        [json!("Warning"), json!("BackOff"), json!("pod/p1")]
+    );
+    assert_eq!(
+        (&cells[6], &cells[8], &cells[9]),
+        (&json!("restarting"), &json!("3"), &json!("p1.1"))
+    );
+    assert!(
+        cells[0].as_str().unwrap().ends_with('y') || cells[0].as_str().unwrap().ends_with('d'),
+        "{}",
+        cells[0]
+    );
+    assert_eq!(t.body["columnDefinitions"][0]["name"], "Last Seen");
     let (ns, _) = c.get_accepting("/api/v1/namespaces/default", TABLE).await;
     assert_eq!(ns.body["rows"][0]["cells"][0], "default");
     assert_eq!(ns.body["rows"][0]["cells"][1], "Active");
