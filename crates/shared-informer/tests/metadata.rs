@@ -311,7 +311,7 @@ async fn a_representation_the_server_does_not_know_is_a_clear_not_acceptable_err
     let client = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap())
         .client()
         .unwrap();
-    let table = "application/json;as=Table;g=meta.k8s.io;v=v1";
+    let table = "application/json;as=Table;g=meta.k8s.io;v=v2";
     let err = client
         .get_bytes_accepting("/api/v1/pods", table, DEFAULT_MAX_BODY_BYTES)
         .await

@@ -67,7 +67,7 @@
 //!   `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{..}}`; watches
 //!   and gets asking for `as=PartialObjectMetadata` carry objects (bookmarks included) in that
 //!   form, ERROR events keep their Status. The header's media ranges are tried in order and the
-//!   first one the server can produce wins; when none is left (`as=Table` or an unknown `as=`
+//!   first one the server can produce wins (Tables: below); when none is left (an unknown `as=`
 //!   without an `application/json` fallback), or the one chosen is of the wrong list-ness, the
 //!   answer is 406 `NotAcceptable`. `SimServerBuilder::partial_object_metadata(false)` makes a
 //!   server that does not know the representation (clients get whole objects through their
@@ -82,12 +82,49 @@
 //!   reviews (`kubectl auth can-i`, `kubectl auth whoami`) are served. Per-user faults match
 //!   on the user name.
 //!
+//! * **Tables** (what kubectl prints): a get, list or watch whose `Accept` header asks for
+//!   `as=Table;g=meta.k8s.io;v=v1` (or `v1beta1`) before any other range the server can produce
+//!   is answered with a `meta.k8s.io` `Table`: for a custom resource `Name` and its CRD's
+//!   `additionalPrinterColumns` (`Age` when it has none; simple JSONPaths such as `.spec.x` or
+//!   `.status.items[0].y`; `date` cells as kubectl's ages), for a built-in kind `Name` and `Age`,
+//!   or kube-apiserver's own columns for pods (`Ready`, `Status`, `Restarts`, and `IP`, `Node`
+//!   ... for `-o wide`), config maps, namespaces, deployments, leases, events (`Last Seen`,
+//!   `Type`, `Reason`, `Object`, `Message`) and CRDs (`Name`, `Created At`). Rows carry the object as `includeObject`
+//!   says (`Metadata`, the default: a `PartialObjectMetadata`; `Object`; `None`). Watch events
+//!   carry one-row Tables, column definitions only in the first.
+//! * **CustomResourceDefinitions** (`apiextensions.k8s.io/v1`, cluster-scoped, with status):
+//!   a CRD is defaulted (`singular`, `listKind`, conversion `None`) and validated as
+//!   kube-apiserver does for the common mistakes (name not `<plural>.<group>`, not exactly one
+//!   storage version, no or a non-structural schema, bad scope or printer column: 422 `Invalid`
+//!   with one cause each). Once stored it is served before the write is answered: each served
+//!   version (namespaced or cluster-scoped per `spec.scope`, all versions sharing one store;
+//!   whole objects read through a version are shown in it, as conversion strategy `None` does) with its short names, categories, `status` and
+//!   `scale` subresources; its status gets `NamesAccepted` and `Established` (`True`),
+//!   `acceptedNames` and `storedVersions`. A CRD whose plural is already served otherwise gets
+//!   `NamesAccepted: False`. Writes to a custom resource are pruned of unknown fields (unless
+//!   `x-kubernetes-preserve-unknown-fields`), nulls of non-nullable fields dropped, `default`s
+//!   applied, then validated (`type`, `required`, `enum`, `minimum`/`maximum` and their
+//!   exclusive forms, `minLength`/`maxLength`, `pattern`, `minItems`/`maxItems`,
+//!   `min`/`maxProperties`, `nullable`, `x-kubernetes-int-or-string`,
+//!   `x-kubernetes-embedded-resource`), with kube-apiserver's causes and message
+//!   (`Widget.example.com "w1" is invalid: spec.size: Invalid value: "string": spec.size in
+//!   body must be of type integer: "string"`). A default added to the schema later shows on
+//!   objects stored before (same resourceVersion, no event). Updating the CRD (versions,
+//!   schema, printer columns, subresources) takes effect at once; deleting it deletes its
+//!   objects (one DELETED event each) and ends the watches on it. Unknown fields pruned
+//!   from a write over HTTP get a `Warning: 299 - "unknown field \"spec.x\""` header each
+//!   (`fieldValidation` unset or `Warn`), nothing (`Ignore`), or, with `Strict` (kubectl's
+//!   default), 400 `Widget in version "v1" cannot be handled as a Widget: strict decoding
+//!   error: unknown field "spec.x"`. Not done: conversion webhooks, CEL validation rules,
+//!   immutability checks of a CRD's `scope` and names.
+//!
 //! # Writes
 //!
 //! * **Resources**: core/v1 `pods` (status), `configmaps`, `namespaces` (status), `events`,
 //!   `services` (status; for `kubectl cluster-info`);
 //!   `coordination.k8s.io/v1` `leases`; `events.k8s.io/v1` `events`; `apps/v1` `deployments`
-//!   (status, scale); more with [`SimServerBuilder::resource`] and [`ResourceDef::with_status`]
+//!   (status, scale); `apiextensions.k8s.io/v1` `customresourcedefinitions` (status); more
+//!   with CRDs or with [`SimServerBuilder::resource`] and [`ResourceDef::with_status`]
 //!   / [`ResourceDef::with_scale`]. Discovery lists `deployments/status`, `deployments/scale`
 //!   (`autoscaling/v1` `Scale`) and the `deletecollection` verb.
 //!   core/v1 and `events.k8s.io/v1` events are one store in two shapes (see
@@ -168,6 +205,7 @@ mod body;
 pub mod churn;
 pub mod compression;
 pub mod continue_token;
+mod crd;
 pub mod defaults;
 mod deletion;
 pub mod discovery;
@@ -188,6 +226,7 @@ mod server;
 pub mod smp;
 pub mod status;
 pub mod storage;
+mod table;
 pub mod tls;
 pub mod users;
 mod watch;

@@ -80,7 +80,9 @@ impl ResourceDef {
         self
     }
 
-    /// Sets the object's OpenAPI v3 schema (see [`ResourceDef::schema`]).
+    /// Sets the object's OpenAPI v3 schema (see [`ResourceDef::schema`]). Writes are then
+    /// pruned, defaulted and validated against it (a structural schema), as those of a
+    /// CustomResourceDefinition's resource are.
     pub fn with_schema(mut self, schema: serde_json::Value) -> Self {
         self.schema = Some(std::sync::Arc::new(schema));
         self
@@ -140,15 +142,23 @@ impl ResourceDef {
             "networking.k8s.io",
             "rbac.authorization.k8s.io",
             "storage.k8s.io",
+            "apiextensions.k8s.io",
         ];
         BUILTIN_GROUPS.contains(&self.group.as_str())
     }
 }
 
-/// The set of served resources; index positions are stable.
+/// The set of served resources; index positions are stable, also across
+/// [`Registry::unregister`] (a CustomResourceDefinition deleted), so that the store's objects
+/// of other resources keep their slots.
 #[derive(Debug, Clone, Default)]
 pub struct Registry {
+    /// Every resource ever registered, by index (unregistered ones too).
     defs: Vec<ResourceDef>,
+    /// Which of `defs` are unregistered.
+    gone: Vec<bool>,
+    /// The served ones, in index order: what [`Registry::all`] lends.
+    served: Vec<ResourceDef>,
 }
 
 impl Registry {
@@ -198,40 +208,76 @@ impl Registry {
         }
         // Served so that `kubectl cluster-info` (which lists kube-system's Services) works.
         r.register(ResourceDef::new("", "v1", "Service", "services", true).with_status());
+        r.register(crate::crd::definition_resource());
         r
     }
 
-    /// Registers a resource (replacing one with the same group/version/plural); returns its index.
+    /// Registers a resource (replacing one with the same group/version/plural, served or
+    /// unregistered); returns its index.
     pub fn register(&mut self, def: ResourceDef) -> usize {
-        if let Some(i) = self.find(&def.group, &def.version, &def.plural) {
-            self.defs[i] = def;
-            return i;
-        }
-        self.defs.push(def);
-        self.defs.len() - 1
+        let i = match self.defs.iter().position(|d| {
+            d.group == def.group && d.version == def.version && d.plural == def.plural
+        }) {
+            Some(i) => {
+                self.defs[i] = def;
+                self.gone[i] = false;
+                i
+            }
+            None => {
+                self.defs.push(def);
+                self.gone.push(false);
+                self.defs.len() - 1
+            }
+        };
+        self.refresh();
+        i
     }
 
-    /// Index of the resource.
+    /// Stops serving the resource at `idx` (its index stays reserved for it).
+    pub fn unregister(&mut self, idx: usize) {
+        if let Some(g) = self.gone.get_mut(idx) {
+            *g = true;
+            self.refresh();
+        }
+    }
+
+    fn refresh(&mut self) {
+        self.served = self
+            .defs
+            .iter()
+            .zip(&self.gone)
+            .filter(|(_, gone)| !**gone)
+            .map(|(d, _)| d.clone())
+            .collect();
+    }
+
+    /// Index of the served resource.
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<usize> {
+        self.position(|d| d.group == group && d.version == version && d.plural == plural)
+    }
+
+    /// Index of the first served resource matching `pred`.
+    pub fn position(&self, pred: impl Fn(&ResourceDef) -> bool) -> Option<usize> {
         self.defs
             .iter()
-            .position(|d| d.group == group && d.version == version && d.plural == plural)
+            .zip(&self.gone)
+            .position(|(d, gone)| !*gone && pred(d))
     }
 
-    /// The resource at an index.
+    /// The resource at an index (also after it was unregistered).
     pub fn get(&self, idx: usize) -> &ResourceDef {
         &self.defs[idx]
     }
 
-    /// All resources.
+    /// All served resources.
     pub fn all(&self) -> &[ResourceDef] {
-        &self.defs
+        &self.served
     }
 
     /// The (group, versions) pairs that are not core, in registration order.
     pub fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut out: Vec<(String, Vec<String>)> = Vec::new();
-        for d in self.defs.iter().filter(|d| !d.group.is_empty()) {
+        for d in self.served.iter().filter(|d| !d.group.is_empty()) {
             match out.iter_mut().find(|(g, _)| *g == d.group) {
                 Some((_, vs)) => {
                     if !vs.contains(&d.version) {

@@ -311,6 +311,7 @@ impl SimServerBuilder {
             faults: Faults::new(storage.clone()),
             storage,
             registry: RwLock::new(registry),
+            crds: Default::default(),
             counters: Arc::new(Counters::default()),
             shutdown: shutdown_rx,
             addr,
@@ -371,7 +372,8 @@ pub(crate) struct Shared {
     directory: Directory,
     policy: Policy,
     pub(crate) storage: Arc<Storage>,
-    registry: RwLock<Registry>,
+    pub(crate) registry: RwLock<Registry>,
+    pub(crate) crds: crate::crd::CrdState,
     pub(crate) faults: Faults,
     pub(crate) counters: Arc<Counters>,
     shutdown: watch::Receiver<bool>,
@@ -396,9 +398,8 @@ impl Shared {
     /// Resolves `plural` or `plural.group` to a registry index.
     fn resolve(&self, resource: &str) -> Option<usize> {
         let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
-        let reg = self.registry.read();
-        reg.all()
-            .iter()
+        self.registry
+            .read()
             .position(|d| d.plural == plural && d.group == group)
     }
 }
@@ -561,7 +562,16 @@ impl SimServer {
             .shared
             .resolve(resource)
             .ok_or_else(ApiError::path_not_found)?;
-        Ok((idx, self.shared.registry.read().get(idx).clone()))
+        let def = self.shared.registry.read().get(idx).clone();
+        Ok((self.shared.crds.slot(idx), def))
+    }
+
+    /// After a write through the test API: a CRD written is served (or stops being) at once.
+    fn written<T>(&self, def: &ResourceDef, r: Result<T, ApiError>) -> Result<T, ApiError> {
+        if r.is_ok() && crate::crd::is_definition(def) {
+            crate::crd::reconcile(&self.shared);
+        }
+        r
     }
 
     fn ns_for<'a>(def: &ResourceDef, ns: Option<&'a str>) -> &'a str {
@@ -576,12 +586,8 @@ impl SimServer {
     pub fn create(&self, resource: &str, ns: Option<&str>, obj: Value) -> Result<Value, ApiError> {
         let (idx, def) = self.res(resource)?;
         let ns = Self::ns_for(&def, ns);
-        Ok(self
-            .shared
-            .storage
-            .create(idx, &def, ns, obj)?
-            .value
-            .clone())
+        let r = self.shared.storage.create(idx, &def, ns, obj);
+        Ok(self.written(&def, r)?.value.clone())
     }
 
     /// Replaces an object (name taken from `obj`); a set resourceVersion must be current.
@@ -595,12 +601,8 @@ impl SimServer {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        Ok(self
-            .shared
-            .storage
-            .update(idx, &def, ns, &name, obj)?
-            .value
-            .clone())
+        let r = self.shared.storage.update(idx, &def, ns, &name, obj);
+        Ok(self.written(&def, r)?.value.clone())
     }
 
     /// Applies a JSON merge patch.
@@ -613,23 +615,16 @@ impl SimServer {
     ) -> Result<Value, ApiError> {
         let (idx, def) = self.res(resource)?;
         let ns = Self::ns_for(&def, ns);
-        Ok(
-            patch_object(&self.shared.storage, idx, &def, ns, name, patch)?
-                .value
-                .clone(),
-        )
+        let r = patch_object(&self.shared.storage, idx, &def, ns, name, patch);
+        Ok(self.written(&def, r)?.value.clone())
     }
 
     /// Deletes an object; returns its final state.
     pub fn delete(&self, resource: &str, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
         let (idx, def) = self.res(resource)?;
         let ns = Self::ns_for(&def, ns);
-        Ok(self
-            .shared
-            .storage
-            .delete(idx, &def, ns, name, None)?
-            .value
-            .clone())
+        let r = self.shared.storage.delete(idx, &def, ns, name, None);
+        Ok(self.written(&def, r)?.value.clone())
     }
 
     /// Gets an object.
@@ -930,6 +925,8 @@ fn route(shared: &Shared, path: &str) -> Route {
         return Route::NotFound;
     };
     let def = reg.get(idx).clone();
+    // All versions of a CRD share its storage version's store.
+    let idx = shared.crds.slot(idx);
     if ns.is_some() && !def.namespaced {
         return Route::NotFound;
     }
@@ -1115,6 +1112,22 @@ async fn resource_request(
         }
         None => Ok(representation::Representation::Object),
     };
+    // Tables, and a CRD's objects read through another version than the one written in.
+    let view = match (&method, &accept) {
+        (&Method::GET, Some(Ok(a))) => Some(*a),
+        _ => None,
+    };
+    let view = match method {
+        Method::GET => {
+            let (sub, q) = (rp.sub.as_deref(), query.as_deref());
+            crate::table::ReadView::new(&shared.crds, &rp.def, sub, view, q)?
+        }
+        _ => None,
+    };
+    let negotiate = |target| match &view {
+        Some(v) if v.is_table() => Ok(representation::Representation::Object),
+        _ => negotiate(target),
+    };
     let ns = rp.ns.as_deref();
     let storage = &shared.storage;
     let def = &rp.def;
@@ -1146,7 +1159,10 @@ async fn resource_request(
                     default_timeout: shared.cfg.default_watch_timeout,
                     user: user.to_string(),
                 };
-                let rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
+                let mut rx = watch_stream::open(ctx, rp.idx, def, ns, &p)?;
+                if let Some(v) = view {
+                    rx = v.watch(rx, p.representation);
+                }
                 let mut r = Response::new(SimBody::stream(rx, shared.counters.clone()));
                 r.headers_mut().insert(
                     header::CONTENT_TYPE,
@@ -1161,7 +1177,10 @@ async fn resource_request(
             if let Some(f) = shared.faults.take_list_fault() {
                 return faulty_list(shared, f, &rp, &p);
             }
-            let body = list::list(storage, rp.idx, def, ns, &p, shared.cfg.watch_cache)?;
+            let mut body = list::list(storage, rp.idx, def, ns, &p, shared.cfg.watch_cache)?;
+            if let Some(v) = &view {
+                body = v.list(body, p.representation)?;
+            }
             Ok(json_response(shared, StatusCode::OK, body))
         }
         (&Method::GET, Some(name)) => {
@@ -1184,16 +1203,20 @@ async fn resource_request(
                     &crate::writes::scale_of(def, &o.value),
                 ));
             }
-            Ok(json_response(
-                shared,
-                StatusCode::OK,
-                o.json_as(representation),
-            ))
+            let mut body = o.json_as(representation);
+            if let Some(v) = &view {
+                body = v.object(&o.value, body, representation);
+            }
+            Ok(json_response(shared, StatusCode::OK, body))
         }
         (&Method::POST, None)
         | (&Method::PUT, Some(_))
         | (&Method::PATCH, Some(_))
-        | (&Method::DELETE, _) => crate::writes::write_request(shared, req, rp, query).await,
+        | (&Method::DELETE, _) => {
+            let crd = crate::crd::is_definition(&rp.def);
+            let write = crate::writes::write_request(shared, req, rp, query.clone());
+            crate::crd::around_write(shared, crd, query.as_deref(), write).await
+        }
         _ => Err(ApiError::method_not_allowed(method.as_str())),
     }
 }

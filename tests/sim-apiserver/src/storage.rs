@@ -622,6 +622,8 @@ impl Storage {
             ));
         }
         m.insert("name".into(), Value::String(name.clone()));
+        crate::crd::admit(def, &mut obj, None)?;
+        let m = meta_mut(&mut obj);
         if def.namespaced {
             m.insert("namespace".into(), Value::String(ns.to_string()));
         } else {
@@ -738,6 +740,7 @@ impl Storage {
                 }
             }
         }
+        crate::crd::admit(def, &mut obj, Some(&old.value))?;
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
         let old_meta = old.value["metadata"].clone();
@@ -943,6 +946,57 @@ impl Storage {
             },
         );
         Ok(o)
+    }
+
+    /// Deletes every object of a resource (one DELETED event each, as a deleted
+    /// CustomResourceDefinition's objects go), then ends the watches on it.
+    pub fn remove_all(&self, res: usize) {
+        let mut i = self.inner.lock();
+        let objects = i.objects.remove(&res).unwrap_or_default();
+        for (key, old) in objects {
+            i.history.remove(&(res, key.clone()));
+            i.rev += 1;
+            let rev = i.rev;
+            let mut v = old.value.clone();
+            set_rv(&mut v, rev);
+            let ns = v
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let o = Obj::new(v, EventType::Deleted);
+            self.commit(
+                &mut i,
+                Event {
+                    rv: rev,
+                    etype: EventType::Deleted,
+                    res,
+                    key,
+                    ns,
+                    obj: o,
+                    prev: Some(old),
+                },
+            );
+        }
+        // Dropping the senders ends each stream once it has written what it holds.
+        i.watchers.retain(|w| w.res != res);
+    }
+
+    /// Rewrites the live objects of a resource where `f` changes them, keeping their
+    /// resourceVersion and sending no event: what a read from etcd shows once a
+    /// CustomResourceDefinition's schema gains a default.
+    pub fn rewrite_in_place(&self, res: usize, f: impl Fn(&mut Value)) {
+        let mut i = self.inner.lock();
+        let Some(objects) = i.objects.get_mut(&res) else {
+            return;
+        };
+        for o in objects.values_mut() {
+            let mut v = o.value.clone();
+            f(&mut v);
+            if v != o.value {
+                *o = Obj::new(v, o.line_type);
+            }
+        }
     }
 
     /// Keeps at most `per_object` versions of each object and `total` versions over all

@@ -254,11 +254,12 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
             "apps",
             "authentication.k8s.io",
             "authorization.k8s.io",
+            "apiextensions.k8s.io",
             "example.com"
         ]
     );
     assert_eq!(
-        apis["groups"][5]["preferredVersion"]["groupVersion"],
+        apis["groups"][6]["preferredVersion"]["groupVersion"],
         "example.com/v1"
     );
     let g = c.get("/apis/example.com/v1").await.body;

@@ -162,7 +162,7 @@ async fn what_cannot_be_served_is_406_and_a_fallback_is_honoured() {
     for (path, accept, message) in [
         (
             PODS,
-            "application/json;as=Table;g=meta.k8s.io;v=v1",
+            "application/json;as=Table;g=meta.k8s.io;v=v2",
             "only the following media types are accepted: application/json",
         ),
         (
@@ -197,7 +197,7 @@ async fn what_cannot_be_served_is_406_and_a_fallback_is_honoured() {
     let (r, _) = c
         .get_accepting(
             PODS,
-            "application/json;as=Table;g=meta.k8s.io;v=v1,application/json",
+            "application/json;as=Table;g=meta.k8s.io;v=v2,application/json",
         )
         .await;
     assert_eq!(

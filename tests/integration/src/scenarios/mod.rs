@@ -3,6 +3,7 @@
 mod churn;
 mod compaction;
 mod controller;
+mod crd;
 mod handlers;
 mod hostile;
 mod leader;
@@ -129,6 +130,13 @@ pub fn all() -> Vec<Scenario> {
             timeout: secs(120),
             informers: true,
             run: |o| resync::resync_under_churn(o).boxed(),
+        },
+        Scenario {
+            name: "crd-informer",
+            about: "a CRD created through the API, DynamicObject informers (all, label selector) on its resource, then the CRD deleted",
+            timeout: secs(120),
+            informers: true,
+            run: |o| crd::crd_informer(o).boxed(),
         },
         Scenario {
             name: "soak",
