@@ -47,6 +47,7 @@ pub use workqueue;
 mod civil;
 pub mod events;
 pub mod leader_election;
+pub mod owners;
 pub mod runner;
 
 pub use events::{
