@@ -49,6 +49,7 @@ pub mod events;
 pub mod leader_election;
 pub mod owners;
 pub mod runner;
+pub mod sharding;
 
 pub use events::{
     EventBroadcaster, EventRecorder, EventSink, EventType, EventWatcher, ObjectReference,
