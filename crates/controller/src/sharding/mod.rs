@@ -15,5 +15,10 @@
 //! argument; rules SH in docs/semantics.md).
 
 mod assign;
+mod ring;
 
 pub use assign::{owner_of, weight};
+pub use ring::{
+    max_departure_delay, shard_lease_name, ApiRingLeases, Membership, MemoryRingLeases, Ring,
+    RingLeases, ShardLease, RING_LABEL,
+};
