@@ -15,9 +15,11 @@
 //! argument; rules SH in docs/semantics.md).
 
 mod assign;
+mod fence;
 mod ring;
 
 pub use assign::{owner_of, weight};
+pub use fence::{shard_label, FenceError, FencedWriter, SHARD_LABEL_PREFIX};
 pub use ring::{
     max_departure_delay, shard_lease_name, ApiRingLeases, Membership, MemoryRingLeases, Ring,
     RingLeases, ShardLease, RING_LABEL,
