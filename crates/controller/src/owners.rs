@@ -265,7 +265,7 @@ mod tests {
     /// The keys queued, in order; `get` answers at once while keys wait, so no runtime is needed.
     fn drain(queue: &WorkQueue<String>) -> Vec<String> {
         let mut keys = Vec::new();
-        while queue.len() > 0 {
+        while !queue.is_empty() {
             let key = futures::FutureExt::now_or_never(queue.get())
                 .flatten()
                 .expect("a queued key is handed out at once");
