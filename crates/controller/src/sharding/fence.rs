@@ -79,6 +79,10 @@ pub enum FenceError {
         /// What the object seen carries.
         seen: String,
     },
+    /// A merge patch that is not a JSON object (or whose `metadata` is not one) cannot carry the
+    /// resourceVersion precondition (SH9).
+    #[error("a fenced merge patch must be a JSON object with an object `metadata`")]
+    NotAnObjectPatch,
     /// A child to create has no fixed name (SH10).
     #[error("a fenced create needs a fixed metadata.name (generateName cannot be deduplicated)")]
     UnnamedChild,
@@ -253,27 +257,32 @@ impl<K: Decode> FencedWriter<K> {
             .await?)
     }
 
+    /// `patch` with `metadata.resourceVersion` set to seen's. A patch that is not a JSON object,
+    /// whose `metadata` is not one, or that carries another resourceVersion is refused: it could
+    /// not carry the precondition, or would carry one the assignment check did not read.
     fn fenced_patch(&self, seen: &K, patch: &Value) -> Result<Value, FenceError> {
         let rv = self.check(seen)?;
         let mut patch = patch.clone();
-        if !patch.is_object() {
-            patch = Value::Object(Default::default());
-        }
-        let metadata = patch.as_object_mut().map(|p| {
-            p.entry("metadata")
-                .or_insert_with(|| Value::Object(Default::default()))
-        });
-        match metadata {
-            Some(Value::Object(metadata)) => {
-                metadata.insert("resourceVersion".into(), Value::from(rv));
-            }
-            _ => {
+        let Some(fields) = patch.as_object_mut() else {
+            return Err(FenceError::NotAnObjectPatch);
+        };
+        let metadata = fields
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Some(metadata) = metadata.as_object_mut() else {
+            return Err(FenceError::NotAnObjectPatch);
+        };
+        match metadata.get("resourceVersion") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(written)) if written == rv => {}
+            Some(other) => {
                 return Err(FenceError::PreconditionMismatch {
-                    written: None,
+                    written: Some(other.to_string()),
                     seen: rv.to_string(),
                 })
             }
         }
+        metadata.insert("resourceVersion".into(), Value::from(rv));
         Ok(patch)
     }
 
@@ -306,5 +315,137 @@ impl<K: Decode> FencedWriter<K> {
         }
         let children = self.guard.protect(children.clone());
         Ok(children.create(&CreateOptions::default(), child).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+    use tokio::time::Instant;
+    use workqueue::shared_informer::reflector::store_index::DynamicObject;
+    use workqueue::shared_informer::reflector::{Client, ClusterConfig, Resource};
+
+    /// A writer whose requests could go nowhere: every case here is decided before sending.
+    fn writer(valid: bool) -> FencedWriter<DynamicObject> {
+        let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
+        let api = Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "ns");
+        let guard = LeaseGuard::new();
+        if valid {
+            guard.extend_to(Instant::now() + Duration::from_secs(3600));
+        }
+        FencedWriter::new(api, guard, "widgets", "a")
+    }
+
+    fn seen(label: Option<&str>, rv: Option<&str>) -> DynamicObject {
+        let mut obj = DynamicObject::new("v1", "ConfigMap")
+            .within("ns")
+            .named("w");
+        if let Some(to) = label {
+            obj = obj.with_label(shard_label("widgets"), to);
+        }
+        if let Some(rv) = rv {
+            obj = obj.with_resource_version(rv);
+        }
+        obj
+    }
+
+    #[tokio::test]
+    async fn the_local_checks_refuse_before_anything_is_sent() {
+        let mine = seen(Some("a"), Some("7"));
+        assert_eq!(writer(true).check(&mine).unwrap(), "7");
+        assert!(matches!(
+            writer(false).check(&mine),
+            Err(FenceError::LeaseNotHeld { .. })
+        ));
+        for (label, expected) in [(Some("b"), Some("b")), (None, None)] {
+            match writer(true).check(&seen(label, Some("7"))) {
+                Err(FenceError::NotAssigned { assigned_to, .. }) => {
+                    assert_eq!(assigned_to.as_deref(), expected)
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            writer(true).check(&seen(Some("a"), None)),
+            Err(FenceError::NoResourceVersion { .. })
+        ));
+        assert!(matches!(
+            writer(true).check(&seen(Some("a"), Some(""))),
+            Err(FenceError::NoResourceVersion { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_replacement_must_carry_the_seen_resource_version() {
+        let writer = writer(true);
+        let mine = seen(Some("a"), Some("7"));
+        let mut stripped = mine.clone();
+        stripped.metadata.resource_version = None;
+        let refused = writer.replace(&mine, &stripped).await;
+        assert!(
+            matches!(
+                refused,
+                Err(FenceError::PreconditionMismatch { written: None, .. })
+            ),
+            "{refused:?}"
+        );
+        let newer = mine.clone().with_resource_version("8");
+        let refused = writer.replace_status(&mine, &newer).await;
+        assert!(
+            matches!(refused, Err(FenceError::PreconditionMismatch { .. })),
+            "{refused:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_merge_patch_gets_the_seen_resource_version_or_is_refused() {
+        let writer = writer(true);
+        let mine = seen(Some("a"), Some("7"));
+        assert_eq!(
+            writer
+                .fenced_patch(&mine, &json!({"data": {"x": "1"}}))
+                .unwrap(),
+            json!({"data": {"x": "1"}, "metadata": {"resourceVersion": "7"}})
+        );
+        assert_eq!(
+            writer
+                .fenced_patch(
+                    &mine,
+                    &json!({"metadata": {"labels": {"k": "v"}, "resourceVersion": "7"}})
+                )
+                .unwrap(),
+            json!({"metadata": {"labels": {"k": "v"}, "resourceVersion": "7"}})
+        );
+        for patch in [
+            json!([{"op": "remove"}]),
+            json!(null),
+            json!({"metadata": 3}),
+        ] {
+            assert!(
+                matches!(
+                    writer.fenced_patch(&mine, &patch),
+                    Err(FenceError::NotAnObjectPatch)
+                ),
+                "{patch}"
+            );
+        }
+        assert!(matches!(
+            writer.fenced_patch(&mine, &json!({"metadata": {"resourceVersion": "6"}})),
+            Err(FenceError::PreconditionMismatch { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_child_needs_a_fixed_name() {
+        let writer = writer(true);
+        let owner = seen(Some("a"), Some("7"));
+        let unnamed = DynamicObject::new("v1", "ConfigMap").within("ns");
+        let refused = writer.create_child(writer.api(), &owner, &unnamed).await;
+        assert!(
+            matches!(refused, Err(FenceError::UnnamedChild)),
+            "{refused:?}"
+        );
     }
 }
