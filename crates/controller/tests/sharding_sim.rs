@@ -52,14 +52,15 @@ struct Replica {
 
 impl Replica {
     async fn join(sim: &SimServer, token: &str, identity: &str) -> Self {
+        Self::join_with(sim, token, LeaderElectionConfig::new(RING, identity)).await
+    }
+
+    async fn join_with(sim: &SimServer, token: &str, config: LeaderElectionConfig) -> Self {
+        let identity = config.identity.clone();
+        let identity = identity.as_str();
         let client = client(sim, token);
         let leases = ApiRingLeases::new(client.clone(), NS);
-        let ring = Ring::new(
-            RING,
-            LeaderElectionConfig::new(RING, identity),
-            leases.clone(),
-        )
-        .unwrap();
+        let ring = Ring::new(RING, config, leases.clone()).unwrap();
         let stop = CancellationToken::new();
         let run = tokio::spawn({
             let (ring, stop, lock) = (ring.clone(), stop.clone(), leases.lock(RING, identity));
@@ -183,6 +184,45 @@ async fn members_hold_labelled_leases_on_the_server_and_a_graceful_stop_leaves_t
     a.ring.refresh().await.unwrap();
     assert_eq!(a.ring.members(), ["replica-a"], "gone at the next listing");
     a.leave().await;
+}
+
+/// Short timings, so that a lease runs out within a test: 3 s lease, 2 s renew deadline, 0.5 s
+/// retry period.
+fn quick(identity: &str) -> LeaderElectionConfig {
+    let mut config = LeaderElectionConfig::new(RING, identity);
+    config.lease_duration = Duration::from_secs(3);
+    config.renew_deadline = Duration::from_secs(2);
+    config.retry_period = Duration::from_millis(500);
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_member_leaves_the_ring_after_its_own_guard_lapsed_and_rejoins_after() {
+    let sim = sim().await;
+    let a = Replica::join_with(&sim, "a-token", quick("replica-a")).await;
+    let b = Replica::join_with(&sim, "b-token", quick("replica-b")).await;
+    wait_until("a sees b", || {
+        a.ring.members() == ["replica-a", "replica-b"]
+    })
+    .await;
+
+    // b's requests stop arriving: its renewals are held, a's listings go on.
+    sim.faults().partition_user("replica-b");
+    let b_guard = b.ring.guard();
+    // a drops b only once b's lease ran out on a's clock, and by then b itself stopped writing.
+    wait_until("a drops b", || a.ring.members() == ["replica-a"]).await;
+    assert!(
+        !b_guard.is_valid(),
+        "b's guard lapsed before any observer dropped it"
+    );
+
+    sim.faults().heal_user("replica-b");
+    wait_until("b is back", || {
+        b_guard.is_valid() && a.ring.members() == ["replica-a", "replica-b"]
+    })
+    .await;
+    a.leave().await;
+    b.leave().await;
 }
 
 #[tokio::test]
