@@ -19,12 +19,13 @@ use std::path::{Path, PathBuf};
 pub const SEMANTICS: &str = "docs/semantics.md";
 
 /// The documents checked for citations besides every `.rs` file (relative to the workspace root).
-const DOCUMENTS: [&str; 5] = [
+const DOCUMENTS: [&str; 6] = [
     "README.md",
     "CHANGELOG.md",
     "docs/architecture.md",
     "docs/semantics.md",
     "docs/benchmarks.md",
+    "docs/sharding.md",
 ];
 
 /// This checker, whose tests cite undefined ids on purpose.

@@ -11,13 +11,17 @@
 //!                              (workqueue)              │  Action: Done, Retry, RequeueAfter
 //!   LeaderElector ── leader token, LeaseGuard ──────────┘  (run while leading; writes fenced)
 //!   EventRecorder ── bounded queue ──► EventBroadcaster ──► sinks, watchers, the log
+//!   child informer ──OwnerEnqueuer──► the owner's key (owners: client-go's GetControllerOf)
+//!   Ring (own shard Lease, live members) ── owner_of(key, members) ── FencedWriter (sharding)
 //! ```
 //!
 //! Invariants the runner keeps (see [`runner`]): a key is with at most one worker at a time (the
 //! queue's rule), every key taken is marked done whatever the reconcile did (an error or a panic
 //! is retried with backoff and never takes a worker down), and cancellation lets the reconciles
 //! in flight finish. Leader election's and the recorder's rules are written in their modules and
-//! in docs/semantics.md (rules L and EV).
+//! in docs/semantics.md (rules L and EV). The [`owners`] bridge turns a child's events into its
+//! controlling owner's key (rules OW); [`sharding`] holds the foundations of replicas that split the
+//! work, with writes fenced at the server (rules SH, design in docs/sharding.md).
 //!
 //! ```
 //! use controller::prelude::*;
@@ -47,7 +51,9 @@ pub use workqueue;
 mod civil;
 pub mod events;
 pub mod leader_election;
+pub mod owners;
 pub mod runner;
+pub mod sharding;
 
 pub use events::{
     EventBroadcaster, EventRecorder, EventSink, EventType, EventWatcher, ObjectReference,

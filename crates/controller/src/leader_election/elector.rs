@@ -173,6 +173,15 @@ impl<L: LeaseLock> LeaderElector<L> {
         })
     }
 
+    /// This elector extends and revokes `guard` instead of a guard of its own: the successive
+    /// terms of one replica (a shard ring's member re-joining after a lapse) then share one guard
+    /// that its writers hold for good. Terms never overlap, so neither do their validities.
+    pub(crate) fn sharing_guard(mut self, guard: LeaseGuard) -> Self {
+        guard.revoke();
+        self.guard = guard;
+        self
+    }
+
     /// The guard of this elector's term (invalid until it leads, and again after).
     pub fn guard(&self) -> LeaseGuard {
         self.guard.clone()

@@ -22,7 +22,7 @@ use crate::events::ObjectReference;
 /// The parts of a `coordination.k8s.io/v1` Lease the election reads and writes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Lease {
+pub(crate) struct Lease {
     #[serde(default)]
     api_version: String,
     #[serde(default)]
@@ -104,7 +104,23 @@ impl LeaseSpec {
     }
 }
 
-fn lock_error(error: ClientError) -> LockError {
+impl Lease {
+    /// The election record this Lease carries (for readers of many Leases: the shard ring).
+    pub(crate) fn record(&self) -> LeaderElectionRecord {
+        self.spec.to_record()
+    }
+}
+
+/// The `coordination.k8s.io/v1` Leases of `namespace`.
+pub(crate) fn leases_api(client: Client, namespace: &str) -> Api<Lease> {
+    Api::namespaced_with(
+        client,
+        Resource::namespaced("coordination.k8s.io", "v1", "leases"),
+        namespace,
+    )
+}
+
+pub(crate) fn lock_error(error: ClientError) -> LockError {
     match error {
         ClientError::Conflict(_) => LockError::Conflict,
         ClientError::NotFound(_) => LockError::NotFound,
@@ -157,11 +173,7 @@ impl ApiLeaseLock {
         identity: impl Into<String>,
     ) -> Self {
         Self {
-            api: Api::namespaced_with(
-                client,
-                Resource::namespaced("coordination.k8s.io", "v1", "leases"),
-                namespace,
-            ),
+            api: leases_api(client, namespace),
             namespace: namespace.to_string(),
             name: name.into(),
             identity: identity.into(),

@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
 use super::record::LeaderElectionRecord;
 use crate::events::ObjectReference;
@@ -87,5 +88,44 @@ pub trait LeaseLock: Send + Sync {
     /// default has none, and then no event is recorded.
     fn object_reference(&self) -> Option<ObjectReference> {
         None
+    }
+}
+
+/// A shared lock is a lock: one [`ApiLeaseLock`](crate::leader_election::ApiLeaseLock) can serve
+/// the successive electors of a replica that re-joins after losing its lease (the shard ring's
+/// member does), keeping the metadata it last read.
+impl<L: LeaseLock + ?Sized> LeaseLock for Arc<L> {
+    fn get(
+        &self,
+    ) -> impl Future<Output = Result<Option<(LeaderElectionRecord, RawVersion)>, LockError>> + Send
+    {
+        (**self).get()
+    }
+
+    fn create(
+        &self,
+        record: &LeaderElectionRecord,
+    ) -> impl Future<Output = Result<RawVersion, LockError>> + Send {
+        (**self).create(record)
+    }
+
+    fn update(
+        &self,
+        record: &LeaderElectionRecord,
+        version: &RawVersion,
+    ) -> impl Future<Output = Result<RawVersion, LockError>> + Send {
+        (**self).update(record, version)
+    }
+
+    fn identity(&self) -> &str {
+        (**self).identity()
+    }
+
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+
+    fn object_reference(&self) -> Option<ObjectReference> {
+        (**self).object_reference()
     }
 }

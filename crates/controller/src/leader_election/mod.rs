@@ -48,6 +48,7 @@ pub use elector::{ElectionEnd, LeaderCallbacks, LeaderElector};
 pub use guard::{LeadershipLost, LeaseGuard};
 pub use health::{ElectionHealth, HealthzAdaptor, LeaseNotRenewed};
 pub use lease::ApiLeaseLock;
+pub(crate) use lease::{leases_api, lock_error};
 pub use lock::{LeaseLock, LockError, RawVersion};
 pub use memory::{Fault, InjectedFailure, LockCall, LockOp, LockWrite, MemoryLock};
 pub use micro_time::parse as parse_micro_time;

@@ -1,0 +1,451 @@
+//! Writes fenced twice: locally by the replica's shard lease and the object's assignment label,
+//! and at the server by the object's `resourceVersion` (docs/sharding.md gives the argument).
+//!
+//! ```text
+//!   reconcile(seen object) ── FencedWriter ──► local: shard LeaseGuard valid?  label names me?
+//!                                  │               (else FenceError, nothing sent)
+//!                                  └──────────► server: PUT / PATCH / DELETE with
+//!                                                metadata.resourceVersion = seen's  ──► 409 if
+//!                                                the object changed since (e.g. relabelled)
+//! ```
+//!
+//! Rules (SH8–SH10 in docs/semantics.md):
+//! - SH8: a write leaves the replica only while its shard lease guard is valid and the object,
+//!   *as the replica last saw it*, carries the assignment label [`shard_label`]`(ring)` naming
+//!   the replica.
+//! - SH9: every update, patch and delete of an assigned object carries that seen object's
+//!   `resourceVersion` as precondition; the sharder moves an object by relabelling it, which
+//!   changes its resourceVersion, so a write computed before the move and delivered after it,
+//!   however late, is refused by the server with 409 ([`FenceError::Fenced`]).
+//! - SH10: a create has no object to carry a precondition. [`FencedWriter::create_child`]
+//!   checks the *owner's* assignment and the guard, and requires a fixed name (no
+//!   `generateName`), so that a late duplicate of a create is refused as AlreadyExists instead
+//!   of making a second child. A create delivered after the owner moved can still land once:
+//!   see docs/sharding.md for what bounds it.
+
+use serde::Serialize;
+use serde_json::Value;
+use workqueue::shared_informer::reflector::store_index::Object;
+use workqueue::shared_informer::reflector::{
+    Api, ClientError, CreateOptions, Decode, DeleteOptions, Deleted, Patch, PatchOptions,
+    Preconditions,
+};
+
+use crate::leader_election::LeaseGuard;
+
+use super::ring::{Ring, RingLeases};
+
+/// The prefix of assignment labels: an object of ring `r` is assigned to the replica named by
+/// its label `shard.sharding.informer-rs.io/<r>`.
+pub const SHARD_LABEL_PREFIX: &str = "shard.sharding.informer-rs.io/";
+
+/// The label naming the replica an object of `ring` is assigned to.
+pub fn shard_label(ring: &str) -> String {
+    format!("{SHARD_LABEL_PREFIX}{ring}")
+}
+
+/// Why a [`FencedWriter`] did not write, or the server refused the write.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FenceError {
+    /// This replica's shard lease guard is not valid: it may have left the ring (SH8).
+    #[error("the shard lease of {identity} is not held: writes are refused")]
+    LeaseNotHeld {
+        /// This replica.
+        identity: String,
+    },
+    /// The object, as last seen, is not assigned to this replica (SH8).
+    #[error("{object} is assigned to {assigned_to:?}, not to {identity}: not written")]
+    NotAssigned {
+        /// The object's name.
+        object: String,
+        /// The replica its label names, if any.
+        assigned_to: Option<String>,
+        /// This replica.
+        identity: String,
+    },
+    /// The object as seen has no resourceVersion, so no precondition can fence the write (SH9).
+    #[error("{object} has no resourceVersion to fence the write with")]
+    NoResourceVersion {
+        /// The object's name.
+        object: String,
+    },
+    /// The object to write carries another resourceVersion than the one seen (or none): the
+    /// write would not be fenced by what the assignment check read (SH9).
+    #[error("the object to write carries resourceVersion {written:?}, not the one seen ({seen})")]
+    PreconditionMismatch {
+        /// What the object to write carries.
+        written: Option<String>,
+        /// What the object seen carries.
+        seen: String,
+    },
+    /// A merge patch that is not a JSON object (or whose `metadata` is not one) cannot carry the
+    /// resourceVersion precondition (SH9).
+    #[error("a fenced merge patch must be a JSON object with an object `metadata`")]
+    NotAnObjectPatch,
+    /// A child to create has no fixed name (SH10).
+    #[error("a fenced create needs a fixed metadata.name (generateName cannot be deduplicated)")]
+    UnnamedChild,
+    /// The server refused the write because the object changed since it was seen (409
+    /// Conflict): the fence held; read the object again (it may have moved to another replica).
+    #[error("the object changed since it was read (409 Conflict): the write was fenced")]
+    Fenced(#[source] ClientError),
+    /// Any other failure of the request.
+    #[error(transparent)]
+    Client(ClientError),
+}
+
+impl From<ClientError> for FenceError {
+    fn from(error: ClientError) -> Self {
+        match error {
+            ClientError::Conflict(_) => FenceError::Fenced(error),
+            other => FenceError::Client(other),
+        }
+    }
+}
+
+/// Writes of one replica of a shard ring to objects of one resource, fenced by SH8–SH10 (see the
+/// [module docs](self)).
+///
+/// ```no_run
+/// use controller::sharding::{FencedWriter, MemoryRingLeases, Ring};
+/// use controller::leader_election::LeaderElectionConfig;
+/// use workqueue::shared_informer::reflector::store_index::DynamicObject;
+/// use workqueue::shared_informer::reflector::Api;
+///
+/// # async fn reconcile(ring: Ring<MemoryRingLeases>, widgets: Api<DynamicObject>, seen: DynamicObject)
+/// # -> Result<(), controller::sharding::FenceError> {
+/// let writer = FencedWriter::for_ring(widgets, &ring);
+/// let mut desired = seen.clone(); // keeps seen's resourceVersion: the precondition
+/// desired.data.insert("status".into(), serde_json::json!({"ready": true}));
+/// writer.replace_status(&seen, &desired).await?;
+/// # Ok(()) }
+/// ```
+pub struct FencedWriter<K> {
+    api: Api<K>,
+    guard: LeaseGuard,
+    label: String,
+    identity: String,
+}
+
+impl<K> Clone for FencedWriter<K> {
+    fn clone(&self) -> Self {
+        Self {
+            api: self.api.clone(),
+            guard: self.guard.clone(),
+            label: self.label.clone(),
+            identity: self.identity.clone(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for FencedWriter<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FencedWriter")
+            .field("label", &self.label)
+            .field("identity", &self.identity)
+            .field("guard", &self.guard)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Decode> FencedWriter<K> {
+    /// Writes through `api` as `identity` of `ring`, while `guard` (its shard lease) is valid.
+    /// The guard is also checked by `api` right before each request leaves
+    /// ([`LeaseGuard::protect`]), after any wait in the client's rate limiter.
+    pub fn new(api: Api<K>, guard: LeaseGuard, ring: &str, identity: impl Into<String>) -> Self {
+        Self {
+            api: guard.protect(api),
+            guard,
+            label: shard_label(ring),
+            identity: identity.into(),
+        }
+    }
+
+    /// Writes through `api` as `ring`'s replica, with its shard lease guard.
+    pub fn for_ring<S: RingLeases>(api: Api<K>, ring: &Ring<S>) -> Self {
+        Self::new(api, ring.guard(), ring.name(), ring.identity())
+    }
+
+    /// The assignment label this writer checks.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The guarded API (reads go through unchecked; writes are checked by the guard only, so
+    /// prefer this writer's methods).
+    pub fn api(&self) -> &Api<K> {
+        &self.api
+    }
+
+    /// SH8 on `seen`, and its resourceVersion (the precondition of SH9).
+    pub fn check<'a, T: Object>(&self, seen: &'a T) -> Result<&'a str, FenceError> {
+        if !self.guard.is_valid() {
+            return Err(FenceError::LeaseNotHeld {
+                identity: self.identity.clone(),
+            });
+        }
+        let assigned_to = seen.label(&self.label);
+        if assigned_to != Some(self.identity.as_str()) {
+            return Err(FenceError::NotAssigned {
+                object: seen.name().to_string(),
+                assigned_to: assigned_to.map(str::to_string),
+                identity: self.identity.clone(),
+            });
+        }
+        seen.resource_version()
+            .filter(|rv| !rv.is_empty())
+            .ok_or_else(|| FenceError::NoResourceVersion {
+                object: seen.name().to_string(),
+            })
+    }
+
+    fn check_replacement<T: Object>(&self, seen: &K, object: &T) -> Result<(), FenceError> {
+        let rv = self.check(seen)?;
+        if object.resource_version() != Some(rv) {
+            return Err(FenceError::PreconditionMismatch {
+                written: object.resource_version().map(str::to_string),
+                seen: rv.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Replaces `seen` by `object`, which must carry `seen`'s resourceVersion (a copy of
+    /// `seen`, changed, does).
+    pub async fn replace<T: Serialize + Object>(
+        &self,
+        seen: &K,
+        object: &T,
+    ) -> Result<K, FenceError> {
+        self.check_replacement(seen, object)?;
+        Ok(self
+            .api
+            .replace(seen.name(), &CreateOptions::default(), object)
+            .await?)
+    }
+
+    /// [`replace`](Self::replace) through the `status` subresource.
+    pub async fn replace_status<T: Serialize + Object>(
+        &self,
+        seen: &K,
+        object: &T,
+    ) -> Result<K, FenceError> {
+        self.check_replacement(seen, object)?;
+        Ok(self
+            .api
+            .replace_status(seen.name(), &CreateOptions::default(), object)
+            .await?)
+    }
+
+    /// Applies a JSON merge patch to `seen`, with `metadata.resourceVersion` set to seen's in
+    /// the patch (the API server checks a resourceVersion in a patch as a precondition).
+    pub async fn merge_patch(&self, seen: &K, patch: &Value) -> Result<K, FenceError> {
+        let patch = self.fenced_patch(seen, patch)?;
+        Ok(self
+            .api
+            .patch(seen.name(), &PatchOptions::default(), &Patch::Merge(patch))
+            .await?)
+    }
+
+    /// [`merge_patch`](Self::merge_patch) through the `status` subresource.
+    pub async fn merge_patch_status(&self, seen: &K, patch: &Value) -> Result<K, FenceError> {
+        let patch = self.fenced_patch(seen, patch)?;
+        Ok(self
+            .api
+            .patch_status(seen.name(), &PatchOptions::default(), &Patch::Merge(patch))
+            .await?)
+    }
+
+    /// `patch` with `metadata.resourceVersion` set to seen's. A patch that is not a JSON object,
+    /// whose `metadata` is not one, or that carries another resourceVersion is refused: it could
+    /// not carry the precondition, or would carry one the assignment check did not read.
+    fn fenced_patch(&self, seen: &K, patch: &Value) -> Result<Value, FenceError> {
+        let rv = self.check(seen)?;
+        let mut patch = patch.clone();
+        let Some(fields) = patch.as_object_mut() else {
+            return Err(FenceError::NotAnObjectPatch);
+        };
+        let metadata = fields
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Some(metadata) = metadata.as_object_mut() else {
+            return Err(FenceError::NotAnObjectPatch);
+        };
+        match metadata.get("resourceVersion") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(written)) if written == rv => {}
+            Some(other) => {
+                return Err(FenceError::PreconditionMismatch {
+                    written: Some(other.to_string()),
+                    seen: rv.to_string(),
+                })
+            }
+        }
+        metadata.insert("resourceVersion".into(), Value::from(rv));
+        Ok(patch)
+    }
+
+    /// Deletes `seen`, with its resourceVersion and uid as preconditions.
+    pub async fn delete(&self, seen: &K) -> Result<Deleted<K>, FenceError> {
+        let rv = self.check(seen)?;
+        let options = DeleteOptions {
+            preconditions: Some(Preconditions {
+                resource_version: Some(rv.to_string()),
+                uid: seen.uid().map(str::to_string),
+            }),
+            ..DeleteOptions::default()
+        };
+        Ok(self.api.delete(seen.name(), &options).await?)
+    }
+
+    /// Creates `child` through `children` for the owner `owner_seen` (SH10): refused locally
+    /// unless the shard lease is held and the owner, as seen, is assigned to this replica; the
+    /// child must have a fixed name, so that a duplicate delivered late is refused by the
+    /// server as AlreadyExists. `children` is protected by the guard as well.
+    pub async fn create_child<C: Decode, T: Serialize + Object>(
+        &self,
+        children: &Api<C>,
+        owner_seen: &K,
+        child: &T,
+    ) -> Result<C, FenceError> {
+        self.check(owner_seen)?;
+        if child.name().is_empty() {
+            return Err(FenceError::UnnamedChild);
+        }
+        let children = self.guard.protect(children.clone());
+        Ok(children.create(&CreateOptions::default(), child).await?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+    use tokio::time::Instant;
+    use workqueue::shared_informer::reflector::store_index::DynamicObject;
+    use workqueue::shared_informer::reflector::{Client, ClusterConfig, Resource};
+
+    /// A writer whose requests could go nowhere: every case here is decided before sending.
+    fn writer(valid: bool) -> FencedWriter<DynamicObject> {
+        let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
+        let api = Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "ns");
+        let guard = LeaseGuard::new();
+        if valid {
+            guard.extend_to(Instant::now() + Duration::from_secs(3600));
+        }
+        FencedWriter::new(api, guard, "widgets", "a")
+    }
+
+    fn seen(label: Option<&str>, rv: Option<&str>) -> DynamicObject {
+        let mut obj = DynamicObject::new("v1", "ConfigMap")
+            .within("ns")
+            .named("w");
+        if let Some(to) = label {
+            obj = obj.with_label(shard_label("widgets"), to);
+        }
+        if let Some(rv) = rv {
+            obj = obj.with_resource_version(rv);
+        }
+        obj
+    }
+
+    #[tokio::test]
+    async fn the_local_checks_refuse_before_anything_is_sent() {
+        let mine = seen(Some("a"), Some("7"));
+        assert_eq!(writer(true).check(&mine).unwrap(), "7");
+        assert!(matches!(
+            writer(false).check(&mine),
+            Err(FenceError::LeaseNotHeld { .. })
+        ));
+        for (label, expected) in [(Some("b"), Some("b")), (None, None)] {
+            match writer(true).check(&seen(label, Some("7"))) {
+                Err(FenceError::NotAssigned { assigned_to, .. }) => {
+                    assert_eq!(assigned_to.as_deref(), expected)
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            writer(true).check(&seen(Some("a"), None)),
+            Err(FenceError::NoResourceVersion { .. })
+        ));
+        assert!(matches!(
+            writer(true).check(&seen(Some("a"), Some(""))),
+            Err(FenceError::NoResourceVersion { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_replacement_must_carry_the_seen_resource_version() {
+        let writer = writer(true);
+        let mine = seen(Some("a"), Some("7"));
+        let mut stripped = mine.clone();
+        stripped.metadata.resource_version = None;
+        let refused = writer.replace(&mine, &stripped).await;
+        assert!(
+            matches!(
+                refused,
+                Err(FenceError::PreconditionMismatch { written: None, .. })
+            ),
+            "{refused:?}"
+        );
+        let newer = mine.clone().with_resource_version("8");
+        let refused = writer.replace_status(&mine, &newer).await;
+        assert!(
+            matches!(refused, Err(FenceError::PreconditionMismatch { .. })),
+            "{refused:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_merge_patch_gets_the_seen_resource_version_or_is_refused() {
+        let writer = writer(true);
+        let mine = seen(Some("a"), Some("7"));
+        assert_eq!(
+            writer
+                .fenced_patch(&mine, &json!({"data": {"x": "1"}}))
+                .unwrap(),
+            json!({"data": {"x": "1"}, "metadata": {"resourceVersion": "7"}})
+        );
+        assert_eq!(
+            writer
+                .fenced_patch(
+                    &mine,
+                    &json!({"metadata": {"labels": {"k": "v"}, "resourceVersion": "7"}})
+                )
+                .unwrap(),
+            json!({"metadata": {"labels": {"k": "v"}, "resourceVersion": "7"}})
+        );
+        for patch in [
+            json!([{"op": "remove"}]),
+            json!(null),
+            json!({"metadata": 3}),
+        ] {
+            assert!(
+                matches!(
+                    writer.fenced_patch(&mine, &patch),
+                    Err(FenceError::NotAnObjectPatch)
+                ),
+                "{patch}"
+            );
+        }
+        assert!(matches!(
+            writer.fenced_patch(&mine, &json!({"metadata": {"resourceVersion": "6"}})),
+            Err(FenceError::PreconditionMismatch { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_child_needs_a_fixed_name() {
+        let writer = writer(true);
+        let owner = seen(Some("a"), Some("7"));
+        let unnamed = DynamicObject::new("v1", "ConfigMap").within("ns");
+        let refused = writer.create_child(writer.api(), &owner, &unnamed).await;
+        assert!(
+            matches!(refused, Err(FenceError::UnnamedChild)),
+            "{refused:?}"
+        );
+    }
+}
