@@ -85,7 +85,7 @@ pub fn group_of(api_version: &str) -> &str {
 type OwnerRefsFn<K> = Arc<dyn Fn(&K) -> Vec<OwnerReference> + Send + Sync>;
 
 /// An informer event handler for *children* that enqueues the `namespace/name` key of each
-/// child's controlling owner of one group and kind (rules OW1–OW5 in the [module docs](self)).
+/// child's controlling owner of one group and kind (rules OW1–OW5 in [the module](crate::owners)).
 ///
 /// ```
 /// use std::sync::Arc;

@@ -2,73 +2,38 @@
 //! `auth whoami` names the user, a denied request shows kube-apiserver's 403 text, and the
 //! short names and the `all` category resolve. Skipped (with a message) without kubectl.
 
-use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
-use std::time::Duration;
+#[path = "common/kubectl.rs"]
+mod kubectl_common;
+
+use std::path::Path;
+
+use kubectl_common::find_kubectl as kubectl;
 
 use serde_json::json;
 use sim_apiserver::{Rule, SimServer, Subject, User};
-use tokio::process::Command;
 
-/// `$SIM_KUBECTL` (to try another kubectl version), else CI's.
-fn kubectl() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SIM_KUBECTL") {
-        return Some(PathBuf::from(p));
-    }
-    let candidates = ["/usr/bin/kubectl", "/usr/local/bin/kubectl"];
-    candidates.iter().map(PathBuf::from).find(|p| p.exists())
-}
-
-/// kubectl with its own kubeconfig and cache, removed on drop.
-struct Kube {
-    bin: PathBuf,
-    dir: PathBuf,
-}
+/// kubectl as one user: the shared harness, with that user's kubeconfig.
+struct Kube(kubectl_common::Kube);
 
 impl Kube {
     fn new(bin: &Path, sim: &SimServer, tag: &str, kubeconfig: String) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "sim-kubectl-authz-{}-{}-{tag}",
-            std::process::id(),
-            sim.addr().port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("config"), kubeconfig).unwrap();
-        Self {
-            bin: bin.to_path_buf(),
-            dir,
-        }
-    }
-
-    async fn output(&self, args: &[&str]) -> Output {
-        let mut c = Command::new(&self.bin);
-        c.env("KUBECONFIG", self.dir.join("config"))
-            .env("HOME", &self.dir)
-            .arg("--cache-dir")
-            .arg(self.dir.join("cache"))
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        tokio::time::timeout(Duration::from_secs(60), c.output())
-            .await
-            .expect("kubectl timed out")
-            .expect("kubectl runs")
+        let tag = format!("authz-{tag}");
+        Kube(kubectl_common::Kube::with_kubeconfig(
+            bin.to_path_buf(),
+            sim,
+            &tag,
+            &kubeconfig,
+        ))
     }
 
     /// Runs kubectl and returns (exit success, stdout, stderr).
     async fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let o = self.output(args).await;
+        let o = self.0.try_run(args).await;
         (
-            o.status.success(),
-            String::from_utf8_lossy(&o.stdout).trim().to_string(),
-            String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            o.code == Some(0),
+            o.stdout.trim().to_string(),
+            o.stderr.trim().to_string(),
         )
-    }
-}
-
-impl Drop for Kube {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

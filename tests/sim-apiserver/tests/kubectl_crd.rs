@@ -3,13 +3,18 @@
 //! its short name, scale it, and delete the CRD — with the kubectl CI uses and 1.28, 1.30 and
 //! 1.33. Each kubectl missing on this machine is skipped with a message.
 
-use std::path::{Path, PathBuf};
+#[path = "common/kubectl.rs"]
+mod kubectl_common;
+
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use kubectl_common::Kube;
+
 use sim_apiserver::SimServer;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{ChildStdout, Command};
+use tokio::process::ChildStdout;
 
 const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -62,73 +67,19 @@ spec:
   size: 3
 "#;
 
-struct Kube {
-    bin: PathBuf,
-    dir: PathBuf,
-}
-
-impl Kube {
-    fn new(bin: &Path, sim: &SimServer) -> Self {
-        let tag = bin.file_name().unwrap().to_string_lossy().to_string();
-        let dir = std::env::temp_dir().join(format!(
-            "sim-kubectl-crd-{}-{}-{tag}",
-            std::process::id(),
-            sim.addr().port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("config"), sim.kubeconfig()).unwrap();
-        std::fs::write(dir.join("crd.yaml"), CRD).unwrap();
-        std::fs::write(dir.join("widget.yaml"), WIDGET).unwrap();
-        std::fs::write(
-            dir.join("typo.yaml"),
-            WIDGET
-                .replace("w1", "w2")
-                .replace("size: 3", "size: 3\n  colour: red"),
-        )
-        .unwrap();
-        Self {
-            bin: bin.to_path_buf(),
-            dir,
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(&self.bin);
-        c.env("KUBECONFIG", self.dir.join("config"))
-            .env("HOME", &self.dir)
-            .current_dir(&self.dir)
-            .arg("--cache-dir")
-            .arg(self.dir.join("cache"))
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        c
-    }
-
-    async fn output(&self, args: &[&str]) -> std::process::Output {
-        let mut c = self.command(args);
-        tokio::time::timeout(Duration::from_secs(60), c.output())
-            .await
-            .expect("kubectl timed out")
-            .expect("kubectl runs")
-    }
-
-    async fn run(&self, args: &[&str]) -> String {
-        let out = self.output(args).await;
-        assert!(
-            out.status.success(),
-            "{} {args:?} failed: {}",
-            self.bin.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-}
-
-impl Drop for Kube {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// This test's kubectl run: the shared harness with the manifests written in its directory.
+fn kube(bin: &Path, sim: &SimServer) -> Kube {
+    let tag = format!("crd-{}", bin.file_name().unwrap().to_string_lossy());
+    let k = Kube::new(bin.to_path_buf(), sim, &tag);
+    k.file("crd.yaml", CRD);
+    k.file("widget.yaml", WIDGET);
+    k.file(
+        "typo.yaml",
+        &WIDGET
+            .replace("w1", "w2")
+            .replace("size: 3", "size: 3\n  colour: red"),
+    );
+    k
 }
 
 async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
@@ -151,7 +102,7 @@ async fn crd_lifecycle(bin: &str) {
         return;
     }
     let sim = SimServer::start().await.unwrap();
-    let k = Kube::new(bin, &sim);
+    let k = kube(bin, &sim);
     // kubectl 1.28 validates client-side against `/openapi/v2`; newer ones ask the server.
     let apply = |file: &'static str| vec!["apply", "-f", file];
     let out = k.run(&apply("crd.yaml")).await;
@@ -167,9 +118,9 @@ async fn crd_lifecycle(bin: &str) {
     assert!(out.contains("widget.example.com/w1 created"), "{out}");
 
     // kubectl's default field validation is Strict: a typo is refused by the server.
-    let typo = k.output(&["apply", "-f", "typo.yaml"]).await;
-    assert!(!typo.status.success());
-    let err = String::from_utf8_lossy(&typo.stderr);
+    let typo = k.try_run(&["apply", "-f", "typo.yaml"]).await;
+    assert_ne!(typo.code, Some(0));
+    let err = typo.stderr;
     assert!(
         err.contains(r#"strict decoding error: unknown field "spec.colour""#),
         "{err}"
@@ -190,7 +141,7 @@ async fn crd_lifecycle(bin: &str) {
 
     // The schema refuses what kube-apiserver would.
     let bad = k
-        .output(&[
+        .try_run(&[
             "patch",
             "wd",
             "w1",
@@ -199,8 +150,8 @@ async fn crd_lifecycle(bin: &str) {
             r#"{"spec":{"size":"big"}}"#,
         ])
         .await;
-    assert!(!bad.status.success());
-    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_ne!(bad.code, Some(0));
+    let err = bad.stderr;
     assert!(
         err.contains(r#"spec.size: Invalid value: "string": spec.size in body must be of type integer: "string""#),
         "{err}"
@@ -208,7 +159,7 @@ async fn crd_lifecycle(bin: &str) {
 
     // A watch: kubectl asks for Tables in the events and prints their rows as they come.
     let mut child = k
-        .command(&["get", "widgets", "-w", "--output-watch-events"])
+        .cmd(&["get", "widgets", "-w", "--output-watch-events"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -243,12 +194,8 @@ async fn crd_lifecycle(bin: &str) {
         .is_empty());
     assert_eq!(cells(&next_line(&mut lines).await)[..2], ["DELETED", "w1"]);
     child.kill().await.unwrap();
-    let gone = k.output(&["get", "widgets"]).await;
-    assert!(
-        !gone.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gone.stdout)
-    );
+    let gone = k.try_run(&["get", "widgets"]).await;
+    assert_ne!(gone.code, Some(0), "{}", gone.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,13 +4,15 @@
 //! `patch --type strategic`, and `create -f` (which 1.28 validates against `/openapi/v2`).
 //! Runs every kubectl found among the versions below; skipped, with a message, without any.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
+#[path = "common/kubectl.rs"]
+mod kubectl_common;
+
+use std::path::Path;
+
+use kubectl_common::Kube;
 
 use serde_json::{json, Value};
 use sim_apiserver::SimServer;
-use tokio::process::Command;
 
 const KUBECTLS: &[&str] = &[
     "/usr/bin/kubectl",
@@ -18,62 +20,6 @@ const KUBECTLS: &[&str] = &[
     "/usr/lib/google-cloud-sdk/bin/kubectl.1.30",
     "/usr/lib/google-cloud-sdk/bin/kubectl.1.33",
 ];
-
-struct Kube {
-    bin: PathBuf,
-    dir: PathBuf,
-}
-
-impl Kube {
-    fn new(bin: &Path, sim: &SimServer) -> Self {
-        let tag = bin.file_name().unwrap().to_string_lossy().into_owned();
-        let dir = std::env::temp_dir().join(format!(
-            "sim-kubectl-openapi-{}-{}-{tag}",
-            std::process::id(),
-            sim.addr().port()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("config"), sim.kubeconfig()).unwrap();
-        Self {
-            bin: bin.to_path_buf(),
-            dir,
-        }
-    }
-
-    fn file(&self, name: &str, text: &str) -> String {
-        let p = self.dir.join(name);
-        std::fs::write(&p, text).unwrap();
-        p.to_string_lossy().into_owned()
-    }
-
-    async fn run(&self, args: &[&str]) -> String {
-        let mut c = Command::new(&self.bin);
-        c.env("KUBECONFIG", self.dir.join("config"))
-            .env("HOME", &self.dir)
-            .arg("--cache-dir")
-            .arg(self.dir.join("cache"))
-            .args(args)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        let out = tokio::time::timeout(Duration::from_secs(60), c.output())
-            .await
-            .expect("kubectl timed out")
-            .expect("kubectl runs");
-        assert!(
-            out.status.success(),
-            "{} {args:?} failed: {}",
-            self.bin.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-}
-
-impl Drop for Kube {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 fn deployment(containers: &str) -> String {
     format!(
@@ -103,7 +49,8 @@ fn containers(sim: &SimServer) -> Value {
 
 async fn exercise(bin: &Path) {
     let sim = SimServer::start().await.unwrap();
-    let k = Kube::new(bin, &sim);
+    let tag = format!("openapi-{}", bin.file_name().unwrap().to_string_lossy());
+    let k = Kube::new(bin.to_path_buf(), &sim, &tag);
     let who = bin.display();
 
     let out = k.run(&["explain", "pod.spec.containers"]).await;

@@ -104,8 +104,8 @@ impl From<ClientError> for FenceError {
     }
 }
 
-/// Writes of one replica of a shard ring to objects of one resource, fenced by SH8–SH10 (see the
-/// [module docs](self)).
+/// Writes of one replica of a shard ring to objects of one resource, fenced by SH8–SH10 (see
+/// [the sharding module](crate::sharding) and docs/sharding.md).
 ///
 /// ```no_run
 /// use controller::sharding::{FencedWriter, MemoryRingLeases, Ring};

@@ -38,13 +38,18 @@ pub struct Output {
 
 impl Kube {
     pub fn new(bin: PathBuf, sim: &SimServer, tag: &str) -> Self {
+        Self::with_kubeconfig(bin, sim, tag, &sim.kubeconfig())
+    }
+
+    /// [`new`](Self::new) with another kubeconfig for the same server (another user's).
+    pub fn with_kubeconfig(bin: PathBuf, sim: &SimServer, tag: &str, kubeconfig: &str) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "sim-kubectl-{}-{}-{tag}",
             std::process::id(),
             sim.addr().port()
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("config"), sim.kubeconfig()).unwrap();
+        std::fs::write(dir.join("config"), kubeconfig).unwrap();
         Self { bin, dir }
     }
 
@@ -54,6 +59,7 @@ impl Kube {
         c.env("KUBECONFIG", self.dir.join("config"))
             .env("HOME", &self.dir)
             .env_remove("KUBECTL_EXTERNAL_DIFF")
+            .current_dir(&self.dir)
             .arg("--cache-dir")
             .arg(self.dir.join("cache"))
             .args(args)
@@ -100,6 +106,12 @@ impl Kube {
         let p = self.dir.join(name);
         std::fs::write(&p, text).unwrap();
         p.to_string_lossy().into_owned()
+    }
+
+    /// [`output`](Self::output) of string slices, within a minute.
+    pub async fn try_run(&self, args: &[&str]) -> Output {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        self.output(&args, Duration::from_secs(60)).await
     }
 
     /// Runs to completion (at most `limit`); a run past the limit is killed and reported.
