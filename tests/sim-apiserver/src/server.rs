@@ -983,11 +983,19 @@ fn authenticate(
 
 async fn handle(
     shared: Arc<Shared>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     client_cert: Option<Arc<UserInfo>>,
 ) -> Response<SimBody> {
     let gzip = shared.cfg.gzip && accepts_gzip(req.headers());
+    let protobuf = match route(&shared, req.uri().path()) {
+        Route::Resource(rp) => crate::protobuf::serve::negotiate(&mut req, &rp.def),
+        _ => None,
+    };
     let resp = respond(shared.clone(), req, client_cert).await;
+    let resp = match protobuf {
+        Some(p) => p.encode(resp),
+        None => resp,
+    };
     if gzip {
         gzip_response(resp, shared.cfg.gzip_min_bytes, &shared.counters)
     } else {
