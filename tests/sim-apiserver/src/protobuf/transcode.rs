@@ -403,7 +403,7 @@ fn message_to_json(msg: &DynamicMessage, path: &mut String) -> Result<Value, Pro
         _ => {}
     }
     if let Some(items) = items_wrapper(&desc) {
-        return value_to_json(&msg.get_field(&items), &items.kind(), path);
+        return value_to_json(&msg.get_field(&items), path);
     }
     let mut out = Map::new();
     for (field, value) in msg.fields() {
@@ -411,10 +411,6 @@ fn message_to_json(msg: &DynamicMessage, path: &mut String) -> Result<Value, Pro
         path.push('.');
         path.push_str(field.name());
         let json = if field.is_map() {
-            let Kind::Message(entry) = field.kind() else {
-                unreachable!("a map field's kind is its entry message")
-            };
-            let value_kind = entry.map_entry_value_field().kind();
             let mut m = Map::new();
             for (k, item) in value.as_map().into_iter().flatten() {
                 let MapKey::String(k) = k else {
@@ -423,11 +419,11 @@ fn message_to_json(msg: &DynamicMessage, path: &mut String) -> Result<Value, Pro
                         why: "a map key that is not a string".into(),
                     });
                 };
-                m.insert(k.clone(), value_to_json(item, &value_kind, path)?);
+                m.insert(k.clone(), value_to_json(item, path)?);
             }
             Value::Object(m)
         } else {
-            value_to_json(value, &field.kind(), path)?
+            value_to_json(value, path)?
         };
         path.truncate(len);
         if is_inline(&field) {
@@ -448,7 +444,7 @@ fn message_to_json(msg: &DynamicMessage, path: &mut String) -> Result<Value, Pro
     Ok(Value::Object(out))
 }
 
-fn value_to_json(v: &PValue, kind: &Kind, path: &mut String) -> Result<Value, ProtobufError> {
+fn value_to_json(v: &PValue, path: &mut String) -> Result<Value, ProtobufError> {
     Ok(match v {
         PValue::Bool(b) => Value::from(*b),
         PValue::I32(i) => Value::from(*i),
@@ -464,7 +460,7 @@ fn value_to_json(v: &PValue, kind: &Kind, path: &mut String) -> Result<Value, Pr
         PValue::List(items) => Value::Array(
             items
                 .iter()
-                .map(|i| value_to_json(i, kind, path))
+                .map(|i| value_to_json(i, path))
                 .collect::<Result<_, _>>()?,
         ),
         PValue::Map(_) => {
