@@ -13,6 +13,7 @@ fn main() {
         "k8s.io/api/events/v1/generated.proto",
         "k8s.io/api/authorization/v1/generated.proto",
         "k8s.io/api/authentication/v1/generated.proto",
+        "k8s.io/api/autoscaling/v1/generated.proto",
     ];
     println!("cargo:rerun-if-changed=proto");
     let mut compiler = protox::Compiler::new(["proto"]).expect("the proto include path exists");

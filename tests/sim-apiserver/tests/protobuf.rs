@@ -356,3 +356,27 @@ async fn kubectl_typed_creates_send_protobuf_and_work() {
         assert_eq!(run("auth can-i create pods").await.trim(), "yes");
     }
 }
+
+#[tokio::test]
+async fn the_scale_subresource_is_protobuf_both_ways() {
+    let sim = SimServer::start().await.unwrap();
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
+            "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    sim.create("deployments.apps", Some("default"), d).unwrap();
+    let path = "/apis/apps/v1/namespaces/default/deployments/d/scale";
+    let scale = decoded(&request(&sim, Method::GET, path, PB, None).await);
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["apiVersion"], "autoscaling/v1");
+    assert_eq!(scale["spec"]["replicas"], 1);
+    let mut wanted = scale.clone();
+    wanted["spec"]["replicas"] = json!(4);
+    let body = protobuf::encode_object(&wanted).unwrap();
+    let put = request(&sim, Method::PUT, path, PB, Some((PB, body))).await;
+    assert_eq!(put.status, StatusCode::OK);
+    assert_eq!(decoded(&put)["spec"]["replicas"], 4);
+    assert_eq!(
+        sim.get("deployments.apps", Some("default"), "d").unwrap()["spec"]["replicas"],
+        4
+    );
+}

@@ -59,6 +59,8 @@ const GROUPS: &[(&str, &str)] = &[
     ("events.k8s.io", "k8s.io.api.events"),
     ("authorization.k8s.io", "k8s.io.api.authorization"),
     ("authentication.k8s.io", "k8s.io.api.authentication"),
+    // `Scale`, the body of deployments' scale subresource.
+    ("autoscaling", "k8s.io.api.autoscaling"),
 ];
 
 /// The descriptors of every compiled-in Kubernetes message.
