@@ -380,3 +380,49 @@ async fn the_scale_subresource_is_protobuf_both_ways() {
         4
     );
 }
+
+#[tokio::test]
+async fn the_metadata_representation_is_protobuf_too_even_for_custom_resources() {
+    let sim = SimServer::builder()
+        .resource(ResourceDef::new(
+            "example.com",
+            "v1",
+            "Widget",
+            "widgets",
+            true,
+        ))
+        .start()
+        .await
+        .unwrap();
+    sim.create("configmaps", Some("default"), config_map("m"))
+        .unwrap();
+    sim.create("widgets.example.com", Some("default"), json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "labels": {"a": "b"}}, "spec": {"size": 3}}))
+        .unwrap();
+    let accept = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    for (path, name) in [
+        ("/api/v1/namespaces/default/configmaps", "m"),
+        ("/apis/example.com/v1/namespaces/default/widgets", "w"),
+    ] {
+        let list = decoded(&request(&sim, Method::GET, path, accept, None).await);
+        assert_eq!(list["kind"], "PartialObjectMetadataList");
+        assert_eq!(list["apiVersion"], "meta.k8s.io/v1");
+        let item = &list["items"][0];
+        assert_eq!(item["metadata"]["name"], name);
+        assert!(
+            item.get("data").is_none() && item.get("spec").is_none(),
+            "{item}"
+        );
+    }
+    // A table in protobuf is passed over for the next range.
+    let table_first =
+        "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1,application/json";
+    let a = request(
+        &sim,
+        Method::GET,
+        "/api/v1/namespaces/default/configmaps",
+        table_first,
+        None,
+    )
+    .await;
+    assert_eq!(json_of(&a)["kind"], "ConfigMapList");
+}

@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::{encode_frame, encode_object, WatchEvent, MEDIA_TYPE, WATCH_MEDIA_TYPE};
 use crate::body::{Chunk, SimBody};
+use crate::representation::{PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST};
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
 
@@ -19,37 +20,44 @@ pub(crate) struct Protobuf {
 }
 
 /// Whether `req` is to be answered in protobuf: the first media range of its `Accept` that the
-/// server can produce is protobuf (kube-apiserver's order), without `as=` (tables and metadata
-/// stay JSON here), and `def`'s kind has a message. Then the `Accept` header is replaced by
-/// `application/json` for the JSON handlers, whose answer [`Protobuf::encode`] transcodes.
+/// server can produce is protobuf (kube-apiserver's order), either plain, for a kind that has a
+/// message, or asking for the metadata representation (`as=PartialObjectMetadata[List]`, a meta
+/// type every resource has, custom ones included). Tables (`as=Table`) are not served in
+/// protobuf here: such a range is passed over. The `Accept` header is then replaced by the same
+/// range in JSON for the JSON handlers, whose answer [`Protobuf::encode`] transcodes.
 pub(crate) fn negotiate<B>(req: &mut Request<B>, def: &ResourceDef) -> Option<Protobuf> {
     let accept = req.headers().get(header::ACCEPT)?.to_str().ok()?;
-    let mut wins = false;
+    let mut as_json = None;
     for range in accept.split(',') {
         let mut parts = range.split(';').map(str::trim);
         let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let asks_as = parts.any(|p| p.trim_start().starts_with("as="));
-        match media.as_str() {
-            MEDIA_TYPE
-                if !asks_as && super::message_for(&def.api_version(), &def.kind).is_some() =>
-            {
-                wins = true;
+        let params: Vec<&str> = parts
+            .filter(|p| !p.is_empty() && !p.starts_with("stream="))
+            .collect();
+        let as_kind = params
+            .iter()
+            .find_map(|p| p.strip_prefix("as="))
+            .map(|v| v.trim_matches('"'));
+        match (media.as_str(), as_kind) {
+            (MEDIA_TYPE, None) if super::message_for(&def.api_version(), &def.kind).is_some() => {
+                as_json = Some("application/json".to_string());
                 break;
             }
-            "application/json" | "application/*" | "*/*" => break,
+            (MEDIA_TYPE, Some(PARTIAL_OBJECT_METADATA | PARTIAL_OBJECT_METADATA_LIST)) => {
+                as_json = Some(format!("application/json;{}", params.join(";")));
+                break;
+            }
+            ("application/json" | "application/*" | "*/*", _) => break,
             _ => {}
         }
     }
-    if !wins {
-        return None;
-    }
+    let as_json = HeaderValue::from_str(&as_json?).ok()?;
     let watch = req.uri().query().is_some_and(|q| {
         url::form_urlencoded::parse(q.as_bytes())
             .any(|(k, v)| k == "watch" && (v == "true" || v == "1"))
     }) || req.uri().path().starts_with("/api/v1/watch/")
         || req.uri().path().split('/').nth(4) == Some("watch");
-    req.headers_mut()
-        .insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+    req.headers_mut().insert(header::ACCEPT, as_json);
     Some(Protobuf { watch })
 }
 
