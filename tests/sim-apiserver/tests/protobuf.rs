@@ -185,6 +185,73 @@ async fn a_protobuf_watch_is_length_prefixed_watch_events_of_enveloped_objects()
     assert_eq!(object["data"]["a"], "1");
 }
 
+/// The first `n` events of a protobuf watch of `path`, objects decoded.
+async fn watch_events(sim: &SimServer, path: &str, n: usize) -> Vec<(String, Value)> {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let req = Request::get(format!("{}{path}", sim.url()))
+        .header("accept", PB_OR_JSON)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let r = client.request(req).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut body = r.into_body();
+    let mut frames = FrameDecoder::new(protobuf::DEFAULT_MAX_FRAME);
+    let mut out = Vec::new();
+    while out.len() < n {
+        if let Some(f) = frames.next_frame().unwrap() {
+            let e = WatchEvent::decode(&f).unwrap();
+            out.push((e.event_type, protobuf::decode_object(&e.object).unwrap()));
+            continue;
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(10), body.frame())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on")
+            .unwrap();
+        if let Ok(data) = chunk.into_data() {
+            frames.push(&data);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn watch_bookmarks_and_error_events_are_protobuf_frames_too() {
+    let sim = SimServer::start().await.unwrap();
+    for n in ["a", "b"] {
+        sim.create("configmaps", Some("default"), config_map(n))
+            .unwrap();
+    }
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let events = watch_events(
+        &sim,
+        &format!("{cm}?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan"),
+        3,
+    )
+    .await;
+    let types: Vec<&str> = events.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "BOOKMARK"]);
+    let bookmark = &events[2].1;
+    assert_eq!(bookmark["kind"], "ConfigMap");
+    assert_eq!(
+        bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    assert!(bookmark["metadata"]["resourceVersion"].as_str().is_some());
+
+    let rv: u64 = bookmark["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    sim.compact_to(rv);
+    let gone = watch_events(&sim, &format!("{cm}?watch=1&resourceVersion=1"), 1).await;
+    assert_eq!(gone[0].0, "ERROR");
+    assert_eq!(gone[0].1["kind"], "Status");
+    assert_eq!(gone[0].1["code"], 410);
+    assert_eq!(gone[0].1["reason"], "Expired");
+}
+
 #[tokio::test]
 async fn protobuf_bodies_create_and_update_built_in_kinds_but_never_patch() {
     let sim = SimServer::start().await.unwrap();

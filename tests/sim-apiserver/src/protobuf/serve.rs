@@ -202,3 +202,55 @@ pub(crate) fn decode_body(
         }),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protobuf::{decode_object, FrameDecoder};
+
+    async fn frames_of(chunks: Vec<&'static [u8]>) -> Vec<Chunk> {
+        let (tx, rx) = mpsc::channel(chunks.len() + 1);
+        for c in chunks {
+            tx.send(Ok(Bytes::from_static(c))).await.unwrap();
+        }
+        drop(tx);
+        let mut out = watch_frames(rx);
+        let mut got = Vec::new();
+        while let Some(c) = out.recv().await {
+            got.push(c);
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn json_watch_lines_cut_anywhere_become_one_frame_each() {
+        let stream: &'static [u8] = b"{\"type\":\"ADDED\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"a\"}}}\n{\"type\":\"DELETED\",\"object\":{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"b\"}}}\n";
+        for cut in [1, 40, 87, 88, 120] {
+            let got = frames_of(vec![&stream[..cut], &stream[cut..]]).await;
+            let mut d = FrameDecoder::new(1 << 20);
+            for c in got {
+                d.push(&c.unwrap());
+            }
+            let mut names = Vec::new();
+            while let Some(f) = d.next_frame().unwrap() {
+                let e = WatchEvent::decode(&f).unwrap();
+                let o = decode_object(&e.object).unwrap();
+                names.push(format!(
+                    "{} {}",
+                    e.event_type,
+                    o["metadata"]["name"].as_str().unwrap()
+                ));
+            }
+            d.finish().unwrap();
+            assert_eq!(names, ["ADDED a", "DELETED b"], "cut at {cut}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_line_that_does_not_transcode_aborts_the_stream() {
+        let got = frames_of(vec![b"{\"type\":\"ADDED\",\"object\":{\"kind\":}\n"]).await;
+        assert!(matches!(got.last(), Some(Err(_))));
+        let got = frames_of(vec![b"{\"type\":\"ADDED\",\"object\":{\"apiVersion\":\"example.com/v1\",\"kind\":\"Widget\"}}\n"]).await;
+        assert!(matches!(got.last(), Some(Err(_))));
+    }
+}
