@@ -493,3 +493,18 @@ async fn the_metadata_representation_is_protobuf_too_even_for_custom_resources()
     .await;
     assert_eq!(json_of(&a)["kind"], "ConfigMapList");
 }
+
+#[tokio::test]
+async fn a_server_without_protobuf_answers_json_406_and_415() {
+    let sim = SimServer::builder().protobuf(false).start().await.unwrap();
+    sim.create("configmaps", Some("default"), config_map("a"))
+        .unwrap();
+    let cm = "/api/v1/namespaces/default/configmaps";
+    let fallback = request(&sim, Method::GET, &format!("{cm}/a"), PB_OR_JSON, None).await;
+    assert_eq!(json_of(&fallback)["metadata"]["name"], "a");
+    let only = request(&sim, Method::GET, cm, PB, None).await;
+    assert_eq!(only.status, StatusCode::NOT_ACCEPTABLE);
+    let body = protobuf::encode_object(&config_map("b")).unwrap();
+    let create = request(&sim, Method::POST, cm, "application/json", Some((PB, body))).await;
+    assert_eq!(create.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}

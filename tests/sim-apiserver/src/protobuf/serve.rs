@@ -177,12 +177,14 @@ fn event_frame(line: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 /// A write's body as JSON, decoding protobuf (`content_type` without parameters): `None` when the
-/// body is not protobuf. Patches are never protobuf, and custom resources have no message: 415.
+/// body is not protobuf. Patches are never protobuf, and custom resources have no message: 415;
+/// so is every protobuf body when the server does not `speak` protobuf.
 pub(crate) fn decode_body(
     content_type: Option<&str>,
     raw: &Bytes,
     def: &ResourceDef,
     method: &Method,
+    speak: bool,
 ) -> Option<Result<Value, ApiError>> {
     let ct = content_type?;
     if !ct.eq_ignore_ascii_case(MEDIA_TYPE) {
@@ -191,7 +193,7 @@ pub(crate) fn decode_body(
     if method == Method::PATCH {
         return Some(Err(ApiError::unsupported_media_type(ct)));
     }
-    if super::message_for(&def.api_version(), &def.kind).is_none() {
+    if !speak || super::message_for(&def.api_version(), &def.kind).is_none() {
         let mut e = ApiError::unsupported_media_type(ct);
         e.message = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml".into();
         return Some(Err(e));
