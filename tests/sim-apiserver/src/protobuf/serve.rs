@@ -248,6 +248,81 @@ mod tests {
         }
     }
 
+    fn chosen(accept: &str, def: &ResourceDef, uri: &str) -> Option<(bool, String)> {
+        let mut req = Request::get(uri).header("accept", accept).body(()).unwrap();
+        let p = negotiate(&mut req, def)?;
+        Some((
+            p.watch,
+            req.headers()["accept"].to_str().unwrap().to_string(),
+        ))
+    }
+
+    #[test]
+    fn the_first_servable_range_decides() {
+        let pods = ResourceDef::new("", "v1", "Pod", "pods", true);
+        let widgets = ResourceDef::new("example.com", "v1", "Widget", "widgets", true);
+        let uri = "/api/v1/pods";
+        let json = Some((false, "application/json".to_string()));
+        assert_eq!(chosen(MEDIA_TYPE, &pods, uri), json);
+        assert_eq!(
+            chosen(
+                "application/vnd.kubernetes.protobuf, application/json",
+                &pods,
+                uri
+            ),
+            json
+        );
+        assert_eq!(
+            chosen("text/html, application/vnd.kubernetes.protobuf", &pods, uri),
+            json
+        );
+        assert_eq!(
+            chosen(
+                "application/json, application/vnd.kubernetes.protobuf",
+                &pods,
+                uri
+            ),
+            None
+        );
+        assert_eq!(
+            chosen("*/*, application/vnd.kubernetes.protobuf", &pods, uri),
+            None
+        );
+        assert_eq!(chosen(MEDIA_TYPE, &widgets, uri), None);
+        assert_eq!(
+            chosen("application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1, application/vnd.kubernetes.protobuf", &pods, uri),
+            json
+        );
+        assert_eq!(
+            chosen(
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+                &widgets,
+                uri
+            ),
+            Some((
+                false,
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1".to_string()
+            ))
+        );
+        for watch in [
+            "/api/v1/pods?watch=true",
+            "/api/v1/pods?watch=1&resourceVersion=0",
+            "/api/v1/watch/pods",
+            "/apis/apps/v1/watch/deployments",
+        ] {
+            let got = chosen(
+                "application/vnd.kubernetes.protobuf;stream=watch",
+                &pods,
+                watch,
+            );
+            assert_eq!(got, Some((true, "application/json".to_string())), "{watch}");
+        }
+        assert_eq!(
+            chosen(MEDIA_TYPE, &pods, "/api/v1/pods?watch=false").map(|c| c.0),
+            Some(false)
+        );
+    }
+
     #[tokio::test]
     async fn a_line_that_does_not_transcode_aborts_the_stream() {
         let got = frames_of(vec![b"{\"type\":\"ADDED\",\"object\":{\"kind\":}\n"]).await;

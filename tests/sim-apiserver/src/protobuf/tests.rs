@@ -207,3 +207,18 @@ proptest! {
         let _ = decode_object(&Bytes::from(body));
     }
 }
+
+#[test]
+fn a_realistic_pod_takes_at_most_six_tenths_of_its_json_bytes() {
+    // Issue 32 asks for at most 0.6x the JSON bytes on the wire; field names become varint tags.
+    let json = crate::fixtures::realistic_pod_json(3);
+    let pod: Value = serde_json::from_str(&json).unwrap();
+    let pb = encode_object(&pod).unwrap();
+    let ratio = pb.len() as f64 / json.len() as f64;
+    assert!(
+        ratio <= 0.6,
+        "{} protobuf bytes for {} JSON bytes",
+        pb.len(),
+        json.len()
+    );
+}
