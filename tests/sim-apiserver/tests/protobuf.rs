@@ -508,3 +508,42 @@ async fn a_server_without_protobuf_answers_json_406_and_415() {
     let create = request(&sim, Method::POST, cm, "application/json", Some((PB, body))).await;
     assert_eq!(create.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
 }
+
+#[tokio::test]
+async fn a_protobuf_delete_options_body_is_read() {
+    // client-go's typed clients configured for protobuf send DeleteOptions in protobuf too.
+    let sim = SimServer::start().await.unwrap();
+    sim.create("configmaps", Some("default"), config_map("d"))
+        .unwrap();
+    let path = "/api/v1/namespaces/default/configmaps/d";
+    let opts = |uid: &str| {
+        protobuf::encode_object(&json!({"apiVersion": "v1", "kind": "DeleteOptions",
+            "preconditions": {"uid": uid}}))
+        .unwrap()
+    };
+    let refused = request(
+        &sim,
+        Method::DELETE,
+        path,
+        PB_OR_JSON,
+        Some((PB, opts("not-the-uid"))),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::CONFLICT);
+    assert_eq!(decoded(&refused)["reason"], "Conflict");
+    assert!(sim.get("configmaps", Some("default"), "d").is_ok());
+    let uid = sim.get("configmaps", Some("default"), "d").unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deleted = request(
+        &sim,
+        Method::DELETE,
+        path,
+        PB_OR_JSON,
+        Some((PB, opts(&uid))),
+    )
+    .await;
+    assert_eq!(deleted.status, StatusCode::OK);
+    assert!(sim.get("configmaps", Some("default"), "d").is_err());
+}
