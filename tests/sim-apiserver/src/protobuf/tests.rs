@@ -222,3 +222,38 @@ fn a_realistic_pod_takes_at_most_six_tenths_of_its_json_bytes() {
         json.len()
     );
 }
+
+fn int_or_string() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<i32>().prop_map(Value::from),
+        "[0-9]{1,3}%".prop_map(Value::from),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn generated_config_maps_and_deployments_round_trip(
+        name in "[a-z][a-z0-9-]{0,20}",
+        // Empty maps are absent in protobuf, as Go omits them from JSON.
+        data in proptest::collection::btree_map(".{0,12}", ".{0,40}", 1..6),
+        binary in proptest::collection::btree_map("[a-z]{1,8}", proptest::collection::vec(any::<u8>(), 0..32), 1..4),
+        replicas in any::<i32>(),
+        generation in any::<i64>(),
+        surge in int_or_string(),
+        seconds in 0i64..4_102_444_800,
+    ) {
+        use base64::Engine as _;
+        let binary: serde_json::Map<String, Value> = binary
+            .into_iter()
+            .map(|(k, v)| (k, Value::from(base64::engine::general_purpose::STANDARD.encode(v))))
+            .collect();
+        let created = crate::protobuf::time::format_rfc3339(seconds, 0, 0);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "generation": generation, "creationTimestamp": created, "labels": data},
+            "data": data, "binaryData": binary});
+        prop_assert_eq!(round_trip(&cm), cm);
+        let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "strategy": {"rollingUpdate": {"maxSurge": surge}}}});
+        prop_assert_eq!(round_trip(&d), d);
+    }
+}
