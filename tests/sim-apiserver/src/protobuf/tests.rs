@@ -151,6 +151,22 @@ fn custom_resources_and_misfitting_objects_are_typed_errors() {
 }
 
 #[test]
+fn an_envelope_of_json_or_gzip_is_refused_not_misread() {
+    let mut u = Unknown::new("v1", "ConfigMap", Bytes::from_static(b"{}"));
+    u.content_type = "application/json".into();
+    assert!(matches!(
+        decode_object(&Bytes::from(u.encode())),
+        Err(ProtobufError::Malformed { .. })
+    ));
+    let mut u = Unknown::new("v1", "ConfigMap", Bytes::new());
+    u.content_encoding = "gzip".into();
+    assert!(matches!(
+        decode_object(&Bytes::from(u.encode())),
+        Err(ProtobufError::Malformed { .. })
+    ));
+}
+
+#[test]
 fn an_unknown_field_number_is_a_typed_error() {
     // Field 999 (varint) in a ConfigMap.
     let raw = Bytes::from_static(b"\xb8\x3e\x01");

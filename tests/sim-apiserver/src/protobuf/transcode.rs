@@ -116,6 +116,14 @@ pub fn encode_object(object: &Value) -> Result<Vec<u8>, ProtobufError> {
 /// An enveloped protobuf body as the JSON object, `apiVersion` and `kind` included.
 pub fn decode_object(body: &Bytes) -> Result<Value, ProtobufError> {
     let u = Unknown::decode(body)?;
+    // kube-apiserver never writes these; a raw in another encoding is not a message to decode.
+    let protobuf_raw = matches!(u.content_type.as_str(), "" | super::MEDIA_TYPE);
+    if !protobuf_raw || !u.content_encoding.is_empty() {
+        return Err(ProtobufError::Malformed {
+            what: "runtime.Unknown",
+            why: "raw is not a plain protobuf message (contentType or contentEncoding set)",
+        });
+    }
     decode_message_as(&u.api_version, &u.kind, &u.raw)
 }
 
