@@ -77,6 +77,21 @@ impl SimBody {
         }
     }
 
+    /// The same body with its stream passed through `f` (a re-encoded stream); a whole body is
+    /// left as it is.
+    pub(crate) fn map_stream(
+        self,
+        f: impl FnOnce(mpsc::Receiver<Chunk>) -> mpsc::Receiver<Chunk>,
+    ) -> Self {
+        match self.kind {
+            Kind::Stream(rx) => Self {
+                kind: Kind::Stream(f(rx)),
+                counters: self.counters,
+            },
+            Kind::Full(_) => self,
+        }
+    }
+
     fn count(&self, n: usize) {
         if let Some(c) = &self.counters {
             c.bytes.fetch_add(n as u64, Ordering::Relaxed);

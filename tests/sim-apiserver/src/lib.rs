@@ -219,6 +219,7 @@ pub mod params;
 pub mod patch;
 pub mod prebuilt;
 pub mod procstat;
+pub mod protobuf;
 pub mod representation;
 pub mod resources;
 pub mod selectors;

@@ -62,6 +62,7 @@ pub struct SimServerBuilder {
     default_watch_timeout: Duration,
     watch_cache: bool,
     partial_object_metadata: bool,
+    protobuf: bool,
     resources: Vec<ResourceDef>,
     readonly_tokens: Vec<String>,
     user_tokens: Vec<(String, String)>,
@@ -104,6 +105,7 @@ impl Default for SimServerBuilder {
             default_watch_timeout: Duration::from_secs(1800),
             watch_cache: true,
             partial_object_metadata: true,
+            protobuf: true,
             resources: Vec::new(),
             readonly_tokens: Vec::new(),
             user_tokens: Vec::new(),
@@ -181,6 +183,15 @@ impl SimServerBuilder {
     /// one that does not gets 406.
     pub fn partial_object_metadata(mut self, on: bool) -> Self {
         self.partial_object_metadata = on;
+        self
+    }
+
+    /// Speak Kubernetes' protobuf encoding for built-in kinds (see [`crate::protobuf`]). Default
+    /// on; off, the server behaves as one that only speaks JSON (aggregated API servers): a
+    /// protobuf `Accept` range is passed over (JSON if listed after it, else 406) and a protobuf
+    /// body is 415.
+    pub fn protobuf(mut self, on: bool) -> Self {
+        self.protobuf = on;
         self
     }
 
@@ -395,6 +406,11 @@ impl Drop for Shared {
 }
 
 impl Shared {
+    /// Whether protobuf is spoken ([`SimServerBuilder::protobuf`]).
+    pub(crate) fn speaks_protobuf(&self) -> bool {
+        self.cfg.protobuf
+    }
+
     /// Resolves `plural` or `plural.group` to a registry index.
     fn resolve(&self, resource: &str) -> Option<usize> {
         let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
@@ -980,11 +996,21 @@ fn authenticate(
 
 async fn handle(
     shared: Arc<Shared>,
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     client_cert: Option<Arc<UserInfo>>,
 ) -> Response<SimBody> {
     let gzip = shared.cfg.gzip && accepts_gzip(req.headers());
+    let protobuf = match route(&shared, req.uri().path()) {
+        Route::Resource(rp) if shared.cfg.protobuf => {
+            crate::protobuf::serve::negotiate(&mut req, &rp.def)
+        }
+        _ => None,
+    };
     let resp = respond(shared.clone(), req, client_cert).await;
+    let resp = match protobuf {
+        Some(p) => p.encode(resp),
+        None => resp,
+    };
     if gzip {
         gzip_response(resp, shared.cfg.gzip_min_bytes, &shared.counters)
     } else {

@@ -119,7 +119,16 @@ pub(crate) async fn write_request(
     };
     let q = parse_query(query.as_deref(), options_kind)?;
     let (ct, raw) = read_body(req).await?;
-    let body = parse_json(&raw)?;
+    let body = match crate::protobuf::serve::decode_body(
+        ct.as_deref(),
+        &raw,
+        def,
+        &method,
+        shared.speaks_protobuf(),
+    ) {
+        Some(decoded) => decoded?,
+        None => parse_json(&raw)?,
+    };
     if shared.faults.take_conflict() {
         let name = rp
             .name

@@ -170,3 +170,35 @@ async fn the_binary_gzips_responses_with_the_gzip_flags() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn the_binary_speaks_protobuf_unless_told_not_to() {
+    let pods = "/api/v1/namespaces/default/pods";
+    for (args, want) in [
+        (&["--pods", "1"][..], "application/vnd.kubernetes.protobuf"),
+        (&["--pods", "1", "--no-protobuf"][..], "application/json"),
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sim-apiserver"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let url = next(&mut lines).await;
+        let c = common::Client::at(url.strip_prefix("url: ").expect("url line"));
+        let r = c
+            .raw_with(
+                http::Method::GET,
+                pods,
+                None,
+                &[(
+                    "accept",
+                    "application/vnd.kubernetes.protobuf, application/json",
+                )],
+            )
+            .await;
+        assert_eq!(r.headers()[http::header::CONTENT_TYPE], want, "{args:?}");
+    }
+}

@@ -4,10 +4,9 @@
 //! a pass/fail line per step and "N of M steps pass", and fails unless every step passes.
 //!
 //! Steps in [`not_served`] exercise features the simulator documents as absent (no kubelet, no
-//! controllers); so do steps for which the kubectl in use sends a protobuf request body (typed
-//! `create configmap|deployment|namespace`, `auth can-i|whoami` from 1.32 on), which the
-//! simulator does not decode (the protobuf issue). They run and are reported, but never fail
-//! the test. A step
+//! controllers). They run and are reported, but never fail the test. Typed `create
+//! configmap|deployment|namespace` and `auth can-i|whoami` send protobuf request bodies from
+//! kubectl 1.32 on: those steps are required like any other. A step
 //! tagged with an `area` depends on work of that part of issue 33 (strategic merge patch and
 //! OpenAPI `smp`, CRDs and Table output `crd`, users/RBAC/discovery names/Status/events `authz`):
 //! it counts like any other step, the tag only says where a failure belongs.
@@ -48,9 +47,6 @@ struct Step {
     area: Option<&'static str>,
     /// Oldest kubectl minor version that has the command.
     since: u32,
-    /// From this kubectl minor version on, the command sends a protobuf request body, which the
-    /// simulator does not decode (the protobuf issue): then the step is reported as not served.
-    protobuf_since: Option<u32>,
     limit: Duration,
 }
 
@@ -102,7 +98,6 @@ fn ok(name: &'static str, line: &str) -> Step {
         check: None,
         area: None,
         since: 0,
-        protobuf_since: None,
         limit: Duration::from_secs(60),
     }
 }
@@ -134,10 +129,6 @@ impl Step {
     }
     fn area(mut self, a: &'static str) -> Self {
         self.area = Some(a);
-        self
-    }
-    fn protobuf_since(mut self, minor: u32) -> Self {
-        self.protobuf_since = Some(minor);
         self
     }
     fn since(mut self, minor: u32) -> Self {
@@ -625,9 +616,10 @@ fn steps() -> Vec<Step> {
         ok("run", "run web-2 --image=busybox --labels=app=two").has(&["pod/web-2 created"]).stored("pods", Some("default"), "web-2", "/spec/containers/0/image", json!("busybox")),
         ok("expose", "expose pod web-1 --port=80 --name=web").has(&["service/web exposed"]).stored("services", Some("default"), "web", "/spec/selector/app", json!("web")),
         ok("get service", "get service web -o jsonpath='{.spec.type} {.spec.ports[0].protocol} {.spec.ports[0].targetPort}'").has(&["ClusterIP TCP 80"]),
-        ok("create configmap (generator)", "create configmap gen --from-literal=a=1").protobuf_since(32).has(&["configmap/gen created"]).stored("configmaps", Some("default"), "gen", "/data/a", json!("1")),
-        ok("create deployment (generator)", "create deployment gen --image=nginx --replicas=2").protobuf_since(32).has(&["deployment.apps/gen created"]).stored("deployments.apps", Some("default"), "gen", "/spec/replicas", json!(2)),
-        ok("create namespace (generator)", "create namespace gen").protobuf_since(32).has(&["namespace/gen created"]).stored("namespaces", None, "gen", "/status/phase", json!("Active")),
+        ok("create configmap (generator)", "create configmap gen --from-literal=a=1").has(&["configmap/gen created"]).stored("configmaps", Some("default"), "gen", "/data/a", json!("1")),
+        ok("create deployment (generator)", "create deployment gen --image=nginx --replicas=2").has(&["deployment.apps/gen created"]).stored("deployments.apps", Some("default"), "gen", "/spec/replicas", json!(2)),
+        ok("create namespace (generator)", "create namespace gen").has(&["namespace/gen created"]).stored("namespaces", None, "gen", "/status/phase", json!("Active")),
+        ok("create configmap --dry-run=server", "create configmap dry --from-literal=a=1 --dry-run=server").has(&["configmap/dry created (server dry run)"]).absent("configmaps", Some("default"), "dry"),
         ok("run --dry-run=server", "run web-3 --image=busybox --dry-run=server").has(&["pod/web-3 created (server dry run)"]).absent("pods", Some("default"), "web-3"),
         // --- apply (client side), diff, replace ---
         ok("apply creates", "apply -f $DIR/cm1.yaml").has(&["configmap/applied created"]).check(|sim, _| {
@@ -725,8 +717,8 @@ fn steps() -> Vec<Step> {
         ok("explain pods", "explain pods").has(&["KIND:", "Pod", "VERSION:", "v1", "spec"]).area("smp"),
         ok("explain a field", "explain deployment.spec.replicas").has(&["replicas", "<integer>"]).area("smp"),
         // --- auth ---
-        ok("auth can-i", "auth can-i create pods").protobuf_since(32).has(&["yes"]).area("authz"),
-        ok("auth whoami", "auth whoami").since(28).protobuf_since(32).has(&["Username"]).area("authz"),
+        ok("auth can-i", "auth can-i create pods").has(&["yes"]).area("authz"),
+        ok("auth whoami", "auth whoami").since(28).has(&["Username"]).area("authz"),
         // --- custom resources ---
         ok("apply a CRD", "apply -f $DIR/crd.yaml").has(&["customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"]).area("crd"),
         ok("wait for the CRD", "wait --for=condition=Established crd/widgets.example.com --timeout=20s").has(&["condition met"]).area("crd"),
@@ -829,7 +821,6 @@ async fn kubectl_probe_every_step_behaves_as_against_kube_apiserver() {
     seed(&sim);
 
     let mut failed: Vec<(String, Option<&str>, String)> = Vec::new();
-    let mut pending_protobuf: Vec<Step> = Vec::new();
     let mut passed = 0;
     let mut total = 0;
     for step in steps() {
@@ -838,10 +829,6 @@ async fn kubectl_probe_every_step_behaves_as_against_kube_apiserver() {
                 "SKIP {:<48} (kubectl 1.{minor} has no such command)",
                 step.name
             );
-            continue;
-        }
-        if step.protobuf_since.is_some_and(|m| minor >= m) {
-            pending_protobuf.push(step);
             continue;
         }
         total += 1;
@@ -868,17 +855,6 @@ async fn kubectl_probe_every_step_behaves_as_against_kube_apiserver() {
             None => "no exit".to_string(),
         };
         println!("  {:<32} {verdict:<8} {why}", step.name);
-    }
-    for step in pending_protobuf {
-        let out = run(&step, &k, &sim).await;
-        let verdict = match out.code {
-            Some(c) => format!("exit {c}"),
-            None => "no exit".to_string(),
-        };
-        println!(
-            "  {:<32} {verdict:<8} kubectl 1.{minor} sends a protobuf request body here: the protobuf issue",
-            step.name
-        );
     }
     println!(
         "  {:<32} {:<8} kubectl proxy serves until killed and works on any server; not run",

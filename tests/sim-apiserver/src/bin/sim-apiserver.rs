@@ -2,7 +2,7 @@
 //!
 //! Usage: `sim-apiserver [--tls] [--token TOKEN] [--user NAME:TOKEN[:GROUP,...]]...
 //! [--users-file PATH] [--rule SPEC]... [--rules-file PATH] [--kubeconfig PATH] [--http1] [--pods N]
-//! [--churn RATE] [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
+//! [--churn RATE] [--gzip] [--gzip-min-bytes BYTES] [--no-protobuf] [--fault SPEC]... [--compact-every SECS]
 //! [--stall-every SECS] [--reset-connections-every SECS]`
 //!
 //! Prints the URL (and for TLS the CA path and token; with `--kubeconfig`, the kubeconfig file
@@ -24,7 +24,7 @@ fn usage() -> String {
     format!(
         "sim-apiserver [--tls] [--token TOKEN] [--user NAME:TOKEN[:GROUP,...]]... [--users-file PATH]
               [--rule SPEC]... [--rules-file PATH] [--kubeconfig PATH] [--http1] [--pods N]
-              [--churn OPS_PER_SEC] [--gzip] [--gzip-min-bytes BYTES] [--fault SPEC]... [--compact-every SECS]
+              [--churn OPS_PER_SEC] [--gzip] [--gzip-min-bytes BYTES] [--no-protobuf] [--fault SPEC]... [--compact-every SECS]
               [--stall-every SECS] [--reset-connections-every SECS]
 
   --token TOKEN                   require a bearer token; TOKEN is user `admin`, in
@@ -50,6 +50,8 @@ fn usage() -> String {
                                   for requests with Accept-Encoding: gzip, as kube-apiserver
                                   does (never watches)
   --gzip-min-bytes BYTES          the smallest body --gzip compresses (default {})
+  --no-protobuf                   speak JSON only, as an aggregated API server: no
+                                  application/vnd.kubernetes.protobuf answers or bodies
   --fault SPEC                    make the server misbehave (repeatable); SPEC is one of
                                   {}
                                   `:N` = only the next N requests (or watch events for the
@@ -116,6 +118,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--tls" => b = b.tls(true),
             "--http1" => b = b.http2(false),
             "--gzip" => b = b.gzip_responses(true),
+            "--no-protobuf" => b = b.protobuf(false),
             "--gzip-min-bytes" => {
                 let v = args
                     .next()

@@ -1,0 +1,205 @@
+//! Watch framing of `application/vnd.kubernetes.protobuf;stream=watch`: each frame is a 4-byte
+//! big-endian length, then a bare `meta.v1.WatchEvent` (no magic, no envelope) whose
+//! `object.raw` holds the object as an enveloped protobuf body ([`super::Unknown`]).
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use super::wire::{self, Field, Reader};
+use super::ProtobufError;
+
+/// The frame bound a [`FrameDecoder`] uses unless told otherwise: kube-apiserver refuses objects
+/// over about 3 MiB in etcd, so a larger frame is not a watch event.
+pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
+
+/// Appends `payload` as one frame.
+pub fn encode_frame(out: &mut Vec<u8>, payload: &[u8]) {
+    let len = u32::try_from(payload.len()).expect("a watch event fits in 4 GiB");
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// Splits a byte stream, fed in chunks cut anywhere, into frames. It buffers at most the frame
+/// being completed (a length beyond the bound is refused as soon as its 4 bytes are in) plus the
+/// rest of the chunk that completed it.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    max_frame: usize,
+    buf: BytesMut,
+}
+
+impl FrameDecoder {
+    /// A decoder refusing frames longer than `max_frame` bytes.
+    pub fn new(max_frame: usize) -> Self {
+        Self {
+            max_frame,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// Appends a chunk of the stream; call [`Self::next_frame`] until it gives `None` before
+    /// the next chunk.
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next whole frame's payload, `None` until more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<Bytes>, ProtobufError> {
+        let Some(head) = self.buf.get(..4) else {
+            return Ok(None);
+        };
+        let len = u32::from_be_bytes(head.try_into().expect("4 bytes")) as usize;
+        if len > self.max_frame {
+            return Err(ProtobufError::FrameTooLarge {
+                len,
+                max: self.max_frame,
+            });
+        }
+        if self.buf.len() - 4 < len {
+            return Ok(None);
+        }
+        self.buf.advance(4);
+        Ok(Some(self.buf.split_to(len).freeze()))
+    }
+
+    /// At the end of the stream: an error if a frame was cut short.
+    pub fn finish(&self) -> Result<(), ProtobufError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(ProtobufError::Truncated {
+                what: "a watch frame",
+            })
+        }
+    }
+}
+
+/// A decoded `meta.v1.WatchEvent`: its type and its object, still enveloped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchEvent {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+    pub event_type: String,
+    /// `object.raw`: `k8s\0` + `runtime.Unknown` (a `Status` for `ERROR`).
+    pub object: Bytes,
+}
+
+impl WatchEvent {
+    /// The event's message (the payload of one frame).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut raw_ext = Vec::with_capacity(self.object.len() + 6);
+        wire::put_bytes(&mut raw_ext, 1, &self.object);
+        let mut out = Vec::with_capacity(raw_ext.len() + self.event_type.len() + 8);
+        wire::put_bytes(&mut out, 1, self.event_type.as_bytes());
+        wire::put_bytes(&mut out, 2, &raw_ext);
+        out
+    }
+
+    /// Decodes one frame's payload; `object` shares `payload`'s buffer.
+    pub fn decode(payload: &Bytes) -> Result<Self, ProtobufError> {
+        let mut event_type = None;
+        let mut object = Bytes::new();
+        let mut fields = Reader::new(payload, "meta.v1.WatchEvent");
+        while let Some(f) = fields.next_field()? {
+            match f {
+                Field::Bytes(1, t) => {
+                    event_type = Some(wire::utf8(t, "meta.v1.WatchEvent")?.to_string())
+                }
+                Field::Bytes(2, ext) => {
+                    let mut ext_fields = Reader::new(ext, "runtime.RawExtension");
+                    while let Some(f) = ext_fields.next_field()? {
+                        if let Field::Bytes(1, raw) = f {
+                            object = payload.slice_ref(raw);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let event_type = event_type.ok_or(ProtobufError::Malformed {
+            what: "meta.v1.WatchEvent",
+            why: "an event without a type",
+        })?;
+        Ok(Self { event_type, object })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protobuf::Unknown;
+
+    fn frames_of(events: &[WatchEvent]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for e in events {
+            encode_frame(&mut out, &e.encode());
+        }
+        out
+    }
+
+    fn event(t: &str, name: &[u8]) -> WatchEvent {
+        let object = Unknown::new("v1", "ConfigMap", Bytes::copy_from_slice(name)).encode();
+        WatchEvent {
+            event_type: t.to_string(),
+            object: Bytes::from(object),
+        }
+    }
+
+    #[test]
+    fn frames_split_at_every_byte_decode_the_same() {
+        let events = vec![
+            event("ADDED", b"a"),
+            event("MODIFIED", b"bb"),
+            event("BOOKMARK", b""),
+        ];
+        let stream = frames_of(&events);
+        for cut in 0..=stream.len() {
+            let mut d = FrameDecoder::new(1024);
+            let mut got = Vec::new();
+            for part in [&stream[..cut], &stream[cut..]] {
+                d.push(part);
+                while let Some(f) = d.next_frame().unwrap() {
+                    got.push(WatchEvent::decode(&f).unwrap());
+                }
+            }
+            d.finish().unwrap();
+            assert_eq!(got, events, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_length_beyond_the_bound_is_refused_before_buffering_it() {
+        let mut d = FrameDecoder::new(100);
+        d.push(&1000u32.to_be_bytes());
+        assert!(matches!(
+            d.next_frame(),
+            Err(ProtobufError::FrameTooLarge {
+                len: 1000,
+                max: 100
+            })
+        ));
+        let mut d = FrameDecoder::new(100);
+        d.push(&u32::MAX.to_be_bytes());
+        assert!(d.next_frame().is_err());
+    }
+
+    #[test]
+    fn a_truncated_frame_is_reported_at_the_end() {
+        let stream = frames_of(&[event("ADDED", b"abc")]);
+        let mut d = FrameDecoder::new(1024);
+        d.push(&stream[..stream.len() - 1]);
+        assert!(d.next_frame().unwrap().is_none());
+        assert!(matches!(d.finish(), Err(ProtobufError::Truncated { .. })));
+    }
+
+    #[test]
+    fn an_event_without_a_type_or_with_a_cut_field_is_an_error() {
+        assert!(WatchEvent::decode(&Bytes::new()).is_err());
+        let enc = event("ADDED", b"abc").encode();
+        for cut in 1..enc.len() {
+            let r = WatchEvent::decode(&Bytes::copy_from_slice(&enc[..cut]));
+            // Only the cut right after the type field leaves a whole (object-less) event.
+            if cut != 7 {
+                assert!(r.is_err(), "cut at {cut}");
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The few protobuf wire primitives the envelope and the watch framing need, written out so that
+//! those layers work on raw bytes without a descriptor (and a client can reuse them without
+//! `prost-reflect`). Every read is checked against the bytes left: a length never allocates.
+
+use super::ProtobufError;
+
+/// Wire type of a varint field.
+pub(crate) const VARINT: u8 = 0;
+/// Wire type of a length-delimited field (bytes, strings, messages).
+pub(crate) const LEN: u8 = 2;
+
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends field `number` as a length-delimited field holding `data`.
+pub(crate) fn put_bytes(out: &mut Vec<u8>, number: u32, data: &[u8]) {
+    put_varint(out, (u64::from(number) << 3) | u64::from(LEN));
+    put_varint(out, data.len() as u64);
+    out.extend_from_slice(data);
+}
+
+/// A field read from a message: its number and, for length-delimited fields, its bytes.
+pub(crate) enum Field<'a> {
+    Bytes(u32, &'a [u8]),
+    /// A varint, fixed32 or fixed64 field: none is read by the layers here.
+    Other,
+}
+
+/// Reads the fields of one message, in order.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    /// The message being read, for errors.
+    what: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8], what: &'static str) -> Self {
+        Self { buf, what }
+    }
+
+    fn varint(&mut self) -> Result<u64, ProtobufError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let Some((&b, rest)) = self.buf.split_first() else {
+                return Err(ProtobufError::Truncated { what: self.what });
+            };
+            self.buf = rest;
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(ProtobufError::Malformed {
+            what: self.what,
+            why: "a varint longer than 10 bytes",
+        })
+    }
+
+    fn take(&mut self, n: u64) -> Result<&'a [u8], ProtobufError> {
+        let n = usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= self.buf.len())
+            .ok_or(ProtobufError::Truncated { what: self.what })?;
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    /// The next field, `None` at the end of the message.
+    pub(crate) fn next_field(&mut self) -> Result<Option<Field<'a>>, ProtobufError> {
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let key = self.varint()?;
+        let number =
+            u32::try_from(key >> 3)
+                .ok()
+                .filter(|&n| n > 0)
+                .ok_or(ProtobufError::Malformed {
+                    what: self.what,
+                    why: "a field number out of range",
+                })?;
+        Ok(Some(match (key & 7) as u8 {
+            VARINT => {
+                self.varint()?;
+                Field::Other
+            }
+            LEN => {
+                let n = self.varint()?;
+                Field::Bytes(number, self.take(n)?)
+            }
+            1 => {
+                self.take(8)?;
+                Field::Other
+            }
+            5 => {
+                self.take(4)?;
+                Field::Other
+            }
+            _ => {
+                return Err(ProtobufError::Malformed {
+                    what: self.what,
+                    why: "a wire type this message never uses (groups or unknown)",
+                })
+            }
+        }))
+    }
+}
+
+/// `bytes` as UTF-8, or the error naming `what`.
+pub(crate) fn utf8<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str, ProtobufError> {
+    std::str::from_utf8(bytes).map_err(|_| ProtobufError::Malformed {
+        what,
+        why: "a string that is not UTF-8",
+    })
+}
