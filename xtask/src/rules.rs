@@ -150,7 +150,8 @@ fn label_range(cell: &str, file: String) -> Option<LabelRange> {
 
 /// Every token of `text` shaped as an id whose prefix is in `prefixes`, with its line number:
 /// a maximal run of capitals not preceded by a letter, digit or `_`, its digits and dotted parts,
-/// not followed by a letter, digit or `_`.
+/// not followed by a letter, digit or `_`. A token right after `::` is a Rust path segment (an
+/// enum variant such as `Value::I64`), not a citation.
 fn citations<'a>(text: &'a str, prefixes: &BTreeSet<&str>) -> Vec<(usize, &'a str)> {
     let bytes = text.as_bytes();
     let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
@@ -192,6 +193,9 @@ fn citations<'a>(text: &'a str, prefixes: &BTreeSet<&str>) -> Vec<(usize, &'a st
             continue;
         }
         let token = &text[start..i];
+        if text[..start].ends_with("::") {
+            continue;
+        }
         if let Some((prefix, _)) = id_shape(token) {
             if prefixes.contains(prefix) {
                 found.push((line, token));
@@ -462,6 +466,14 @@ mod tests {
             problems,
             ["invariant W2 is listed for src/watch.rs but that file never names it"]
         );
+    }
+
+    #[test]
+    fn a_rust_path_segment_is_not_a_citation() {
+        let prefixes = BTreeSet::from(["I", "F"]);
+        let text = "set(PValue::I64(1)); // I64 rule\nlet x = Kind::F32;";
+        let cited: Vec<&str> = citations(text, &prefixes).iter().map(|(_, t)| *t).collect();
+        assert_eq!(cited, ["I64"], "only the one in the comment");
     }
 
     #[test]
