@@ -314,7 +314,7 @@ where
                         ObjectOrTombstone::Tombstone(t) => t.obj.clone(),
                     };
                     if let Some(owner) = last.and_then(|c| inner.owner_key(&*c)) {
-                        inner.unlink(&owner, index, &key.to_string());
+                        inner.unlink(&owner, index, key.as_str());
                     }
                 }),
         )?;
