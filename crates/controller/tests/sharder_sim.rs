@@ -77,6 +77,12 @@ impl Replica {
     /// Starts replica `replica-<id>`: its ring membership, its sharder candidate (metadata-only
     /// informers of all objects and children) and its controller (an informer of its share).
     async fn start(sim: &SimServer, id: &str) -> Self {
+        Self::start_with(sim, id, true).await
+    }
+
+    /// A replica whose controller runs only if `controller` (without it, it is a member that
+    /// never acknowledges a drain: a wedged worker).
+    async fn start_with(sim: &SimServer, id: &str, controller: bool) -> Self {
         let identity = format!("replica-{id}");
         let stop = CancellationToken::new();
         let mut tasks = Vec::new();
@@ -116,6 +122,15 @@ impl Replica {
             async move { sharder.run_elected(config, lock, stop).await }
         }));
 
+        if !controller {
+            return Self {
+                id: identity,
+                ring,
+                stop,
+                tasks,
+                factories: vec![sharder_factory],
+            };
+        }
         // The controller: an informer of this replica's share only, and a gated runner.
         let selector: Selector = shard_selector(RING, &identity).parse().unwrap();
         let factory = SharedInformerFactory::with_client(client.clone())
@@ -589,4 +604,61 @@ async fn a_drain_waits_for_the_reconcile_in_flight_and_the_ack_is_the_old_owners
     controller.await.unwrap();
     ring_task.await.unwrap();
     factory.shutdown().await;
+}
+
+/// SH12 and SH14: an owner that never acknowledges keeps its objects draining (the joiner gets
+/// none of them: nothing is assigned over a live owner's head); when the joiner leaves, the
+/// marks are withdrawn and the objects stay with their owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_without_acknowledgement_assigns_nothing_and_is_withdrawn_when_the_joiner_leaves() {
+    let sim = sim().await;
+    create_widgets(&sim, (0..30).map(|i| format!("w-{i}")));
+    // A: a member (and sharder candidate) whose controller does not run.
+    let a = Replica::start_with(&sim, "a", false).await;
+    let all_labelled = |to: &str, drained: Option<usize>| {
+        let cms = sim.list("configmaps", Some(NS)).unwrap();
+        let widgets: Vec<&Value> = cms.iter().filter(|cm| is_widget(cm)).collect();
+        widgets
+            .iter()
+            .all(|cm| label(cm, &shard_label(RING)).as_deref() == Some(to))
+            && drained.is_none_or(|n| {
+                widgets
+                    .iter()
+                    .filter(|cm| label(cm, &drain_label(RING)).as_deref() == Some(to))
+                    .count()
+                    == n
+            })
+    };
+    wait_until("every object is a's", || all_labelled("replica-a", Some(0))).await;
+
+    // B joins (a member only): its share is marked draining from A, and stays so.
+    let b = Replica::start_with(&sim, "b", false).await;
+    let members = ["replica-a", "replica-b"];
+    let share = (0..30)
+        .filter(|i| owner_of(&format!("{NS}/w-{i}"), members) == Some("replica-b"))
+        .count();
+    assert!(share > 0);
+    wait_until("b's share is draining", || {
+        all_labelled("replica-a", Some(share))
+    })
+    .await;
+    let marked_at = sim.revision();
+    // The marks' own events bring every marked object back to the sharder while B is a live
+    // member: the log check below (one write per object after the marks, the withdrawal) shows
+    // it assigned none of them to B meanwhile.
+    assert_eq!(a.ring.members(), members);
+
+    // B leaves: the marks are withdrawn, the objects stay A's.
+    b.stop().await;
+    wait_until("the marks are withdrawn", || {
+        all_labelled("replica-a", Some(0))
+    })
+    .await;
+    let log = sim.write_log();
+    let withdrawn = object_writes(&log, marked_at);
+    assert_eq!(withdrawn.len(), share, "one withdrawal per marked object");
+    assert!(withdrawn
+        .values()
+        .all(|w| w.len() == 1 && w[0].user.starts_with("sharder-")));
+    a.stop().await;
 }
