@@ -359,6 +359,12 @@ where
         let queue = RateLimitingQueue::new(limiter);
         *self.inner.queue.lock() = Some(queue.clone());
         self.inner.written.lock().clear();
+        // A fresh listing before the first decisions: a sharder elected right after its
+        // replica started may not have listed the ring yet, and would otherwise assign to the
+        // few members it saw and move the objects again a retry period later.
+        if let Err(error) = self.inner.ring.refresh().await {
+            tracing::warn!(ring = %self.inner.ring_name, %error, "failed to list the ring's leases");
+        }
         for key in self.inner.objects.list_keys() {
             queue.add(Work::Object(key.to_string()));
         }
@@ -476,6 +482,7 @@ where
         match &work {
             Work::Object(key) => {
                 let Some(obj) = self.objects.get_by_key(key) else {
+                    self.written.lock().remove(&work);
                     return Ok(Action::Done);
                 };
                 if self.stale(&work, obj.resource_version()) {
@@ -524,6 +531,7 @@ where
                     (source.resource.clone(), source.cache.get_by_key(key))
                 };
                 let Some(child) = child else {
+                    self.written.lock().remove(&work);
                     return Ok(Action::Done);
                 };
                 if self.stale(&work, child.resource_version()) {
