@@ -193,3 +193,66 @@ impl<K: Object + Decode + Send + Sync + 'static> ShardedController<K> {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leader_election::LeaseGuard;
+    use crate::sharding::shard_label;
+    use std::time::Duration;
+    use tokio::time::Instant;
+    use workqueue::shared_informer::reflector::store_index::{DynamicObject, Indexer, Indexers};
+    use workqueue::shared_informer::reflector::{Client, ClusterConfig, Resource};
+
+    /// A gate whose requests could go nowhere: every case here is decided before sending.
+    fn gate(valid: bool, objects: &[DynamicObject]) -> ShardGate<DynamicObject> {
+        let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
+        let api = Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "ns");
+        let guard = LeaseGuard::new();
+        if valid {
+            guard.extend_to(Instant::now() + Duration::from_secs(3600));
+        }
+        let indexer = Indexer::new(Indexers::new());
+        for obj in objects {
+            indexer.add(Arc::new(obj.clone())).unwrap();
+        }
+        let writer = FencedWriter::new(api, guard, "widgets", "a");
+        ShardGate::new(writer, "widgets", ReadOnlyIndexer::new(indexer))
+    }
+
+    fn widget(name: &str, to: &str) -> DynamicObject {
+        DynamicObject::new("v1", "ConfigMap")
+            .within("ns")
+            .named(name)
+            .with_label(shard_label("widgets"), to)
+            .with_resource_version("7")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_a_cached_object_labelled_ours_and_not_draining_is_reconciled() {
+        // SH18
+        let gate = gate(true, &[widget("mine", "a"), widget("theirs", "b")]);
+        assert!(matches!(
+            gate.admit("ns/mine").await,
+            Ok(Admission::Reconcile(obj)) if obj.name() == "mine"
+        ));
+        assert!(matches!(
+            gate.admit("ns/theirs").await,
+            Ok(Admission::NotOurs)
+        ));
+        assert!(matches!(gate.admit("ns/gone").await, Ok(Admission::Gone)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_the_shard_lease_nothing_is_reconciled_or_acknowledged() {
+        // SH8 through the gate: the key is retried, nothing sent.
+        let draining = widget("w", "a").with_label(drain_label("widgets"), "a");
+        let gate = gate(false, &[widget("mine", "a"), draining]);
+        for key in ["ns/mine", "ns/w"] {
+            assert!(
+                matches!(gate.admit(key).await, Err(FenceError::LeaseNotHeld { .. })),
+                "{key}"
+            );
+        }
+    }
+}

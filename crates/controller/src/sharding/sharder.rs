@@ -596,6 +596,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use workqueue::shared_informer::reflector::store_index::DynamicObject;
 
     fn members(names: &[&str]) -> Vec<String> {
         names.iter().map(|m| m.to_string()).collect()
@@ -677,6 +678,85 @@ mod tests {
         assert_eq!(plan_child(Some("b"), Some("a")), Some("a".into()));
         assert_eq!(plan_child(Some("a"), Some("a")), None);
         assert_eq!(plan_child(Some("a"), None), None, "owner in hand-over");
+    }
+
+    fn widget_sharder() -> Sharder<DynamicObject, crate::sharding::MemoryRingLeases> {
+        use workqueue::shared_informer::reflector::ClusterConfig;
+        use workqueue::shared_informer::SharedInformerFactory;
+        // Informers never started: the handlers and the index are exercised by hand.
+        let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
+        let factory = SharedInformerFactory::with_client(client.clone());
+        let widgets = Resource::namespaced("example.com", "v1", "widgets");
+        let objects = factory.informer::<DynamicObject>(widgets.clone()).unwrap();
+        let children = factory
+            .informer::<DynamicObject>(Resource::namespaced("", "v1", "configmaps"))
+            .unwrap();
+        let ring = Ring::new(
+            "widgets",
+            LeaderElectionConfig::new("widgets", "a"),
+            crate::sharding::MemoryRingLeases::new(),
+        )
+        .unwrap();
+        Sharder::new(
+            ring,
+            client,
+            widgets,
+            "Widget",
+            &objects,
+            SharderConfig::default(),
+        )
+        .unwrap()
+        .with_children(Resource::namespaced("", "v1", "configmaps"), &children)
+        .unwrap()
+    }
+
+    fn child(
+        name: &str,
+        api_version: &str,
+        kind: &str,
+        owner: &str,
+        controller: bool,
+    ) -> Arc<DynamicObject> {
+        let mut cm = DynamicObject::new("v1", "ConfigMap")
+            .within("ns")
+            .named(name);
+        cm.metadata.owner_references = Some(vec![
+            workqueue::shared_informer::reflector::store_index::OwnerReference {
+                api_version: api_version.into(),
+                kind: kind.into(),
+                name: owner.into(),
+                uid: "u".into(),
+                controller: Some(controller),
+                block_owner_deletion: None,
+            },
+        ]);
+        Arc::new(cm)
+    }
+
+    #[tokio::test]
+    async fn children_are_indexed_under_their_controlling_owner_of_the_rings_kind() {
+        // SH16: only a controller reference to the ring's group and kind (any version) counts.
+        let sharder = widget_sharder();
+        let inner = &sharder.inner;
+        let web = child("web-config", "example.com/v1beta1", "Widget", "web", true);
+        assert_eq!(inner.owner_key(&web).as_deref(), Some("ns/web"));
+        for other in [
+            child("x", "example.com/v1", "Gadget", "web", true),
+            child("x", "other.com/v1", "Widget", "web", true),
+            child("x", "example.com/v1", "Widget", "web", false),
+        ] {
+            assert_eq!(inner.owner_key(&other), None);
+        }
+        inner.child_seen(0, None, &web);
+        let owned = |owner: &str| inner.owned.lock().get(owner).cloned().unwrap_or_default();
+        assert_eq!(owned("ns/web"), [(0, "ns/web-config".to_string())].into());
+        // Adopted by another widget: moved in the index.
+        let adopted = child("web-config", "example.com/v1", "Widget", "api", true);
+        inner.child_seen(0, Some(&web), &adopted);
+        assert!(owned("ns/web").is_empty());
+        assert_eq!(owned("ns/api").len(), 1);
+        inner.unlink("ns/api", 0, "ns/web-config");
+        assert!(inner.owned.lock().is_empty(), "no empty sets left behind");
     }
 
     #[test]
