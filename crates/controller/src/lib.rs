@@ -13,6 +13,7 @@
 //!   EventRecorder ── bounded queue ──► EventBroadcaster ──► sinks, watchers, the log
 //!   child informer ──OwnerEnqueuer──► the owner's key (owners: client-go's GetControllerOf)
 //!   Ring (own shard Lease, live members) ── owner_of(key, members) ── FencedWriter (sharding)
+//!   Sharder (elected): labels, drains, children follow ── ShardedController: gate, drain ack
 //! ```
 //!
 //! Invariants the runner keeps (see [`runner`]): a key is with at most one worker at a time (the
@@ -20,8 +21,9 @@
 //! is retried with backoff and never takes a worker down), and cancellation lets the reconciles
 //! in flight finish. Leader election's and the recorder's rules are written in their modules and
 //! in docs/semantics.md (rules L and EV). The [`owners`] bridge turns a child's events into its
-//! controlling owner's key (rules OW); [`sharding`] holds the foundations of replicas that split the
-//! work, with writes fenced at the server (rules SH, design in docs/sharding.md).
+//! controlling owner's key (rules OW); [`sharding`] holds replicas that split the work: membership, the
+//! elected sharder and the hand-over, with writes fenced at the server (rules SH, design in
+//! docs/sharding.md).
 //!
 //! ```
 //! use controller::prelude::*;
