@@ -164,7 +164,8 @@ impl Default for SharderConfig {
 }
 
 /// The sharder of a ring: assigns the ring's objects to its live members, hands moving objects
-/// over, and makes children follow their owner (rules SH11–SH16 in the [module docs](self)).
+/// over, and makes children follow their owner (rules SH11–SH16 in
+/// [the sharding module](crate::sharding) and docs/sharding.md).
 ///
 /// Every replica may build one (it registers handlers on the informers it is given), but only
 /// the replica elected for the ring runs it: [`run_elected`](Self::run_elected) competes for a
