@@ -799,14 +799,30 @@ impl Storage {
             );
             return Ok(o);
         }
-        let o = Obj::new(obj, EventType::Modified);
+        Ok(self.store_modified(&mut i, res, key, ns, rev, obj, old))
+    }
+
+    /// Stores `value` (its resourceVersion already `rev`) as the new version of `key`, remembers
+    /// the old one in the history and commits the MODIFIED event.
+    #[allow(clippy::too_many_arguments)]
+    fn store_modified(
+        &self,
+        i: &mut Inner,
+        res: usize,
+        key: String,
+        ns: &str,
+        rev: u64,
+        value: Value,
+        old: Arc<Obj>,
+    ) -> Arc<Obj> {
+        let o = Obj::new(value, EventType::Modified);
         i.objects
             .entry(res)
             .or_default()
             .insert(key.clone(), o.clone());
         i.remember(res, &key, &old, &o);
         self.commit(
-            &mut i,
+            i,
             Event {
                 rv: rev,
                 etype: EventType::Modified,
@@ -817,7 +833,7 @@ impl Storage {
                 prev: Some(old),
             },
         );
-        Ok(o)
+        o
     }
 
     /// Deletes an object; returns its final state (at the delete revision).
@@ -901,25 +917,7 @@ impl Storage {
             i.rev += 1;
             let rev = i.rev;
             set_rv(&mut v, rev);
-            let o = Obj::new(v, EventType::Modified);
-            i.objects
-                .entry(res)
-                .or_default()
-                .insert(key.clone(), o.clone());
-            i.remember(res, &key, &old, &o);
-            self.commit(
-                &mut i,
-                Event {
-                    rv: rev,
-                    etype: EventType::Modified,
-                    res,
-                    key,
-                    ns: ns.to_string(),
-                    obj: o.clone(),
-                    prev: Some(old),
-                },
-            );
-            return Ok(o);
+            return Ok(self.store_modified(&mut i, res, key, ns, rev, v, old));
         }
         if dry_run {
             return Ok(old);
