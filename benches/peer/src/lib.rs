@@ -45,7 +45,8 @@
 //! `events` 0 or small, a measure of the initial list alone); `PEER_WORKERS=N` sets the client runtime's worker
 //! threads (default 2); `PEER_PACING=off` or `PEER_PACING=<queue>,<handler>` replaces the
 //! informers' default pacing (high waters), `PEER_QUEUE=delta-fifo` or `PEER_QUEUE=in-order,<batch>`
-//! their default queue. `PEER_WRAP=1` (ours only) builds the informer by hand on its
+//! their default queue; `PEER_BACKLOG_MS=N` samples the handler's backlog every N ms instead of 10
+//! (each sample wakes the runtime). `PEER_WRAP=1` (ours only) builds the informer by hand on its
 //! `HttpListerWatcher` wrapped in one that forwards nothing but `list` and `watch`: the decode
 //! lane must survive the wrapping (the rate is the same). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
@@ -358,12 +359,13 @@ pub fn measure(client: &str, events: usize) -> Figures {
             })
         });
         let backlog_max = Arc::new(AtomicI64::new(0));
+        let every = backlog_period();
         let sampler = client_run.backlog().map(|pending| {
             let max = Arc::clone(&backlog_max);
             tokio::spawn(async move {
                 loop {
                     max.fetch_max(pending(), Ordering::Relaxed);
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    tokio::time::sleep(every).await;
                 }
             })
         });
@@ -721,6 +723,18 @@ fn queue_from_env() -> Option<shared_informer::InformerQueue> {
             ..Default::default()
         },
     ))
+}
+
+/// How often the handler's backlog is sampled during the watch: `PEER_BACKLOG_MS`, else 10 ms.
+/// Each sample wakes the client's runtime (kube-rs's run has no backlog and no sampler): at 200
+/// paced events/s the default adds 0.5 wake-ups per event to ours, so paced comparisons may set it
+/// higher.
+fn backlog_period() -> Duration {
+    let ms = std::env::var("PEER_BACKLOG_MS")
+        .ok()
+        .map(|ms| ms.parse::<u64>().expect("PEER_BACKLOG_MS: milliseconds"))
+        .unwrap_or(10);
+    Duration::from_millis(ms.max(1))
 }
 
 /// Writes `command` to the FIFO named by `PERF_CTL_FIFO`, if set, so that a profile taken with

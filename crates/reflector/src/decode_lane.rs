@@ -36,6 +36,20 @@
 //! - **M5 (nothing to forward)**: inside a reflector's list or watch call, this crate's decoders
 //!   use the reflector's lane whatever lister-watcher wraps them; the reflector drops on that lane
 //!   only if a decoder used it (else, as before, on the task reading the watch).
+//! - **M6 (one wake-up back)**: a watch reader on a runtime worker is told a batch is decoded
+//!   through the runtime's I/O driver (a [`Doorbell`]: a datagram socket pair the lane rings after
+//!   the job), not by waking its task from the lane's thread. tokio schedules a task woken from a
+//!   foreign thread on its global queue and unparks a worker as a *searching* one, which, finding
+//!   the task, unparks a second worker that finds nothing: two worker wake-ups per decoded batch,
+//!   the first of which a paced watch pays per event. A wake-up through the I/O driver unparks the
+//!   worker parked on it alone, with the task in its own slot. The result itself still travels in
+//!   the job's channel (M3); the bell only says when to look, and a reader off any runtime, or
+//!   where no bell could be made, waits on the channel as before (M4, W5).
+//! - **M7 (drops ride along)**: objects handed back while a watch is read
+//!   ([`DecodeLane::drop_later`]) wait on the lane for its next job and are dropped, on the lane,
+//!   before it; the lane is woken for them alone only once [`DROPS_WAKE`] wait, so at everyday
+//!   rates a replaced object adds no wake-up of its own. What ends a watch is dropped at once
+//!   ([`DecodeLane::drop_all`]), and everything waiting with it.
 
 use std::any::Any;
 use std::future::Future;
@@ -91,18 +105,56 @@ impl ReadingScope {
 /// the same lane, so this is reached only when many reflectors share a lane that fell behind.
 pub(crate) const MAX_PENDING_DROPS: usize = 8192;
 
+/// Objects waiting on an idle lane for its next job before it is woken for them alone (M7): a
+/// few hundred KB of pods, bounded whatever the rate.
+pub(crate) const DROPS_WAKE: usize = 64;
+
 type Job = Box<dyn FnOnce() + Send>;
+
+/// Objects to drop on the lane, of any type, with their count.
+type Drops = (Box<dyn Send>, usize);
 
 struct Lane {
     index: usize,
     /// The lane's thread's queue; `None` if the thread could not be started (M4).
     sender: OnceLock<Option<Sender<Job>>>,
-    /// Objects handed to [`DecodeLane::drop_all`] and not dropped yet (M2).
+    /// Objects handed to [`DecodeLane::drop_all`] or [`DecodeLane::drop_later`] and not
+    /// dropped yet (M2).
     pending_drops: AtomicUsize,
+    /// Drops waiting for the lane's next job (M7), and how many objects they hold.
+    later: parking_lot::Mutex<(Vec<Drops>, usize)>,
 }
 
 impl Lane {
-    fn sender(&self) -> Option<&Sender<Job>> {
+    fn new(index: usize) -> Lane {
+        Lane {
+            index,
+            sender: OnceLock::new(),
+            pending_drops: AtomicUsize::new(0),
+            later: parking_lot::Mutex::new((Vec::new(), 0)),
+        }
+    }
+
+    /// Drops what waits for the next job (M7); on the lane's thread.
+    fn drop_waiting(&self) {
+        let waiting = std::mem::take(&mut *self.later.lock());
+        for (objects, n) in waiting.0 {
+            self.drop_counted(objects, n);
+        }
+    }
+
+    /// Drops `objects`, `n` of them, counted in `pending_drops` (M2, M3).
+    fn drop_counted(&self, objects: Box<dyn Send>, n: usize) {
+        // A `Drop` that panics loses nothing more than it would have inline, and neither the
+        // count nor the lane (M3).
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(objects)));
+        self.pending_drops.fetch_sub(n, Ordering::Relaxed);
+        if dropped.is_err() {
+            tracing::warn!("an object's drop panicked on a decode lane");
+        }
+    }
+
+    fn sender(&'static self) -> Option<&'static Sender<Job>> {
         self.sender
             .get_or_init(|| {
                 let (tx, rx) = mpsc::channel::<Job>();
@@ -112,6 +164,8 @@ impl Lane {
                         // Jobs catch their own panics (M3), so this loop ends only with the
                         // process: the lanes and their senders are statics.
                         while let Ok(job) = rx.recv() {
+                            // M7: what waited for this job is freed before it allocates.
+                            self.drop_waiting();
                             job();
                         }
                     })
@@ -130,13 +184,7 @@ fn lanes() -> &'static [Lane] {
     static LANES: OnceLock<Box<[Lane]>> = OnceLock::new();
     LANES.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        (0..cores)
-            .map(|index| Lane {
-                index,
-                sender: OnceLock::new(),
-                pending_drops: AtomicUsize::new(0),
-            })
-            .collect()
+        (0..cores).map(Lane::new).collect()
     })
 }
 
@@ -197,17 +245,31 @@ impl DecodeLane {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
+        self.run_ringing(f, None)
+    }
+
+    /// [`run`](Self::run), ringing `bell` once the result is in (M6): a reader waiting with
+    /// [`LaneResult::wait_rung`] is then woken through the runtime's I/O driver.
+    pub(crate) fn run_ringing<T, F>(self, f: F, bell: Option<BellRope>) -> LaneResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel();
         let job: Job = Box::new(move || {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
             let _ = tx.send(outcome);
+            // After the send: a reader that sees the ring finds the result (M6).
+            if let Some(bell) = bell {
+                bell.ring();
+            }
         });
         self.submit(job);
         LaneResult { rx }
     }
 
-    /// Drops `objects` on the lane (M1), or here if the lane already holds
-    /// [`MAX_PENDING_DROPS`] waiting to be dropped (M2).
+    /// Drops `objects` on the lane (M1) now, with everything waiting there (M7), or here if the
+    /// lane already holds [`MAX_PENDING_DROPS`] waiting to be dropped (M2).
     pub(crate) fn drop_all<T: Send + 'static>(self, objects: Vec<T>) {
         let n = objects.len();
         if n == 0 {
@@ -219,26 +281,55 @@ impl DecodeLane {
             drop(objects);
             return;
         }
-        self.submit(Box::new(move || {
-            // A `Drop` that panics loses nothing more than it would have inline, and neither the
-            // count nor the lane (M3).
-            let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(objects)));
+        let lane = self.lane;
+        // An empty job: the lane drops what waits before each job, these objects among it.
+        lane.later.lock().0.push((Box::new(objects), n));
+        self.submit(Box::new(|| {}));
+    }
+
+    /// Drops `objects` on the lane before its next job (M7), waking it for them only once
+    /// [`DROPS_WAKE`] objects wait; beyond [`MAX_PENDING_DROPS`] here (M2).
+    pub(crate) fn drop_later<T: Send + 'static>(self, objects: Vec<T>) {
+        let n = objects.len();
+        if n == 0 {
+            return;
+        }
+        let pending = &self.lane.pending_drops;
+        if pending.fetch_add(n, Ordering::Relaxed) + n > MAX_PENDING_DROPS {
             pending.fetch_sub(n, Ordering::Relaxed);
-            if dropped.is_err() {
-                tracing::warn!("an object's drop panicked on a decode lane");
+            drop(objects);
+            return;
+        }
+        let wake = {
+            let mut later = self.lane.later.lock();
+            later.0.push((Box::new(objects), n));
+            later.1 += n;
+            if later.1 >= DROPS_WAKE {
+                later.1 = 0;
+                true
+            } else {
+                false
             }
-        }));
+        };
+        if wake {
+            self.submit(Box::new(|| {}));
+        }
     }
 
     fn submit(self, job: Job) {
-        match self.lane.sender() {
+        let lane = self.lane;
+        match lane.sender() {
             Some(sender) => {
                 if let Err(SendError(job)) = sender.send(job) {
+                    lane.drop_waiting();
                     job();
                 }
             }
             // Not reached through `usable`; done inline all the same (M4).
-            None => job(),
+            None => {
+                lane.drop_waiting();
+                job();
+            }
         }
     }
 }
@@ -247,6 +338,121 @@ impl DecodeLane {
 /// `None` only if the job was dropped without running, which a lane never does.
 pub(crate) struct LaneResult<T> {
     rx: oneshot::Receiver<Result<T, Box<dyn Any + Send>>>,
+}
+
+impl<T> LaneResult<T> {
+    /// The result if the job is done: `Some(Some(value))`, or `Some(None)` if it was dropped
+    /// without running; `None` while it runs. Registers no waker (M6). Raises the job's panic
+    /// again (M3).
+    fn try_take(&mut self) -> Option<Option<T>> {
+        match self.rx.try_recv() {
+            Ok(Ok(value)) => Some(Some(value)),
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(oneshot::error::TryRecvError::Empty) => None,
+            Err(oneshot::error::TryRecvError::Closed) => Some(None),
+        }
+    }
+
+    /// The result, as awaiting `self` gives it, woken by `bell` (which the job was given the
+    /// rope of, [`DecodeLane::run_ringing`]) rather than by the lane's thread when there is one
+    /// and this task runs on a runtime (M6); else as awaiting `self`.
+    pub(crate) async fn wait_rung(&mut self, bell: Option<&Doorbell>) -> Option<T> {
+        let bell = match bell {
+            Some(bell) if tokio::runtime::Handle::try_current().is_ok() => bell,
+            _ => return self.await,
+        };
+        loop {
+            if let Some(result) = self.try_take() {
+                return result;
+            }
+            // A ring for a result already taken only costs one more look.
+            if !bell.wait().await {
+                return self.await;
+            }
+        }
+    }
+}
+
+/// The end of a [`Doorbell`] a lane job rings (M6).
+#[derive(Clone)]
+pub(crate) struct BellRope {
+    #[cfg(unix)]
+    tx: Arc<std::os::unix::net::UnixDatagram>,
+}
+
+impl BellRope {
+    fn ring(&self) {
+        // Non-blocking, and `send` never raises SIGPIPE: a full queue means a ring is already
+        // waiting, a closed one that nobody waits any more; both are fine.
+        #[cfg(unix)]
+        let _ = self.tx.send(&[1]);
+    }
+}
+
+/// How a lane tells a watch reader on a runtime worker that a batch is decoded: a datagram socket
+/// pair, whose reading end is registered with the runtime's I/O driver (M6). One per watch
+/// stream.
+pub(crate) struct Doorbell {
+    #[cfg(unix)]
+    rx: tokio::net::UnixDatagram,
+    rope: BellRope,
+}
+
+impl std::fmt::Debug for Doorbell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Doorbell")
+    }
+}
+
+impl Doorbell {
+    /// A bell registered with the current runtime's I/O driver; `None` outside a runtime, off
+    /// Unix, or when the sockets cannot be made (then readers wait on the job's channel, M6).
+    pub(crate) fn new() -> Option<Doorbell> {
+        #[cfg(unix)]
+        {
+            tokio::runtime::Handle::try_current().ok()?;
+            let (rx, tx) = std::os::unix::net::UnixDatagram::pair().ok()?;
+            rx.set_nonblocking(true).ok()?;
+            tx.set_nonblocking(true).ok()?;
+            let rx = tokio::net::UnixDatagram::from_std(rx).ok()?;
+            Some(Doorbell {
+                rx,
+                rope: BellRope { tx: Arc::new(tx) },
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            None
+        }
+    }
+
+    /// The end a job rings.
+    pub(crate) fn rope(&self) -> BellRope {
+        self.rope.clone()
+    }
+
+    /// Waits for a ring (one already rung counts) and takes every ring waiting; false if the
+    /// bell failed (not expected of a socket pair), and the caller should wait another way.
+    async fn wait(&self) -> bool {
+        #[cfg(unix)]
+        {
+            if self.rx.readable().await.is_err() {
+                return false;
+            }
+            let mut buf = [0u8; 16];
+            // Until `WouldBlock`, which clears the readiness the next wait waits for.
+            while let Ok(n) = self.rx.try_recv(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+            }
+            true
+        }
+        #[cfg(not(unix))]
+        {
+            false
+        }
+    }
 }
 
 impl<T> Future for LaneResult<T> {
@@ -295,11 +501,7 @@ mod tests {
     /// count against its bound.
     fn private_lane() -> DecodeLane {
         DecodeLane {
-            lane: Box::leak(Box::new(Lane {
-                index: usize::MAX,
-                sender: OnceLock::new(),
-                pending_drops: AtomicUsize::new(0),
-            })),
+            lane: Box::leak(Box::new(Lane::new(usize::MAX))),
         }
     }
 
@@ -493,6 +695,138 @@ mod tests {
         let lane = private_lane();
         lane.drop_all(vec![Bomb]);
         assert_eq!(futures::executor::block_on(lane.run(|| 7)), Some(7));
+        assert_eq!(lane.lane.pending_drops.load(Ordering::Relaxed), 0);
+    }
+
+    /// A waker that counts its wakes.
+    struct CountingWaker(AtomicUsize);
+
+    impl std::task::Wake for CountingWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// M6: a reader waiting with a doorbell is not woken by the lane's job completing (that
+    /// would be a wake-up from a foreign thread), only by the bell the job rings, through the
+    /// runtime's I/O driver; and the result it then takes is the job's.
+    #[test]
+    fn m6_a_reader_with_a_doorbell_is_woken_by_the_bell_not_by_the_lane() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_io()
+            .build()
+            .unwrap();
+        let _entered = rt.enter();
+        let bell = Doorbell::new().expect("a doorbell on a runtime with I/O");
+        let lane = private_lane();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        // A job that does not ring: if anything wakes the reader, it is not the bell.
+        let mut silent = lane.run(move || {
+            let _ = release_rx.recv();
+            7
+        });
+        let counter = Arc::new(CountingWaker(AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(Arc::clone(&counter));
+        let mut cx = Context::from_waker(&waker);
+        {
+            let mut wait = std::pin::pin!(silent.wait_rung(Some(&bell)));
+            assert!(wait.as_mut().poll(&mut cx).is_pending());
+            release_tx.send(()).unwrap();
+            // The job is done once the lane runs the next one.
+            futures::executor::block_on(lane.run(|| ())).unwrap();
+            assert_eq!(
+                counter.0.load(Ordering::SeqCst),
+                0,
+                "the lane's completion woke the reader"
+            );
+            // The bell's wake comes from a worker polling the I/O driver.
+            bell.rope().ring();
+            let woken = std::time::Instant::now();
+            while counter.0.load(Ordering::SeqCst) == 0 {
+                assert!(
+                    woken.elapsed() < std::time::Duration::from_secs(60),
+                    "the bell never woke the reader"
+                );
+                std::thread::yield_now();
+            }
+            assert_eq!(wait.as_mut().poll(&mut cx), Poll::Ready(Some(7)));
+        }
+        // A ringing job wakes its reader by itself, result first; rings for results already
+        // taken cost one more look, never a lost wake-up.
+        rt.block_on(async {
+            for i in 0..50u32 {
+                let mut r = lane.run_ringing(move || i, Some(bell.rope()));
+                assert_eq!(r.wait_rung(Some(&bell)).await, Some(i));
+            }
+        });
+        // Ringing a bell nobody listens to any more is harmless.
+        let rope = bell.rope();
+        drop(bell);
+        rope.ring();
+    }
+
+    /// M7: objects handed over with `drop_later` wait on the lane, wake it only once
+    /// `DROPS_WAKE` wait, and are dropped on the lane before its next job.
+    #[test]
+    fn m7_later_drops_wait_for_the_next_job_and_are_dropped_on_the_lane_before_it() {
+        let lane = private_lane();
+        // Start the lane's thread and learn its id.
+        let lane_thread =
+            futures::executor::block_on(lane.run(|| std::thread::current().id())).unwrap();
+        let dropped = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let caller = std::thread::current().id();
+        let one = |dropped: &Arc<parking_lot::Mutex<Vec<(ThreadId, ThreadId)>>>| Traced {
+            made: caller,
+            dropped: Arc::clone(dropped),
+        };
+        for _ in 0..DROPS_WAKE - 1 {
+            lane.drop_later(vec![one(&dropped)]);
+        }
+        // Below the wake mark nothing is sent to the lane: the objects wait for its next job.
+        assert_eq!(lane.lane.later.lock().1, DROPS_WAKE - 1);
+        assert_eq!(
+            lane.lane.pending_drops.load(Ordering::Relaxed),
+            DROPS_WAKE - 1
+        );
+        let seen_by_job = futures::executor::block_on(lane.run({
+            let dropped = Arc::clone(&dropped);
+            move || dropped.lock().len()
+        }))
+        .unwrap();
+        assert_eq!(seen_by_job, DROPS_WAKE - 1, "dropped before the next job");
+        assert!(dropped
+            .lock()
+            .iter()
+            .all(|&(_, freed)| freed == lane_thread));
+        assert_eq!(lane.lane.pending_drops.load(Ordering::Relaxed), 0);
+        // At the wake mark the lane is woken for them: no further job is needed.
+        dropped.lock().clear();
+        lane.drop_later((0..DROPS_WAKE).map(|_| one(&dropped)).collect());
+        let woken = std::time::Instant::now();
+        while dropped.lock().len() < DROPS_WAKE {
+            assert!(
+                woken.elapsed() < std::time::Duration::from_secs(60),
+                "the lane was not woken for {DROPS_WAKE} waiting drops"
+            );
+            std::thread::yield_now();
+        }
+        assert!(dropped
+            .lock()
+            .iter()
+            .all(|&(_, freed)| freed == lane_thread));
+        // `drop_all` drops at once, what waits with it.
+        dropped.lock().clear();
+        lane.drop_later(vec![one(&dropped)]);
+        lane.drop_all(vec![one(&dropped)]);
+        let woken = std::time::Instant::now();
+        while dropped.lock().len() < 2 {
+            assert!(
+                woken.elapsed() < std::time::Duration::from_secs(60),
+                "drop_all did not wake the lane"
+            );
+            std::thread::yield_now();
+        }
         assert_eq!(lane.lane.pending_drops.load(Ordering::Relaxed), 0);
     }
 

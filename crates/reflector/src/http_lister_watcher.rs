@@ -224,6 +224,8 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             chunks,
             self.max_event_size,
             DecodeLane::for_decoding(self.lane),
+            // Read from a socket through this runtime: its I/O driver runs (M6).
+            true,
         );
         Ok(with_idle_timeout(events, activity, idle))
     }

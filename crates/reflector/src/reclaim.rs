@@ -28,7 +28,9 @@
 //! - **G2 (nothing kept when no watch is read)**: while no watch is being read (listing, waiting
 //!   to retry, stopped), nothing is kept, and when a watch ends everything kept is dropped. While
 //!   a watch is read, what is kept is dropped before its next events are applied, or as soon as
-//!   the reading task runs when it is waiting for events.
+//!   the reading task runs when it is waiting for events; with a lane, "dropped" means handed to
+//!   the lane, which frees it before its next decoding job (`decode_lane.rs`, M7), at once when
+//!   the watch ends.
 //! - **G3 (last references only)**: an object is kept only when the giver holds its last
 //!   reference: one still in the cache, or held by a handler, is never kept, so a `Reclaim` never
 //!   delays more than the free of memory nobody can reach.
@@ -214,11 +216,14 @@ impl<K: Send + Sync + 'static> Reading<'_, K> {
         self.reclaim.kept_some.notified().await;
     }
 
-    /// Drops everything kept: on the lane if there is one, else on the calling task.
+    /// Drops everything kept: on the lane if there is one, before its next job (M7 in
+    /// `decode_lane.rs`: a watch that reads on decodes again soon), else on the calling task.
     pub(crate) fn drop_kept(&mut self) {
         self.reclaim.swap_out(&mut self.spare);
         match self.lane {
-            Some(lane) if !self.spare.is_empty() => lane.drop_all(std::mem::take(&mut self.spare)),
+            Some(lane) if !self.spare.is_empty() => {
+                lane.drop_later(std::mem::take(&mut self.spare))
+            }
             _ => self.spare.clear(),
         }
     }

@@ -31,7 +31,7 @@ use futures::{FutureExt as _, Stream, StreamExt as _};
 use parking_lot::Mutex;
 
 use crate::client::BoxError;
-use crate::decode_lane::{DecodeLane, LaneResult};
+use crate::decode_lane::{DecodeLane, Doorbell, LaneResult};
 use crate::error::ReflectorError;
 use crate::lister_watcher::WatchStream;
 use crate::wire::decoder::{decode_frames, DecodeError, RawFrame, WatchDecoder, WatchEvent};
@@ -125,6 +125,9 @@ struct BodyState<K, S> {
     finished: bool,
     /// Where batches are decoded; inline when `None`.
     lane: Option<DecodeLane>,
+    /// Rung by the lane when a batch is decoded, so that this task is woken through the runtime's
+    /// I/O driver (M6 in `decode_lane.rs`); `None` without a lane or outside a runtime.
+    bell: Option<Doorbell>,
 }
 
 impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, S> {
@@ -163,14 +166,15 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
         let Some(Batch::OnLane { result, .. }) = self.in_flight.front_mut() else {
             return;
         };
+        let bell = self.bell.as_ref();
         let decoded = if room {
             tokio::select! {
                 biased;
-                decoded = result => decoded,
+                decoded = result.wait_rung(bell) => decoded,
                 item = self.chunks.next() => return self.read(item),
             }
         } else {
-            result.await
+            result.wait_rung(bell).await
         };
         let (error, last) = match self.in_flight.front_mut() {
             Some(Batch::OnLane { error, last, .. }) => (error.take(), *last),
@@ -296,10 +300,13 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
             let job = Arc::new(Job {
                 frames: Mutex::new(Some(batch)),
             });
-            let result = lane.run({
-                let job = Arc::clone(&job);
-                move || job.claim().map(|frames| decode_batch(frames, None, false))
-            });
+            let result = lane.run_ringing(
+                {
+                    let job = Arc::clone(&job);
+                    move || job.claim().map(|frames| decode_batch(frames, None, false))
+                },
+                self.bell.as_ref().map(Doorbell::rope),
+            );
             self.in_flight.push_back(Batch::OnLane {
                 job,
                 error,
@@ -321,18 +328,24 @@ where
     K: Decode,
     S: Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
 {
+    // No doorbell (M6): `chunks` may come from anywhere, and a runtime without its I/O driver
+    // cannot register one (tokio panics rather than say so).
     decode_watch_body_on(
         chunks,
         max_event_size,
         DecodeLane::for_decoding(DecodeLane::next()),
+        false,
     )
 }
 
-/// [`decode_watch_body`], with events decoded on `lane` (inline when `None`).
+/// [`decode_watch_body`], with events decoded on `lane` (inline when `None`); with `io`, the
+/// current runtime's I/O driver is known to run (the body is read from a socket through it), and
+/// the lane rings a [`Doorbell`] when a batch is decoded (M6 in `decode_lane.rs`).
 pub(crate) fn decode_watch_body_on<K, S>(
     chunks: S,
     max_event_size: usize,
     lane: Option<DecodeLane>,
+    io: bool,
 ) -> WatchStream<K>
 where
     K: Decode,
@@ -345,6 +358,7 @@ where
         ready: VecDeque::new(),
         body_done: false,
         finished: false,
+        bell: lane.filter(|_| io).and_then(|_| Doorbell::new()),
         lane,
     };
     Box::pin(futures::stream::unfold(state, |mut st| async move {
@@ -428,6 +442,51 @@ mod tests {
         });
         let expected: Vec<String> = (0..n).map(|i| i.to_string()).collect();
         assert_eq!(rvs(&events), expected);
+    }
+
+    /// W1 with the doorbell (M6 in `decode_lane.rs`), as `HttpListerWatcher` reads: one event per
+    /// chunk, several batches, a malformed event at the end; every event once, in order, then
+    /// the error, each wake-up coming from the bell.
+    #[test]
+    fn w1_w2_with_a_doorbell_events_come_out_in_order_then_the_error() {
+        let n = BATCH * MAX_IN_FLIGHT * 3 + 5;
+        let text: String = (0..n)
+            .map(line)
+            .chain(std::iter::once(
+                "{\"type\":\"MODIFIED\",\"object\":[]}\n".to_string(),
+            ))
+            .collect();
+        let cuts: Vec<usize> = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_io()
+            .build()
+            .unwrap();
+        let (events, rung) = rt.block_on(async {
+            let lane = DecodeLane::next().usable();
+            let stream = decode_watch_body_on::<CompactObject, _>(
+                body(&text, &cuts, None, Arc::default()),
+                DEFAULT_MAX,
+                lane,
+                true,
+            );
+            let rung = lane.is_none() || Doorbell::new().is_some();
+            (stream.collect::<Vec<_>>().await, rung)
+        });
+        assert!(rung, "a doorbell on a runtime with I/O");
+        let mut expected: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        expected.push("error".to_string());
+        let got: Vec<String> = rvs(&events)
+            .into_iter()
+            .map(|s| {
+                if s.starts_with("error") {
+                    "error".to_string()
+                } else {
+                    s
+                }
+            })
+            .collect();
+        assert_eq!(got, expected);
     }
 
     /// W2: the error comes after every event before it, and nothing after it.
@@ -533,6 +592,7 @@ mod tests {
             body(&text, &[], None, Arc::default()),
             DEFAULT_MAX,
             Some(DecodeLane::next()),
+            false,
         );
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

@@ -337,8 +337,21 @@ async fn drops_on_the_decoding_lane<L>(
             .cloned()
             .collect::<Vec<_>>()
     };
-    // The list's version and each update but the last are replaced, handled and dropped.
-    until(|| *handled.lock() == updates && dropped_here(&ns).len() as u64 == updates).await;
+    // The list's version and each update but the last are replaced, handled and dropped, on the
+    // lane before its next job (M7): further updates give it one.
+    until(|| *handled.lock() == updates).await;
+    let mut nudges = 0;
+    while (dropped_here(&ns).len() as u64) < updates {
+        nudges += 1;
+        assert!(nudges < 100, "replaced objects never dropped");
+        sim.update(
+            "pods",
+            Some(&ns),
+            json!({"metadata": {"name": "a"}, "spec": {"n": updates + nudges}}),
+        )
+        .unwrap();
+        until(|| *handled.lock() == updates + nudges).await;
+    }
     let dropped = dropped_here(&ns);
     let elsewhere: Vec<_> = dropped
         .iter()
