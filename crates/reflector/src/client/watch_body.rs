@@ -21,9 +21,9 @@
 //! sched:sched_wakeup`, docs/benchmarks.md, section *Paced peer comparison*). So the body polls
 //! both with a waker of its own ([`PollWaker`]) that keeps wakes arriving during the poll to
 //! itself and polls again, and passes on only those that arrive while the task waits
-//! (invariant B1 below).
+//! (invariant WB1 below).
 //!
-//! - **B1 (no wake lost, none to itself)**: a wake of the connection or the body while
+//! - **WB1 (no wake lost, none to itself)**: a wake of the connection or the body while
 //!   [`WatchBody::poll_frame`] runs does not wake the task: if the poll ends `Pending`, the two
 //!   are polled again (at most [`REPOLLS`] times, then the task is woken as before); if it ends
 //!   `Ready`, the caller polls again for the next frame. A wake at any other time wakes the task
@@ -62,11 +62,11 @@ const WATCH_READ_BUFFER: usize = 64 * 1024;
 pub(crate) type ConnectionDriver = Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>;
 
 /// Times a `Pending` poll is repeated because the connection or the body was woken during it
-/// (B1); beyond, the task is woken instead, so a connection that keeps waking itself cannot hold
+/// (WB1); beyond, the task is woken instead, so a connection that keeps waking itself cannot hold
 /// the worker.
 pub(crate) const REPOLLS: usize = 4;
 
-/// The waker a dedicated watch body polls its connection and body with (B1): a wake while the
+/// The waker a dedicated watch body polls its connection and body with (WB1): a wake while the
 /// body is being polled is noted, one at any other time wakes the task that polled last.
 #[derive(Default)]
 pub(crate) struct PollWaker {
@@ -110,7 +110,7 @@ pub struct WatchBody {
     body: Incoming,
     /// `Some` until the dedicated connection finishes; `None` for a pooled connection.
     connection: Option<ConnectionDriver>,
-    /// What the connection and the body are polled with (B1), for a dedicated connection.
+    /// What the connection and the body are polled with (WB1), for a dedicated connection.
     poll_waker: Option<(Arc<PollWaker>, Waker)>,
 }
 
@@ -180,7 +180,7 @@ impl Body for WatchBody {
             poll_waker.begin(cx);
             let polled = this.poll_once(&mut own);
             let woken = poll_waker.end();
-            // B1: `Ready` is polled again by the caller for the next frame.
+            // WB1: `Ready` is polled again by the caller for the next frame.
             if polled.is_ready() || !woken {
                 return polled;
             }
@@ -250,11 +250,11 @@ mod tests {
         format!("{:x}\r\n{data}\r\n", data.len())
     }
 
-    /// B1: reading chunks that have arrived never wakes the reading task (before, every chunk
+    /// WB1: reading chunks that have arrived never wakes the reading task (before, every chunk
     /// woke it during its own poll, which tokio answers by unparking another worker); a chunk
     /// arriving while it waits does wake it.
     #[tokio::test]
-    async fn b1_reading_wakes_the_reader_only_for_what_arrives_while_it_waits() {
+    async fn wb1_reading_wakes_the_reader_only_for_what_arrives_while_it_waits() {
         let (client, mut server) = tokio::io::duplex(64 * 1024);
         let mut head = String::from("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
         for i in 0..5 {
@@ -311,10 +311,10 @@ mod tests {
         }
     }
 
-    /// B1 for the waker itself: a wake during a poll is noted and wakes nobody; one after it
+    /// WB1 for the waker itself: a wake during a poll is noted and wakes nobody; one after it
     /// wakes the task that polled last.
     #[test]
-    fn b1_a_wake_during_a_poll_is_kept_one_after_it_is_passed_on() {
+    fn wb1_a_wake_during_a_poll_is_kept_one_after_it_is_passed_on() {
         let task = Arc::new(CountingWaker::default());
         let waker = Waker::from(Arc::clone(&task));
         let cx = Context::from_waker(&waker);
