@@ -586,10 +586,15 @@ mod tests {
         rt.block_on(async {
             let lane = private_lane();
             let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
-            // Keep the lane busy until released, so nothing it is given is dropped meanwhile.
+            let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+            // Keep the lane busy until released, so nothing it is given is dropped meanwhile;
+            // wait until it is inside that job, or what waits for its next job (M7) would be
+            // dropped before it starts.
             let busy = lane.run(move || {
+                let _ = started_tx.send(());
                 let _ = hold_rx.recv();
             });
+            started_rx.recv().unwrap();
             let dropped = Arc::new(parking_lot::Mutex::new(Vec::new()));
             let batch = |n: usize| {
                 (0..n)
@@ -631,19 +636,27 @@ mod tests {
         ) {
             let lane = private_lane();
             let (hold_tx, hold_rx) = std::sync::mpsc::channel::<()>();
+            let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
             let busy = lane.run(move || {
+                let _ = started_tx.send(());
                 let _ = hold_rx.recv();
             });
+            // The lane is inside the holding job before anything is handed to it: what waits for
+            // its next job (M7) is dropped only once it is released, never while we count.
+            started_rx.recv().unwrap();
             let dropped = Arc::new(parking_lot::Mutex::new(Vec::new()));
             let caller = std::thread::current().id();
+            let on_caller = |d: &[(std::thread::ThreadId, std::thread::ThreadId)]| {
+                d.iter().filter(|(_, freed)| *freed == caller).count()
+            };
             let mut kept = 0;
             for &n in &sizes {
                 let made: Vec<Traced> = (0..n)
                     .map(|_| Traced { made: caller, dropped: Arc::clone(&dropped) })
                     .collect();
-                let inline_before = dropped.lock().len();
+                let inline_before = on_caller(&dropped.lock());
                 lane.drop_all(made);
-                let inline = dropped.lock().len() - inline_before;
+                let inline = on_caller(&dropped.lock()) - inline_before;
                 if kept + n <= MAX_PENDING_DROPS {
                     proptest::prop_assert_eq!(inline, 0);
                     kept += n;
