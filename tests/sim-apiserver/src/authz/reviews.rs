@@ -76,12 +76,7 @@ pub(crate) async fn handle(
         .map_err(|e| ApiError::bad_request(format!("reading the request body: {e}")))?
         .to_bytes();
     let mut review: Value = if protobuf {
-        proto::review(&bytes, &def.plural).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "the object provided is unrecognized (must be of type {})",
-                def.kind
-            ))
-        })?
+        decode_protobuf(&bytes, &def.kind)?
     } else {
         serde_json::from_slice(&bytes).map_err(|e| {
             ApiError::bad_request(format!("the object provided is unrecognized: {e}"))
@@ -208,137 +203,41 @@ fn rules_review(policy: &Policy, u: &UserInfo, review: &Value) -> Value {
     })
 }
 
-/// Just enough of Kubernetes' protobuf encoding to read a review's spec: the `k8s\0`
-/// envelope (a `runtime.Unknown` holding the object's bytes) and the spec's string fields.
-mod proto {
-    use serde_json::{json, Map, Value};
+/// A protobuf review body (envelope included) as JSON, by the simulator's protobuf codec.
+fn decode_protobuf(body: &bytes::Bytes, kind: &str) -> Result<Value, ApiError> {
+    crate::protobuf::decode_object(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {kind}): {e}"
+        ))
+    })
+}
 
-    /// A field's value: a number (ignored) or bytes.
-    enum Field<'a> {
-        Number,
-        Bytes(&'a [u8]),
-    }
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
 
-    fn varint(b: &mut &[u8]) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&x, rest) = b.split_first()?;
-            *b = rest;
-            v |= u64::from(x & 0x7f) << shift;
-            if x < 0x80 {
-                return Some(v);
-            }
-        }
-        None
-    }
+    use crate::protobuf::encode_object;
 
-    /// The fields of a message by number, or `None` when it is not well formed.
-    fn fields(mut b: &[u8]) -> Option<Vec<(u64, Field<'_>)>> {
-        let mut out = Vec::new();
-        while !b.is_empty() {
-            let key = varint(&mut b)?;
-            let f = match key & 7 {
-                0 => {
-                    varint(&mut b)?;
-                    Field::Number
-                }
-                1 => {
-                    b = b.get(8..)?;
-                    Field::Number
-                }
-                2 => {
-                    let n = usize::try_from(varint(&mut b)?).ok()?;
-                    if n > b.len() {
-                        return None;
-                    }
-                    let (v, rest) = b.split_at(n);
-                    b = rest;
-                    Field::Bytes(v)
-                }
-                5 => {
-                    b = b.get(4..)?;
-                    Field::Number
-                }
-                _ => return None,
-            };
-            out.push((key >> 3, f));
-        }
-        Some(out)
-    }
-
-    /// Field `n` of a message (empty when absent), or `None` when it is not well formed.
-    fn field(b: &[u8], n: u64) -> Option<Option<&[u8]>> {
-        Some(fields(b)?.into_iter().find_map(|(k, f)| match f {
-            Field::Bytes(v) if k == n => Some(v),
-            _ => None,
-        }))
-    }
-
-    /// A message of string fields as a JSON object, by field number.
-    fn strings(b: &[u8], names: &[(u64, &str)]) -> Option<Value> {
-        let mut m = Map::new();
-        for (k, f) in fields(b)? {
-            if let (Field::Bytes(v), Some((_, name))) = (f, names.iter().find(|(n, _)| *n == k)) {
-                m.insert(name.to_string(), json!(std::str::from_utf8(v).ok()?));
-            }
-        }
-        Some(Value::Object(m))
-    }
-
-    /// The review in `body` (envelope included) as JSON with its spec.
-    pub(super) fn review(body: &[u8], plural: &str) -> Option<Value> {
-        let unknown = body.strip_prefix(b"k8s\0")?;
-        let raw = field(unknown, 2)?.unwrap_or_default();
-        let spec = field(raw, 2)?.unwrap_or_default();
-        let spec = match plural {
-            "selfsubjectaccessreviews" => {
-                let mut s = Map::new();
-                if let Some(ra) = field(spec, 1)? {
-                    let names = [
-                        (1, "namespace"),
-                        (2, "verb"),
-                        (3, "group"),
-                        (4, "version"),
-                        (5, "resource"),
-                        (6, "subresource"),
-                        (7, "name"),
-                    ];
-                    s.insert("resourceAttributes".into(), strings(ra, &names)?);
-                }
-                if let Some(nra) = field(spec, 2)? {
-                    let names = [(1, "path"), (2, "verb")];
-                    s.insert("nonResourceAttributes".into(), strings(nra, &names)?);
-                }
-                Value::Object(s)
-            }
-            "selfsubjectrulesreviews" => strings(spec, &[(1, "namespace")])?,
-            _ => json!({}),
-        };
-        Some(json!({"metadata": {}, "spec": spec}))
-    }
-
-    #[cfg(test)]
-    mod tests {
-        /// A length-delimited field.
-        fn ld(n: u8, v: &[u8]) -> Vec<u8> {
-            let mut out = vec![(n << 3) | 2, v.len() as u8];
-            out.extend_from_slice(v);
-            out
-        }
-
-        #[test]
-        fn a_protobuf_access_review_reads_as_its_json() {
-            let ra = [ld(1, b"default"), ld(2, b"list"), ld(5, b"pods")].concat();
-            let raw = ld(2, &ld(1, &ra));
-            let unknown = [ld(1, &ld(2, b"SelfSubjectAccessReview")), ld(2, &raw)].concat();
-            let body = [b"k8s\0".as_slice(), &unknown].concat();
-            let v = super::review(&body, "selfsubjectaccessreviews").unwrap();
-            assert_eq!(
-                v["spec"]["resourceAttributes"],
-                serde_json::json!({"namespace": "default", "verb": "list", "resource": "pods"})
-            );
-            assert!(super::review(&body[..body.len() - 3], "selfsubjectaccessreviews").is_none());
-            assert!(super::review(b"{}", "selfsubjectaccessreviews").is_none());
-        }
+    /// kubectl's protobuf review is read by the simulator's protobuf codec, as any other body.
+    #[test]
+    fn a_protobuf_access_review_reads_as_its_json() {
+        let review = json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "metadata": {},
+            "spec": {"resourceAttributes": {"namespace": "default", "verb": "list", "resource": "pods"}}
+        });
+        let body = bytes::Bytes::from(encode_object(&review).unwrap());
+        let v = super::decode_protobuf(&body, "SelfSubjectAccessReview").unwrap();
+        assert_eq!(
+            v["spec"]["resourceAttributes"],
+            json!({"namespace": "default", "verb": "list", "resource": "pods"})
+        );
+        let cut = body.slice(..body.len() - 3);
+        assert!(super::decode_protobuf(&cut, "SelfSubjectAccessReview").is_err());
+        assert!(super::decode_protobuf(
+            &bytes::Bytes::from_static(b"{}"),
+            "SelfSubjectAccessReview"
+        )
+        .is_err());
     }
 }
