@@ -98,28 +98,101 @@ fn now_us() -> u64 {
         .map_or(0, |d| d.as_micros() as u64)
 }
 
-/// The latencies a handler saw: from the server's stamp to the handler's call.
-#[derive(Default)]
+/// The latencies a handler saw: from the server's stamp to the handler's call, as a histogram of
+/// fixed size made before the watch starts. (Keeping every latency in a growing list added its
+/// own memory to the client's RSS during a paced watch: 2 MB over 480k events, part of the
+/// `CompactObject` rise examined in docs/benchmarks.md.)
 pub struct Latencies(std::sync::Mutex<Vec<u32>>);
 
+/// Latencies below this many µs are counted to the microsecond.
+const FINE_US: u64 = 10_000;
+/// Above [`FINE_US`], to the nearest this many µs.
+const COARSE_STEP_US: u64 = 100;
+/// Latencies at or beyond this many µs share the last bucket.
+const MAX_US: u64 = 2_000_000;
+const BUCKETS: usize = (FINE_US + (MAX_US - FINE_US) / COARSE_STEP_US + 1) as usize;
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies(std::sync::Mutex::new(vec![0; BUCKETS]))
+    }
+}
+
 impl Latencies {
+    fn bucket(micros: u64) -> usize {
+        let micros = micros.min(MAX_US);
+        if micros < FINE_US {
+            micros as usize
+        } else {
+            (FINE_US + (micros - FINE_US) / COARSE_STEP_US) as usize
+        }
+    }
+
+    /// The latency a bucket stands for: its exact value below [`FINE_US`], else its middle.
+    fn value(bucket: usize) -> f64 {
+        let bucket = bucket as u64;
+        if bucket < FINE_US {
+            bucket as f64
+        } else {
+            (FINE_US + (bucket - FINE_US) * COARSE_STEP_US) as f64 + COARSE_STEP_US as f64 / 2.0
+        }
+    }
+
     /// Records one event's latency from its stamp, if it has one.
     fn observe(&self, stamp: Option<&str>) {
         if let Some(sent) = stamp.and_then(|s| s.parse::<u64>().ok()) {
-            let micros = now_us().saturating_sub(sent).min(u32::MAX as u64) as u32;
-            self.0.lock().expect("latencies").push(micros);
+            let bucket = Self::bucket(now_us().saturating_sub(sent));
+            let mut counts = self.0.lock().expect("latencies");
+            counts[bucket] = counts[bucket].saturating_add(1);
         }
     }
 
     /// The `q` quantile (0..=1) in microseconds, if any latency was recorded.
     fn quantile(&self, q: f64) -> Option<f64> {
-        let mut all = self.0.lock().expect("latencies").clone();
-        if all.is_empty() {
+        let counts = self.0.lock().expect("latencies");
+        let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
+        if total == 0 {
             return None;
         }
-        all.sort_unstable();
-        let i = ((all.len() - 1) as f64 * q).round() as usize;
-        Some(all[i] as f64)
+        let rank = ((total - 1) as f64 * q).round() as u64;
+        let mut seen = 0;
+        for (bucket, &count) in counts.iter().enumerate() {
+            seen += u64::from(count);
+            if seen > rank {
+                return Some(Self::value(bucket));
+            }
+        }
+        Some(Self::value(BUCKETS - 1))
+    }
+}
+
+#[cfg(test)]
+mod latency_tests {
+    use super::*;
+
+    fn record(latencies: &Latencies, micros: &[u64]) {
+        let mut counts = latencies.0.lock().unwrap();
+        for &m in micros {
+            counts[Latencies::bucket(m)] += 1;
+        }
+    }
+
+    #[test]
+    fn quantiles_are_exact_below_ten_ms_and_to_the_bucket_above() {
+        let latencies = Latencies::default();
+        assert_eq!(latencies.quantile(0.5), None);
+        let fine: Vec<u64> = (1..=99).collect();
+        record(&latencies, &fine);
+        record(&latencies, &[25_049]);
+        assert_eq!(latencies.quantile(0.0), Some(1.0));
+        assert_eq!(latencies.quantile(0.5), Some(51.0));
+        assert_eq!(latencies.quantile(0.98), Some(98.0));
+        assert_eq!(latencies.quantile(1.0), Some(25_050.0));
+        record(&latencies, &[u64::MAX]);
+        assert_eq!(
+            latencies.quantile(1.0),
+            Some(MAX_US as f64 + COARSE_STEP_US as f64 / 2.0)
+        );
     }
 }
 
