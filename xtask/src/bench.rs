@@ -15,7 +15,10 @@
 //! each typed client (peak RSS) and the soak.
 //!
 //! Arguments: `--quick` (shorter criterion runs, fewer peer watch events; figures noisier),
-//! `--no-write` (print only).
+//! `--no-write` (print only), `--chart-only` (run nothing: redraw the peer comparison's chart,
+//! [`chart::PATH`], from the table already in `docs/benchmarks.md`).
+//!
+//! A full run also draws that chart from the rows it writes into the table.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -25,7 +28,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::tools;
+use crate::{chart, tools};
 
 /// The generated section of `docs/benchmarks.md` lies between these two lines.
 const BEGIN: &str =
@@ -252,12 +255,17 @@ struct Row {
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut quick = false;
     let mut write = true;
+    let mut chart_only = false;
     for arg in args {
         match arg.as_str() {
             "--quick" => quick = true,
             "--no-write" => write = false,
+            "--chart-only" => chart_only = true,
             other => return Err(format!("`bench`: unknown argument `{other}`")),
         }
+    }
+    if chart_only {
+        return chart_from_doc(write);
     }
     let cargo = tools::cargo();
     let started = SystemTime::now();
@@ -293,7 +301,62 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let path = tools::workspace_root().join("docs/benchmarks.md");
         update_doc(&path, &table)?;
         println!("bench: updated {}", path.display());
+        let rows = rows
+            .iter()
+            .map(|r| (r.label.as_str(), r.value.as_str(), r.baseline.as_str()));
+        write_chart(chart::clients(rows), &table)?;
     }
+    Ok(())
+}
+
+/// `--chart-only`: the chart of the table in `docs/benchmarks.md`, written unless `--no-write`.
+fn chart_from_doc(write: bool) -> Result<(), String> {
+    let path = tools::workspace_root().join("docs/benchmarks.md");
+    let doc =
+        std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let section = match (doc.find(BEGIN), doc.find(END)) {
+        (Some(b), Some(e)) if e > b => &doc[b..e],
+        _ => return Err(format!("{}: no generated table", path.display())),
+    };
+    let rows = chart::table_rows(section);
+    let clients = chart::clients(
+        rows.iter()
+            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str())),
+    );
+    if clients.is_empty() {
+        return Err(format!("{}: the table has no peer rows", path.display()));
+    }
+    if write {
+        write_chart(clients, section)
+    } else {
+        println!("{}", chart::svg(&clients, &caption(section)));
+        Ok(())
+    }
+}
+
+/// The chart's caption: the table's own account of when and where it was measured.
+fn caption(table: &str) -> String {
+    let measured = table
+        .lines()
+        .find(|l| l.starts_with("Measured "))
+        .and_then(|l| l.split(", rustc").next())
+        .unwrap_or("Measured by `cargo xtask bench`");
+    format!(
+        "{measured}: each client in a process of its own against the same fake API server.\n\
+         Client runtime of 2 worker threads; medians of {PEER_RUNS} runs; glibc malloc. \
+         Figures and ratios: docs/benchmarks.md."
+    )
+}
+
+/// Writes the chart of `clients` to [`chart::PATH`], captioned from `table`.
+fn write_chart(clients: Vec<chart::Client>, table: &str) -> Result<(), String> {
+    let path = tools::workspace_root().join(chart::PATH);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    std::fs::write(&path, chart::svg(&clients, &caption(table)))
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    println!("bench: drew {}", path.display());
     Ok(())
 }
 
