@@ -723,8 +723,9 @@ fn large_list_row(ours: &Value, kube: &Value) -> Option<Value> {
     }))
 }
 
-/// The wire rows: protobuf's bytes per watch event and per listed pod against JSON's (JSON's over
-/// protobuf's: higher is better), from `peer-bench wire`.
+/// The wire rows, from `peer-bench wire`: protobuf's bytes per watch event and per listed pod
+/// against JSON's (JSON's over protobuf's: higher is better), and prost's decode rate of those
+/// events in memory against serde_json's.
 fn wire_rows(wire: &Value) -> Vec<Value> {
     let cached = wire["cached"].as_u64().unwrap_or(0);
     [
@@ -744,6 +745,22 @@ fn wire_rows(wire: &Value) -> Vec<Value> {
             "note": format!("protobuf {:.2}x JSON", pb / json),
         }))
     })
+    .chain(
+        (|| {
+            let (pb, json) = (
+                wire["protobuf_decode_events_per_s"].as_f64()?,
+                wire["json_decode_events_per_s"].as_f64()?,
+            );
+            Some(serde_json::json!({
+                "name": "peer: decode alone in memory, prost into k8s_pb Pod, per watch event (one thread, best of 3)",
+                "value": pb,
+                "unit": "events/s",
+                "baseline": json,
+                "baseline_name": "serde_json into k8s_openapi Pod",
+                "ratio": pb / json,
+            }))
+        })(),
+    )
     .collect()
 }
 
@@ -1270,14 +1287,21 @@ mod tests {
             "json_bytes_per_pod": 3000.0, "protobuf_bytes_per_pod": 2500.0
         });
         let rows = wire_rows(&wire);
-        assert_eq!(rows.len(), 2);
+        assert_eq!(rows.len(), 2, "no decode rates: no decode row");
+        let mut with_rates = wire.clone();
+        with_rates["json_decode_events_per_s"] = 100.0.into();
+        with_rates["protobuf_decode_events_per_s"] = 250.0.into();
+        assert_eq!(wire_rows(&with_rates)[2]["ratio"], 2.5);
         assert_eq!(rows[0]["ratio"], 2.0);
         assert_eq!(rows[0]["note"], "protobuf 0.50x JSON");
         assert_eq!(rows[1]["value"], 2500.0);
         let table = table_rows(&BTreeMap::new(), &rows);
         let wire = table
             .iter()
-            .find(|r| r.label.starts_with("peer: bytes on the wire per watch event"))
+            .find(|r| {
+                r.label
+                    .starts_with("peer: bytes on the wire per watch event")
+            })
             .unwrap();
         assert_eq!(wire.target, "≥ 1.67");
         assert!(wire_rows(&serde_json::json!({})).is_empty());
