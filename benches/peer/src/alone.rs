@@ -178,8 +178,7 @@ pub async fn prost_pod(url: &str, counter: &Arc<Counter>) -> tokio::task::JoinHa
         let mut seen = 0usize;
         watch(&url, PROTOBUF, |data| {
             buf.extend_from_slice(&data);
-            loop {
-                let Some(head) = buf.get(..4) else { break };
+            while let Some(head) = buf.get(..4) {
                 let len = u32::from_be_bytes(head.try_into().expect("4 bytes")) as usize;
                 if buf.len() < 4 + len {
                     break;
