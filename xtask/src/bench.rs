@@ -15,7 +15,10 @@
 //! each typed client (peak RSS) and the soak.
 //!
 //! Arguments: `--quick` (shorter criterion runs, fewer peer watch events; figures noisier),
-//! `--no-write` (print only).
+//! `--no-write` (print only), `--chart-only` (run nothing: redraw the peer comparison's chart,
+//! [`chart::PATH`], from the table already in `docs/benchmarks.md`).
+//!
+//! A full run also draws that chart from the rows it writes into the table.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -25,7 +28,7 @@ use std::time::SystemTime;
 
 use serde_json::Value;
 
-use crate::tools;
+use crate::{chart, tools};
 
 /// The generated section of `docs/benchmarks.md` lies between these two lines.
 const BEGIN: &str =
@@ -165,7 +168,15 @@ const PEER_CLIENTS: &[&str] = &[
     "ours-pod",
     "ours-dynamic",
     "ours-compact",
+    "serde-pod",
+    "prost-pod",
 ];
+
+/// The watch framings the peer comparison runs (`PEER_FRAMING`), and how a row names each: one
+/// HTTP chunk per event (the rows' names say nothing, as before framings were compared) on every
+/// runtime of [`PEER_WORKERS`], and events coalesced into larger chunks on the default runtime
+/// (its first).
+const PEER_FRAMINGS: [(&str, &str); 2] = [("per-event", ""), ("coalesced", ", coalesced chunks")];
 
 /// The table's comparisons: one of our clients, how the table names it, and the kube-rs client it
 /// is set against with that one's name. kube-rs's `Pod` reflector is the baseline of every type
@@ -196,6 +207,37 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
         "kube-pod",
         "kube-rs reflector, Pod",
     ),
+    // The decoders alone (no cache, no queue, no handler): the ceiling of each encoding's typed
+    // client; serde's against kube-rs's reflector, prost's against serde's.
+    (
+        "serde-pod",
+        "serde_json alone, Pod",
+        "kube-pod",
+        "kube-rs reflector, Pod",
+    ),
+    (
+        "prost-pod",
+        "prost alone, Pod",
+        "serde-pod",
+        "serde_json alone, Pod",
+    ),
+];
+
+/// The large initial list's timings: a client, its name, its baseline client and that one's name
+/// (each run once at [`PEER_LARGE_LIST`] pods). A protobuf informer goes against our JSON one.
+const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
+    (
+        "ours-pod",
+        "informer Pod",
+        "kube-pod",
+        "kube-rs reflector, Pod",
+    ),
+    (
+        "prost-pod",
+        "prost alone, Pod",
+        "serde-pod",
+        "serde_json alone, Pod",
+    ),
 ];
 
 /// The paced peer comparison's rates (events/s, issue 34's everyday rates) and the clients it runs:
@@ -216,6 +258,10 @@ const PEER_LARGE_LIST: usize = 100_000;
 
 /// Targets of the custom benches' figures: the first whose text the figure's name contains.
 const CUSTOM_TARGETS: &[(&str, &str)] = &[
+    // Issue 32: protobuf's typed informer at least 5x kube-rs's JSON reflector; its bytes on the
+    // wire at most 0.6x JSON's (JSON's over protobuf's: at least 1.67).
+    ("peer: watch, informer Pod, protobuf", "≥ 5.0"),
+    ("peer: bytes on the wire", "≥ 1.67"),
     // Issue 18: watch throughput against kube-rs's reflector, same run, same server.
     ("peer: watch, informer Pod", "≥ 2.0"),
     ("peer: watch, informer DynamicObject", "≥ 1.5"),
@@ -252,12 +298,17 @@ struct Row {
 pub fn run(args: &[String]) -> Result<(), String> {
     let mut quick = false;
     let mut write = true;
+    let mut chart_only = false;
     for arg in args {
         match arg.as_str() {
             "--quick" => quick = true,
             "--no-write" => write = false,
+            "--chart-only" => chart_only = true,
             other => return Err(format!("`bench`: unknown argument `{other}`")),
         }
+    }
+    if chart_only {
+        return chart_from_doc(write);
     }
     let cargo = tools::cargo();
     let started = SystemTime::now();
@@ -293,7 +344,62 @@ pub fn run(args: &[String]) -> Result<(), String> {
         let path = tools::workspace_root().join("docs/benchmarks.md");
         update_doc(&path, &table)?;
         println!("bench: updated {}", path.display());
+        let rows = rows
+            .iter()
+            .map(|r| (r.label.as_str(), r.value.as_str(), r.baseline.as_str()));
+        write_chart(chart::clients(rows), &table)?;
     }
+    Ok(())
+}
+
+/// `--chart-only`: the chart of the table in `docs/benchmarks.md`, written unless `--no-write`.
+fn chart_from_doc(write: bool) -> Result<(), String> {
+    let path = tools::workspace_root().join("docs/benchmarks.md");
+    let doc =
+        std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let section = match (doc.find(BEGIN), doc.find(END)) {
+        (Some(b), Some(e)) if e > b => &doc[b..e],
+        _ => return Err(format!("{}: no generated table", path.display())),
+    };
+    let rows = chart::table_rows(section);
+    let clients = chart::clients(
+        rows.iter()
+            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str())),
+    );
+    if clients.is_empty() {
+        return Err(format!("{}: the table has no peer rows", path.display()));
+    }
+    if write {
+        write_chart(clients, section)
+    } else {
+        println!("{}", chart::svg(&clients, &caption(section)));
+        Ok(())
+    }
+}
+
+/// The chart's caption: the table's own account of when and where it was measured.
+fn caption(table: &str) -> String {
+    let measured = table
+        .lines()
+        .find(|l| l.starts_with("Measured "))
+        .and_then(|l| l.split(", rustc").next())
+        .unwrap_or("Measured by `cargo xtask bench`");
+    format!(
+        "{measured}: each client in a process of its own against the same fake API server.\n\
+         Client runtime of 2 worker threads; medians of {PEER_RUNS} runs; glibc malloc. \
+         Figures and ratios: docs/benchmarks.md."
+    )
+}
+
+/// Writes the chart of `clients` to [`chart::PATH`], captioned from `table`.
+fn write_chart(clients: Vec<chart::Client>, table: &str) -> Result<(), String> {
+    let path = tools::workspace_root().join(chart::PATH);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    }
+    std::fs::write(&path, chart::svg(&clients, &caption(table)))
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
+    println!("bench: drew {}", path.display());
     Ok(())
 }
 
@@ -374,29 +480,55 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
     // Two runtimes: kube-rs's reflector runs twice as fast on one worker thread as on two (its
     // connection task and stream on different threads cost it a wake-up per event), ours gains
     // less; both are shown, each against kube-rs on the same runtime.
-    for workers in PEER_WORKERS {
+    let runtimes = PEER_FRAMINGS.iter().flat_map(|&(framing, named)| {
+        let workers: &[usize] = if framing == "per-event" {
+            &PEER_WORKERS
+        } else {
+            &PEER_WORKERS[..1]
+        };
+        workers.iter().map(move |&w| (framing, named, w))
+    });
+    for (framing, named, workers) in runtimes {
         let mut runs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for round in 1..=PEER_RUNS {
             for client in PEER_CLIENTS {
                 println!(
-                    "peer comparison, {workers} worker(s), round {round}/{PEER_RUNS}: {client}"
+                    "peer comparison, {framing} chunks, {workers} worker(s), round {round}/{PEER_RUNS}: {client}"
                 );
-                let result = run_peer_bench(&exe, &[client, events], workers, &[])?;
+                let env = [("PEER_FRAMING", framing)];
+                let result = run_peer_bench(&exe, &[client, events], workers, &env)?;
                 runs.entry(client.to_string()).or_default().push(result);
             }
         }
-        rows.extend(peer_rows(&runs, workers));
+        rows.extend(peer_rows(&runs, workers, named));
     }
-    // The large typed list: its peak RSS, one run each (default runtime; the figure is memory,
-    // which moves little from run to run).
+    // Bytes on the wire of each encoding, for the bench's own pods and events.
+    println!("peer comparison: bytes on the wire, JSON and protobuf");
+    rows.extend(wire_rows(&run_peer_bench(
+        &exe,
+        &["wire", "10000"],
+        2,
+        &[],
+    )?));
+    // The large typed list: its peak RSS and its time, one run each (default runtime; the figure
+    // is memory, which moves little from run to run).
     let cached = PEER_LARGE_LIST.to_string();
     let mut large = BTreeMap::new();
-    for client in ["kube-pod", "ours-pod"] {
+    let mut large_clients: Vec<&str> = vec!["kube-pod", "ours-pod"];
+    for (client, _, base, _) in PEER_LARGE_LIST_TIMES {
+        for c in [*client, *base] {
+            if !large_clients.contains(&c) {
+                large_clients.push(c);
+            }
+        }
+    }
+    for client in large_clients {
         println!("peer comparison: initial list of {cached} pods, {client}");
         let env = [("PEER_CACHED", cached.as_str())];
         large.insert(client, run_peer_bench(&exe, &[client, "1000"], 2, &env)?);
     }
     rows.extend(large_list_row(&large["ours-pod"], &large["kube-pod"]));
+    rows.extend(large_list_time_rows(&large));
     // Paced: events at a steady rate, each in its own chunk, as a quiet cluster sends them.
     let seconds = if quick { 5 } else { PEER_PACED_SECONDS };
     for rate in PEER_RATES {
@@ -430,7 +562,8 @@ fn median_of(runs: &[Value], field: &str) -> Option<f64> {
 
 /// The peer comparison's rows, in the custom benches' format: each pair of [`PEER_PAIRS`], our
 /// client beside its kube-rs peer, median against median.
-fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> {
+/// `framing` is what the rows' names add for the watch's framing (empty for one chunk per event).
+fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize, framing: &str) -> Vec<Value> {
     let mut rows = Vec::new();
     // (what, field, unit, higher is better)
     let figures = [
@@ -457,7 +590,7 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize) -> Vec<Value> 
                 baseline / value
             };
             let mut row = serde_json::json!({
-                "name": format!("peer: {what}, {label} ({events} events; {workers} worker(s); median of {n}), glibc malloc"),
+                "name": format!("peer: {what}, {label} ({events} events{framing}; {workers} worker(s); median of {n}), glibc malloc"),
                 "value": value,
                 "unit": unit,
                 "baseline": baseline,
@@ -588,6 +721,76 @@ fn large_list_row(ours: &Value, kube: &Value) -> Option<Value> {
             figure(kube, "sync_ms").unwrap_or(f64::NAN) / 1e3
         ),
     }))
+}
+
+/// The wire rows, from `peer-bench wire`: protobuf's bytes per watch event and per listed pod
+/// against JSON's (JSON's over protobuf's: higher is better), and prost's decode rate of those
+/// events in memory against serde_json's.
+fn wire_rows(wire: &Value) -> Vec<Value> {
+    let cached = wire["cached"].as_u64().unwrap_or(0);
+    [
+        ("per watch event", "protobuf_bytes_per_event", "json_bytes_per_event"),
+        ("per listed pod", "protobuf_bytes_per_pod", "json_bytes_per_pod"),
+    ]
+    .into_iter()
+    .filter_map(|(what, pb, json)| {
+        let (pb, json) = (wire[pb].as_f64()?, wire[json].as_f64()?);
+        Some(serde_json::json!({
+            "name": format!("peer: bytes on the wire {what}, protobuf, Pod ({cached} realistic pods)"),
+            "value": pb,
+            "unit": "bytes",
+            "baseline": json,
+            "baseline_name": "JSON",
+            "ratio": json / pb,
+            "note": format!("protobuf {:.2}x JSON", pb / json),
+        }))
+    })
+    .chain(
+        (|| {
+            let (pb, json) = (
+                wire["protobuf_decode_events_per_s"].as_f64()?,
+                wire["json_decode_events_per_s"].as_f64()?,
+            );
+            Some(serde_json::json!({
+                "name": "peer: decode alone in memory, prost into k8s_pb Pod, per watch event (one thread, best of 3)",
+                "value": pb,
+                "unit": "events/s",
+                "baseline": json,
+                "baseline_name": "serde_json into k8s_openapi Pod",
+                "ratio": pb / json,
+            }))
+        })(),
+    )
+    .collect()
+}
+
+/// The large list's timings: each pair of [`PEER_LARGE_LIST_TIMES`] measured, the time from the
+/// client's start to its synced cache against its baseline's (baseline over value: higher is
+/// better), both peaks in the note.
+fn large_list_time_rows(large: &BTreeMap<&str, Value>) -> Vec<Value> {
+    PEER_LARGE_LIST_TIMES
+        .iter()
+        .filter_map(|(client, label, base, base_label)| {
+            let (ours, theirs) = (large.get(client)?, large.get(base)?);
+            let (value, baseline) = (ours["sync_ms"].as_f64()?, theirs["sync_ms"].as_f64()?);
+            Some(serde_json::json!({
+                "name": format!(
+                    "peer: initial list time, {label}, {} pods (2 worker(s); one run), glibc malloc",
+                    ours["cached"].as_u64().unwrap_or(0)
+                ),
+                "value": value,
+                "unit": "ms",
+                "baseline": baseline,
+                "baseline_name": base_label,
+                "ratio": baseline / value,
+                "note": format!(
+                    "list peak RSS {:.0} MB ({base_label}: {:.0} MB)",
+                    ours["list_peak_rss_mb"].as_f64().unwrap_or(f64::NAN),
+                    theirs["list_peak_rss_mb"].as_f64().unwrap_or(f64::NAN)
+                ),
+            }))
+        })
+        .collect()
 }
 
 /// Runs `peer-bench <args>` on a client runtime of `workers` threads, with `env` set; its
@@ -983,7 +1186,7 @@ mod tests {
                 run(500.0, 5.0, 100.0, 80.0, 2.0),
             ],
         );
-        let rows = peer_rows(&runs, 2);
+        let rows = peer_rows(&runs, 2, "");
         assert_eq!(
             rows.len(),
             5,
@@ -1018,7 +1221,7 @@ mod tests {
             "ours-dynamic".to_string(),
             vec![run(150.0, 20.0, 400.0, 300.0, 8.0)],
         );
-        let rows = peer_rows(&runs, 1);
+        let rows = peer_rows(&runs, 1, "");
         let watch_of = |needle: &str| {
             rows.iter()
                 .find(|r| r["name"].as_str().unwrap().starts_with(needle))
@@ -1031,6 +1234,93 @@ mod tests {
             watch_of("peer: watch, informer DynamicObject against kube-rs's DynamicObject"),
             3.0
         );
+    }
+
+    #[test]
+    fn coalesced_rows_say_so_and_chart_beside_the_per_event_ones() {
+        let run = |rate: f64| serde_json::json!({"events": 10, "events_per_s": rate, "watch_peak_rss_mb": 100.0});
+        let mut runs = BTreeMap::new();
+        runs.insert("kube-pod".to_string(), vec![run(10.0)]);
+        runs.insert("ours-pod".to_string(), vec![run(40.0)]);
+        runs.insert("serde-pod".to_string(), vec![run(50.0)]);
+        runs.insert("prost-pod".to_string(), vec![run(150.0)]);
+        let mut rows = peer_rows(&runs, 2, "");
+        rows.extend(peer_rows(&runs, 2, PEER_FRAMINGS[1].1));
+        let name = |r: &Value| r["name"].as_str().unwrap().to_string();
+        assert_eq!(
+            name(&rows[0]),
+            "peer: watch, informer Pod (10 events; 2 worker(s); median of 1), glibc malloc",
+            "per-event rows keep their names"
+        );
+        let prost: Vec<&Value> = rows
+            .iter()
+            .filter(|r| name(r).starts_with("peer: watch, prost alone"))
+            .collect();
+        assert_eq!(prost.len(), 2);
+        assert_eq!(prost[0]["ratio"], 3.0, "prost alone against serde alone");
+        assert!(name(prost[1]).contains("10 events, coalesced chunks; 2 worker(s)"));
+        let table = table_rows(&BTreeMap::new(), &rows);
+        let clients = crate::chart::clients(
+            table
+                .iter()
+                .map(|r| (r.label.as_str(), r.value.as_str(), r.baseline.as_str())),
+        );
+        let names: Vec<&str> = clients.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "kube-rs reflector, Pod",
+                "informer Pod",
+                "serde_json alone, Pod",
+                "prost alone, Pod"
+            ]
+        );
+        let svg = crate::chart::svg(&clients, "x");
+        // Four clients, two framings, two figures: every slot measured.
+        assert_eq!(svg.matches(r#"<rect class="bar""#).count(), 16);
+    }
+
+    #[test]
+    fn wire_rows_are_json_bytes_over_protobufs() {
+        let wire = serde_json::json!({
+            "cached": 10000, "json_bytes_per_event": 4000.0, "protobuf_bytes_per_event": 2000.0,
+            "json_bytes_per_pod": 3000.0, "protobuf_bytes_per_pod": 2500.0
+        });
+        let rows = wire_rows(&wire);
+        assert_eq!(rows.len(), 2, "no decode rates: no decode row");
+        let mut with_rates = wire.clone();
+        with_rates["json_decode_events_per_s"] = 100.0.into();
+        with_rates["protobuf_decode_events_per_s"] = 250.0.into();
+        assert_eq!(wire_rows(&with_rates)[2]["ratio"], 2.5);
+        assert_eq!(rows[0]["ratio"], 2.0);
+        assert_eq!(rows[0]["note"], "protobuf 0.50x JSON");
+        assert_eq!(rows[1]["value"], 2500.0);
+        let table = table_rows(&BTreeMap::new(), &rows);
+        let wire = table
+            .iter()
+            .find(|r| {
+                r.label
+                    .starts_with("peer: bytes on the wire per watch event")
+            })
+            .unwrap();
+        assert_eq!(wire.target, "≥ 1.67");
+        assert!(wire_rows(&serde_json::json!({})).is_empty());
+    }
+
+    #[test]
+    fn large_list_times_set_each_client_against_its_baseline_when_both_ran() {
+        let run = |ms: f64| serde_json::json!({"cached": 100000, "sync_ms": ms, "list_peak_rss_mb": 10.0});
+        let mut large = BTreeMap::new();
+        large.insert("serde-pod", run(4000.0));
+        large.insert("prost-pod", run(1000.0));
+        large.insert("ours-pod", run(3000.0));
+        let rows = large_list_time_rows(&large);
+        assert_eq!(rows.len(), 1, "kube-pod did not run: no row for ours-pod");
+        assert_eq!(rows[0]["ratio"], 4.0);
+        assert!(rows[0]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("peer: initial list time, prost alone, Pod, 100000 pods"));
     }
 
     #[test]

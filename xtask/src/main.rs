@@ -15,12 +15,15 @@
 //!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`,
 //!   `--queue in-order|delta-fifo|both`) are passed through.
 //! - `bench`: every benchmark in release mode, one table of figures with their same-run baselines,
-//!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only).
+//!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only),
+//!   and the peer comparison drawn as `docs/img/peer-bench.svg` (`--chart-only` redraws it from
+//!   the recorded table without running anything).
 //!
 //! Each step prints one line when it starts and one when it ends, with its duration, so a long CI run
 //! shows where its time goes.
 
 mod bench;
+mod chart;
 mod ci;
 mod integration;
 mod layering;
@@ -43,7 +46,7 @@ fn usage() -> &'static str {
        integration  run the end-to-end scenarios against the simulated API server (about 7 minutes per queue)\n               \
        ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
-       (--quick for shorter runs, --no-write to print only)\n"
+       (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg)\n"
 }
 
 /// Builds and runs the demo in release mode, passing `args` through.

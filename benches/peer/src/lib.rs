@@ -17,7 +17,11 @@
 //! - `kube-dynamic`: the same of `kube::api::DynamicObject` (the like-for-like peer of our
 //!   `DynamicObject`: typed metadata, the rest as `serde_json::Value`);
 //! - `ours-pod`, `ours-dynamic`, `ours-compact`: a `SharedInformerFactory` informer of `Pod`,
-//!   `DynamicObject` or `CompactObject` (default queue, no indexes), one `on_update` handler.
+//!   `DynamicObject` or `CompactObject` (default queue, no indexes), one `on_update` handler;
+//! - `serde-pod`, `prost-pod`: the decoders alone (module `alone`), the ceilings of a typed client
+//!   of each encoding: JSON into `k8s_openapi`'s `Pod` with serde_json, protobuf into `k8s_pb`'s
+//!   `Pod` with prost, over plain hyper connections, no cache but a `Vec` of the pods. A client of
+//!   [`PROTOBUF_CLIENTS`] gets a server that also serves protobuf (transcoded once at its start).
 //!
 //! Both run on a tokio multi-threaded runtime of two workers (`PEER_WORKERS=N` for another count:
 //! kube-rs's reflector runs about twice as fast on one, so `cargo xtask bench` measures both). The server serves pre-built bytes: the
@@ -36,6 +40,11 @@
 //! annotation, `informer-rs.bench/sent-us`) with the microseconds since the UNIX epoch at which it
 //! left; the handler reads the stamp back, so the figures add the latency from the server's send
 //! to the handler's call (p50, p99), besides CPU and context switches per event.
+//!
+//! `PEER_FRAMING=coalesced` coalesces the watch's events into HTTP chunks of about 64 KiB (as a
+//! server with events waiting sends them) instead of one chunk per event (`per-event`, the
+//! default); paced, a chunk leaves at its last event's time. `peer-bench wire [events]` prints the
+//! bytes per listed pod and per watch event of each encoding instead of running a client.
 //!
 //! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
 //! CPU each thread used, on stderr; `PEER_MALLOC_STATS=1` prints glibc's per-arena statistics
@@ -67,6 +76,9 @@ use sim_apiserver::procstat::{
     cpu_between, process_cpu_s, status_mb, task_totals, thread_cpu, TaskTotals,
 };
 use tokio_util::sync::CancellationToken;
+
+mod alone;
+mod wire;
 
 /// Pods in the list by default.
 pub const CACHED: usize = 10_000;
@@ -200,13 +212,30 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 5] = [
+pub const CLIENTS: [&str; 7] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
     "ours-dynamic",
     "ours-compact",
+    "serde-pod",
+    "prost-pod",
 ];
+
+/// The clients that ask for protobuf: their server transcodes its objects at start (the others'
+/// servers build JSON alone, as before).
+pub const PROTOBUF_CLIENTS: [&str; 1] = ["prost-pod"];
+
+/// `PEER_FRAMING=coalesced`: the watch's events coalesced into chunks of about 64 KiB
+/// (`sim_apiserver::Framing::COALESCED`) instead of one HTTP chunk each (read by the client for
+/// its result, inherited by the server process).
+pub fn framing() -> sim_apiserver::Framing {
+    match std::env::var("PEER_FRAMING").as_deref() {
+        Ok("coalesced") => sim_apiserver::Framing::COALESCED,
+        Ok("per-event") | Err(_) => sim_apiserver::Framing::PerEvent,
+        Ok(other) => panic!("PEER_FRAMING={other}: per-event or coalesced"),
+    }
+}
 
 /// Entry point of both binaries; `allocator` names the process's global allocator in the result.
 pub fn run(allocator: &'static str) {
@@ -216,7 +245,12 @@ pub fn run(allocator: &'static str) {
         .map(|n| n.parse::<usize>().expect("events: a number"))
         .unwrap_or(DEFAULT_EVENTS);
     match args.first().map(String::as_str) {
-        Some("serve") => server::serve(cached(), events),
+        Some("serve") => server::serve(
+            cached(),
+            events,
+            args.get(2).map(String::as_str) == Some("protobuf"),
+        ),
+        Some("wire") => println!("bench-result {}", wire::sizes(cached(), events)),
         Some("soak") => {
             let soak = soak::run(events);
             println!("bench-result {}", soak.to_json(events, allocator));
@@ -230,7 +264,7 @@ pub fn run(allocator: &'static str) {
         }
         _ => {
             eprintln!(
-                "usage: peer-bench <{}|soak> [events, default {DEFAULT_EVENTS}]",
+                "usage: peer-bench <{}|soak|wire> [events, default {DEFAULT_EVENTS}]",
                 CLIENTS.join("|")
             );
             std::process::exit(2);
@@ -272,6 +306,11 @@ impl Figures {
             "value": self.events_per_s,
             "unit": "events/s",
             "client": client,
+            "encoding": if PROTOBUF_CLIENTS.contains(&client) { "protobuf" } else { "json" },
+            "framing": match framing() {
+                sim_apiserver::Framing::PerEvent => "per-event",
+                _ => "coalesced",
+            },
             "allocator": allocator,
             "events": events,
             "cached": cached(),
@@ -300,10 +339,12 @@ struct ServerProcess {
 }
 
 impl ServerProcess {
-    fn start(events: usize) -> Self {
+    /// A server of `events`, which also serves protobuf when `protobuf`.
+    fn start(events: usize, protobuf: bool) -> Self {
         let exe = std::env::current_exe().expect("current exe");
+        let encoding = if protobuf { "protobuf" } else { "json" };
         let mut child = Command::new(exe)
-            .args(["serve", &events.to_string()])
+            .args(["serve", &events.to_string(), encoding])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -388,7 +429,7 @@ fn client_runtime() -> tokio::runtime::Runtime {
 
 /// Runs one client against a fresh server process and returns its figures.
 pub fn measure(client: &str, events: usize) -> Figures {
-    let mut server = ServerProcess::start(events);
+    let mut server = ServerProcess::start(events, PROTOBUF_CLIENTS.contains(&client));
     let rt = client_runtime();
     let counter = Counter::new(events);
     let url = server.url.clone();
@@ -408,6 +449,8 @@ pub fn measure(client: &str, events: usize) -> Figures {
             "ours-pod" => ClientRun::ours::<Pod>(&url, &counter).await,
             "ours-dynamic" => ClientRun::ours::<DynamicObject>(&url, &counter).await,
             "ours-compact" => ClientRun::ours::<CompactObject>(&url, &counter).await,
+            "serde-pod" => ClientRun::Alone(alone::serde_pod(&url, &counter).await),
+            "prost-pod" => ClientRun::Alone(alone::prost_pod(&url, &counter).await),
             other => panic!("unknown client {other}"),
         };
         let sync = started.elapsed();
@@ -523,6 +566,8 @@ fn kube_client(url: &str) -> kube::Client {
 /// A running, synced client.
 enum ClientRun {
     Kube(tokio::task::JoinHandle<()>),
+    /// `serde-pod`, `prost-pod`: a decoder alone, its watch task.
+    Alone(tokio::task::JoinHandle<()>),
     Ours(
         Box<SharedInformerFactory>,
         CancellationToken,
@@ -740,7 +785,7 @@ impl ClientRun {
     /// Reads the handler's backlog, where there is one.
     fn backlog(&self) -> Option<Arc<dyn Fn() -> i64 + Send + Sync>> {
         match self {
-            ClientRun::Kube(_) => None,
+            ClientRun::Kube(_) | ClientRun::Alone(_) => None,
             ClientRun::Ours(_, _, pending) | ClientRun::OursWrapped(_, _, pending) => {
                 Some(Arc::clone(pending))
             }
@@ -749,7 +794,7 @@ impl ClientRun {
 
     async fn stop(self) {
         match self {
-            ClientRun::Kube(task) => task.abort(),
+            ClientRun::Kube(task) | ClientRun::Alone(task) => task.abort(),
             ClientRun::OursWrapped(task, cancel, _) => {
                 cancel.cancel();
                 let _ = task.await;
@@ -837,39 +882,50 @@ fn reset_peak_rss() {
 /// in one pre-built body, the first watch's events as pre-built chunks held back until a line comes
 /// on its standard input; later watches stay open and silent. It ends when its input closes.
 mod server {
+    use std::collections::HashMap;
     use std::io::BufRead as _;
     use std::sync::Arc;
 
     use bytes::Bytes;
     use sim_apiserver::fixtures::realistic_pod_json;
-    use sim_apiserver::PrebuiltList;
+    use sim_apiserver::prebuilt::protobuf_watch_frame;
+    use sim_apiserver::{Prebuilt, PrebuiltList};
+
+    /// Paced events carry a placeholder for their send time in this annotation (see `serve`).
+    fn stamp_placeholder() -> Option<String> {
+        super::rate().map(|_| {
+            format!(
+                r#""annotations":{{"{}":"{}","#,
+                super::SENT_ANNOTATION,
+                "0".repeat(sim_apiserver::prebuilt::STAMP_DIGITS)
+            )
+        })
+    }
+
+    /// The JSON line of a `MODIFIED` event of `pod` (the JSON of pod `i`) at resource version `rv`.
+    fn event_line(pod: &str, i: usize, rv: &str, stamp: Option<&str>) -> String {
+        let mut obj = pod.replacen(
+            &format!(r#""resourceVersion":"{}""#, 1000 + i),
+            &format!(r#""resourceVersion":"{rv}""#),
+            1,
+        );
+        if let Some(stamp) = stamp {
+            obj = obj.replacen(r#""annotations":{"#, stamp, 1);
+        }
+        format!("{{\"type\":\"MODIFIED\",\"object\":{obj}}}\n")
+    }
 
     /// The list (served in pages of the client's `limit`, as kube-apiserver serves it) and the event
     /// lines: the bytes the `informer` bench's fast server serves.
     pub fn bytes(cached: usize, events: usize) -> (PrebuiltList, Vec<Bytes>) {
         let pod_lines: Vec<String> = (0..cached).map(realistic_pod_json).collect();
         // MODIFIED events: the same pods with later resource versions.
-        let rv_of = |i: usize| format!(r#""resourceVersion":"{}""#, 1000 + i);
-        // Paced events carry a placeholder for their send time (see `serve`).
-        let stamp = super::rate().map(|_| {
-            format!(
-                r#""annotations":{{"{}":"{}","#,
-                super::SENT_ANNOTATION,
-                "0".repeat(sim_apiserver::prebuilt::STAMP_DIGITS)
-            )
-        });
+        let stamp = stamp_placeholder();
         let lines = (0..events)
             .map(|e| {
                 let i = e % cached;
-                let mut obj = pod_lines[i].replacen(
-                    &rv_of(i),
-                    &format!(r#""resourceVersion":"{}""#, cached + 1 + e),
-                    1,
-                );
-                if let Some(stamp) = &stamp {
-                    obj = obj.replacen(r#""annotations":{"#, stamp, 1);
-                }
-                Bytes::from(format!("{{\"type\":\"MODIFIED\",\"object\":{obj}}}\n"))
+                let rv = (cached + 1 + e).to_string();
+                Bytes::from(event_line(&pod_lines[i], i, &rv, stamp.as_deref()))
             })
             .collect();
         let items = pod_lines.into_iter().map(Bytes::from).collect();
@@ -877,9 +933,64 @@ mod server {
         (list, lines)
     }
 
-    pub fn serve(cached: usize, events: usize) {
+    /// The same list and events in protobuf (`list` is [`bytes`]'s), transcoded with the
+    /// simulator's codec. Events differ from their pod's only in the resource version, so each
+    /// pod is transcoded once per length of resource version, with a placeholder of that length
+    /// that each event's digits then overwrite (the same bytes as transcoding every event, in a
+    /// tenth of the time).
+    pub fn protobuf(
+        cached: usize,
+        events: usize,
+        list: &PrebuiltList,
+    ) -> (PrebuiltList, Vec<Bytes>) {
+        let list = list.to_protobuf().expect("the pods transcode");
+        let stamp = stamp_placeholder();
+        let mut templates: HashMap<(usize, usize), (Bytes, usize)> = HashMap::new();
+        let frames = (0..events)
+            .map(|e| {
+                let i = e % cached;
+                let rv = (cached + 1 + e).to_string();
+                let (template, at) = templates.entry((i, rv.len())).or_insert_with(|| {
+                    let placeholder = "#".repeat(rv.len());
+                    let line =
+                        event_line(&realistic_pod_json(i), i, &placeholder, stamp.as_deref());
+                    let frame =
+                        protobuf_watch_frame(line.as_bytes()).expect("the event transcodes");
+                    let at = frame
+                        .windows(rv.len())
+                        .position(|w| w == placeholder.as_bytes())
+                        .expect("the placeholder in the frame");
+                    (frame, at)
+                });
+                let mut frame = template.to_vec();
+                frame[*at..*at + rv.len()].copy_from_slice(rv.as_bytes());
+                Bytes::from(frame)
+            })
+            .collect();
+        (list, frames)
+    }
+
+    /// The marker after which a paced event's send time goes: the annotation's key, then its
+    /// value's opening, in the encoding the server was started for.
+    pub fn stamp_marker(protobuf: bool) -> Vec<u8> {
+        let key = super::SENT_ANNOTATION.as_bytes();
+        if protobuf {
+            // A map entry: key (field 1), then value (field 2, length-delimited, 16 bytes).
+            let mut marker = key.to_vec();
+            marker.extend_from_slice(&[0x12, sim_apiserver::prebuilt::STAMP_DIGITS as u8]);
+            marker
+        } else {
+            format!(r#""{}":""#, super::SENT_ANNOTATION).into_bytes()
+        }
+    }
+
+    pub fn serve(cached: usize, events: usize, protobuf: bool) {
         let (list, lines) = bytes(cached, events);
-        let events = Arc::new(lines);
+        let mut prebuilt = Prebuilt::new(list.clone(), Arc::new(lines)).framing(super::framing());
+        if protobuf {
+            let (list, frames) = self::protobuf(cached, events, &list);
+            prebuilt = prebuilt.with_protobuf(list, Arc::new(frames));
+        }
         let (release, released) = tokio::sync::watch::channel(false);
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -899,23 +1010,78 @@ mod server {
             std::process::exit(0);
         });
         // Served as the informer bench's fast server serves (`sim_apiserver::serve_prebuilt`), or
-        // paced, each event stamped as it leaves.
-        match super::rate() {
-            None => runtime.block_on(sim_apiserver::serve_prebuilt(
-                listener, list, events, released,
-            )),
-            Some(rate) => {
-                let marker = format!(r#""{}":""#, super::SENT_ANNOTATION);
-                let pace = sim_apiserver::Pace::per_second(rate).stamped_after(marker);
-                runtime.block_on(sim_apiserver::serve_prebuilt_paced(
-                    listener, list, events, released, pace,
-                ))
-            }
+        // paced, each event stamped as it leaves (in the encoding this server was started for).
+        if let Some(rate) = super::rate() {
+            let pace = sim_apiserver::Pace::per_second(rate).stamped_after(stamp_marker(protobuf));
+            prebuilt = prebuilt.paced(pace);
         }
+        runtime.block_on(sim_apiserver::serve_prebuilt_with(
+            listener, prebuilt, released,
+        ))
     }
 
     #[cfg(test)]
     mod tests {
+        use bytes::Bytes;
+        use sim_apiserver::protobuf::{decode_object, FrameDecoder, WatchEvent};
+
+        #[test]
+        fn protobuf_events_are_the_json_events_transcoded() {
+            // Resource versions of two lengths (cached 3: 4..=12), each pod's template reused.
+            let (list, lines) = super::bytes(3, 9);
+            let (pb_list, frames) = super::protobuf(3, 9, &list);
+            assert_eq!(frames.len(), lines.len());
+            let event_of = |frame: &Bytes| {
+                let mut decoder = FrameDecoder::new(1 << 20);
+                decoder.push(frame);
+                let event = WatchEvent::decode(&decoder.next_frame().unwrap().unwrap()).unwrap();
+                assert_eq!(event.event_type, "MODIFIED");
+                decode_object(&event.object).unwrap()
+            };
+            for (line, frame) in lines.iter().zip(&frames) {
+                // The transcoder writes map entries in no fixed order: compare what the bytes
+                // say, not the bytes.
+                let direct = sim_apiserver::prebuilt::protobuf_watch_frame(line).unwrap();
+                assert_eq!(frame.len(), direct.len());
+                let pod = event_of(frame);
+                assert_eq!(
+                    pod,
+                    event_of(&direct),
+                    "templated bytes decode as the transcoder's"
+                );
+                let json: serde_json::Value = serde_json::from_slice(line).unwrap();
+                assert_eq!(
+                    pod["metadata"]["resourceVersion"],
+                    json["object"]["metadata"]["resourceVersion"]
+                );
+            }
+            let listed = decode_object(&Bytes::clone(pb_list.whole())).unwrap();
+            assert_eq!(listed["items"].as_array().unwrap().len(), 3);
+        }
+
+        #[test]
+        fn the_protobuf_stamp_marker_sits_right_before_the_placeholder_digits() {
+            let pod = sim_apiserver::fixtures::realistic_pod_json(0);
+            let stamp = format!(
+                r#""annotations":{{"{}":"{}","#,
+                super::super::SENT_ANNOTATION,
+                "0".repeat(sim_apiserver::prebuilt::STAMP_DIGITS)
+            );
+            let line = super::event_line(&pod, 0, "77", Some(&stamp));
+            let frame = sim_apiserver::prebuilt::protobuf_watch_frame(line.as_bytes()).unwrap();
+            let marker = super::stamp_marker(true);
+            let sent = std::time::UNIX_EPOCH + std::time::Duration::from_micros(42);
+            let stamped = sim_apiserver::prebuilt::stamp(&frame, &marker, sent);
+            let mut decoder = FrameDecoder::new(1 << 20);
+            decoder.push(&stamped);
+            let event = WatchEvent::decode(&decoder.next_frame().unwrap().unwrap()).unwrap();
+            let pod = decode_object(&event.object).unwrap();
+            assert_eq!(
+                pod["metadata"]["annotations"][super::super::SENT_ANNOTATION],
+                "0000000000000042"
+            );
+        }
+
         #[test]
         fn every_event_is_one_modified_line_with_a_later_resource_version() {
             let (list, lines) = super::bytes(3, 5);
@@ -992,8 +1158,8 @@ pub mod soak {
 
     /// Runs the soak; progress lines go to stderr.
     pub fn run(events: usize) -> Soak {
-        let mut pod_server = ServerProcess::start(events);
-        let mut dyn_server = ServerProcess::start(events);
+        let mut pod_server = ServerProcess::start(events, false);
+        let mut dyn_server = ServerProcess::start(events, false);
         let rt = super::client_runtime();
         let pods = Counter::new(events);
         let dynamic = Counter::new(events);

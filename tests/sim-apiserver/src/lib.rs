@@ -241,7 +241,10 @@ pub use faults::{
     apply_fault_spec, Faults, ListFault, RequestKind, FAULT_SPECS, REPEAT_CONTINUE_TOKEN,
 };
 pub use metrics::CounterSnapshot;
-pub use prebuilt::{serve_prebuilt, serve_prebuilt_paced, Pace, PrebuiltList};
+pub use prebuilt::{
+    serve_prebuilt, serve_prebuilt_paced, serve_prebuilt_with, Framing, Pace, Prebuilt,
+    PrebuiltList,
+};
 pub use resources::{ResourceDef, ScaleDef};
 pub use server::{SimError, SimServer, SimServerBuilder};
 pub use status::ApiError;

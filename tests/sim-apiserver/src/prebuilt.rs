@@ -11,6 +11,14 @@
 //! [`serve_prebuilt_paced`] sends the events at a steady rate instead of all at once, as
 //! kube-apiserver sends a quiet cluster's changes (each flushed alone), and can stamp each with
 //! the time it left, so that a client can measure its latency from the server's send to its handler.
+//!
+//! [`serve_prebuilt_with`] serves a [`Prebuilt`]: the same, plus the [`Framing`] of the watch (one
+//! HTTP chunk per event, or events coalesced into larger chunks as a busy server or a buffering
+//! proxy sends them) and, optionally, the same objects in Kubernetes' protobuf encoding for a
+//! client whose `Accept` asks for `application/vnd.kubernetes.protobuf`: list pages in the `k8s\0`
+//! envelope, watch events as 4-byte big-endian length-prefixed `meta.v1.WatchEvent` frames whose
+//! `object.raw` is the enveloped object. Those bytes are transcoded once, before serving, with the
+//! simulator's own codec ([`crate::protobuf`]), so serving either encoding costs the same.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +32,11 @@ use hyper::body::Frame;
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use serde_json::Value;
+
+use crate::protobuf::{
+    encode_frame, encode_object, ProtobufError, Unknown, WatchEvent, MEDIA_TYPE, WATCH_MEDIA_TYPE,
+};
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
@@ -40,7 +53,9 @@ pub struct PrebuiltList {
 struct Paged {
     kind: String,
     resource_version: String,
+    /// Each item's JSON, or (protobuf) each item's bare message, without envelope.
     items: Arc<Vec<Bytes>>,
+    protobuf: bool,
 }
 
 impl PrebuiltList {
@@ -51,11 +66,39 @@ impl PrebuiltList {
             kind: kind.to_string(),
             resource_version: resource_version.to_string(),
             items: Arc::new(items),
+            protobuf: false,
         };
         PrebuiltList {
             whole: paged.page(0, usize::MAX),
             paged: Some(paged),
         }
+    }
+
+    /// The same list in Kubernetes' protobuf encoding (pages too, when this list has them): each
+    /// item transcoded once, here, with the simulator's codec. Items must be built-in kinds with
+    /// their `apiVersion` and `kind`.
+    pub fn to_protobuf(&self) -> Result<PrebuiltList, ProtobufError> {
+        let Some(paged) = &self.paged else {
+            let whole: Value = serde_json::from_slice(&self.whole).map_err(not_json)?;
+            return Ok(PrebuiltList::from(Bytes::from(encode_object(&whole)?)));
+        };
+        let items = paged
+            .items
+            .iter()
+            .map(|item| {
+                let item: Value = serde_json::from_slice(item).map_err(not_json)?;
+                Ok(Unknown::decode(&Bytes::from(encode_object(&item)?))?.raw)
+            })
+            .collect::<Result<Vec<_>, ProtobufError>>()?;
+        let paged = Paged {
+            items: Arc::new(items),
+            protobuf: true,
+            ..paged.clone()
+        };
+        Ok(PrebuiltList {
+            whole: paged.page(0, usize::MAX),
+            paged: Some(paged),
+        })
     }
 
     /// The whole list's body.
@@ -96,6 +139,9 @@ impl Paged {
         let start = start.min(self.items.len());
         let end = start.saturating_add(limit).min(self.items.len());
         let items = &self.items[start..end];
+        if self.protobuf {
+            return self.protobuf_page(items, (end < self.items.len()).then_some(end));
+        }
         let continue_field = if end < self.items.len() {
             format!(r#","continue":"p{end}""#)
         } else {
@@ -116,6 +162,169 @@ impl Paged {
         }
         body.extend_from_slice(b"]}");
         Bytes::from(body)
+    }
+
+    /// A page in protobuf: the list message (`metadata` 1: a `ListMeta` of `resourceVersion` 2
+    /// and `continue` 3; `items` 2, repeated), every Kubernetes list's layout, in its envelope.
+    fn protobuf_page(&self, items: &[Bytes], next: Option<usize>) -> Bytes {
+        let mut meta = Vec::new();
+        put_bytes(&mut meta, 2, self.resource_version.as_bytes());
+        if let Some(next) = next {
+            put_bytes(&mut meta, 3, format!("p{next}").as_bytes());
+        }
+        let len = meta.len() + items.iter().map(|i| i.len() + 11).sum::<usize>() + 11;
+        let mut list = Vec::with_capacity(len);
+        put_bytes(&mut list, 1, &meta);
+        for item in items {
+            put_bytes(&mut list, 2, item);
+        }
+        Bytes::from(Unknown::new("v1", self.kind.as_str(), Bytes::from(list)).encode())
+    }
+}
+
+/// Appends field `number` as a length-delimited protobuf field holding `bytes`.
+fn put_bytes(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    put_varint(out, u64::from(number) << 3 | 2);
+    put_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+fn put_varint(out: &mut Vec<u8>, mut value: u64) {
+    while value >= 0x80 {
+        out.push(value as u8 | 0x80);
+        value >>= 7;
+    }
+    out.push(value as u8);
+}
+
+fn not_json(e: serde_json::Error) -> ProtobufError {
+    ProtobufError::Json {
+        path: ".".into(),
+        why: format!("not JSON: {e}"),
+    }
+}
+
+/// A JSON watch event (`{"type":…,"object":{…}}`, as [`serve_prebuilt`] serves it) as the
+/// protobuf watch frame kube-apiserver sends for it: a 4-byte big-endian length, then a
+/// `meta.v1.WatchEvent` whose `object.raw` is the object in its `k8s\0` envelope.
+pub fn protobuf_watch_frame(event: &[u8]) -> Result<Bytes, ProtobufError> {
+    let event: Value = serde_json::from_slice(event).map_err(not_json)?;
+    let event_type = event["type"].as_str().ok_or_else(|| ProtobufError::Json {
+        path: ".type".into(),
+        why: "a watch event without a type".into(),
+    })?;
+    let object = encode_object(&event["object"])?;
+    let payload = WatchEvent {
+        event_type: event_type.to_string(),
+        object: Bytes::from(object),
+    }
+    .encode();
+    let mut frame = Vec::with_capacity(payload.len() + 4);
+    encode_frame(&mut frame, &payload);
+    Ok(Bytes::from(frame))
+}
+
+/// How the first watch's events are cut into HTTP/1.1 chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Framing {
+    /// One chunk per event: kube-apiserver flushes each event it has when no other is waiting,
+    /// so a quiet (or paced) stream looks like this.
+    #[default]
+    PerEvent,
+    /// Whole events gathered into chunks of at least `chunk_bytes` (the last may be shorter), as
+    /// a server with events waiting, or a buffering proxy, sends them.
+    Coalesced {
+        /// Bytes after which a chunk is closed.
+        chunk_bytes: usize,
+    },
+}
+
+impl Framing {
+    /// Events coalesced into chunks of 64 KiB or so.
+    pub const COALESCED: Framing = Framing::Coalesced {
+        chunk_bytes: 64 * 1024,
+    };
+
+    /// `events` cut into this framing's chunks (each one whole events, in order).
+    pub fn chunks(self, events: &[Bytes]) -> Vec<Bytes> {
+        let Framing::Coalesced { chunk_bytes } = self else {
+            return events.to_vec();
+        };
+        let mut chunks = Vec::new();
+        let mut chunk: Vec<u8> = Vec::new();
+        for event in events {
+            chunk.extend_from_slice(event);
+            if chunk.len() >= chunk_bytes {
+                chunks.push(Bytes::from(std::mem::take(&mut chunk)));
+            }
+        }
+        if !chunk.is_empty() {
+            chunks.push(Bytes::from(chunk));
+        }
+        chunks
+    }
+
+    /// Whether a chunk of `chunk` bytes is still open to another event.
+    fn fits(self, chunk: usize) -> bool {
+        match self {
+            Framing::PerEvent => false,
+            Framing::Coalesced { chunk_bytes } => chunk < chunk_bytes,
+        }
+    }
+}
+
+/// What [`serve_prebuilt_with`] serves: a list and the first watch's events, in JSON and
+/// optionally in protobuf, with a framing and an optional pace.
+#[derive(Debug, Clone)]
+pub struct Prebuilt {
+    json: (PrebuiltList, Arc<Vec<Bytes>>),
+    protobuf: Option<(PrebuiltList, Arc<Vec<Bytes>>)>,
+    framing: Framing,
+    pace: Option<Pace>,
+}
+
+impl Prebuilt {
+    /// `list` and `events` (each event's JSON line), one chunk per event, sent at once.
+    pub fn new(list: impl Into<PrebuiltList>, events: Arc<Vec<Bytes>>) -> Self {
+        Prebuilt {
+            json: (list.into(), events),
+            protobuf: None,
+            framing: Framing::PerEvent,
+            pace: None,
+        }
+    }
+
+    /// Also serves `list` (see [`PrebuiltList::to_protobuf`]) and `frames` (each a whole
+    /// length-prefixed frame, see [`protobuf_watch_frame`]) to clients that ask for protobuf.
+    pub fn with_protobuf(mut self, list: PrebuiltList, frames: Arc<Vec<Bytes>>) -> Self {
+        self.protobuf = Some((list, frames));
+        self
+    }
+
+    /// Transcodes this server's JSON list and events into protobuf (once, here) and serves them
+    /// to clients that ask for it.
+    pub fn transcoded(self) -> Result<Self, ProtobufError> {
+        let list = self.json.0.to_protobuf()?;
+        let frames = self
+            .json
+            .1
+            .iter()
+            .map(|e| protobuf_watch_frame(e))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(self.with_protobuf(list, Arc::new(frames)))
+    }
+
+    /// Cuts the watch into `framing`'s chunks.
+    pub fn framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self
+    }
+
+    /// Sends the events at `pace` (see [`serve_prebuilt_paced`]).
+    pub fn paced(mut self, pace: Pace) -> Self {
+        self.pace = Some(pace);
+        self
     }
 }
 
@@ -183,7 +392,7 @@ pub async fn serve_prebuilt(
     events: Arc<Vec<Bytes>>,
     release: tokio::sync::watch::Receiver<bool>,
 ) {
-    serve(listener, list.into(), events, release, None).await
+    serve_prebuilt_with(listener, Prebuilt::new(list, events), release).await
 }
 
 /// [`serve_prebuilt`], with the first watch's events sent at `pace` once released, each in an
@@ -196,34 +405,74 @@ pub async fn serve_prebuilt_paced(
     release: tokio::sync::watch::Receiver<bool>,
     pace: Pace,
 ) {
-    serve(listener, list.into(), events, release, Some(pace)).await
+    serve_prebuilt_with(listener, Prebuilt::new(list, events).paced(pace), release).await
 }
 
-async fn serve(
-    listener: tokio::net::TcpListener,
+/// One encoding's bytes as served: the list, and the watch's chunks (unpaced: already cut to the
+/// framing; paced: the events, cut as they leave).
+struct Served {
     list: PrebuiltList,
-    events: Arc<Vec<Bytes>>,
+    chunks: Arc<Vec<Bytes>>,
+    list_type: &'static str,
+    watch_type: &'static str,
+}
+
+/// Serves `prebuilt` (see the [module docs](self)) on `listener` until the task is dropped or
+/// the listener fails. Chunks of coalesced framing are cut here, before the first connection.
+pub async fn serve_prebuilt_with(
+    listener: tokio::net::TcpListener,
+    prebuilt: Prebuilt,
     release: tokio::sync::watch::Receiver<bool>,
-    pace: Option<Pace>,
 ) {
-    let list = Arc::new(list);
+    let Prebuilt {
+        json,
+        protobuf,
+        framing,
+        pace,
+    } = prebuilt;
+    let served = |(list, events): (PrebuiltList, Arc<Vec<Bytes>>), types: (_, _)| {
+        let chunks = match (&pace, framing) {
+            (None, Framing::Coalesced { .. }) => Arc::new(framing.chunks(&events)),
+            _ => events,
+        };
+        Arc::new(Served {
+            list,
+            chunks,
+            list_type: types.0,
+            watch_type: types.1,
+        })
+    };
+    let json = served(json, ("application/json", "application/json"));
+    let protobuf = protobuf.map(|p| served(p, (MEDIA_TYPE, WATCH_MEDIA_TYPE)));
     let streamed = Arc::new(AtomicBool::new(false));
     while let Ok((socket, _)) = listener.accept().await {
         let _ = socket.set_nodelay(true);
-        let (list, events, streamed, release, pace) = (
-            Arc::clone(&list),
-            Arc::clone(&events),
+        let (json, protobuf, streamed, release, pace) = (
+            Arc::clone(&json),
+            protobuf.clone(),
             Arc::clone(&streamed),
             release.clone(),
             pace.clone(),
         );
         tokio::spawn(async move {
             let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                let body = answer(&req, &list, &events, &streamed, release.clone(), &pace);
+                let wants_protobuf = req
+                    .headers()
+                    .get(hyper::header::ACCEPT)
+                    .and_then(|a| a.to_str().ok())
+                    .is_some_and(|a| a.contains(MEDIA_TYPE));
+                // A server without protobuf bytes answers JSON, as kube-apiserver does for kinds
+                // without a protobuf message.
+                let served = match (&protobuf, wants_protobuf) {
+                    (Some(protobuf), true) => protobuf,
+                    _ => &json,
+                };
+                let (content_type, body) =
+                    answer(&req, served, &streamed, release.clone(), &pace, framing);
                 async move {
                     Ok::<_, Infallible>(
                         Response::builder()
-                            .header("content-type", "application/json")
+                            .header("content-type", content_type)
                             .body(body)
                             .expect("a response of static parts"),
                     )
@@ -236,55 +485,66 @@ async fn serve(
     }
 }
 
-/// The body answering `req`: the list, the events (first watch only) or a silent watch.
+/// The body answering `req`, and its content type: the list, the events (first watch only) or a
+/// silent watch.
 fn answer(
     req: &Request<hyper::body::Incoming>,
-    list: &PrebuiltList,
-    events: &Arc<Vec<Bytes>>,
+    served: &Served,
     streamed: &AtomicBool,
     mut release: tokio::sync::watch::Receiver<bool>,
     pace: &Option<Pace>,
-) -> Body {
+    framing: Framing,
+) -> (&'static str, Body) {
     let watch = req
         .uri()
         .query()
         .is_some_and(|q| q.contains("watch=true") || q.contains("watch=1"));
     if !watch {
-        return Full::new(list.answer(req.uri().query())).boxed();
+        let list = served.list.answer(req.uri().query());
+        return (served.list_type, Full::new(list).boxed());
     }
     if streamed.swap(true, Ordering::SeqCst) {
-        return http_body_util::BodyExt::boxed(StreamBody::new(futures::stream::pending::<
-            Result<Frame<Bytes>, Infallible>,
-        >()));
+        let silent =
+            StreamBody::new(futures::stream::pending::<Result<Frame<Bytes>, Infallible>>());
+        return (served.watch_type, http_body_util::BodyExt::boxed(silent));
     }
     let released = async move {
         // A dropped sender releases at once.
         let _ = release.wait_for(|r| *r).await;
     };
-    let events = Arc::clone(events);
+    let chunks = Arc::clone(&served.chunks);
     if let Some(pace) = pace {
-        return paced(events, released, pace.clone());
+        return (
+            served.watch_type,
+            paced(chunks, released, pace.clone(), framing),
+        );
     }
-    let count = events.len();
+    let count = chunks.len();
     let frames = futures::stream::once(released)
         .map(move |()| futures::stream::iter(0..count))
         .flatten()
-        .map(move |i| Ok::<_, Infallible>(Frame::data(events[i].clone())));
-    http_body_util::BodyExt::boxed(StreamBody::new(frames))
+        .map(move |i| Ok::<_, Infallible>(Frame::data(chunks[i].clone())));
+    (
+        served.watch_type,
+        http_body_util::BodyExt::boxed(StreamBody::new(frames)),
+    )
 }
 
-/// The events sent at `pace` once `released` completes: a thread keeps the deadlines and hands each
-/// event to the connection through a small bounded channel.
+/// The events sent at `pace` once `released` completes: a thread keeps the deadlines and hands
+/// each chunk to the connection through a small bounded channel. Coalesced, a chunk leaves at its
+/// last event's deadline, each of its events stamped at its own.
 fn paced(
     events: Arc<Vec<Bytes>>,
     released: impl std::future::Future<Output = ()> + Send + Sync + 'static,
     pace: Pace,
+    framing: Framing,
 ) -> Body {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
     let frames = futures::stream::once(async move {
         released.await;
         std::thread::spawn(move || {
             let start = Instant::now();
+            let mut chunk: Vec<u8> = Vec::new();
             for (i, event) in events.iter().enumerate() {
                 let deadline = start + pace.interval.mul_f64(i as f64);
                 if let Some(wait) = deadline.checked_duration_since(Instant::now()) {
@@ -294,7 +554,16 @@ fn paced(
                     Some(marker) => stamp(event, marker, SystemTime::now()),
                     None => event.clone(),
                 };
-                if tx.blocking_send(event).is_err() {
+                let send = if framing == Framing::PerEvent {
+                    event
+                } else {
+                    chunk.extend_from_slice(&event);
+                    if framing.fits(chunk.len()) && i + 1 < events.len() {
+                        continue;
+                    }
+                    Bytes::from(std::mem::take(&mut chunk))
+                };
+                if tx.blocking_send(send).is_err() {
                     return; // the client went away
                 }
             }
@@ -311,7 +580,240 @@ fn paced(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protobuf::{decode_object, FrameDecoder};
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// A raw HTTP/1.1 exchange: the response's head, and its body's chunks (one, the whole body,
+    /// when it is not chunked).
+    async fn exchange(
+        addr: std::net::SocketAddr,
+        path: &str,
+        accept: &str,
+    ) -> (String, Vec<Vec<u8>>) {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(
+            format!(
+                "GET {path} HTTP/1.1\r\nhost: x\r\naccept: {accept}\r\nconnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8(out[..end].to_vec()).unwrap();
+        let mut body = &out[end..];
+        if !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            return (head, vec![body.to_vec()]);
+        }
+        let mut chunks = Vec::new();
+        loop {
+            let line = body.windows(2).position(|w| w == b"\r\n").unwrap();
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap(), 16).unwrap();
+            if size == 0 {
+                return (head, chunks);
+            }
+            chunks.push(body[line + 2..line + 2 + size].to_vec());
+            body = &body[line + 2 + size + 2..];
+        }
+    }
+
+    fn without_nulls(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), without_nulls(v)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(without_nulls).collect()),
+            v => v.clone(),
+        }
+    }
+
+    /// Three realistic pods, listed in pages, and four MODIFIED events of them.
+    fn realistic() -> (Vec<Value>, Prebuilt) {
+        let pods: Vec<String> = (0..3).map(crate::fixtures::realistic_pod_json).collect();
+        let events: Vec<Bytes> = (0..4)
+            .map(|e| {
+                Bytes::from(format!(
+                    "{{\"type\":\"MODIFIED\",\"object\":{}}}\n",
+                    pods[e % 3]
+                ))
+            })
+            .collect();
+        let values = pods
+            .iter()
+            .map(|p| serde_json::from_str(p).unwrap())
+            .collect();
+        let items = pods.into_iter().map(Bytes::from).collect();
+        let list = PrebuiltList::paged("PodList", "42", items);
+        (values, Prebuilt::new(list, Arc::new(events)))
+    }
+
+    #[tokio::test]
+    async fn protobuf_pages_and_watch_frames_decode_back_to_the_same_pods() {
+        let (pods, prebuilt) = realistic();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve_prebuilt_with(
+            listener,
+            prebuilt.transcoded().unwrap(),
+            tokio::sync::watch::channel(true).1,
+        ));
+        let accept = "application/vnd.kubernetes.protobuf, application/json";
+        let mut listed = Vec::new();
+        let mut path = "/api/v1/pods?limit=2".to_string();
+        loop {
+            let (head, body) = exchange(addr, &path, accept).await;
+            assert!(
+                head.contains("content-type: application/vnd.kubernetes.protobuf\r\n"),
+                "{head}"
+            );
+            let body = Bytes::from(body.concat());
+            let envelope = Unknown::decode(&body).unwrap();
+            assert_eq!(
+                (envelope.api_version.as_str(), envelope.kind.as_str()),
+                ("v1", "PodList")
+            );
+            let page = decode_object(&body).unwrap();
+            assert_eq!(page["metadata"]["resourceVersion"], "42");
+            listed.extend(page["items"].as_array().unwrap().iter().cloned());
+            match page["metadata"]["continue"].as_str() {
+                Some(token) => path = format!("/api/v1/pods?limit=2&continue={token}"),
+                None => break,
+            }
+        }
+        // List items carry no type meta in protobuf, as kube-apiserver writes them.
+        let bare = |pod: &Value| {
+            let mut pod = without_nulls(pod);
+            pod.as_object_mut()
+                .unwrap()
+                .retain(|k, _| k != "kind" && k != "apiVersion");
+            pod
+        };
+        assert_eq!(listed, pods.iter().map(bare).collect::<Vec<_>>());
+
+        let (head, chunks) = exchange(addr, "/api/v1/pods?watch=true", accept).await;
+        assert!(
+            head.contains("content-type: application/vnd.kubernetes.protobuf;stream=watch\r\n"),
+            "{head}"
+        );
+        assert_eq!(chunks.len(), 4, "one chunk per event");
+        let mut frames = FrameDecoder::new(1 << 20);
+        for (e, chunk) in chunks.iter().enumerate() {
+            frames.push(chunk);
+            let frame = frames
+                .next_frame()
+                .unwrap()
+                .expect("a whole frame per chunk");
+            let event = WatchEvent::decode(&frame).unwrap();
+            assert_eq!(event.event_type, "MODIFIED");
+            assert_eq!(
+                decode_object(&event.object).unwrap(),
+                without_nulls(&pods[e % 3])
+            );
+        }
+        frames.finish().unwrap();
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn coalesced_framing_gathers_whole_events_per_chunk_in_both_encodings() {
+        let (_, prebuilt) = realistic();
+        let prebuilt = prebuilt.transcoded().unwrap();
+        let json_events = prebuilt.json.1.clone();
+        let frames = prebuilt.protobuf.as_ref().unwrap().1.clone();
+        for (accept, events) in [("application/json", json_events), (MEDIA_TYPE, frames)] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            // Two events fill a chunk: four events make two chunks.
+            let chunk_bytes = events[0].len() + 1;
+            let server = tokio::spawn(serve_prebuilt_with(
+                listener,
+                prebuilt.clone().framing(Framing::Coalesced { chunk_bytes }),
+                tokio::sync::watch::channel(true).1,
+            ));
+            let (_, chunks) = exchange(addr, "/api/v1/pods?watch=true", accept).await;
+            assert_eq!(chunks.len(), 2, "{accept}");
+            assert_eq!(
+                chunks.concat(),
+                events.concat(),
+                "{accept}: the same bytes, in order"
+            );
+            server.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_protobuf_accept_gets_json_when_no_protobuf_was_built_and_json_clients_get_json() {
+        let (pods, prebuilt) = realistic();
+        for prebuilt in [prebuilt.clone(), prebuilt.transcoded().unwrap()] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let with_protobuf = prebuilt.protobuf.is_some();
+            let server = tokio::spawn(serve_prebuilt_with(
+                listener,
+                prebuilt,
+                tokio::sync::watch::channel(true).1,
+            ));
+            let accept = if with_protobuf {
+                "application/json"
+            } else {
+                MEDIA_TYPE
+            };
+            let (head, body) = exchange(addr, "/api/v1/pods", accept).await;
+            assert!(
+                head.contains("content-type: application/json\r\n"),
+                "{head}"
+            );
+            let list: Value = serde_json::from_slice(&body.concat()).unwrap();
+            assert_eq!(list["items"].as_array().unwrap().len(), pods.len());
+            server.abort();
+        }
+    }
+
+    #[test]
+    fn paced_coalescing_closes_a_chunk_once_it_holds_enough_bytes() {
+        let framing = Framing::Coalesced { chunk_bytes: 10 };
+        assert!(framing.fits(9) && !framing.fits(10));
+        assert!(!Framing::PerEvent.fits(0));
+        let events: Vec<Bytes> = ["aaaa", "bbbbbbb", "c", "dddddddddddd", "e"]
+            .into_iter()
+            .map(Bytes::from)
+            .collect();
+        let chunks: Vec<Bytes> = framing.chunks(&events);
+        assert_eq!(
+            chunks,
+            ["aaaabbbbbbb", "cdddddddddddd", "e"].map(Bytes::from)
+        );
+        assert_eq!(Framing::PerEvent.chunks(&events), events);
+    }
+
+    #[test]
+    fn bad_json_is_a_typed_error_not_a_panic() {
+        assert!(matches!(
+            protobuf_watch_frame(b"{\"type\":"),
+            Err(ProtobufError::Json { .. })
+        ));
+        assert!(matches!(
+            protobuf_watch_frame(br#"{"object":{"apiVersion":"v1","kind":"Pod"}}"#),
+            Err(ProtobufError::Json { .. })
+        ));
+        assert!(matches!(
+            protobuf_watch_frame(
+                br#"{"type":"ADDED","object":{"apiVersion":"x.io/v1","kind":"Thing"}}"#
+            ),
+            Err(ProtobufError::UnknownKind { .. })
+        ));
+        let list = PrebuiltList::paged("PodList", "1", vec![Bytes::from_static(b"not json")]);
+        assert!(list.to_protobuf().is_err());
+    }
 
     async fn get(addr: std::net::SocketAddr, path: &str) -> String {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
