@@ -95,6 +95,7 @@ pub use wire::decoder::{
 };
 pub use wire::list_page::{ListError, ListPageError, ObjectList};
 pub use wire::object::{Decode, DecodeSource};
+pub use wire::protobuf;
 
 /// What a user of this layer needs, in one import (the layers below included, and
 /// `CancellationToken` to stop a reflector): `use reflector::prelude::*;`.

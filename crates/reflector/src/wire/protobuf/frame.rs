@@ -125,7 +125,7 @@ impl WatchEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protobuf::Unknown;
+    use crate::wire::protobuf::Unknown;
 
     fn frames_of(events: &[WatchEvent]) -> Vec<u8> {
         let mut out = Vec::new();
