@@ -93,8 +93,9 @@ pub use wire::decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
     INITIAL_EVENTS_END_ANNOTATION,
 };
+pub use wire::encoding::Encoding;
 pub use wire::list_page::{ListError, ListPageError, ObjectList};
-pub use wire::object::{Decode, DecodeSource};
+pub use wire::object::{Decode, DecodeSource, ProtobufSource};
 pub use wire::protobuf;
 
 /// What a user of this layer needs, in one import (the layers below included, and
@@ -122,6 +123,13 @@ pub use delta_fifo::store_index;
 
 #[doc(hidden)]
 pub use serde as __serde;
+
+#[doc(hidden)]
+pub use bytes as __bytes;
+
+#[cfg(feature = "k8s-pb")]
+#[doc(hidden)]
+pub use wire::k8s_pb::__prost;
 
 /// What `decode_with_serde_compacted!` expands to, from other crates.
 #[doc(hidden)]

@@ -57,10 +57,13 @@ mod lister;
 mod mutation_cache;
 mod object;
 mod partial_object_metadata;
+#[cfg(feature = "k8s-pb")]
+mod pb_object;
 mod read_only;
 mod resource_version;
 mod selector;
 mod thread_safe_store;
+pub mod time;
 mod tombstone;
 mod transaction;
 mod undelta_store;
@@ -82,6 +85,14 @@ pub use object::{Object, ObjectMeta, OwnerReference};
 pub use partial_object_metadata::PartialObjectMetadata;
 pub use read_only::ReadOnlyIndexer;
 pub use resource_version::ResourceVersion;
+
+#[cfg(feature = "k8s-pb")]
+#[doc(hidden)]
+pub use crate::pb_object::__pb;
+/// The prost types of Kubernetes' built-in kinds (feature `k8s-pb`), re-exported so that the
+/// version the machinery implements its traits for is the one a user names.
+#[cfg(feature = "k8s-pb")]
+pub use ::k8s_pb;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
 pub use transaction::{Transaction, TransactionError, TransactionKind};

@@ -10,9 +10,12 @@
 //! nothing here imports from either (`cargo xtask modules` refuses it).
 
 pub(crate) mod decoder;
+pub(crate) mod encoding;
 pub(crate) mod exact;
 #[cfg(feature = "k8s-openapi")]
 pub(crate) mod k8s;
+#[cfg(feature = "k8s-pb")]
+pub(crate) mod k8s_pb;
 pub(crate) mod list_page;
 pub(crate) mod object;
 pub(crate) mod params;

@@ -111,13 +111,29 @@ impl Status {
     /// the body's start when the body is not one, its JSON string values redacted: an object
     /// sent back where a Status belongs may be a Secret.
     pub fn from_response(code: u16, body: &[u8]) -> Self {
-        match serde_json::from_slice::<Status>(body) {
+        // kube-apiserver writes errors in protobuf too when protobuf was asked for.
+        let decoded = if body.starts_with(&crate::wire::protobuf::MAGIC) {
+            crate::wire::protobuf::Unknown::decode(&bytes::Bytes::copy_from_slice(body))
+                .ok()
+                .filter(|u| u.kind == "Status")
+                .and_then(|u| crate::wire::protobuf::meta::status_as_written(&u.raw).ok())
+                .ok_or(())
+        } else {
+            serde_json::from_slice::<Status>(body).map_err(|_| ())
+        };
+        match decoded {
             Ok(mut s) if !s.message.is_empty() || !s.reason.is_empty() => {
                 if s.code == 0 {
                     s.code = code;
                 }
                 s
             }
+            // Not quoted back: its strings are not marked as JSON's are, and may be a Secret's.
+            _ if body.starts_with(&crate::wire::protobuf::MAGIC) => Status::failure(
+                code,
+                reason_for_code(code),
+                "a protobuf body that is not a Status",
+            ),
             _ => {
                 let text = String::from_utf8_lossy(&body[..body.len().min(4096)]);
                 let message = super::snippet::body_snippet(text.trim(), 1024);

@@ -11,9 +11,9 @@ use std::collections::BTreeMap;
 use crate::store_index::{ObjectMeta, OwnerReference};
 use crate::wire::status::{Status, StatusCause, StatusDetails};
 
-use super::time::format_rfc3339;
 use super::wire::{utf8, Field, Reader};
 use super::ProtobufError;
+use crate::store_index::time::format_rfc3339;
 
 /// `metadata` (field 1) of a top-level object's message; default metadata when it has none.
 pub fn object_meta_of(message: &[u8]) -> Result<ObjectMeta, ProtobufError> {
@@ -211,6 +211,15 @@ pub fn list_meta(bytes: &[u8]) -> Result<ListMeta, ProtobufError> {
 /// Decodes a `meta.v1.Status` message (the `raw` of an envelope of kind `Status`). A code of 0
 /// or beyond `u16` reads as 500, as client-go reads a Status that names no usable code.
 pub fn status(bytes: &[u8]) -> Result<Status, ProtobufError> {
+    let mut s = status_as_written(bytes)?;
+    if s.code == 0 {
+        s.code = 500;
+    }
+    Ok(s)
+}
+
+/// [`status`] with the code as written (0 when absent or unusable).
+pub(crate) fn status_as_written(bytes: &[u8]) -> Result<Status, ProtobufError> {
     const WHAT: &str = "meta.v1.Status";
     let mut fields = Reader::new(bytes, WHAT);
     let mut s = Status::default();
@@ -223,9 +232,6 @@ pub fn status(bytes: &[u8]) -> Result<Status, ProtobufError> {
             Field::Varint(6, v) => s.code = u16::try_from(v as i32).unwrap_or(0),
             _ => {}
         }
-    }
-    if s.code == 0 {
-        s.code = 500;
     }
     Ok(s)
 }

@@ -19,7 +19,7 @@
 mod envelope;
 mod frame;
 pub mod meta;
-pub mod time;
+pub use crate::store_index::time;
 pub mod wire;
 
 pub use envelope::{Unknown, MAGIC};

@@ -98,3 +98,135 @@ proptest! {
         prop_assert!(d.finish().is_ok());
     }
 }
+
+fn frame_of(event_type: &str, object: &serde_json::Value) -> Vec<u8> {
+    let object = Bytes::from(sim_apiserver::protobuf::encode_object(object).unwrap());
+    let mut out = Vec::new();
+    encode_frame(
+        &mut out,
+        &WatchEvent {
+            event_type: event_type.into(),
+            object,
+        }
+        .encode(),
+    );
+    out
+}
+
+#[test]
+fn protobuf_watch_frames_carry_bookmarks_and_status_errors() {
+    use crate::store_index::DynamicObject;
+    use crate::WatchEvent as Event;
+    let mut stream = frame_of(
+        "BOOKMARK",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"resourceVersion": "12",
+            "annotations": {"k8s.io/initial-events-end": "true"}}}),
+    );
+    stream.extend(frame_of(
+        "ERROR",
+        &json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+            "reason": "Expired", "message": "too old", "code": 410}),
+    ));
+    let mut d =
+        crate::WatchDecoder::<DynamicObject>::for_content_type(Some(WATCH_MEDIA_TYPE), 1 << 20);
+    let mut events = Vec::new();
+    // Cut anywhere: the frames come back whole.
+    for part in stream.chunks(7) {
+        d.decode(Bytes::copy_from_slice(part), &mut events).unwrap();
+    }
+    d.finish(&mut events).unwrap();
+    match &events[..] {
+        [Event::Bookmark(b), Event::Error(s)] => {
+            assert_eq!(b.resource_version, "12");
+            assert!(b.initial_events_end);
+            assert!(s.is_expired() && s.code == 410);
+        }
+        other => panic!("{other:?}"),
+    }
+    // An object event for a type that reads JSON only is a typed error, not a panic or a skip.
+    let added = frame_of(
+        "ADDED",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}}),
+    );
+    let mut d = crate::WatchDecoder::<DynamicObject>::protobuf(1 << 20);
+    let err = d.decode(Bytes::from(added), &mut events).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            crate::DecodeError::Protobuf(ProtobufError::Unsupported { .. })
+        ),
+        "{err}"
+    );
+    // A cut frame at the end of the stream.
+    let mut d = crate::WatchDecoder::<DynamicObject>::protobuf(1 << 20);
+    d.decode(Bytes::from_static(b"\x00\x00\x00\x09abc"), &mut events)
+        .unwrap();
+    assert!(matches!(
+        d.finish(&mut events),
+        Err(crate::DecodeError::Truncated(3))
+    ));
+}
+
+#[test]
+fn protobuf_list_bodies_are_checked_like_json_ones() {
+    use crate::store_index::DynamicObject;
+    use crate::{ListPageError, ObjectList};
+    let body =
+        |v: serde_json::Value| Bytes::from(sim_apiserver::protobuf::encode_object(&v).unwrap());
+    let gone = body(
+        json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
+        "reason": "Expired", "message": "too old", "code": 410}),
+    );
+    let err = ObjectList::<DynamicObject>::from_body(&gone, Some(MEDIA_TYPE)).unwrap_err();
+    assert_eq!(err.status().map(|s| s.code), Some(410));
+    let empty = body(
+        json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "5"}, "items": []}),
+    );
+    let page = ObjectList::<DynamicObject>::from_protobuf(&empty).unwrap();
+    assert_eq!((page.items.len(), page.resource_version.as_str()), (0, "5"));
+    let no_rv = body(json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}));
+    let not_a_list = body(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}));
+    for bad in [
+        no_rv,
+        not_a_list,
+        Bytes::from_static(b"k8s\x00\x12\x05ab"),
+        Bytes::from_static(b"{}"),
+    ] {
+        assert!(matches!(
+            ObjectList::<DynamicObject>::from_protobuf(&bad),
+            Err(ListPageError::NotAList(_))
+        ));
+    }
+    // Items a JSON-only type cannot read make the page an error, never a shorter list.
+    let one = body(
+        json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "5"},
+        "items": [{"metadata": {"name": "a"}}]}),
+    );
+    assert!(ObjectList::<DynamicObject>::from_protobuf(&one).is_err());
+    // A protobuf error body is read as the Status it is, and quotes nothing of a non-Status.
+    let s = crate::Status::from_response(410, &gone);
+    assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
+    let s = crate::Status::from_response(500, &one);
+    assert!(
+        !s.message.contains('a') || s.message.contains("protobuf"),
+        "{s:?}"
+    );
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_protobuf_bodies_and_streams_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+        use crate::store_index::{CompactObject, DynamicObject};
+        let mut with_magic = MAGIC.to_vec();
+        with_magic.extend_from_slice(&data);
+        for body in [Bytes::from(data.clone()), Bytes::from(with_magic)] {
+            let _ = crate::ObjectList::<DynamicObject>::from_protobuf(&body);
+            let _ = crate::ObjectList::<CompactObject>::from_protobuf(&body);
+            let _ = crate::Status::from_response(500, &body);
+        }
+        let mut d = crate::WatchDecoder::<CompactObject>::protobuf(300);
+        let mut events = Vec::new();
+        let _ = d.decode(Bytes::from(data), &mut events);
+        let _ = d.finish(&mut events);
+    }
+}
