@@ -699,6 +699,22 @@ impl Client {
         max_bytes: usize,
         check: Option<&WriteCheck>,
     ) -> Result<Bytes, ClientError> {
+        self.request_body_checked(method, path_and_query, JSON, body, max_bytes, check)
+            .await
+            .map(|(bytes, _)| bytes)
+    }
+
+    /// [`request_bytes_checked`](Self::request_bytes_checked) with this `Accept` header, and the
+    /// answer's `Content-Type` (what its body is to be decoded as).
+    pub(crate) async fn request_body_checked(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        accept: &str,
+        body: Option<(&str, Bytes)>,
+        max_bytes: usize,
+        check: Option<&WriteCheck>,
+    ) -> Result<(Bytes, Option<String>), ClientError> {
         if let Some(bucket) = &self.requests {
             bucket.acquire(path_and_query).await;
         }
@@ -707,10 +723,10 @@ impl Client {
             let gzip = self.compression;
             let body = body.as_ref().map(|(t, b)| (*t, b));
             let resp = self
-                .send_body_now(method.clone(), path_and_query, JSON, gzip, body, check)
+                .send_body_now(method.clone(), path_and_query, accept, gzip, body, check)
                 .await?;
             if !resp.status().is_success() {
-                return Err(self.error_response(resp, JSON).await);
+                return Err(self.error_response(resp, accept).await);
             }
             let encoding = Encoding::of(resp.headers(), &what)?;
             let len = resp
@@ -718,7 +734,10 @@ impl Client {
                 .get(CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse::<usize>().ok());
-            read_body(resp.into_body(), encoding, len, max_bytes, &what).await
+            let content_type = content_type_of(resp.headers());
+            read_body(resp.into_body(), encoding, len, max_bytes, &what)
+                .await
+                .map(|bytes| (bytes, content_type))
         })
         .await?
     }
