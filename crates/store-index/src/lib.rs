@@ -59,6 +59,7 @@ mod object;
 mod partial_object_metadata;
 #[cfg(feature = "k8s-pb")]
 mod pb_object;
+pub mod protobuf;
 mod read_only;
 mod resource_version;
 mod selector;
@@ -69,7 +70,7 @@ mod transaction;
 mod undelta_store;
 
 pub use clock::{Clock, FakeClock, SystemClock};
-pub use compact::CompactObject;
+pub use compact::{CompactObject, RawEncoding};
 pub use deleted_object::DeletedObject;
 pub use dynamic::DynamicObject;
 pub use error::{describe, BoxError, KeyError, StoreError};

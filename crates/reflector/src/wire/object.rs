@@ -236,7 +236,25 @@ macro_rules! decode_with_serde_compacted {
 
 decode_with_serde!(DynamicObject);
 
+/// JSON and protobuf. Under [`Encoding::Auto`](crate::Encoding::Auto) protobuf is asked for the
+/// built-in groups only ([`Resource::is_built_in`]): a `CompactObject` cannot know its kind
+/// statically, and a custom resource is JSON only, so the group decides (exact names, not a
+/// `.k8s.io` suffix, which CRDs use too). A server that answers JSON anyway is read as JSON: the
+/// choice is a preference, the answer's `Content-Type` decides.
 impl Decode for CompactObject {
+    const PROTOBUF: bool = true;
+
+    fn protobuf_by_default(resource: &Resource) -> bool {
+        resource.is_built_in()
+    }
+
+    fn decode_protobuf(
+        message: &Bytes,
+        source: &ProtobufSource<'_>,
+    ) -> Result<Self, ProtobufError> {
+        CompactObject::from_protobuf(source.keep(message), source.api_version(), source.kind())
+    }
+
     fn decode<'de, D: Deserializer<'de>>(
         deserializer: D,
         frame: &DecodeSource<'de>,
