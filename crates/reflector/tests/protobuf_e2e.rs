@@ -339,3 +339,41 @@ async fn a_server_answering_json_is_decoded_as_json_and_refused_only_where_json_
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_objects_hold_protobuf_from_a_protobuf_server_and_json_from_a_json_one() {
+    use reflector::store_index::RawEncoding;
+    for (speaks, expected) in [(true, RawEncoding::Protobuf), (false, RawEncoding::Json)] {
+        let sim = SimServer::builder().protobuf(speaks).start().await.unwrap();
+        create_pods(&sim, "default", 3);
+        let lw = HttpListerWatcher::<CompactObject>::new(
+            &config_for(&sim),
+            Resource::namespaced("", "v1", "pods"),
+        )
+        .unwrap();
+        let (store, errors, cancel, task) = run(lw, options());
+        store.until("3 pods", |s| s.len() == 3).await;
+        sim.create(
+            "pods",
+            Some("default"),
+            json!({"metadata": {"name": "w", "labels": {"app": "x"}}, "spec": {"containers": []}}),
+        )
+        .unwrap();
+        store.until("the watched pod", |s| s.len() == 4).await;
+        let items = store.items.lock().clone();
+        assert!(
+            items.values().all(|o| o.encoding() == expected),
+            "{items:?}"
+        );
+        let w = &items["default/w"];
+        assert_eq!((w.label("app"), w.kind()), (Some("x"), Some("Pod")));
+        if expected == RawEncoding::Protobuf {
+            let typed: Pod = w.decode_pb().unwrap();
+            assert_eq!(typed.metadata.unwrap().name.as_deref(), Some("w"));
+        } else {
+            assert_eq!(w.to_dynamic().unwrap().metadata.name.as_deref(), Some("w"));
+        }
+        assert!(errors.lock().is_empty(), "{:?}", errors.lock());
+        stop(cancel, task).await;
+    }
+}
