@@ -15,7 +15,6 @@ use crate::wire::encoding::Encoding;
 use crate::wire::list_page::{ListPageError, ObjectList};
 use crate::wire::object::{Decode, DecodeSource, ProtobufSource};
 use crate::wire::params::ListOptions;
-use crate::wire::protobuf::meta as pb_meta;
 use crate::wire::protobuf::{is_protobuf, ProtobufError, Unknown};
 use crate::wire::resource::Resource;
 use crate::wire::status::Status;
@@ -655,7 +654,7 @@ fn decode_protobuf_object<T: Decode>(what: &str, body: &Bytes) -> Result<T, Clie
     };
     let envelope = Unknown::decode(body).map_err(decode_error)?;
     if envelope.kind == "Status" {
-        let status = pb_meta::status(&envelope.raw).map_err(decode_error)?;
+        let status = Status::from_protobuf(&envelope.raw).map_err(decode_error)?;
         if is_success(&status) {
             return Err(ClientError::Decode {
                 what: what.to_string(),
@@ -1090,7 +1089,7 @@ fn deleted<T>(
         Unknown::decode(body)
             .ok()
             .filter(|u| u.kind == "Status")
-            .and_then(|u| pb_meta::status(&u.raw).ok())
+            .and_then(|u| Status::from_protobuf(&u.raw).ok())
     } else {
         std::str::from_utf8(body).ok().and_then(status_of)
     };

@@ -413,7 +413,9 @@ fn decode_protobuf_event<K: Decode>(payload: &Bytes) -> Result<WatchEvent<K>, De
                 initial_events_end: end,
             })
         }
-        "ERROR" if object.kind == "Status" => WatchEvent::Error(pb_meta::status(&object.raw)?),
+        "ERROR" if object.kind == "Status" => {
+            WatchEvent::Error(Status::from_protobuf(&object.raw)?)
+        }
         "ERROR" => WatchEvent::Error(Status::failure(
             500,
             "",

@@ -168,7 +168,8 @@ impl<K: Decode> ObjectList<K> {
             .into());
         }
         if envelope.kind == "Status" {
-            let status = pb_meta::status(&envelope.raw).map_err(|e| not_a_list(e.to_string()))?;
+            let status =
+                Status::from_protobuf(&envelope.raw).map_err(|e| not_a_list(e.to_string()))?;
             return Err(ListPageError::Status(Box::new(status)));
         }
         let Some(item_kind) = envelope.kind.strip_suffix("List") else {

@@ -54,7 +54,7 @@ fn list_meta_and_status_read_as_their_json_does() {
             "causes": [{"reason": "FieldValueInvalid", "message": "m", "field": "spec"}]},
         "code": 410});
     let expected: crate::Status = serde_json::from_value(status.clone()).unwrap();
-    let got = meta::status(&raw_of(&status)).unwrap();
+    let got = crate::Status::from_protobuf(&raw_of(&status)).unwrap();
     assert_eq!(got, expected);
     assert!(got.is_expired());
 }
@@ -68,7 +68,7 @@ proptest! {
         let _ = meta::object_meta_of(&data);
         let _ = meta::object_meta(&data);
         let _ = meta::list_meta(&data);
-        let _ = meta::status(&data);
+        let _ = crate::Status::from_protobuf(&data);
         let mut with_magic = MAGIC.to_vec();
         with_magic.extend_from_slice(&data);
         let _ = Unknown::decode(&Bytes::from(with_magic));
