@@ -124,13 +124,6 @@ pub use delta_fifo::store_index;
 #[doc(hidden)]
 pub use serde as __serde;
 
-#[doc(hidden)]
-pub use bytes as __bytes;
-
-#[cfg(feature = "k8s-pb")]
-#[doc(hidden)]
-pub use wire::k8s_pb::__prost;
-
 /// What `decode_with_serde_compacted!` expands to, from other crates.
 #[doc(hidden)]
 pub mod __exact {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use reflector::delta_fifo::{FifoError, Store};
 use reflector::store_index::k8s_pb::api::core::v1::Pod;
-use reflector::store_index::{CompactObject, DynamicObject, Object, ResourceVersion};
+use reflector::store_index::{CompactObject, DynamicObject, Object, Pb, ResourceVersion};
 use reflector::{
     BackoffConfig, ClusterConfig, Credentials, Decode, Encoding, HttpListerWatcher, ListOptions,
     ListerWatcher, ObjectList, Reflector, ReflectorError, ReflectorOptions, Resource, WatchOptions,
@@ -202,7 +202,7 @@ async fn typed_protobuf_pods_list_in_pages_and_watch_every_event_type() {
         .await
         .unwrap();
     create_pods(&sim, "default", 1_200);
-    let lw = HttpListerWatcher::<Pod>::new(&config_for(&sim), pods()).unwrap();
+    let lw = HttpListerWatcher::<Pb<Pod>>::new(&config_for(&sim), pods()).unwrap();
     let opts = ReflectorOptions {
         watch_list: false,
         ..options()
@@ -247,7 +247,7 @@ async fn typed_protobuf_pods_list_in_pages_and_watch_every_event_type() {
 async fn a_410_error_frame_relists_in_protobuf_and_drops_what_was_deleted_while_away() {
     let sim = SimServer::builder().start().await.unwrap();
     create_pods(&sim, "default", 5);
-    let lw = HttpListerWatcher::<Pod>::new(&config_for(&sim), pods()).unwrap();
+    let lw = HttpListerWatcher::<Pb<Pod>>::new(&config_for(&sim), pods()).unwrap();
     let (r, store, errors, cancel, task) = run_reflector(lw, options());
     store.until("5 pods", |s| s.len() == 5).await;
     // The next event becomes an ERROR frame carrying a protobuf Status 410.
@@ -299,7 +299,7 @@ async fn the_protobuf_path_survives_a_wrapping_lister_watcher() {
     create_pods(&sim, "default", 5);
     let lists = Arc::new(Mutex::new(0));
     let lw = Wrapper(
-        HttpListerWatcher::<Pod>::new(&config_for(&sim), pods()).unwrap(),
+        HttpListerWatcher::<Pb<Pod>>::new(&config_for(&sim), pods()).unwrap(),
         lists.clone(),
     );
     let (store, errors, cancel, task) = run(lw, options());
@@ -332,7 +332,7 @@ async fn a_server_answering_json_is_decoded_as_json_and_refused_only_where_json_
     let page = lw.list(ListOptions::default()).await.unwrap();
     assert_eq!(page.items.len(), 3);
     // A k8s_pb Pod cannot read JSON: a typed error, not an empty list.
-    let lw = HttpListerWatcher::<Pod>::new(&config, pods()).unwrap();
+    let lw = HttpListerWatcher::<Pb<Pod>>::new(&config, pods()).unwrap();
     let err = lw.list(ListOptions::default()).await.unwrap_err();
     assert!(
         matches!(err, ReflectorError::InvalidList(ref e) if e.problem.contains("protobuf")),

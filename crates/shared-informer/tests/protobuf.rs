@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use shared_informer::reflector::store_index::k8s_pb::api::core::v1::{Container, Pod, PodSpec};
 use shared_informer::reflector::store_index::k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use shared_informer::reflector::store_index::{Indexers, Object, Selector};
+use shared_informer::reflector::store_index::{Indexers, Object, Pb, Selector};
 use shared_informer::reflector::{
     Api, Client, ClientError, ClusterConfig, CreateOptions, DeleteOptions, Resource,
 };
@@ -56,7 +56,7 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
     if let Some(t) = sim.token() {
         config.credentials = shared_informer::reflector::Credentials::Token(t.into());
     }
-    let api: Api<Pod> = Api::namespaced_pb(Client::new(&config).unwrap(), "default");
+    let api: Api<Pb<Pod>> = Api::namespaced_pb(Client::new(&config).unwrap(), "default");
     for (name, node, app) in [("a", "n1", "web"), ("b", "n2", "web"), ("c", "n1", "db")] {
         let created = api
             .create_pb(&CreateOptions::default(), &pod(name, node, app))
@@ -72,9 +72,11 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
     assert_eq!(stored["spec"]["nodeName"], json!("n1"));
 
     let factory = SharedInformerFactory::new(config.clone());
-    let informer = factory.informer::<Pod>(Resource::of_pb::<Pod>()).unwrap();
+    let informer = factory
+        .informer::<Pb<Pod>>(Resource::of_pb::<Pod>())
+        .unwrap();
     informer
-        .set_transform(|p: Arc<Pod>| {
+        .set_transform(|p: Arc<Pb<Pod>>| {
             let mut p = (*p).clone();
             if let Some(m) = p.metadata.as_mut() {
                 m.managed_fields.clear();
@@ -84,7 +86,7 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
         })
         .unwrap();
     informer
-        .add_indexers(Indexers::new().with("node", |p: &Pod| {
+        .add_indexers(Indexers::new().with("node", |p: &Pb<Pod>| {
             Ok(p.spec.iter().filter_map(|s| s.node_name.clone()).collect())
         }))
         .unwrap();
@@ -93,10 +95,10 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
     informer
         .add_event_handler(
             EventHandlerFns::new()
-                .on_add(move |p: &Arc<Pod>, _| {
+                .on_add(move |p: &Arc<Pb<Pod>>, _| {
                     let _ = t1.send(format!("add {}", p.name()));
                 })
-                .on_update(move |_, p: &Arc<Pod>| {
+                .on_update(move |_, p: &Arc<Pb<Pod>>| {
                     let _ = t2.send(format!(
                         "update {} {}",
                         p.name(),
@@ -146,13 +148,13 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
         .labels
         .insert("app".into(), "db".into());
     changed.metadata.as_mut().unwrap().annotations.clear();
-    api.replace_pb("a", &CreateOptions::default(), &changed)
+    api.replace_pb("a", &CreateOptions::default(), &*changed)
         .await
         .unwrap();
     assert_eq!(next(&mut rx).await, "update a db");
     // The same resourceVersion again: a conflict, read from a protobuf Status.
     let err = api
-        .replace_pb("a", &CreateOptions::default(), &changed)
+        .replace_pb("a", &CreateOptions::default(), &*changed)
         .await
         .unwrap_err();
     assert!(err.is_conflict(), "{err:?}");

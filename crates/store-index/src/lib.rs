@@ -87,13 +87,12 @@ pub use partial_object_metadata::PartialObjectMetadata;
 pub use read_only::ReadOnlyIndexer;
 pub use resource_version::ResourceVersion;
 
-#[cfg(feature = "k8s-pb")]
-#[doc(hidden)]
-pub use crate::pb_object::__pb;
 /// The prost types of Kubernetes' built-in kinds (feature `k8s-pb`), re-exported so that the
 /// version the machinery implements its traits for is the one a user names.
 #[cfg(feature = "k8s-pb")]
 pub use ::k8s_pb;
+#[cfg(feature = "k8s-pb")]
+pub use pb_object::Pb;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
 pub use transaction::{Transaction, TransactionError, TransactionKind};

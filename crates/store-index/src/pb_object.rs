@@ -1,10 +1,5 @@
-//! `Object` for the `k8s_pb` resource types (feature `k8s-pb`): the prost messages of Kubernetes'
-//! built-in kinds, which the reflector decodes from protobuf.
-//!
-//! A blanket implementation over `k8s_pb::Metadata` would overlap with the one over
-//! `k8s_openapi::Metadata` (coherence cannot tell the two traits apart), so `Object` is
-//! implemented for the list of common types below by [`object_for_k8s_pb!`](crate::object_for_k8s_pb),
-//! which also serves any other `k8s_pb` type a user needs.
+//! [`Pb`]: the `k8s_pb` resource types (feature `k8s-pb`), the prost messages of Kubernetes'
+//! built-in kinds which the reflector decodes from protobuf, as informer objects.
 //!
 //! `ObjectMeta`'s strings are `Option<String>` and its maps are `BTreeMap`s in `k8s_pb`, as in this
 //! crate's own [`ObjectMeta`](crate::ObjectMeta), so every accessor lends the message's own fields:
@@ -14,9 +9,8 @@ use std::collections::BTreeMap;
 
 use crate::k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta as PbMeta;
 
-/// The accessors `object_for_k8s_pb!` expands to. Not public API.
-#[doc(hidden)]
-pub mod __pb {
+/// The accessors of `Pb<T>`, on the message.
+mod __pb {
     use super::*;
 
     fn meta<T: crate::k8s_pb::Metadata<Ty = PbMeta>>(o: &T) -> Option<&PbMeta> {
@@ -56,94 +50,101 @@ pub mod __pb {
     }
 }
 
-/// Implements [`Object`](crate::Object) for `k8s_pb` resource types (feature `k8s-pb`): the
-/// common ones already are; name any other here.
+/// A `k8s_pb` object (feature `k8s-pb`): the prost message of a built-in kind, as an informer
+/// object. `Pb<Pod>` is an [`Object`](crate::Object) (keys, indexes, listers, selectors) and the
+/// reflector decodes it from protobuf; it dereferences to the message, so `pod.spec` reads as on a
+/// `Pod`.
+///
+/// Why a wrapper: `Object` is implemented for every `k8s_openapi` type by one blanket
+/// implementation, and Rust cannot tell that a `k8s_pb` type will never be a `k8s_openapi`
+/// resource, so an implementation for `k8s_pb::…::Pod` itself would conflict with it whenever
+/// both features are on (features must add up). On `Pb<T>` it cannot, and it covers every
+/// `k8s_pb` resource type at once.
 ///
 /// ```
-/// # #[cfg(feature = "k8s-pb")] {
-/// use store_index::{k8s_pb::api::core::v1::Pod, Object};
-/// let pod = Pod { metadata: Some(Default::default()), ..Default::default() };
+/// use store_index::k8s_pb::api::core::v1::Pod;
+/// use store_index::{Object, Pb};
+///
+/// let pod = Pb(Pod { metadata: Some(Default::default()), ..Default::default() });
 /// assert_eq!((pod.name(), pod.kind()), ("", Some("Pod")));
-/// # }
+/// assert!(pod.spec.is_none());
 /// ```
-#[macro_export]
-macro_rules! object_for_k8s_pb {
-    ($($t:ty),+ $(,)?) => {$(
-        impl $crate::Object for $t {
-            fn has_meta(&self) -> bool { $crate::__pb::has_meta(self) }
-            fn name(&self) -> &str { $crate::__pb::name(self) }
-            fn namespace(&self) -> Option<&str> { $crate::__pb::namespace(self) }
-            fn uid(&self) -> Option<&str> { $crate::__pb::uid(self) }
-            fn resource_version(&self) -> Option<&str> { $crate::__pb::resource_version(self) }
-            fn generation(&self) -> Option<i64> { $crate::__pb::generation(self) }
-            fn labels(&self) -> Option<&::std::collections::BTreeMap<String, String>> {
-                $crate::__pb::labels(self)
-            }
-            fn annotations(&self) -> Option<&::std::collections::BTreeMap<String, String>> {
-                $crate::__pb::annotations(self)
-            }
-            fn deletion_timestamp(&self) -> Option<String> { $crate::__pb::deletion_timestamp(self) }
-            fn api_version(&self) -> Option<&str> {
-                Some(<$t as $crate::k8s_pb::Resource>::API_VERSION)
-            }
-            fn kind(&self) -> Option<&str> { Some(<$t as $crate::k8s_pb::Resource>::KIND) }
-        }
-    )+};
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pb<T>(pub T);
+
+impl<T> Pb<T> {
+    /// The message.
+    pub fn into_inner(self) -> T {
+        self.0
+    }
 }
 
-/// Applies `$m!` to the list of common `k8s_pb` resource types (the same list the reflector
-/// decodes from protobuf). Not public API.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __with_common_k8s_pb_types {
-    ($m:path) => {
-        $m!(
-            $crate::k8s_pb::api::core::v1::Pod,
-            $crate::k8s_pb::api::core::v1::ConfigMap,
-            $crate::k8s_pb::api::core::v1::Secret,
-            $crate::k8s_pb::api::core::v1::Service,
-            $crate::k8s_pb::api::core::v1::Namespace,
-            $crate::k8s_pb::api::core::v1::Node,
-            $crate::k8s_pb::api::core::v1::Endpoints,
-            $crate::k8s_pb::api::core::v1::Event,
-            $crate::k8s_pb::api::core::v1::PersistentVolume,
-            $crate::k8s_pb::api::core::v1::PersistentVolumeClaim,
-            $crate::k8s_pb::api::core::v1::ServiceAccount,
-            $crate::k8s_pb::api::core::v1::ReplicationController,
-            $crate::k8s_pb::api::core::v1::LimitRange,
-            $crate::k8s_pb::api::core::v1::ResourceQuota,
-            $crate::k8s_pb::api::apps::v1::Deployment,
-            $crate::k8s_pb::api::apps::v1::ReplicaSet,
-            $crate::k8s_pb::api::apps::v1::StatefulSet,
-            $crate::k8s_pb::api::apps::v1::DaemonSet,
-            $crate::k8s_pb::api::apps::v1::ControllerRevision,
-            $crate::k8s_pb::api::batch::v1::Job,
-            $crate::k8s_pb::api::batch::v1::CronJob,
-            $crate::k8s_pb::api::networking::v1::Ingress,
-            $crate::k8s_pb::api::networking::v1::IngressClass,
-            $crate::k8s_pb::api::networking::v1::NetworkPolicy,
-            $crate::k8s_pb::api::discovery::v1::EndpointSlice,
-            $crate::k8s_pb::api::coordination::v1::Lease,
-            $crate::k8s_pb::api::rbac::v1::Role,
-            $crate::k8s_pb::api::rbac::v1::RoleBinding,
-            $crate::k8s_pb::api::rbac::v1::ClusterRole,
-            $crate::k8s_pb::api::rbac::v1::ClusterRoleBinding,
-            $crate::k8s_pb::api::policy::v1::PodDisruptionBudget,
-            $crate::k8s_pb::api::storage::v1::StorageClass,
-            $crate::k8s_pb::api::storage::v1::CSIDriver,
-            $crate::k8s_pb::api::storage::v1::CSINode,
-            $crate::k8s_pb::api::storage::v1::VolumeAttachment,
-            $crate::k8s_pb::api::autoscaling::v2::HorizontalPodAutoscaler,
-            $crate::k8s_pb::api::scheduling::v1::PriorityClass,
-            $crate::k8s_pb::api::events::v1::Event,
-            $crate::k8s_pb::api::admissionregistration::v1::MutatingWebhookConfiguration,
-            $crate::k8s_pb::api::admissionregistration::v1::ValidatingWebhookConfiguration,
-            $crate::k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-        );
-    };
+impl<T> From<T> for Pb<T> {
+    fn from(message: T) -> Self {
+        Pb(message)
+    }
 }
 
-__with_common_k8s_pb_types!(crate::object_for_k8s_pb);
+impl<T> std::ops::Deref for Pb<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for Pb<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+impl<T: crate::k8s_pb::Resource> crate::k8s_pb::Resource for Pb<T> {
+    const API_VERSION: &'static str = T::API_VERSION;
+    const GROUP: &'static str = T::GROUP;
+    const KIND: &'static str = T::KIND;
+    const VERSION: &'static str = T::VERSION;
+    const URL_PATH_SEGMENT: &'static str = T::URL_PATH_SEGMENT;
+    type Scope = T::Scope;
+}
+
+impl<T> crate::Object for Pb<T>
+where
+    T: crate::k8s_pb::Metadata<Ty = PbMeta> + Send + Sync + 'static,
+{
+    fn has_meta(&self) -> bool {
+        __pb::has_meta(&self.0)
+    }
+    fn name(&self) -> &str {
+        __pb::name(&self.0)
+    }
+    fn namespace(&self) -> Option<&str> {
+        __pb::namespace(&self.0)
+    }
+    fn uid(&self) -> Option<&str> {
+        __pb::uid(&self.0)
+    }
+    fn resource_version(&self) -> Option<&str> {
+        __pb::resource_version(&self.0)
+    }
+    fn generation(&self) -> Option<i64> {
+        __pb::generation(&self.0)
+    }
+    fn labels(&self) -> Option<&BTreeMap<String, String>> {
+        __pb::labels(&self.0)
+    }
+    fn annotations(&self) -> Option<&BTreeMap<String, String>> {
+        __pb::annotations(&self.0)
+    }
+    fn deletion_timestamp(&self) -> Option<String> {
+        __pb::deletion_timestamp(&self.0)
+    }
+    fn api_version(&self) -> Option<&str> {
+        Some(T::API_VERSION)
+    }
+    fn kind(&self) -> Option<&str> {
+        Some(T::KIND)
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -153,8 +154,8 @@ mod tests {
     use super::*;
     use crate::{meta_namespace_key, Indexer, Lister, Object, Selector, NAMESPACE_INDEX};
 
-    fn pod(ns: &str, name: &str, app: &str) -> Pod {
-        Pod {
+    fn pod(ns: &str, name: &str, app: &str) -> Pb<Pod> {
+        Pb(Pod {
             metadata: Some(PbMeta {
                 name: Some(name.into()),
                 namespace: Some(ns.into()),
@@ -167,7 +168,7 @@ mod tests {
                 ..Default::default()
             }),
             ..Default::default()
-        }
+        })
     }
 
     #[test]
@@ -184,13 +185,13 @@ mod tests {
             Some("2026-11-01T10:00:00Z")
         );
         assert!(p.annotations().is_none());
-        assert!(!Pod::default().has_meta());
-        assert!(meta_namespace_key(&Pod::default()).is_err());
+        assert!(!Pb(Pod::default()).has_meta());
+        assert!(meta_namespace_key(&Pb(Pod::default())).is_err());
     }
 
     #[test]
     fn k8s_pb_objects_work_with_indexes_listers_and_selectors() {
-        let indexer = Indexer::<Pod>::new(crate::Indexers::new().with_namespace_index());
+        let indexer = Indexer::<Pb<Pod>>::new(crate::Indexers::new().with_namespace_index());
         for (ns, name, app) in [("a", "1", "web"), ("a", "2", "db"), ("b", "3", "web")] {
             indexer
                 .add(std::sync::Arc::new(pod(ns, name, app)))

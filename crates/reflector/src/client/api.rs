@@ -485,7 +485,8 @@ where
     /// use reflector::store_index::k8s_pb::api::core::v1::ConfigMap;
     /// use reflector::{Api, Client};
     /// # fn f(client: Client) {
-    /// let cms: Api<ConfigMap> = Api::namespaced_pb(client, "default");
+    /// use reflector::store_index::Pb;
+    /// let cms: Api<Pb<ConfigMap>> = Api::namespaced_pb(client, "default");
     /// assert_eq!(cms.resource().plural, "configmaps");
     /// # }
     /// ```
