@@ -172,7 +172,7 @@ impl CompactObject {
     /// ```
     /// use store_index::{CompactObject, Object, RawEncoding};
     /// // metadata { name: "p", labels { "app": "web" } }
-    /// let message = bytes::Bytes::from_static(b"\x0a\x10\x0a\x01p\x5a\x0b\x0a\x03app\x12\x03web");
+    /// let message = bytes::Bytes::from_static(b"\x0a\x0f\x0a\x01p\x5a\x0a\x0a\x03app\x12\x03web");
     /// let obj = CompactObject::from_protobuf(message, "v1", "Pod").unwrap();
     /// assert_eq!((obj.name(), obj.kind(), obj.label("app")), ("p", Some("Pod"), Some("web")));
     /// assert_eq!(obj.encoding(), RawEncoding::Protobuf);
