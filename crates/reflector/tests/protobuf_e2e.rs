@@ -152,16 +152,16 @@ type Running<K, L> = (
     tokio::task::JoinHandle<()>,
 );
 
-/// Runs a reflector of `lw` into a new store; the errors it reports go to `errors`.
-fn run<K: Decode, L: ListerWatcher<K>>(
-    lw: L,
-    options: ReflectorOptions,
-) -> (
+/// A store, the errors its reflector reported, and how to stop it.
+type Started<K> = (
     Arc<MapStore<K>>,
     Arc<Mutex<Vec<String>>>,
     CancellationToken,
     tokio::task::JoinHandle<()>,
-) {
+);
+
+/// Runs a reflector of `lw` into a new store; the errors it reports go to `errors`.
+fn run<K: Decode, L: ListerWatcher<K>>(lw: L, options: ReflectorOptions) -> Started<K> {
     let (_, store, errors, cancel, task) = run_reflector(lw, options);
     (store, errors, cancel, task)
 }
