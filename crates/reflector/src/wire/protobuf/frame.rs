@@ -34,8 +34,9 @@ pub struct FrameDecoder {
     /// The length prefix being read.
     head: [u8; 4],
     head_len: usize,
-    /// The frame being filled, at its final capacity.
-    current: Option<BytesMut>,
+    /// The frame being filled (allocated for its length) and that length: the allocator may give
+    /// more capacity than asked, so the capacity does not say where the frame ends.
+    current: Option<(BytesMut, usize)>,
     /// Whole frames not yet taken.
     ready: VecDeque<Bytes>,
     /// The error that ended the stream, reported after the frames before it.
@@ -59,13 +60,14 @@ impl FrameDecoder {
     /// the next chunk.
     pub fn push(&mut self, mut chunk: &[u8]) {
         while !chunk.is_empty() && self.failed.is_none() {
-            if let Some(frame) = &mut self.current {
-                let take = (frame.capacity() - frame.len()).min(chunk.len());
+            if let Some((frame, len)) = &mut self.current {
+                let take = (*len - frame.len()).min(chunk.len());
                 frame.extend_from_slice(&chunk[..take]);
                 chunk = &chunk[take..];
-                if frame.len() == frame.capacity() {
-                    let done = self.current.take().unwrap_or_default();
-                    self.ready.push_back(done.freeze());
+                if frame.len() == *len {
+                    if let Some((done, _)) = self.current.take() {
+                        self.ready.push_back(done.freeze());
+                    }
                 }
                 continue;
             }
@@ -86,7 +88,7 @@ impl FrameDecoder {
             } else if len == 0 {
                 self.ready.push_back(Bytes::new());
             } else {
-                self.current = Some(BytesMut::with_capacity(len));
+                self.current = Some((BytesMut::with_capacity(len), len));
             }
         }
     }
@@ -104,7 +106,7 @@ impl FrameDecoder {
 
     /// Bytes held for a frame not yet complete.
     pub fn pending_len(&self) -> usize {
-        self.head_len + self.current.as_ref().map_or(0, BytesMut::len)
+        self.head_len + self.current.as_ref().map_or(0, |(frame, _)| frame.len())
     }
 
     /// At the end of the stream: an error if a frame was cut short.
