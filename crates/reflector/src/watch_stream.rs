@@ -338,6 +338,26 @@ where
     )
 }
 
+/// [`decode_watch_body`] of a body whose response said `content_type`: protobuf frames for
+/// `application/vnd.kubernetes.protobuf;stream=watch`, JSON lines otherwise (see
+/// [`WatchDecoder::for_content_type`]). For a lister-watcher of your own that asks for protobuf.
+pub fn decode_watch_body_as<K, S>(
+    chunks: S,
+    content_type: Option<&str>,
+    max_event_size: usize,
+) -> WatchStream<K>
+where
+    K: Decode,
+    S: Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
+{
+    decode_watch_body_on(
+        chunks,
+        WatchDecoder::for_content_type(content_type, max_event_size),
+        DecodeLane::for_decoding(DecodeLane::next()),
+        false,
+    )
+}
+
 /// [`decode_watch_body`], with events decoded on `lane` (inline when `None`); with `io`, the
 /// current runtime's I/O driver is known to run (the body is read from a socket through it), and
 /// the lane rings a [`Doorbell`] when a batch is decoded (M6 in `decode_lane.rs`).

@@ -230,3 +230,36 @@ proptest! {
         let _ = d.finish(&mut events);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lister_watcher_of_ones_own_decodes_a_protobuf_watch_body_by_its_content_type() {
+    use futures::StreamExt as _;
+    let mut stream = frame_of(
+        "ADDED",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "resourceVersion": "3"}}),
+    );
+    stream.extend(frame_of(
+        "BOOKMARK",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"resourceVersion": "4"}}),
+    ));
+    // Cut in 5-byte chunks, as a server may write them.
+    let chunks: Vec<Result<Bytes, crate::BoxError>> = stream
+        .chunks(5)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    let events: Vec<_> = crate::decode_watch_body_as::<crate::store_index::CompactObject, _>(
+        futures::stream::iter(chunks),
+        Some(WATCH_MEDIA_TYPE),
+        1 << 20,
+    )
+    .collect()
+    .await;
+    match &events[..] {
+        [Ok(crate::WatchEvent::Added(a)), Ok(crate::WatchEvent::Bookmark(b))] => {
+            use crate::store_index::Object;
+            assert_eq!((a.name(), a.resource_version()), ("a", Some("3")));
+            assert_eq!(b.resource_version, "4");
+        }
+        other => panic!("{other:?}"),
+    }
+}
