@@ -19,14 +19,17 @@ use crate::metrics::ReflectorMetrics;
 use crate::store_index::Selector;
 use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body_on;
-use crate::wire::decoder::DEFAULT_MAX_EVENT_SIZE;
+use crate::wire::decoder::{WatchDecoder, DEFAULT_MAX_EVENT_SIZE};
+use crate::wire::encoding::Encoding;
 use crate::wire::list_page::ObjectList;
 use crate::wire::object::Decode;
 
 /// Lists and watches one resource of an API server (client-go's `ListWatch` from a REST client,
 /// contract C15): namespace or all, label and field selectors applied to every request, and the
 /// `Accept` header of `K`'s [`Representation`] (`HttpListerWatcher<PartialObjectMetadata>` lists
-/// and watches metadata only, as client-go's metadata informers do).
+/// and watches metadata only, as client-go's metadata informers do), in the [`Encoding`] chosen
+/// for `K` and the resource (protobuf for typed protobuf objects and for `CompactObject`s of
+/// built-in resources, JSON otherwise, by default), each answer decoded by its `Content-Type`.
 ///
 /// ```no_run
 /// use reflector::{ClusterConfig, HttpListerWatcher, Resource};
@@ -49,6 +52,7 @@ pub struct HttpListerWatcher<K> {
     watch_list: bool,
     max_list_page_bytes: usize,
     watch_idle_timeout: Option<Duration>,
+    encoding: Encoding,
     metrics: Option<Arc<ReflectorMetrics>>,
     /// Where its list pages and watch events are decoded when it is called outside a reflector
     /// (inside one, on the reflector's lane: `decode_lane.rs`, M5).
@@ -83,6 +87,7 @@ impl<K> HttpListerWatcher<K> {
             watch_list: true,
             max_list_page_bytes: DEFAULT_MAX_BODY_BYTES,
             watch_idle_timeout: None,
+            encoding: Encoding::Auto,
             metrics: None,
             lane: DecodeLane::next(),
             _k: PhantomData,
@@ -146,6 +151,15 @@ impl<K> HttpListerWatcher<K> {
         self
     }
 
+    /// Which encoding lists and watches ask for (default [`Encoding::Auto`]: protobuf where `K`
+    /// and the resource call for it, [`Decode::protobuf_by_default`]). Whatever is asked for,
+    /// each answer is decoded by its `Content-Type`, so a server that answers JSON to a protobuf
+    /// `Accept` still works.
+    pub fn encoding(mut self, encoding: Encoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
     /// Declares whether the server can do watch-list streaming (default: assume it can).
     pub fn watch_list_supported(mut self, supported: bool) -> Self {
         self.watch_list = supported;
@@ -170,11 +184,12 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         options.field_selector = options
             .field_selector
             .or_else(|| self.field_selector.clone());
-        let body = self
+        let (body, content_type) = self
             .client
-            .get_bytes_accepting(
+            .get_body_accepting(
                 &self.path(&options.to_query()),
-                K::REPRESENTATION.list_accept(),
+                self.encoding
+                    .list_accept::<K>(&self.resource, K::REPRESENTATION),
                 request_byte_bound(&options, self.max_list_page_bytes),
             )
             .await?;
@@ -184,11 +199,15 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         // On the lane, the page's objects are allocated by the thread that will free them.
         if let Some(lane) = DecodeLane::for_decoding(self.lane) {
             let page = body.clone();
-            if let Some(list) = lane.run(move || ObjectList::from_json(&page)).await {
+            let ct = content_type.clone();
+            if let Some(list) = lane
+                .run(move || ObjectList::from_body(&page, ct.as_deref()))
+                .await
+            {
                 return list.map_err(ReflectorError::from);
             }
         }
-        ObjectList::from_json(&body).map_err(ReflectorError::from)
+        ObjectList::from_body(&body, content_type.as_deref()).map_err(ReflectorError::from)
     }
 
     async fn watch(&self, mut options: WatchOptions) -> Result<WatchStream<K>, ReflectorError> {
@@ -201,11 +220,12 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         let idle = self
             .watch_idle_timeout
             .unwrap_or_else(|| idle_timeout_for(options.timeout_seconds));
-        let body = self
+        let (body, content_type) = self
             .client
-            .watch_accepting(
+            .watch_negotiated(
                 &self.path(&options.to_query()),
-                K::REPRESENTATION.object_accept(),
+                self.encoding
+                    .watch_accept::<K>(&self.resource, K::REPRESENTATION),
             )
             .await?;
         let activity = Activity::default();
@@ -222,7 +242,7 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         });
         let events = decode_watch_body_on(
             chunks,
-            self.max_event_size,
+            WatchDecoder::for_content_type(content_type.as_deref(), self.max_event_size),
             DecodeLane::for_decoding(self.lane),
             // Read from a socket through this runtime: its I/O driver runs (M6).
             true,

@@ -88,13 +88,15 @@ pub use metrics::{ReflectorMetrics, ReflectorStats};
 pub use reclaim::Reclaim;
 pub use reflector::{Reflector, ReflectorOptions, ShouldResync, WatchErrorHandler};
 pub use watch_idle::{DEFAULT_WATCH_IDLE_TIMEOUT, WATCH_IDLE_MARGIN};
-pub use watch_stream::decode_watch_body;
+pub use watch_stream::{decode_watch_body, decode_watch_body_as};
 pub use wire::decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
     INITIAL_EVENTS_END_ANNOTATION,
 };
+pub use wire::encoding::Encoding;
 pub use wire::list_page::{ListError, ListPageError, ObjectList};
-pub use wire::object::{Decode, DecodeSource};
+pub use wire::object::{Decode, DecodeSource, ProtobufSource};
+pub use wire::protobuf;
 
 /// What a user of this layer needs, in one import (the layers below included, and
 /// `CancellationToken` to stop a reflector): `use reflector::prelude::*;`.

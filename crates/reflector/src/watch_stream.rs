@@ -332,7 +332,27 @@ where
     // cannot register one (tokio panics rather than say so).
     decode_watch_body_on(
         chunks,
-        max_event_size,
+        WatchDecoder::new(max_event_size),
+        DecodeLane::for_decoding(DecodeLane::next()),
+        false,
+    )
+}
+
+/// [`decode_watch_body`] of a body whose response said `content_type`: protobuf frames for
+/// `application/vnd.kubernetes.protobuf;stream=watch`, JSON lines otherwise (see
+/// [`WatchDecoder::for_content_type`]). For a lister-watcher of your own that asks for protobuf.
+pub fn decode_watch_body_as<K, S>(
+    chunks: S,
+    content_type: Option<&str>,
+    max_event_size: usize,
+) -> WatchStream<K>
+where
+    K: Decode,
+    S: Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
+{
+    decode_watch_body_on(
+        chunks,
+        WatchDecoder::for_content_type(content_type, max_event_size),
         DecodeLane::for_decoding(DecodeLane::next()),
         false,
     )
@@ -343,7 +363,7 @@ where
 /// the lane rings a [`Doorbell`] when a batch is decoded (M6 in `decode_lane.rs`).
 pub(crate) fn decode_watch_body_on<K, S>(
     chunks: S,
-    max_event_size: usize,
+    decoder: WatchDecoder<K>,
     lane: Option<DecodeLane>,
     io: bool,
 ) -> WatchStream<K>
@@ -353,7 +373,7 @@ where
 {
     let state = BodyState {
         chunks: Box::pin(chunks),
-        decoder: WatchDecoder::<K>::new(max_event_size),
+        decoder,
         in_flight: VecDeque::new(),
         ready: VecDeque::new(),
         body_done: false,
@@ -466,7 +486,7 @@ mod tests {
             let lane = DecodeLane::next().usable();
             let stream = decode_watch_body_on::<CompactObject, _>(
                 body(&text, &cuts, None, Arc::default()),
-                DEFAULT_MAX,
+                WatchDecoder::new(DEFAULT_MAX),
                 lane,
                 true,
             );
@@ -590,7 +610,7 @@ mod tests {
         let text: String = (0..n).map(line).collect();
         let stream = decode_watch_body_on::<CompactObject, _>(
             body(&text, &[], None, Arc::default()),
-            DEFAULT_MAX,
+            WatchDecoder::new(DEFAULT_MAX),
             Some(DecodeLane::next()),
             false,
         );

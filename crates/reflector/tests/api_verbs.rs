@@ -135,11 +135,18 @@ async fn compact_objects_are_read_and_listed_from_their_bytes() {
         })
         .await
         .unwrap();
-    let compact: Api<CompactObject> = Api::namespaced_with(
+    let by_default: Api<CompactObject> = Api::namespaced_with(
         client.clone(),
         Resource::namespaced("", "v1", "configmaps"),
         NS,
     );
+    // A built-in resource: protobuf by default (issue 32).
+    let got = by_default.get("typed").await.unwrap();
+    assert_eq!(
+        (got.name(), got.encoding()),
+        ("typed", reflector::store_index::RawEncoding::Protobuf)
+    );
+    let compact = by_default.encoding(reflector::Encoding::Json);
     let got = compact.get("typed").await.unwrap();
     assert_eq!(got.name(), "typed");
     // A compact object is written back as the JSON it holds.

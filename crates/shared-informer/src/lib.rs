@@ -79,3 +79,9 @@ pub mod prelude {
 
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use reflector;
+
+/// The guide `docs/protobuf.md`, whose Rust snippets are compiled as this crate's doctests with
+/// the `k8s-pb` feature (`cargo test --doc -p shared-informer --features k8s-pb`).
+#[cfg(all(doctest, feature = "k8s-pb"))]
+#[doc = include_str!("../../../docs/protobuf.md")]
+pub struct ProtobufGuideDoctests;

@@ -1,4 +1,5 @@
-//! [`CompactObject`]: metadata decoded, everything else kept as the raw JSON bytes.
+//! [`CompactObject`]: metadata decoded, everything else kept as the raw bytes the server sent
+//! (JSON, or a protobuf message: [`RawEncoding`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,6 +13,7 @@ use serde_json::value::RawValue;
 use crate::compact_meta::CompactMeta;
 use crate::dynamic::DynamicObject;
 use crate::object::{Object, ObjectMeta};
+use crate::protobuf::ProtobufError;
 
 /// An object for big caches: `apiVersion`, `kind` and the metadata the machinery reads decoded
 /// eagerly (keys, indexes, selectors and resource-version checks need nothing else), the whole
@@ -46,12 +48,35 @@ use crate::object::{Object, ObjectMeta};
 /// let typed: PodSpecOnly = obj.decode().unwrap();
 /// assert_eq!(typed.spec["nodeName"], "n1");
 /// ```
+///
+/// # Encodings
+///
+/// A `CompactObject` holds its object in the encoding it came in, [`encoding`](Self::encoding):
+/// the JSON text of the object ([`from_json`](Self::from_json)), or its protobuf message, the
+/// `raw` of its `runtime.Unknown` envelope without the envelope
+/// ([`from_protobuf`](Self::from_protobuf): what the reflector makes of a protobuf list or watch).
+/// Keys, indexes, selectors and every [`Object`] accessor answer the same for both. The whole
+/// object is decoded on demand from JSON with [`decode`](Self::decode) into any serde type, from
+/// protobuf with `decode_pb` into a `k8s_pb` type (feature `k8s-pb`); `decode` of a protobuf
+/// object is an error that says so (ask the reflector for JSON with its `Encoding::Json` to keep
+/// JSON).
 #[derive(Clone)]
 pub struct CompactObject {
     meta: CompactMeta,
     /// The full metadata, decoded from `raw` the first time it is asked for.
     full_meta: OnceLock<Box<ObjectMeta>>,
     raw: Bytes,
+    encoding: RawEncoding,
+}
+
+/// The encoding of a [`CompactObject`]'s raw bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RawEncoding {
+    /// The object's JSON text.
+    Json,
+    /// The object's protobuf message (no `k8s\0` magic, no envelope: its type is held apart).
+    Protobuf,
 }
 
 #[derive(Deserialize)]
@@ -135,12 +160,46 @@ impl CompactObject {
             meta,
             full_meta: OnceLock::new(),
             raw,
+            encoding: RawEncoding::Json,
         })
     }
 
-    /// The raw JSON of the whole object.
+    /// Reads the metadata (field 1) of one object's protobuf `message`, of `api_version`/`kind`
+    /// (which the message does not carry), and keeps `message` as the object's bytes: the
+    /// metadata's strings are read in place, never copied. Malformed metadata (a string that is
+    /// not UTF-8, a cut field) is an error.
+    ///
+    /// ```
+    /// use store_index::{CompactObject, Object, RawEncoding};
+    /// // metadata { name: "p", labels { "app": "web" } }
+    /// let message = bytes::Bytes::from_static(b"\x0a\x0f\x0a\x01p\x5a\x0a\x0a\x03app\x12\x03web");
+    /// let obj = CompactObject::from_protobuf(message, "v1", "Pod").unwrap();
+    /// assert_eq!((obj.name(), obj.kind(), obj.label("app")), ("p", Some("Pod"), Some("web")));
+    /// assert_eq!(obj.encoding(), RawEncoding::Protobuf);
+    /// assert!(obj.decode::<serde_json::Value>().is_err());
+    /// ```
+    pub fn from_protobuf(
+        message: Bytes,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Self, ProtobufError> {
+        let meta = crate::protobuf::compact::compact_meta(&message, api_version, kind)?;
+        Ok(CompactObject {
+            meta,
+            full_meta: OnceLock::new(),
+            raw: message,
+            encoding: RawEncoding::Protobuf,
+        })
+    }
+
+    /// The raw bytes of the whole object, in [`encoding`](Self::encoding).
     pub fn raw(&self) -> &Bytes {
         &self.raw
+    }
+
+    /// The encoding of [`raw`](Self::raw).
+    pub fn encoding(&self) -> RawEncoding {
+        self.encoding
     }
 
     /// The full metadata (without `managedFields`), decoded from the raw bytes on the first call
@@ -148,6 +207,13 @@ impl CompactObject {
     /// `annotations` and `object_meta` do not need it.
     pub fn metadata(&self) -> &ObjectMeta {
         self.full_meta.get_or_init(|| {
+            if self.encoding == RawEncoding::Protobuf {
+                let decoded = crate::protobuf::object_meta_of(&self.raw).map(|mut m| {
+                    m.managed_fields = None;
+                    m
+                });
+                return Box::new(decoded.unwrap_or_else(|_| self.meta_from_table()));
+            }
             let decoded = decode_full_meta(&self.raw);
             // `from_json` accepted these bytes, and it accepts nothing this decode refuses
             // (invariant M3 in `compact_meta.rs`), so the fallback is never expected to run.
@@ -190,9 +256,40 @@ impl CompactObject {
         self.meta.iter(&self.raw, self.meta.annotations)
     }
 
-    /// Decodes the whole object into `T`.
+    /// Decodes the whole object into `T` from its JSON; an object held in protobuf is an error
+    /// (see [Encodings](Self#encodings)).
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        if self.encoding == RawEncoding::Protobuf {
+            return Err(serde::de::Error::custom(
+                "this CompactObject holds protobuf, not JSON: decode it with decode_pb (feature k8s-pb), or list and watch with Encoding::Json",
+            ));
+        }
         serde_json::from_slice(&self.raw)
+    }
+
+    /// Decodes the whole object held in protobuf into the `k8s_pb` type `T`; an object held in
+    /// JSON, or of another kind, is an error.
+    #[cfg(feature = "k8s-pb")]
+    pub fn decode_pb<T>(&self) -> Result<T, ProtobufError>
+    where
+        T: prost::Message + Default + crate::k8s_pb::Resource,
+    {
+        if self.encoding != RawEncoding::Protobuf {
+            return Err(ProtobufError::Malformed {
+                what: "CompactObject",
+                why: "it holds JSON, not protobuf",
+            });
+        }
+        if self.kind().is_some_and(|k| k != T::KIND) {
+            return Err(ProtobufError::UnknownKind {
+                api_version: self.api_version().unwrap_or("").to_string(),
+                kind: self.kind().unwrap_or("").to_string(),
+            });
+        }
+        T::decode(self.raw.clone()).map_err(|e| ProtobufError::Message {
+            path: T::KIND.to_string(),
+            why: e.to_string(),
+        })
     }
 
     /// Decodes the whole object as a [`DynamicObject`].
@@ -227,10 +324,14 @@ impl CompactObject {
     }
 }
 
-/// Equal when the raw JSON is equal (everything else is decoded from it).
+/// Equal when the raw bytes (and their encoding) are equal; a protobuf message does not name
+/// its type, so its `apiVersion` and `kind` are compared too.
 impl PartialEq for CompactObject {
     fn eq(&self, other: &Self) -> bool {
-        self.raw == other.raw
+        self.encoding == other.encoding
+            && self.raw == other.raw
+            && (self.encoding == RawEncoding::Json
+                || (self.api_version() == other.api_version() && self.kind() == other.kind()))
     }
 }
 
@@ -242,6 +343,7 @@ impl fmt::Debug for CompactObject {
             .field("namespace", &self.namespace())
             .field("name", &self.name())
             .field("resource_version", &self.resource_version())
+            .field("encoding", &self.encoding)
             .field("raw_len", &self.raw.len())
             .finish()
     }
@@ -296,6 +398,11 @@ impl Object for CompactObject {
 
 impl Serialize for CompactObject {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.encoding == RawEncoding::Protobuf {
+            return Err(serde::ser::Error::custom(
+                "a CompactObject held in protobuf cannot be written as JSON",
+            ));
+        }
         let text = std::str::from_utf8(&self.raw).map_err(serde::ser::Error::custom)?;
         let raw: &RawValue = serde_json::from_str(text).map_err(serde::ser::Error::custom)?;
         raw.serialize(serializer)

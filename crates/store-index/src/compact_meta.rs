@@ -45,6 +45,21 @@ pub(crate) struct Span {
 }
 
 impl Span {
+    /// A span of the object's own bytes (JSON text, or a protobuf message's string fields).
+    pub(crate) fn of_raw(start: usize, end: usize) -> Option<Self> {
+        let (start, end) = (u32::try_from(start).ok()?, u32::try_from(end).ok()?);
+        (start & UNESCAPED == 0 && end & UNESCAPED == 0 && start <= end)
+            .then_some(Span { start, end })
+    }
+
+    /// A span of [`CompactMeta::unescaped`] (strings the raw bytes do not hold as text).
+    pub(crate) fn of_unescaped(start: usize, end: usize) -> Option<Self> {
+        Self::of_raw(start, end).map(|s| Span {
+            start: s.start | UNESCAPED,
+            end: s.end,
+        })
+    }
+
     /// The bytes this span covers, empty when it lies outside its buffer.
     fn bytes<'a>(self, json: &'a [u8], unescaped: &'a str) -> &'a [u8] {
         let (buffer, start) = if self.start & UNESCAPED != 0 {
@@ -68,6 +83,16 @@ impl Span {
 pub(crate) struct PairRange {
     start: u32,
     end: u32,
+}
+
+impl PairRange {
+    /// Entries `start..end` of the table.
+    pub(crate) fn new(start: usize, end: usize) -> Option<Self> {
+        Some(PairRange {
+            start: u32::try_from(start).ok()?,
+            end: u32::try_from(end).ok()?,
+        })
+    }
 }
 
 /// The metadata of one object, as spans of its JSON (see the module documentation).
@@ -133,6 +158,15 @@ impl CompactMeta {
             scratch.pairs = builder.pairs;
         }
         result
+    }
+
+    /// Metadata whose spans were gathered elsewhere (a protobuf message's): `pairs` holds the
+    /// entries `labels` and `annotations` range over, each range sorted by key with one entry per
+    /// key (CM2), and `unescaped` the strings flagged spans cover (CM1).
+    pub(crate) fn with_tables(mut self, unescaped: String, pairs: Vec<(Span, Span)>) -> Self {
+        self.unescaped = unescaped.into_boxed_str();
+        self.pairs = pairs.into_boxed_slice();
+        self
     }
 
     /// The text of a span of `json`, the bytes this metadata was parsed from.

@@ -57,16 +57,20 @@ mod lister;
 mod mutation_cache;
 mod object;
 mod partial_object_metadata;
+#[cfg(feature = "k8s-pb")]
+mod pb_object;
+pub mod protobuf;
 mod read_only;
 mod resource_version;
 mod selector;
 mod thread_safe_store;
+pub mod time;
 mod tombstone;
 mod transaction;
 mod undelta_store;
 
 pub use clock::{Clock, FakeClock, SystemClock};
-pub use compact::CompactObject;
+pub use compact::{CompactObject, RawEncoding};
 pub use deleted_object::DeletedObject;
 pub use dynamic::DynamicObject;
 pub use error::{describe, BoxError, KeyError, StoreError};
@@ -82,6 +86,13 @@ pub use object::{Object, ObjectMeta, OwnerReference};
 pub use partial_object_metadata::PartialObjectMetadata;
 pub use read_only::ReadOnlyIndexer;
 pub use resource_version::ResourceVersion;
+
+/// The prost types of Kubernetes' built-in kinds (feature `k8s-pb`), re-exported so that the
+/// version the machinery implements its traits for is the one a user names.
+#[cfg(feature = "k8s-pb")]
+pub use ::k8s_pb;
+#[cfg(feature = "k8s-pb")]
+pub use pb_object::Pb;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
 pub use transaction::{Transaction, TransactionError, TransactionKind};

@@ -390,6 +390,22 @@ impl Client {
         path_and_query: &str,
         accept: &str,
     ) -> Result<WatchBody, ClientError> {
+        self.watch_negotiated(path_and_query, accept)
+            .await
+            .map(|(body, _)| body)
+    }
+
+    /// [`watch_accepting`](Self::watch_accepting), and the response's `Content-Type`: a
+    /// protobuf stream (`…;stream=watch`) or JSON lines, whatever was asked for.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the watch request; nothing was changed.
+    pub async fn watch_negotiated(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+    ) -> Result<(WatchBody, Option<String>), ClientError> {
         if let Some(bucket) = &self.watches {
             bucket.acquire(path_and_query).await;
         }
@@ -424,7 +440,8 @@ impl Client {
                     "the server compressed a watch stream, which was not asked for".into(),
                 ));
             }
-            return Ok(resp.into_body());
+            let content_type = content_type_of(resp.headers());
+            return Ok((resp.into_body(), content_type));
         }
         Err(self.error_response(resp, accept).await)
     }
@@ -597,6 +614,24 @@ impl Client {
         accept: &str,
         max_bytes: usize,
     ) -> Result<Bytes, ClientError> {
+        self.get_body_accepting(path_and_query, accept, max_bytes)
+            .await
+            .map(|(body, _)| body)
+    }
+
+    /// [`get_bytes_accepting`](Self::get_bytes_accepting), and the response's `Content-Type`:
+    /// what the body is to be decoded as (a server may answer JSON to a protobuf `Accept`).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future abandons the request (its connection is closed or returned
+    /// to the pool); nothing was changed on the server.
+    pub async fn get_body_accepting(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+        max_bytes: usize,
+    ) -> Result<(Bytes, Option<String>), ClientError> {
         if let Some(bucket) = &self.requests {
             // Outside the request timeout: waiting for our own limiter is not the server's delay.
             bucket.acquire(path_and_query).await;
@@ -614,10 +649,13 @@ impl Client {
                 .get(CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse::<usize>().ok());
+            let content_type = content_type_of(resp.headers());
             if resp.status() == StatusCode::NO_CONTENT {
-                return Ok(Bytes::new());
+                return Ok((Bytes::new(), content_type));
             }
-            read_body(resp.into_body(), encoding, len, max_bytes, path_and_query).await
+            read_body(resp.into_body(), encoding, len, max_bytes, path_and_query)
+                .await
+                .map(|body| (body, content_type))
         })
         .await?
     }
@@ -661,6 +699,22 @@ impl Client {
         max_bytes: usize,
         check: Option<&WriteCheck>,
     ) -> Result<Bytes, ClientError> {
+        self.request_body_checked(method, path_and_query, JSON, body, max_bytes, check)
+            .await
+            .map(|(bytes, _)| bytes)
+    }
+
+    /// [`request_bytes_checked`](Self::request_bytes_checked) with this `Accept` header, and the
+    /// answer's `Content-Type` (what its body is to be decoded as).
+    pub(crate) async fn request_body_checked(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        accept: &str,
+        body: Option<(&str, Bytes)>,
+        max_bytes: usize,
+        check: Option<&WriteCheck>,
+    ) -> Result<(Bytes, Option<String>), ClientError> {
         if let Some(bucket) = &self.requests {
             bucket.acquire(path_and_query).await;
         }
@@ -669,10 +723,10 @@ impl Client {
             let gzip = self.compression;
             let body = body.as_ref().map(|(t, b)| (*t, b));
             let resp = self
-                .send_body_now(method.clone(), path_and_query, JSON, gzip, body, check)
+                .send_body_now(method.clone(), path_and_query, accept, gzip, body, check)
                 .await?;
             if !resp.status().is_success() {
-                return Err(self.error_response(resp, JSON).await);
+                return Err(self.error_response(resp, accept).await);
             }
             let encoding = Encoding::of(resp.headers(), &what)?;
             let len = resp
@@ -680,7 +734,10 @@ impl Client {
                 .get(CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse::<usize>().ok());
-            read_body(resp.into_body(), encoding, len, max_bytes, &what).await
+            let content_type = content_type_of(resp.headers());
+            read_body(resp.into_body(), encoding, len, max_bytes, &what)
+                .await
+                .map(|bytes| (bytes, content_type))
         })
         .await?
     }
@@ -786,4 +843,12 @@ where
         }
     }
     Ok(buf.freeze())
+}
+
+/// A response's `Content-Type`, when it is text.
+fn content_type_of(headers: &http::HeaderMap) -> Option<String> {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }

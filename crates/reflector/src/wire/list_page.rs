@@ -10,7 +10,10 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde::{Deserialize, Deserializer};
 
 use crate::store_index::ResourceVersion;
-use crate::wire::object::{Decode, DecodeSource};
+use crate::wire::object::{Decode, DecodeSource, ProtobufSource};
+use crate::wire::protobuf::meta as pb_meta;
+use crate::wire::protobuf::wire::{Field, Reader};
+use crate::wire::protobuf::{is_protobuf, Unknown};
 use crate::wire::snippet::{body_snippet, redact_quoted};
 use crate::wire::status::Status;
 
@@ -132,6 +135,76 @@ impl<K: Decode> ObjectList<K> {
         }
     }
 }
+
+impl<K: Decode> ObjectList<K> {
+    /// Decodes one list response in the encoding its `Content-Type` names: protobuf
+    /// ([`from_protobuf`](Self::from_protobuf)) or, for anything else, JSON
+    /// ([`from_json`](Self::from_json)).
+    pub fn from_body(body: &Bytes, content_type: Option<&str>) -> Result<Self, ListPageError> {
+        if is_protobuf(content_type) {
+            Self::from_protobuf(body)
+        } else {
+            Self::from_json(body)
+        }
+    }
+
+    /// Decodes one protobuf list response (`k8s\0`, a `runtime.Unknown` of kind `<Kind>List`
+    /// whose message holds `ListMeta` as field 1 and the items, bare messages of `<Kind>`, as
+    /// field 2), with the checks of [`from_json`](Self::from_json): a `Status` envelope is
+    /// [`ListPageError::Status`]; a body that is not an enveloped list with a resource version,
+    /// or an item `K` cannot decode, is [`ListPageError::NotAList`]. Items that keep raw bytes copy
+    /// them out of the page, so the page's buffer is freed once decoded.
+    pub fn from_protobuf(body: &Bytes) -> Result<Self, ListPageError> {
+        let not_a_list = |problem: String| ListError {
+            problem,
+            snippet: PROTOBUF_SNIPPET.to_string(),
+        };
+        let envelope = Unknown::decode(body).map_err(|e| not_a_list(e.to_string()))?;
+        if !envelope.content_type.is_empty() || !envelope.content_encoding.is_empty() {
+            return Err(not_a_list(format!(
+                "an envelope of content type {:?}, encoding {:?}",
+                envelope.content_type, envelope.content_encoding
+            ))
+            .into());
+        }
+        if envelope.kind == "Status" {
+            let status =
+                Status::from_protobuf(&envelope.raw).map_err(|e| not_a_list(e.to_string()))?;
+            return Err(ListPageError::Status(Box::new(status)));
+        }
+        let Some(item_kind) = envelope.kind.strip_suffix("List") else {
+            return Err(not_a_list(format!("kind {:?} is not a list", envelope.kind)).into());
+        };
+        let source = ProtobufSource::new(&envelope.api_version, item_kind, false);
+        let mut list = ObjectList::new(Vec::new(), "");
+        let mut fields = Reader::new(&envelope.raw, "list");
+        while let Some(field) = fields.next_field().map_err(|e| not_a_list(e.to_string()))? {
+            match field {
+                Field::Bytes(1, meta) => {
+                    let meta = pb_meta::list_meta(meta).map_err(|e| not_a_list(e.to_string()))?;
+                    list.resource_version = meta.resource_version.into();
+                    list.continue_token = meta.continue_token;
+                }
+                Field::Bytes(2, item) => {
+                    let item = K::decode_protobuf(&envelope.raw.slice_ref(item), &source).map_err(
+                        |e| not_a_list(format!("item {} of the list: {e}", list.items.len())),
+                    )?;
+                    list.items.push(item);
+                }
+                _ => {}
+            }
+        }
+        if list.resource_version.is_empty() {
+            return Err(not_a_list("no metadata.resourceVersion".to_string()).into());
+        }
+        list.kind = Some(envelope.kind);
+        list.api_version = Some(envelope.api_version);
+        Ok(list)
+    }
+}
+
+/// What a list error quotes of a protobuf body: not its bytes (binary, and possibly a Secret).
+const PROTOBUF_SNIPPET: &str = "<protobuf body>";
 
 /// A list response that is valid JSON but not a list: decoding it as one would have read it as an
 /// empty list and emptied the cache.

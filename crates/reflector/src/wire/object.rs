@@ -12,7 +12,9 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use crate::wire::protobuf::ProtobufError;
 use crate::wire::representation::Representation;
+use crate::wire::resource::Resource;
 
 /// The text an object is being decoded from (a watch event's line, or a list page), and the
 /// buffer that holds it, so that an object keeping its raw bytes can slice them rather than copy.
@@ -43,6 +45,48 @@ impl<'a> DecodeSource<'a> {
     }
 }
 
+/// Where an object in protobuf comes from: its `apiVersion` and `kind` (a protobuf message does
+/// not carry them: they are its envelope's, or for a list item its list's without `List`), and
+/// whether the object may keep slices of the buffer its message is in.
+#[derive(Debug, Clone, Copy)]
+pub struct ProtobufSource<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    share: bool,
+}
+
+impl<'a> ProtobufSource<'a> {
+    /// A source of objects of `api_version`/`kind`. With `share`, objects that keep raw bytes
+    /// slice them out of the message's buffer (it is a buffer of the object's own, such as a watch
+    /// frame); otherwise they copy them (a list page, freed once decoded).
+    pub fn new(api_version: &'a str, kind: &'a str, share: bool) -> Self {
+        ProtobufSource {
+            api_version,
+            kind,
+            share,
+        }
+    }
+
+    /// The objects' `apiVersion`.
+    pub fn api_version(&self) -> &'a str {
+        self.api_version
+    }
+
+    /// The objects' `kind`.
+    pub fn kind(&self) -> &'a str {
+        self.kind
+    }
+
+    /// `message` to keep: itself (a slice of the shared buffer) when sharing, else a copy.
+    pub fn keep(&self, message: &Bytes) -> Bytes {
+        if self.share {
+            message.clone()
+        } else {
+            Bytes::copy_from_slice(message)
+        }
+    }
+}
+
 /// An object type the reflector can decode from list pages and watch events.
 ///
 /// Implemented for [`DynamicObject`], [`CompactObject`] and [`PartialObjectMetadata`]; implement it
@@ -56,6 +100,33 @@ pub trait Decode: Object + Sized {
     /// another representation must still decode the whole objects a server that does not know
     /// it sends instead.
     const REPRESENTATION: Representation = Representation::Object;
+
+    /// Whether objects of this type can be decoded from Kubernetes' protobuf encoding
+    /// ([`decode_protobuf`](Decode::decode_protobuf)). Default: no (JSON only).
+    const PROTOBUF: bool = false;
+
+    /// Whether the objects of `resource` are asked for in protobuf under
+    /// [`Encoding::Auto`](crate::Encoding::Auto), the default: with the JSON media type listed
+    /// after it, so a server that cannot write protobuf for them answers JSON, which is decoded by
+    /// the answer's `Content-Type`. Default: [`PROTOBUF`](Decode::PROTOBUF).
+    fn protobuf_by_default(resource: &Resource) -> bool {
+        let _ = resource;
+        Self::PROTOBUF
+    }
+
+    /// Decodes one object from its protobuf message (a list item, or the `raw` of a watch
+    /// event's or a get's envelope). The default, for types that are not
+    /// [`PROTOBUF`](Decode::PROTOBUF), is a typed error: it runs only when a server answers
+    /// protobuf to a request that did not ask for it.
+    fn decode_protobuf(
+        message: &Bytes,
+        source: &ProtobufSource<'_>,
+    ) -> Result<Self, ProtobufError> {
+        let _ = (message, source);
+        Err(ProtobufError::Unsupported {
+            type_name: std::any::type_name::<Self>(),
+        })
+    }
 
     /// Decodes one object. `frame` holds the text the deserializer reads from.
     fn decode<'de, D: Deserializer<'de>>(
@@ -165,7 +236,25 @@ macro_rules! decode_with_serde_compacted {
 
 decode_with_serde!(DynamicObject);
 
+/// JSON and protobuf. Under [`Encoding::Auto`](crate::Encoding::Auto) protobuf is asked for the
+/// built-in groups only ([`Resource::is_built_in`]): a `CompactObject` cannot know its kind
+/// statically, and a custom resource is JSON only, so the group decides (exact names, not a
+/// `.k8s.io` suffix, which CRDs use too). A server that answers JSON anyway is read as JSON: the
+/// choice is a preference, the answer's `Content-Type` decides.
 impl Decode for CompactObject {
+    const PROTOBUF: bool = true;
+
+    fn protobuf_by_default(resource: &Resource) -> bool {
+        resource.is_built_in()
+    }
+
+    fn decode_protobuf(
+        message: &Bytes,
+        source: &ProtobufSource<'_>,
+    ) -> Result<Self, ProtobufError> {
+        CompactObject::from_protobuf(source.keep(message), source.api_version(), source.kind())
+    }
+
     fn decode<'de, D: Deserializer<'de>>(
         deserializer: D,
         frame: &DecodeSource<'de>,

@@ -1,5 +1,33 @@
 //! [`Resource`]: where a kind of object lives in the API (group, version, plural, scope).
 
+/// The API groups kube-apiserver serves itself (Kubernetes 1.35), the aggregated
+/// `metrics.k8s.io` excluded.
+const BUILT_IN_GROUPS: &[&str] = &[
+    "",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
+    "apps",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "internal.apiserver.k8s.io",
+    "networking.k8s.io",
+    "node.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "resource.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+    "storagemigration.k8s.io",
+];
+
 /// The address of a resource type: `/api/v1/...` for the core group, `/apis/<group>/<version>/...`
 /// otherwise; namespaced or cluster-scoped.
 ///
@@ -42,6 +70,19 @@ impl Resource {
             namespaced: false,
             ..Resource::namespaced(group, version, plural)
         }
+    }
+
+    /// Whether the resource's group is one of kube-apiserver's own, whose kinds it can write in
+    /// protobuf. An exact list, not a suffix: `snapshot.storage.k8s.io` and
+    /// `gateway.networking.k8s.io` are custom resources (JSON only).
+    ///
+    /// ```
+    /// use reflector::Resource;
+    /// assert!(Resource::namespaced("apps", "v1", "deployments").is_built_in());
+    /// assert!(!Resource::namespaced("gateway.networking.k8s.io", "v1", "gateways").is_built_in());
+    /// ```
+    pub fn is_built_in(&self) -> bool {
+        BUILT_IN_GROUPS.contains(&self.group.as_str())
     }
 
     /// `group/version`, or `version` for the core group.

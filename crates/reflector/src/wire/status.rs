@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::store_index::protobuf::wire::{utf8, Field, Reader};
+use crate::store_index::protobuf::ProtobufError;
+
 /// A `meta.k8s.io/v1` `Status` (only the fields the machinery reads).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -111,13 +114,29 @@ impl Status {
     /// the body's start when the body is not one, its JSON string values redacted: an object
     /// sent back where a Status belongs may be a Secret.
     pub fn from_response(code: u16, body: &[u8]) -> Self {
-        match serde_json::from_slice::<Status>(body) {
+        // kube-apiserver writes errors in protobuf too when protobuf was asked for.
+        let decoded = if body.starts_with(&crate::wire::protobuf::MAGIC) {
+            crate::wire::protobuf::Unknown::decode(&bytes::Bytes::copy_from_slice(body))
+                .ok()
+                .filter(|u| u.kind == "Status")
+                .and_then(|u| status_as_written(&u.raw).ok())
+                .ok_or(())
+        } else {
+            serde_json::from_slice::<Status>(body).map_err(|_| ())
+        };
+        match decoded {
             Ok(mut s) if !s.message.is_empty() || !s.reason.is_empty() => {
                 if s.code == 0 {
                     s.code = code;
                 }
                 s
             }
+            // Not quoted back: its strings are not marked as JSON's are, and may be a Secret's.
+            _ if body.starts_with(&crate::wire::protobuf::MAGIC) => Status::failure(
+                code,
+                reason_for_code(code),
+                "a protobuf body that is not a Status",
+            ),
             _ => {
                 let text = String::from_utf8_lossy(&body[..body.len().min(4096)]);
                 let message = super::snippet::body_snippet(text.trim(), 1024);
@@ -125,6 +144,79 @@ impl Status {
             }
         }
     }
+}
+
+impl Status {
+    /// Decodes a `meta.v1.Status` message (the `raw` of an envelope of kind `Status`: a failed
+    /// request's body, a list that is a `Status`, a watch `ERROR` frame's object). A code of 0 or
+    /// beyond `u16` reads as 500, as client-go reads a Status that names no usable code.
+    pub fn from_protobuf(message: &[u8]) -> Result<Self, ProtobufError> {
+        status(message)
+    }
+}
+
+/// Decodes a `meta.v1.Status` message (see [`Status::from_protobuf`]).
+/// or beyond `u16` reads as 500, as client-go reads a Status that names no usable code.
+fn status(bytes: &[u8]) -> Result<Status, ProtobufError> {
+    let mut s = status_as_written(bytes)?;
+    if s.code == 0 {
+        s.code = 500;
+    }
+    Ok(s)
+}
+
+/// [`status`] with the code as written (0 when absent or unusable).
+fn status_as_written(bytes: &[u8]) -> Result<Status, ProtobufError> {
+    const WHAT: &str = "meta.v1.Status";
+    let mut fields = Reader::new(bytes, WHAT);
+    let mut s = Status::default();
+    while let Some(f) = fields.next_field()? {
+        match f {
+            Field::Bytes(2, b) => s.status = string(b, WHAT)?,
+            Field::Bytes(3, b) => s.message = utf8(b, WHAT)?.to_string(),
+            Field::Bytes(4, b) => s.reason = utf8(b, WHAT)?.to_string(),
+            Field::Bytes(5, b) => s.details = Some(status_details(b)?),
+            Field::Varint(6, v) => s.code = u16::try_from(v as i32).unwrap_or(0),
+            _ => {}
+        }
+    }
+    Ok(s)
+}
+
+fn status_details(bytes: &[u8]) -> Result<StatusDetails, ProtobufError> {
+    const WHAT: &str = "meta.v1.StatusDetails";
+    let mut fields = Reader::new(bytes, WHAT);
+    let mut d = StatusDetails::default();
+    while let Some(f) = fields.next_field()? {
+        match f {
+            Field::Bytes(1, b) => d.name = utf8(b, WHAT)?.to_string(),
+            Field::Bytes(3, b) => d.kind = utf8(b, WHAT)?.to_string(),
+            Field::Bytes(4, b) => d.causes.push(status_cause(b)?),
+            Field::Varint(5, v) => d.retry_after_seconds = u32::try_from(v as i32).ok(),
+            _ => {}
+        }
+    }
+    Ok(d)
+}
+
+fn status_cause(bytes: &[u8]) -> Result<StatusCause, ProtobufError> {
+    const WHAT: &str = "meta.v1.StatusCause";
+    let mut fields = Reader::new(bytes, WHAT);
+    let mut c = StatusCause::default();
+    while let Some(f) = fields.next_field()? {
+        match f {
+            Field::Bytes(1, b) => c.cause_type = utf8(b, WHAT)?.to_string(),
+            Field::Bytes(2, b) => c.message = utf8(b, WHAT)?.to_string(),
+            Field::Bytes(3, b) => c.field = utf8(b, WHAT)?.to_string(),
+            _ => {}
+        }
+    }
+    Ok(c)
+}
+
+fn string(bytes: &[u8], what: &'static str) -> Result<Option<String>, ProtobufError> {
+    let s = utf8(bytes, what)?;
+    Ok((!s.is_empty()).then(|| s.to_string()))
 }
 
 fn reason_for_code(code: u16) -> &'static str {

@@ -8,6 +8,7 @@ mod handlers;
 mod hostile;
 mod leader;
 mod modes;
+mod protobuf;
 mod resync;
 mod selectors;
 mod sharing;
@@ -73,6 +74,13 @@ pub fn all() -> Vec<Scenario> {
             timeout: secs(180),
             informers: true,
             run: |o| modes::bookmarks_and_watch_list(o).boxed(),
+        },
+        Scenario {
+            name: "protobuf",
+            about: "typed Pb<Pod> and CompactObject informers and a controller on protobuf: cut watches, split frames, 410; then a server answering JSON",
+            timeout: secs(120),
+            informers: true,
+            run: |o| protobuf::protobuf_end_to_end(o).boxed(),
         },
         Scenario {
             name: "transports",

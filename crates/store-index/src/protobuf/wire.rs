@@ -1,15 +1,16 @@
-//! The few protobuf wire primitives the envelope and the watch framing need, written out so that
-//! those layers work on raw bytes without a descriptor (and a client can reuse them without
-//! `prost-reflect`). Every read is checked against the bytes left: a length never allocates.
+//! The few protobuf wire primitives the envelope, the watch framing, list pages, `Status` and
+//! object metadata need, written out so that those layers work on raw bytes without generated
+//! types or a descriptor. Every read is checked against the bytes left: a length never allocates.
 
 use super::ProtobufError;
 
 /// Wire type of a varint field.
-pub(crate) const VARINT: u8 = 0;
+pub const VARINT: u8 = 0;
 /// Wire type of a length-delimited field (bytes, strings, messages).
-pub(crate) const LEN: u8 = 2;
+pub const LEN: u8 = 2;
 
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as a varint.
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -18,28 +19,34 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Appends field `number` as a length-delimited field holding `data`.
-pub(crate) fn put_bytes(out: &mut Vec<u8>, number: u32, data: &[u8]) {
+pub fn put_bytes(out: &mut Vec<u8>, number: u32, data: &[u8]) {
     put_varint(out, (u64::from(number) << 3) | u64::from(LEN));
     put_varint(out, data.len() as u64);
     out.extend_from_slice(data);
 }
 
 /// A field read from a message: its number and, for length-delimited fields, its bytes.
-pub(crate) enum Field<'a> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Field<'a> {
+    /// A length-delimited field (bytes, string, message, packed repeated): number and bytes.
     Bytes(u32, &'a [u8]),
-    /// A varint, fixed32 or fixed64 field: none is read by the layers here.
+    /// A varint field (integers, booleans, enums): number and value.
+    Varint(u32, u64),
+    /// A fixed32 or fixed64 field: skipped by the layers here.
     Other,
 }
 
 /// Reads the fields of one message, in order.
-pub(crate) struct Reader<'a> {
+pub struct Reader<'a> {
     buf: &'a [u8],
     /// The message being read, for errors.
     what: &'static str,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(buf: &'a [u8], what: &'static str) -> Self {
+    /// A reader of the message `buf`; `what` names it in errors.
+    pub fn new(buf: &'a [u8], what: &'static str) -> Self {
         Self { buf, what }
     }
 
@@ -72,7 +79,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next field, `None` at the end of the message.
-    pub(crate) fn next_field(&mut self) -> Result<Option<Field<'a>>, ProtobufError> {
+    pub fn next_field(&mut self) -> Result<Option<Field<'a>>, ProtobufError> {
         if self.buf.is_empty() {
             return Ok(None);
         }
@@ -86,10 +93,7 @@ impl<'a> Reader<'a> {
                     why: "a field number out of range",
                 })?;
         Ok(Some(match (key & 7) as u8 {
-            VARINT => {
-                self.varint()?;
-                Field::Other
-            }
+            VARINT => Field::Varint(number, self.varint()?),
             LEN => {
                 let n = self.varint()?;
                 Field::Bytes(number, self.take(n)?)
@@ -113,7 +117,7 @@ impl<'a> Reader<'a> {
 }
 
 /// `bytes` as UTF-8, or the error naming `what`.
-pub(crate) fn utf8<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str, ProtobufError> {
+pub fn utf8<'a>(bytes: &'a [u8], what: &'static str) -> Result<&'a str, ProtobufError> {
     std::str::from_utf8(bytes).map_err(|_| ProtobufError::Malformed {
         what,
         why: "a string that is not UTF-8",

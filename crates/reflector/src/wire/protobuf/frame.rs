@@ -2,7 +2,9 @@
 //! big-endian length, then a bare `meta.v1.WatchEvent` (no magic, no envelope) whose
 //! `object.raw` holds the object as an enveloped protobuf body ([`super::Unknown`]).
 
-use bytes::{Buf, Bytes, BytesMut};
+use std::collections::VecDeque;
+
+use bytes::{Bytes, BytesMut};
 
 use super::wire::{self, Field, Reader};
 use super::ProtobufError;
@@ -18,13 +20,27 @@ pub fn encode_frame(out: &mut Vec<u8>, payload: &[u8]) {
     out.extend_from_slice(payload);
 }
 
-/// Splits a byte stream, fed in chunks cut anywhere, into frames. It buffers at most the frame
-/// being completed (a length beyond the bound is refused as soon as its 4 bytes are in) plus the
-/// rest of the chunk that completed it.
+/// Splits a byte stream, fed in chunks cut anywhere, into frames.
+///
+/// Each frame is copied once, out of the chunks, into a buffer of its own allocated at exactly
+/// its announced length: an object that keeps a slice of its frame (a `CompactObject`) then pins
+/// that frame and nothing else, neither the HTTP client's read buffer nor the events around it.
+/// It holds at most the frame being completed (a length beyond the bound is refused as soon as
+/// its 4 bytes are in, before anything is allocated for it) plus the whole frames of the last
+/// chunk pushed.
 #[derive(Debug)]
 pub struct FrameDecoder {
     max_frame: usize,
-    buf: BytesMut,
+    /// The length prefix being read.
+    head: [u8; 4],
+    head_len: usize,
+    /// The frame being filled (allocated for its length) and that length: the allocator may give
+    /// more capacity than asked, so the capacity does not say where the frame ends.
+    current: Option<(BytesMut, usize)>,
+    /// Whole frames not yet taken.
+    ready: VecDeque<Bytes>,
+    /// The error that ended the stream, reported after the frames before it.
+    failed: Option<ProtobufError>,
 }
 
 impl FrameDecoder {
@@ -32,38 +48,73 @@ impl FrameDecoder {
     pub fn new(max_frame: usize) -> Self {
         Self {
             max_frame,
-            buf: BytesMut::new(),
+            head: [0; 4],
+            head_len: 0,
+            current: None,
+            ready: VecDeque::new(),
+            failed: None,
         }
     }
 
     /// Appends a chunk of the stream; call [`Self::next_frame`] until it gives `None` before
     /// the next chunk.
-    pub fn push(&mut self, chunk: &[u8]) {
-        self.buf.extend_from_slice(chunk);
+    pub fn push(&mut self, mut chunk: &[u8]) {
+        while !chunk.is_empty() && self.failed.is_none() {
+            if let Some((frame, len)) = &mut self.current {
+                let take = (*len - frame.len()).min(chunk.len());
+                frame.extend_from_slice(&chunk[..take]);
+                chunk = &chunk[take..];
+                if frame.len() == *len {
+                    if let Some((done, _)) = self.current.take() {
+                        self.ready.push_back(done.freeze());
+                    }
+                }
+                continue;
+            }
+            let take = (4 - self.head_len).min(chunk.len());
+            self.head[self.head_len..self.head_len + take].copy_from_slice(&chunk[..take]);
+            self.head_len += take;
+            chunk = &chunk[take..];
+            if self.head_len < 4 {
+                continue;
+            }
+            self.head_len = 0;
+            let len = u32::from_be_bytes(self.head) as usize;
+            if len > self.max_frame {
+                self.failed = Some(ProtobufError::FrameTooLarge {
+                    len,
+                    max: self.max_frame,
+                });
+            } else if len == 0 {
+                self.ready.push_back(Bytes::new());
+            } else {
+                self.current = Some((BytesMut::with_capacity(len), len));
+            }
+        }
     }
 
     /// The next whole frame's payload, `None` until more bytes are needed.
     pub fn next_frame(&mut self) -> Result<Option<Bytes>, ProtobufError> {
-        let Some(head) = self.buf.get(..4) else {
-            return Ok(None);
-        };
-        let len = u32::from_be_bytes(head.try_into().expect("4 bytes")) as usize;
-        if len > self.max_frame {
-            return Err(ProtobufError::FrameTooLarge {
-                len,
-                max: self.max_frame,
-            });
+        if let Some(frame) = self.ready.pop_front() {
+            return Ok(Some(frame));
         }
-        if self.buf.len() - 4 < len {
-            return Ok(None);
+        match &self.failed {
+            Some(e) => Err(e.clone()),
+            None => Ok(None),
         }
-        self.buf.advance(4);
-        Ok(Some(self.buf.split_to(len).freeze()))
+    }
+
+    /// Bytes held for a frame not yet complete.
+    pub fn pending_len(&self) -> usize {
+        self.head_len + self.current.as_ref().map_or(0, |(frame, _)| frame.len())
     }
 
     /// At the end of the stream: an error if a frame was cut short.
     pub fn finish(&self) -> Result<(), ProtobufError> {
-        if self.buf.is_empty() {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        if self.head_len == 0 && self.current.is_none() {
             Ok(())
         } else {
             Err(ProtobufError::Truncated {
@@ -125,7 +176,7 @@ impl WatchEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protobuf::Unknown;
+    use crate::wire::protobuf::Unknown;
 
     fn frames_of(events: &[WatchEvent]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -179,6 +230,38 @@ mod tests {
         let mut d = FrameDecoder::new(100);
         d.push(&u32::MAX.to_be_bytes());
         assert!(d.next_frame().is_err());
+    }
+
+    #[test]
+    fn each_frame_has_a_buffer_of_its_own_at_its_exact_length() {
+        let events = [event("ADDED", b"a"), event("MODIFIED", b"bbbb")];
+        let stream = frames_of(&events);
+        let mut d = FrameDecoder::new(1024);
+        d.push(&stream);
+        let a = d.next_frame().unwrap().unwrap();
+        let b = d.next_frame().unwrap().unwrap();
+        let (a_end, b_start) = (a.as_ptr() as usize + a.len(), b.as_ptr() as usize);
+        assert!(a_end != b_start, "frames share one buffer");
+        let own = stream.as_ptr() as usize..stream.as_ptr() as usize + stream.len();
+        assert!(
+            !own.contains(&(a.as_ptr() as usize)),
+            "a frame borrows the chunk"
+        );
+        assert_eq!(WatchEvent::decode(&b).unwrap(), events[1]);
+    }
+
+    #[test]
+    fn frames_before_an_oversized_one_are_delivered_first() {
+        let mut stream = frames_of(&[event("ADDED", b"a")]);
+        stream.extend_from_slice(&5000u32.to_be_bytes());
+        let mut d = FrameDecoder::new(1024);
+        d.push(&stream);
+        assert!(d.next_frame().unwrap().is_some());
+        assert!(matches!(
+            d.next_frame(),
+            Err(ProtobufError::FrameTooLarge { len: 5000, .. })
+        ));
+        assert!(d.finish().is_err());
     }
 
     #[test]

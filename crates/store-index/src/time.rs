@@ -1,6 +1,6 @@
 //! The JSON forms of `meta.v1.Time`/`MicroTime` (RFC 3339, UTC) and `meta.v1.Duration` (Go's
 //! duration string), to and from their protobuf numbers. Civil-date arithmetic is a few lines;
-//! not worth a date crate for the simulator.
+//! not worth a date crate.
 
 /// Days since 1970-01-01 of a proleptic Gregorian date.
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
@@ -25,7 +25,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 }
 
 /// `(seconds, nanos)` since the Unix epoch of an RFC 3339 timestamp, `None` if it is not one.
-pub(crate) fn parse_rfc3339(s: &str) -> Option<(i64, i32)> {
+pub fn parse_rfc3339(s: &str) -> Option<(i64, i32)> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let part = b.get(r)?;
@@ -86,7 +86,7 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<(i64, i32)> {
 
 /// RFC 3339 in UTC with `frac_digits` (0 or 6) fractional digits, as Go writes `metav1.Time`
 /// (0: kube-apiserver's JSON keeps whole seconds) and `MicroTime` (6).
-pub(crate) fn format_rfc3339(seconds: i64, nanos: i32, frac_digits: usize) -> String {
+pub fn format_rfc3339(seconds: i64, nanos: i32, frac_digits: usize) -> String {
     let (days, rem) = (seconds.div_euclid(86_400), seconds.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
     let (h, mi, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
@@ -99,7 +99,7 @@ pub(crate) fn format_rfc3339(seconds: i64, nanos: i32, frac_digits: usize) -> St
 }
 
 /// Nanoseconds of a Go duration string (`1h2m3.5s`, `300ms`, `-1.5h`), `None` if it is not one.
-pub(crate) fn parse_duration(s: &str) -> Option<i64> {
+pub fn parse_duration(s: &str) -> Option<i64> {
     let (neg, mut rest) = match s.strip_prefix('-') {
         Some(r) => (true, r),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
@@ -137,7 +137,7 @@ pub(crate) fn parse_duration(s: &str) -> Option<i64> {
 }
 
 /// Go's `time.Duration.String()` of `nanos`.
-pub(crate) fn format_duration(nanos: i64) -> String {
+pub fn format_duration(nanos: i64) -> String {
     if nanos == 0 {
         return "0s".to_string();
     }

@@ -1,0 +1,123 @@
+//! [`Encoding`]: which wire encoding a list, watch or get asks for, chosen per resource.
+//!
+//! kube-apiserver writes built-in kinds in JSON or in its protobuf encoding, custom resources in
+//! JSON only. The client says what it prefers in `Accept`, always listing JSON after protobuf,
+//! and decodes each answer by its `Content-Type`: the server, not the request, decides, so a
+//! server (or aggregated API, or proxy) that answers JSON to a protobuf `Accept` still works.
+//!
+//! The choice is made inside [`HttpListerWatcher`](crate::HttpListerWatcher) and
+//! [`Api`](crate::Api) from the object type ([`Decode::PROTOBUF`]) and the resource
+//! ([`Decode::protobuf_by_default`]): the default, [`Encoding::Auto`], needs nothing from the user,
+//! and a lister-watcher wrapping an `HttpListerWatcher` gets it without forwarding anything.
+
+use crate::wire::object::Decode;
+use crate::wire::representation::Representation;
+use crate::wire::resource::Resource;
+
+/// Which encoding lists, watches and gets ask for.
+///
+/// ```
+/// use reflector::{Encoding, Resource};
+/// use reflector::store_index::{CompactObject, DynamicObject};
+/// let pods = Resource::namespaced("", "v1", "pods");
+/// let widgets = Resource::namespaced("example.com", "v1", "widgets");
+/// // CompactObject decodes both; by default it asks for protobuf for built-in groups only.
+/// assert!(Encoding::Auto.protobuf_for::<CompactObject>(&pods));
+/// assert!(!Encoding::Auto.protobuf_for::<CompactObject>(&widgets));
+/// assert!(Encoding::Protobuf.protobuf_for::<CompactObject>(&widgets));
+/// assert!(!Encoding::Json.protobuf_for::<CompactObject>(&pods));
+/// // DynamicObject decodes JSON only: never protobuf.
+/// assert!(!Encoding::Protobuf.protobuf_for::<DynamicObject>(&pods));
+/// assert_eq!(
+///     Encoding::Auto.list_accept::<CompactObject>(&pods, Default::default()),
+///     "application/vnd.kubernetes.protobuf, application/json"
+/// );
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Encoding {
+    /// JSON only.
+    Json,
+    /// Protobuf whenever the object type can decode it ([`Decode::PROTOBUF`]), whatever the
+    /// resource (for an aggregated API known to write protobuf); JSON listed after it.
+    Protobuf,
+    /// Protobuf where the type and the resource call for it
+    /// ([`Decode::protobuf_by_default`]: typed protobuf objects always, `CompactObject` for the
+    /// built-in groups), JSON otherwise.
+    #[default]
+    Auto,
+}
+
+/// `Accept` of a list or get in protobuf (JSON second: the server decides).
+const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
+/// `Accept` of a watch in protobuf (the server answers `…;stream=watch`).
+const PROTOBUF_WATCH_ACCEPT: &str =
+    "application/vnd.kubernetes.protobuf;stream=watch, application/json";
+
+impl Encoding {
+    /// Whether requests for objects `K` of `resource` ask for protobuf. The metadata
+    /// representation is asked for in JSON only.
+    pub fn protobuf_for<K: Decode>(self, resource: &Resource) -> bool {
+        if K::REPRESENTATION != Representation::Object || !K::PROTOBUF {
+            return false;
+        }
+        match self {
+            Encoding::Json => false,
+            Encoding::Protobuf => true,
+            Encoding::Auto => K::protobuf_by_default(resource),
+        }
+    }
+
+    /// The `Accept` header of a list (or a get) of objects `K` of `resource` in `representation`.
+    pub fn list_accept<K: Decode>(
+        self,
+        resource: &Resource,
+        representation: Representation,
+    ) -> &'static str {
+        if self.protobuf_for::<K>(resource) {
+            PROTOBUF_ACCEPT
+        } else {
+            representation.list_accept()
+        }
+    }
+
+    /// The `Accept` header of a get of one object `K` of `resource` in `representation`.
+    pub fn object_accept<K: Decode>(
+        self,
+        resource: &Resource,
+        representation: Representation,
+    ) -> &'static str {
+        if self.protobuf_for::<K>(resource) {
+            PROTOBUF_ACCEPT
+        } else {
+            representation.object_accept()
+        }
+    }
+
+    /// The `Accept` header of a watch of objects `K` of `resource` in `representation`.
+    pub fn watch_accept<K: Decode>(
+        self,
+        resource: &Resource,
+        representation: Representation,
+    ) -> &'static str {
+        if self.protobuf_for::<K>(resource) {
+            PROTOBUF_WATCH_ACCEPT
+        } else {
+            representation.object_accept()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::protobuf::MEDIA_TYPE;
+
+    #[test]
+    fn the_accept_headers_name_the_codec_media_type_first_and_json_second() {
+        for accept in [PROTOBUF_ACCEPT, PROTOBUF_WATCH_ACCEPT] {
+            assert!(accept.starts_with(MEDIA_TYPE));
+            assert!(accept.ends_with(", application/json"));
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Kubernetes' protobuf encoding (`application/vnd.kubernetes.protobuf`) of built-in kinds, on
+//! raw bytes: no generated types and no descriptors are needed by these layers.
+//!
+//! Layers, each usable alone:
+//! - [`wire`]: the protobuf wire format (varints, length-delimited fields), read with bounds;
+//! - [`Unknown`]: the `k8s\0` magic + `runtime.Unknown` envelope of every object, list and
+//!   `Status` body;
+//! - [`FrameDecoder`], [`encode_frame`], [`WatchEvent`]: watch framing
+//!   (`;stream=watch`: 4-byte big-endian lengths, bare `meta.v1.WatchEvent`s);
+//! - [`meta`]: `ObjectMeta` (from `store_index::protobuf`), `ListMeta` and `Status` read straight
+//!   off the wire (the metadata of every top-level built-in object is its field 1).
+//!
+//! The simulated API server (`tests/sim-apiserver`) serves protobuf with these same layers, and
+//! adds a descriptor-driven transcoder of whole objects on top.
+//!
+//! Malformed input of any layer is a [`ProtobufError`], never a panic, and no length read from
+//! the input allocates more than the input holds (or, for frames, than the decoder's bound).
+
+mod envelope;
+mod frame;
+pub mod meta;
+
+// The wire reader, the error and `ObjectMeta` off the wire belong to the object model (a
+// `CompactObject` reads its metadata from protobuf): they live in `store_index::protobuf`.
+pub use crate::store_index::protobuf::{wire, ProtobufError};
+pub use crate::store_index::time;
+
+pub use envelope::{Unknown, MAGIC};
+pub use frame::{encode_frame, FrameDecoder, WatchEvent, DEFAULT_MAX_FRAME};
+
+/// The media type of protobuf bodies.
+pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+/// The media type of protobuf watch streams.
+pub const WATCH_MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// Whether a response's `Content-Type` is protobuf (any parameters, `;stream=watch` included):
+/// the answer, not the request's `Accept`, says how a body is decoded (a server may answer JSON
+/// to a protobuf `Accept`).
+///
+/// ```
+/// use reflector::protobuf::is_protobuf;
+/// assert!(is_protobuf(Some("application/vnd.kubernetes.protobuf;stream=watch")));
+/// assert!(!is_protobuf(Some("application/json")));
+/// assert!(!is_protobuf(None));
+/// ```
+pub fn is_protobuf(content_type: Option<&str>) -> bool {
+    content_type.is_some_and(|ct| {
+        ct.split(';')
+            .next()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case(MEDIA_TYPE))
+    })
+}
+
+#[cfg(test)]
+mod tests;
