@@ -28,8 +28,8 @@ use crate::wire::object::Decode;
 /// contract C15): namespace or all, label and field selectors applied to every request, and the
 /// `Accept` header of `K`'s [`Representation`] (`HttpListerWatcher<PartialObjectMetadata>` lists
 /// and watches metadata only, as client-go's metadata informers do), in the [`Encoding`] chosen
-/// for `K` and the resource (protobuf for typed protobuf objects and for `CompactObject`s of
-/// built-in resources, JSON otherwise, by default), each answer decoded by its `Content-Type`.
+/// for `K` and the resource (by default protobuf for typed protobuf objects, JSON otherwise;
+/// [`encoding`](Self::encoding) changes it), each answer decoded by its `Content-Type`.
 ///
 /// ```no_run
 /// use reflector::{ClusterConfig, HttpListerWatcher, Resource};

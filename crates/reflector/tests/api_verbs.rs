@@ -140,8 +140,19 @@ async fn compact_objects_are_read_and_listed_from_their_bytes() {
         Resource::namespaced("", "v1", "configmaps"),
         NS,
     );
-    // A built-in resource: protobuf by default (issue 32).
+    // JSON by default: a CompactObject's on-demand `decode` reads JSON (issue 32).
     let got = by_default.get("typed").await.unwrap();
+    assert_eq!(
+        (got.name(), got.encoding()),
+        ("typed", reflector::store_index::RawEncoding::Json)
+    );
+    // Protobuf when asked for.
+    let got = by_default
+        .clone()
+        .encoding(reflector::Encoding::Protobuf)
+        .get("typed")
+        .await
+        .unwrap();
     assert_eq!(
         (got.name(), got.encoding()),
         ("typed", reflector::store_index::RawEncoding::Protobuf)

@@ -327,8 +327,10 @@ async fn a_server_answering_json_is_decoded_as_json_and_refused_only_where_json_
         .encoding(Encoding::Protobuf);
     let page = lw.list(ListOptions::default()).await.unwrap();
     assert_eq!(page.items.len(), 3);
-    // CompactObject asks for protobuf (built-in group) and reads the JSON answer.
-    let lw = HttpListerWatcher::<CompactObject>::new(&config, pods()).unwrap();
+    // CompactObject told to ask for protobuf reads the JSON answer.
+    let lw = HttpListerWatcher::<CompactObject>::new(&config, pods())
+        .unwrap()
+        .encoding(Encoding::Protobuf);
     let page = lw.list(ListOptions::default()).await.unwrap();
     assert_eq!(page.items.len(), 3);
     // A k8s_pb Pod cannot read JSON: a typed error, not an empty list.
@@ -341,16 +343,23 @@ async fn a_server_answering_json_is_decoded_as_json_and_refused_only_where_json_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compact_objects_hold_protobuf_from_a_protobuf_server_and_json_from_a_json_one() {
+async fn compact_objects_asking_for_protobuf_hold_it_from_a_protobuf_server_and_json_otherwise() {
     use reflector::store_index::RawEncoding;
-    for (speaks, expected) in [(true, RawEncoding::Protobuf), (false, RawEncoding::Json)] {
+    let cases = [
+        (true, Encoding::Protobuf, RawEncoding::Protobuf),
+        (false, Encoding::Protobuf, RawEncoding::Json),
+        // The default: JSON, so that `decode` into serde types keeps working.
+        (true, Encoding::Auto, RawEncoding::Json),
+    ];
+    for (speaks, encoding, expected) in cases {
         let sim = SimServer::builder().protobuf(speaks).start().await.unwrap();
         create_pods(&sim, "default", 3);
         let lw = HttpListerWatcher::<CompactObject>::new(
             &config_for(&sim),
             Resource::namespaced("", "v1", "pods"),
         )
-        .unwrap();
+        .unwrap()
+        .encoding(encoding);
         let (store, errors, cancel, task) = run(lw, options());
         store.until("3 pods", |s| s.len() == 3).await;
         sim.create(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use reflector::store_index::{DynamicObject, Indexers, Object, PartialObjectMetadata, Selector};
 use reflector::{
-    Client, ClusterConfig, ConfigError, Decode, HttpListerWatcher, ReflectorMetrics,
+    Client, ClusterConfig, ConfigError, Decode, Encoding, HttpListerWatcher, ReflectorMetrics,
     ReflectorOptions, Resource,
 };
 use tokio::task::JoinHandle;
@@ -113,6 +113,7 @@ pub struct SharedInformerFactory {
     queue: InformerQueue,
     pacing: Option<Pacing>,
     informer_name: Option<InformerName>,
+    encoding: Encoding,
     state: Mutex<State>,
 }
 
@@ -139,6 +140,7 @@ impl SharedInformerFactory {
             queue: InformerQueue::default(),
             pacing: Some(Pacing::default()),
             informer_name: None,
+            encoding: Encoding::Auto,
             state: Mutex::new(State {
                 informers: BTreeMap::new(),
                 connection,
@@ -223,6 +225,24 @@ impl SharedInformerFactory {
         self
     }
 
+    /// The wire encoding every informer's lists and watches ask for (default
+    /// [`Encoding::Auto`]: protobuf for typed protobuf objects, JSON otherwise). With
+    /// [`Encoding::Protobuf`], `CompactObject` informers of built-in kinds hold protobuf too
+    /// (read their metadata, or decode them with `decode_pb`); custom resources stay JSON, as
+    /// the server answers them. See `docs/protobuf.md`.
+    ///
+    /// ```
+    /// # fn demo(config: shared_informer::reflector::ClusterConfig) {
+    /// use shared_informer::reflector::Encoding;
+    /// use shared_informer::SharedInformerFactory;
+    /// let factory = SharedInformerFactory::new(config).encoding(Encoding::Protobuf);
+    /// # let _ = factory; }
+    /// ```
+    pub fn encoding(mut self, encoding: Encoding) -> Self {
+        self.encoding = encoding;
+        self
+    }
+
     /// The queue every informer runs on (default: in order; see [`InformerQueue`]).
     pub fn queue(mut self, queue: InformerQueue) -> Self {
         self.queue = queue;
@@ -250,7 +270,8 @@ impl SharedInformerFactory {
         // The reflector's counters, shared with the lister-watcher, which counts the bytes.
         let metrics = Arc::<ReflectorMetrics>::default();
         let mut lw = HttpListerWatcher::<K>::with_client(client, resource.clone())
-            .count_bytes_into(Arc::clone(&metrics));
+            .count_bytes_into(Arc::clone(&metrics))
+            .encoding(self.encoding);
         if let Some(ns) = &self.namespace {
             lw = lw.namespace(ns.clone());
         }

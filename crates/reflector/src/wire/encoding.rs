@@ -21,15 +21,16 @@ use crate::wire::resource::Resource;
 /// use reflector::store_index::{CompactObject, DynamicObject};
 /// let pods = Resource::namespaced("", "v1", "pods");
 /// let widgets = Resource::namespaced("example.com", "v1", "widgets");
-/// // CompactObject decodes both; by default it asks for protobuf for built-in groups only.
-/// assert!(Encoding::Auto.protobuf_for::<CompactObject>(&pods));
-/// assert!(!Encoding::Auto.protobuf_for::<CompactObject>(&widgets));
+/// // CompactObject decodes both; it asks for protobuf when told to (its `decode` reads JSON).
+/// assert!(!Encoding::Auto.protobuf_for::<CompactObject>(&pods));
+/// assert!(Encoding::Protobuf.protobuf_for::<CompactObject>(&pods));
+/// // Asking costs nothing where the server has no protobuf: it answers JSON, read as JSON.
 /// assert!(Encoding::Protobuf.protobuf_for::<CompactObject>(&widgets));
 /// assert!(!Encoding::Json.protobuf_for::<CompactObject>(&pods));
 /// // DynamicObject decodes JSON only: never protobuf.
 /// assert!(!Encoding::Protobuf.protobuf_for::<DynamicObject>(&pods));
 /// assert_eq!(
-///     Encoding::Auto.list_accept::<CompactObject>(&pods, Default::default()),
+///     Encoding::Protobuf.list_accept::<CompactObject>(&pods, Default::default()),
 ///     "application/vnd.kubernetes.protobuf, application/json"
 /// );
 /// ```
@@ -42,8 +43,8 @@ pub enum Encoding {
     /// resource (for an aggregated API known to write protobuf); JSON listed after it.
     Protobuf,
     /// Protobuf where the type and the resource call for it
-    /// ([`Decode::protobuf_by_default`]: typed protobuf objects always, `CompactObject` for the
-    /// built-in groups), JSON otherwise.
+    /// ([`Decode::protobuf_by_default`]: typed protobuf objects always; `CompactObject`, whose
+    /// on-demand `decode` reads JSON, never), JSON otherwise.
     #[default]
     Auto,
 }

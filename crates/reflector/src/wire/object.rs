@@ -236,16 +236,20 @@ macro_rules! decode_with_serde_compacted {
 
 decode_with_serde!(DynamicObject);
 
-/// JSON and protobuf. Under [`Encoding::Auto`](crate::Encoding::Auto) protobuf is asked for the
-/// built-in groups only ([`Resource::is_built_in`]): a `CompactObject` cannot know its kind
-/// statically, and a custom resource is JSON only, so the group decides (exact names, not a
-/// `.k8s.io` suffix, which CRDs use too). A server that answers JSON anyway is read as JSON: the
-/// choice is a preference, the answer's `Content-Type` decides.
+/// JSON and protobuf. Under [`Encoding::Auto`](crate::Encoding::Auto), the default, JSON: what a
+/// `CompactObject` promises is its object decoded on demand into serde types
+/// ([`CompactObject::decode`]), k8s-openapi's included, and protobuf bytes cannot be, so asking
+/// for protobuf by default would turn every such call into an error. Ask for it with
+/// [`Encoding::Protobuf`](crate::Encoding::Protobuf) (on the lister-watcher, the `Api` or the
+/// informer factory) when the code reads only metadata or decodes with `decode_pb`: the server
+/// then writes protobuf for built-in kinds and JSON for custom resources, and each answer is read
+/// by its `Content-Type`.
 impl Decode for CompactObject {
     const PROTOBUF: bool = true;
 
     fn protobuf_by_default(resource: &Resource) -> bool {
-        resource.is_built_in()
+        let _ = resource;
+        false
     }
 
     fn decode_protobuf(

@@ -16,7 +16,7 @@ use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod;
 use workqueue::shared_informer::reflector::store_index::{CompactObject, Object, Pb, RawEncoding};
-use workqueue::shared_informer::reflector::Resource;
+use workqueue::shared_informer::reflector::{Encoding, Resource};
 use workqueue::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, KeyEnqueuer, MaxOf, RateLimitingQueue,
 };
@@ -37,7 +37,10 @@ pub async fn protobuf_end_to_end(_: Opts) -> Outcome {
 async fn protobuf_server() -> Outcome {
     let sim = SimServer::start().await?;
     seed(&sim, "pods", "pb", 2, 300, 100)?;
-    let factory = crate::harness::factory(config_for(&sim)?).reflector_options(fast_backoff(false));
+    // CompactObject asks for protobuf only when told to (its `decode` reads JSON).
+    let factory = crate::harness::factory(config_for(&sim)?)
+        .reflector_options(fast_backoff(false))
+        .encoding(Encoding::Protobuf);
     let typed = factory.informer::<Pb<Pod>>(Resource::of_pb::<Pod>())?;
     let compact = factory.informer::<CompactObject>(pods())?;
     let (typed_rec, typed_seq) = Recorder::new();
@@ -178,7 +181,10 @@ async fn protobuf_server() -> Outcome {
 async fn json_server() -> Outcome {
     let sim = SimServer::builder().protobuf(false).start().await?;
     seed(&sim, "pods", "js", 2, 200, 100)?;
-    let factory = crate::harness::factory(config_for(&sim)?).reflector_options(fast_backoff(false));
+    // CompactObject asks for protobuf only when told to (its `decode` reads JSON).
+    let factory = crate::harness::factory(config_for(&sim)?)
+        .reflector_options(fast_backoff(false))
+        .encoding(Encoding::Protobuf);
     let compact = factory.informer::<CompactObject>(pods())?;
     let (rec, seq) = Recorder::new();
     compact.add_event_handler(rec)?;
