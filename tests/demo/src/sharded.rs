@@ -71,7 +71,7 @@ async fn progress(
                 status.widgets, rate
             ));
         }
-        line.push_str(&format!(" | unassigned {unassigned}"));
+        line.push_str(&format!(" | unlabelled (new, or between ack and assignment) {unassigned}"));
         println!("{line}");
     }
 }

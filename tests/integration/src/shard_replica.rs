@@ -16,7 +16,7 @@
 //! replica's own memory; everything else the parent checks from the server):
 //!
 //! ```text
-//! STATUS widgets=742 children=741 reconciles=5120 fenced=3 members=4
+//! STATUS widgets=742 children=741 reconciles=5120 fenced=3 members=4 lease=1
 //! ```
 //!
 //! A line `stop` on stdin, or stdin closing (the parent died), stops it gracefully: its shard
@@ -211,6 +211,8 @@ pub struct ReplicaStatus {
     pub fenced: u64,
     /// Live members it sees.
     pub members: u64,
+    /// Whether its shard lease guard is valid.
+    pub lease: bool,
 }
 
 impl ReplicaStatus {
@@ -227,6 +229,7 @@ impl ReplicaStatus {
                 "reconciles" => status.reconciles = value,
                 "fenced" => status.fenced = value,
                 "members" => status.members = value,
+                "lease" => status.lease = value != 0,
                 _ => {}
             }
         }
@@ -391,12 +394,13 @@ async fn run(opts: ReplicaOpts) -> Result<(), String> {
             },
             _ = tick.tick() => {
                 println!(
-                    "STATUS widgets={} children={} reconciles={} fenced={} members={}",
+                    "STATUS widgets={} children={} reconciles={} fenced={} members={} lease={}",
                     widgets_cache.len(),
                     children_cache.len(),
                     counts.reconciles.load(Ordering::Relaxed),
                     counts.fenced.load(Ordering::Relaxed),
                     ring.members().len(),
+                    u8::from(ring.guard().is_valid()),
                 );
             }
         }
