@@ -59,10 +59,7 @@ async fn progress(
                 continue;
             };
             let now = Instant::now();
-            let (before, at) = last
-                .get(id)
-                .copied()
-                .unwrap_or((status.reconciles, now));
+            let (before, at) = last.get(id).copied().unwrap_or((status.reconciles, now));
             let secs = now.duration_since(at).as_secs_f64().max(1e-3);
             let rate = status.reconciles.saturating_sub(before) as f64 / secs;
             last.insert(id.clone(), (status.reconciles, now));
@@ -71,7 +68,9 @@ async fn progress(
                 status.widgets, rate
             ));
         }
-        line.push_str(&format!(" | unlabelled (new, or between ack and assignment) {unassigned}"));
+        line.push_str(&format!(
+            " | unlabelled (new, or between ack and assignment) {unassigned}"
+        ));
         println!("{line}");
     }
 }

@@ -141,7 +141,11 @@ async fn ring(n: usize, widgets: usize, rebalance: bool) -> Result<f64, String> 
     let assign_time = started.elapsed();
     let requests = sim.counters().requests - before.requests;
     let (sharder_writes, _) = writes_since(&sim, seeded);
-    let caches: Vec<u64> = procs.values().filter_map(|p| p.status()).map(|s| s.widgets).collect();
+    let caches: Vec<u64> = procs
+        .values()
+        .filter_map(|p| p.status())
+        .map(|s| s.widgets)
+        .collect();
     println!(
         "{n} replica(s): {widgets} widgets assigned and reconciled in {:.1}s, {requests} requests \
          ({:.2}/widget), {sharder_writes} sharder writes; owned {owned:?}, caches {caches:?}",
@@ -185,7 +189,10 @@ async fn ring(n: usize, widgets: usize, rebalance: bool) -> Result<f64, String> 
     let (Some(first), Some(last)) = (times.iter().min(), times.iter().max()) else {
         return Err("no status write after the bump".into());
     };
-    let span = last.duration_since(*first).unwrap_or_default().as_secs_f64();
+    let span = last
+        .duration_since(*first)
+        .unwrap_or_default()
+        .as_secs_f64();
     let throughput = times.len() as f64 / span.max(1e-3);
     println!(
         "{n} replica(s): {} reconciles in {span:.2}s: {throughput:.0}/s",
@@ -225,7 +232,10 @@ async fn ring(n: usize, widgets: usize, rebalance: bool) -> Result<f64, String> 
             replica as f64 / moved as f64,
         );
         result(
-            &format!("sharding: rebalance after a join ({n} → {}), {widgets} widgets", n + 1),
+            &format!(
+                "sharding: rebalance after a join ({n} → {}), {widgets} widgets",
+                n + 1
+            ),
             "s",
             join_time.as_secs_f64(),
             json!({"note": format!("{moved} moved; from process start to converged")}),
@@ -254,7 +264,10 @@ async fn ring(n: usize, widgets: usize, rebalance: bool) -> Result<f64, String> 
             crate::shard_fleet::LEASE_MS
         );
         result(
-            &format!("sharding: rebalance after a kill ({} → {n}), {widgets} widgets", n + 1),
+            &format!(
+                "sharding: rebalance after a kill ({} → {n}), {widgets} widgets",
+                n + 1
+            ),
             "s",
             kill_time.as_secs_f64(),
             json!({"note": format!("includes the {} ms lease running out", crate::shard_fleet::LEASE_MS)}),

@@ -16,7 +16,9 @@ use sim_apiserver::SimServer;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
 
-use crate::shard_replica::{child_name, sharder_user, widget_crd, ReplicaOpts, ReplicaStatus, RING};
+use crate::shard_replica::{
+    child_name, sharder_user, widget_crd, ReplicaOpts, ReplicaStatus, RING,
+};
 
 /// Shard and sharder lease duration (ms): short, so that a death is noticed within seconds.
 pub const LEASE_MS: u64 = 3000;
@@ -69,10 +71,7 @@ impl Proc {
             .spawn()
             .map_err(err)?;
         let status = Arc::new(Mutex::new(None));
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or("no stdout")?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
         tokio::spawn({
             let status = status.clone();
             async move {
@@ -388,17 +387,13 @@ pub fn check_write_log(sim: &SimServer, ns: &str) -> Result<(usize, usize), Stri
                 let Some(before) = label_before(&versions, write.revision, &shard) else {
                     return Err(format!(
                         "{resource}/{} changed by {} at {}: the version before is not kept",
-                        write.name,
-                        write.user,
-                        write.revision
+                        write.name, write.user, write.revision
                     ));
                 };
                 if before.as_deref() != Some(write.user.as_str()) {
                     return Err(format!(
-                    "{resource}/{} changed by {} at revision {} while labelled {before:?}",
-                    write.name,
-                    write.user,
-                    write.revision
+                        "{resource}/{} changed by {} at revision {} while labelled {before:?}",
+                        write.name, write.user, write.revision
                     ));
                 }
             }
@@ -410,11 +405,12 @@ pub fn check_write_log(sim: &SimServer, ns: &str) -> Result<(usize, usize), Stri
                     late_creates += 1;
                 }
             }
-            other => return Err(format!(
-                "{resource}/{}: unexpected {other:?} by {}",
-                write.name,
-                write.user
-            )),
+            other => {
+                return Err(format!(
+                    "{resource}/{}: unexpected {other:?} by {}",
+                    write.name, write.user
+                ))
+            }
         }
     }
     if checked == 0 {
@@ -422,7 +418,6 @@ pub fn check_write_log(sim: &SimServer, ns: &str) -> Result<(usize, usize), Stri
     }
     Ok((checked, late_creates))
 }
-
 
 /// The history of widget `name` and its child, one line per stored version (revision, writer,
 /// assignment and drain labels, status), for a failure message.

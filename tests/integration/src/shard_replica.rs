@@ -277,7 +277,10 @@ pub fn client(url: &str, token: &str, qps: u64) -> Result<Client, String> {
     let mut config = ClusterConfig::new(url).map_err(|e| e.to_string())?;
     config.credentials = Credentials::Token(token.into());
     if qps > 0 {
-        config.rate_limit = Some(RateLimit::new(qps as f64, (2 * qps).min(u64::from(u32::MAX)) as u32));
+        config.rate_limit = Some(RateLimit::new(
+            qps as f64,
+            (2 * qps).min(u64::from(u32::MAX)) as u32,
+        ));
     }
     Client::new(&config).map_err(|e| e.to_string())
 }
@@ -382,10 +385,8 @@ async fn run(opts: ReplicaOpts) -> Result<(), String> {
     // Status lines, until told to stop.
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut tick = tokio::time::interval(Duration::from_millis(opts.status_ms));
-    let (widgets_cache, children_cache) = (
-        my_widgets.indexer().clone(),
-        my_children.indexer().clone(),
-    );
+    let (widgets_cache, children_cache) =
+        (my_widgets.indexer().clone(), my_children.indexer().clone());
     loop {
         tokio::select! {
             line = stdin.next_line() => match line {
@@ -474,10 +475,7 @@ impl Reconciler {
                 child
                     .data
                     .insert("data".into(), json!({"size": size.to_string()}));
-                match writer
-                    .create_child(&self.child_api, &widget, &child)
-                    .await
-                {
+                match writer.create_child(&self.child_api, &widget, &child).await {
                     Ok(_) => {}
                     // It exists but is not (yet) labelled ours: the sharder relabels it after
                     // its owner; try again then.
