@@ -92,7 +92,7 @@ mod sharder;
 
 pub use assign::{owner_of, weight};
 pub use fence::{shard_label, FenceError, FencedWriter, SHARD_LABEL_PREFIX};
-pub use handover::{Admission, ShardGate, ShardedController, ShardedError};
+pub use handover::{Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY};
 pub use ring::{
     max_departure_delay, shard_lease_name, ApiRingLeases, Membership, MemoryRingLeases, Ring,
     RingLeases, ShardLease, RING_LABEL,
