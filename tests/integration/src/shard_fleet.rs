@@ -266,7 +266,7 @@ pub struct Churn {
     on: Arc<AtomicBool>,
     ops: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Churn {
@@ -320,7 +320,7 @@ impl Churn {
             on,
             ops,
             stop,
-            task,
+            task: Some(task),
         }
     }
 
@@ -330,10 +330,19 @@ impl Churn {
     }
 
     /// Stops it; returns the operations made.
-    pub async fn finish(self) -> u64 {
+    pub async fn finish(mut self) -> u64 {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = self.task.await;
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
         self.ops.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Churn {
+    /// A scenario that fails half-way leaves no churn behind against its simulator.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
     }
 }
 
