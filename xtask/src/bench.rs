@@ -336,6 +336,10 @@ pub fn run(args: &[String]) -> Result<(), String> {
         custom.extend(peer_comparison(&cargo, quick)?);
         Ok(())
     })?;
+    tools::step("sharding (replica processes)", || {
+        custom.extend(sharding(&cargo, quick)?);
+        Ok(())
+    })?;
     let criterion = criterion_results(&target_dir().join("criterion"), started);
     let rows = table_rows(&criterion, &custom);
     let table = render(&rows, quick);
@@ -401,6 +405,52 @@ fn write_chart(clients: Vec<chart::Client>, table: &str) -> Result<(), String> {
         .map_err(|e| format!("writing {}: {e}", path.display()))?;
     println!("bench: drew {}", path.display());
     Ok(())
+}
+
+/// The sharding benchmark (issue 31): replica processes of a sharded controller against the
+/// simulator, run by the integration suite's binary (`integration-suite shard-bench`, which
+/// re-executes itself as the replicas). Run it alone with
+/// `cargo run --release -p integration-suite -- shard-bench [--quick]`. Echoes its output and
+/// returns the `bench-result` figures it printed.
+fn sharding(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
+    let mut args = vec![
+        "run",
+        "--quiet",
+        "--release",
+        "--package",
+        "integration-suite",
+        "--",
+        "shard-bench",
+    ];
+    if quick {
+        args.push("--quick");
+    }
+    let mut child = Command::new(cargo)
+        .args(&args)
+        .current_dir(tools::workspace_root())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("could not start `{cargo}`: {e}"))?;
+    let mut results = Vec::new();
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines() {
+            let line = line.map_err(|e| format!("reading the sharding bench's output: {e}"))?;
+            match line.strip_prefix("bench-result ") {
+                Some(json) => match serde_json::from_str::<Value>(json) {
+                    Ok(v) => results.push(v),
+                    Err(e) => eprintln!("bench: ignoring a malformed result line ({e}): {json}"),
+                },
+                None => println!("{line}"),
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for the sharding bench: {e}"))?;
+    if !status.success() {
+        return Err(format!("`cargo {}` exited with {status}", args.join(" ")));
+    }
+    Ok(results)
 }
 
 /// Runs one bench, echoing its output, and returns the `bench-result` figures it printed.

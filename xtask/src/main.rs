@@ -42,7 +42,8 @@ fn usage() -> &'static str {
        rules        check that every rule id and invariant label cited is defined once in docs/semantics.md\n  \
        modules      check that no library module imports in a circle or through its crate's walls\n  \
        demo         run the demo against the embedded simulated API server\n               \
-       (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster)\n  \
+       (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster;\n               \
+       --replicas N [--widgets N] for a sharded controller in N processes, one joining, one leaving)\n  \
        integration  run the end-to-end scenarios against the simulated API server (about 7 minutes per queue)\n               \
        ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \

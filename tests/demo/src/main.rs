@@ -6,6 +6,9 @@
 //! own client, checking its lease guard before each write. With `--kubeconfig PATH`,
 //! `--context NAME` or `--real-cluster` the same informers run read-only against a real cluster
 //! instead; never because `KUBECONFIG` happens to be set.
+//!
+//! With `--replicas N`, a sharded controller instead ([`sharded`]): N replica processes split
+//! widgets between them while one joins and one leaves, then a verdict from the write log.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -29,6 +32,16 @@ use workqueue::shared_informer::{
 };
 use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 
+mod sharded;
+// The sharded replica and its fleet are the integration suite's, shared by path (the demo
+// starts the same processes the `sharding` scenario checks); not every helper is used here.
+#[allow(dead_code)]
+#[path = "../../integration/src/shard_fleet.rs"]
+mod shard_fleet;
+#[allow(dead_code)]
+#[path = "../../integration/src/shard_replica.rs"]
+mod shard_replica;
+
 type Pods = SharedIndexInformer<CompactObject>;
 type ConfigMaps = SharedIndexInformer<DynamicObject>;
 
@@ -44,15 +57,19 @@ struct Args {
     kubeconfig: Option<String>,
     context: Option<String>,
     real_cluster: bool,
+    replicas: Option<usize>,
+    widgets: usize,
 }
 
 fn usage() -> &'static str {
     "usage: cargo xtask demo [--seconds N] [--rate EVENTS_PER_SEC] [--pods N]\n\
      \x20                       [--real-cluster] [--kubeconfig PATH] [--context NAME]\n\
+     \x20                       [--replicas N [--widgets N]]\n\
      By default the demo runs against the embedded simulated API server. A real cluster is used\n\
      only when asked: --kubeconfig PATH reads that file; --context NAME or --real-cluster read the\n\
      files of KUBECONFIG (several, separated by ':', merged as kubectl merges them) or\n\
-     ~/.kube/config, with NAME or the current context."
+     ~/.kube/config, with NAME or the current context. --replicas N runs a sharded controller\n\
+     in N processes instead (one more joins, one leaves; --seconds is split in three phases)."
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -63,6 +80,8 @@ fn parse_args() -> Result<Args, String> {
         kubeconfig: None,
         context: None,
         real_cluster: false,
+        replicas: None,
+        widgets: 3_000,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -89,6 +108,18 @@ fn parse_args() -> Result<Args, String> {
             "--kubeconfig" => args.kubeconfig = Some(value("--kubeconfig")?),
             "--context" => args.context = Some(value("--context")?),
             "--real-cluster" => args.real_cluster = true,
+            "--replicas" => {
+                args.replicas = Some(
+                    value("--replicas")?
+                        .parse()
+                        .map_err(|e| format!("--replicas: {e}"))?,
+                )
+            }
+            "--widgets" => {
+                args.widgets = value("--widgets")?
+                    .parse()
+                    .map_err(|e| format!("--widgets: {e}"))?
+            }
             "-h" | "--help" => return Err(usage().to_string()),
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
         }
@@ -96,8 +127,32 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // `--replicas` re-executes this binary as its replica processes.
+    let raw: Vec<String> = std::env::args().collect();
+    if raw.get(1).map(String::as_str) == Some("shard-replica") {
+        tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "off".into()),
+            )
+            .with_writer(std::io::stderr)
+            .init();
+        return shard_replica::main(&raw[2..]);
+    }
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(demo_main()),
+        Err(e) => {
+            eprintln!("demo: cannot build the tokio runtime: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn demo_main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -114,7 +169,14 @@ async fn main() -> ExitCode {
     if !real && std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
         println!("KUBECONFIG is set but not used: pass --real-cluster to run against that cluster");
     }
-    let result = if real {
+    let result = if let Some(replicas) = args.replicas {
+        sharded::run(sharded::ShardedArgs {
+            replicas,
+            widgets: args.widgets,
+            phase_seconds: (args.seconds / 3).max(3),
+        })
+        .await
+    } else if real {
         real_cluster(
             args.kubeconfig.as_deref(),
             args.context.as_deref(),

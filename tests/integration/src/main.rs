@@ -22,6 +22,9 @@ mod harness;
 mod hostile;
 mod logs;
 mod scenarios;
+mod shard_bench;
+mod shard_fleet;
+mod shard_replica;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -159,6 +162,20 @@ async fn run_one(scenario: &Scenario, opts: Opts) -> Outcome {
 }
 
 fn main() -> ExitCode {
+    // The sharding scenario and benchmark re-execute this binary as their replicas.
+    let raw: Vec<String> = std::env::args().collect();
+    if raw.get(1).map(String::as_str) == Some("shard-bench") {
+        return shard_bench::main(&raw[2..]);
+    }
+    if raw.get(1).map(String::as_str) == Some("shard-replica") {
+        let filter =
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "off".into());
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+        return shard_replica::main(&raw[2..]);
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(message) => {

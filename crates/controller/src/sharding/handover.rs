@@ -16,11 +16,14 @@
 //!   longer labelled for this replica, its cache drops it, and any write computed earlier is
 //!   refused (SH8, SH9).
 //! - SH18: a key is reconciled only when the cached object is labelled for this replica and not
-//!   draining; otherwise the reconcile function is not called.
+//!   draining; otherwise the reconcile function is not called. A key refused because the
+//!   replica's shard lease is not held is tried again after [`LAPSED_RETRY`] with its failures
+//!   forgotten, so that it does not wait out an exponential backoff once the lease is back.
 
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +36,10 @@ use crate::runner::{Action, Controller};
 use super::fence::{FenceError, FencedWriter};
 use super::ring::{Ring, RingLeases};
 use super::sharder::drain_label;
+
+/// How long a key refused because this replica's shard lease is not held waits before it is
+/// tried again (SH18).
+pub const LAPSED_RETRY: Duration = Duration::from_secs(1);
 
 /// What [`ShardGate::admit`] decided for a key.
 #[derive(Debug)]
@@ -182,11 +189,18 @@ impl<K: Object + Decode + Send + Sync + 'static> ShardedController<K> {
             .run(cancel, move |key: String| {
                 let (gate, reconcile) = (gate.clone(), reconcile.clone());
                 async move {
-                    match gate.admit(&key).await.map_err(ShardedError::Fence)? {
-                        Admission::Reconcile(obj) => reconcile(obj, gate.writer().clone())
+                    match gate.admit(&key).await {
+                        Ok(Admission::Reconcile(obj)) => reconcile(obj, gate.writer().clone())
                             .await
                             .map_err(ShardedError::Reconcile),
-                        _ => Ok(Action::Done),
+                        Ok(_) => Ok(Action::Done),
+                        // The replica's state, not the key's: counted as the key's failure, it
+                        // would back the key off exponentially and leave it waiting long after
+                        // the lease is back (SH18).
+                        Err(FenceError::LeaseNotHeld { .. }) => {
+                            Ok(Action::RequeueAfter(LAPSED_RETRY))
+                        }
+                        Err(error) => Err(ShardedError::Fence(error)),
                     }
                 }
             })
@@ -206,12 +220,16 @@ mod tests {
 
     /// A gate whose requests could go nowhere: every case here is decided before sending.
     fn gate(valid: bool, objects: &[DynamicObject]) -> ShardGate<DynamicObject> {
-        let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
-        let api = Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "ns");
         let guard = LeaseGuard::new();
         if valid {
             guard.extend_to(Instant::now() + Duration::from_secs(3600));
         }
+        gate_with(guard, objects)
+    }
+
+    fn gate_with(guard: LeaseGuard, objects: &[DynamicObject]) -> ShardGate<DynamicObject> {
+        let client = Client::new(&ClusterConfig::new("http://127.0.0.1:1").unwrap()).unwrap();
+        let api = Api::namespaced_with(client, Resource::namespaced("", "v1", "configmaps"), "ns");
         let indexer = Indexer::new(Indexers::new());
         for obj in objects {
             indexer.add(Arc::new(obj.clone())).unwrap();
@@ -241,6 +259,58 @@ mod tests {
             Ok(Admission::NotOurs)
         ));
         assert!(matches!(gate.admit("ns/gone").await, Ok(Admission::Gone)));
+    }
+
+    /// Found by the `sharding` integration scenario: while a replica's shard lease is lapsed (a
+    /// partition, a freeze), every key it tries is refused by the gate; counted as failures, they
+    /// backed off exponentially (client-go's limiter: up to 1000 s), so after the replica
+    /// re-joined, the objects handed back to it waited out that backoff unreconciled. A lapsed
+    /// lease is the replica's state, not the key's: the key is tried again after a fixed delay
+    /// with its failures forgotten.
+    #[tokio::test(start_paused = true)]
+    async fn keys_refused_while_the_lease_is_lapsed_are_reconciled_soon_after_it_is_back() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let guard = LeaseGuard::new();
+        let gate = gate_with(guard.clone(), &[widget("mine", "a")]);
+        let queue = RateLimitingQueue::new(workqueue::default_controller_rate_limiter());
+        queue.add("ns/mine".to_string());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let stop = CancellationToken::new();
+        let run = tokio::spawn({
+            let (calls, stop, queue) = (calls.clone(), stop.clone(), queue.clone());
+            async move {
+                ShardedController::new(gate, queue)
+                    .run(stop, move |_obj, _writer| {
+                        let calls = calls.clone();
+                        async move {
+                            calls.fetch_add(1, Ordering::SeqCst);
+                            Ok::<_, FenceError>(Action::Done)
+                        }
+                    })
+                    .await
+            }
+        });
+        // Twenty seconds lapsed: with exponential backoff the key would now wait ~10 s or more.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            0,
+            "nothing runs without the lease"
+        );
+        assert_eq!(
+            queue.num_requeues(&"ns/mine".to_string()),
+            0,
+            "no failure counted"
+        );
+        guard.extend_to(Instant::now() + Duration::from_secs(3600));
+        tokio::time::sleep(LAPSED_RETRY + Duration::from_millis(100)).await;
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            1,
+            "reconciled once the lease is back"
+        );
+        stop.cancel();
+        run.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

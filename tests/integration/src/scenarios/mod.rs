@@ -11,6 +11,7 @@ mod modes;
 mod protobuf;
 mod resync;
 mod selectors;
+mod sharding;
 mod sharing;
 mod soak;
 mod transports;
@@ -124,6 +125,14 @@ pub fn all() -> Vec<Scenario> {
             // Replicas, a Lease and writes: no informer, so no queue to vary.
             informers: false,
             run: |o| leader::leader_election(o).boxed(),
+        },
+        Scenario {
+            name: "sharding",
+            about: "3,000 widgets and children reconciled by replica processes of a sharded controller, ring 1 → 3 → 2 → 4, one killed, one frozen past its lease, one partitioned; checked from the write log",
+            timeout: secs(240),
+            // The replicas are processes of their own, with their own informers.
+            informers: false,
+            run: |o| sharding::sharding(o).boxed(),
         },
         Scenario {
             name: "selector-transitions",

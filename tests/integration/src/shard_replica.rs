@@ -1,0 +1,517 @@
+//! One replica of a sharded widget controller, run as a process of its own
+//! (`integration-suite shard-replica --url .. --identity ..`): the `sharding` scenario and the
+//! sharding benchmark start several, so that each has its own identity (simulator user), client,
+//! tokio runtime and clock, and can be killed (SIGKILL) or frozen (SIGSTOP) as a whole.
+//!
+//! ```text
+//!   Ring: holds Lease widgets-<identity>             (user <identity>)
+//!   Sharder candidate: metadata informers of all widgets and ConfigMaps, elected on
+//!                      Lease widgets-sharder        (user sharder-<identity>)
+//!   Controller: informers of widgets and ConfigMaps labelled for <identity> only
+//!     reconcile(widget): wait `--delay-ms`; child ConfigMap <name>-cfg with data.size = spec.size
+//!                        (created with the owner's label, fenced); status {size, by: identity}
+//! ```
+//!
+//! It prints a status line every `--status-ms` on stdout, which the parent reads (caches are a
+//! replica's own memory; everything else the parent checks from the server):
+//!
+//! ```text
+//! STATUS widgets=742 children=741 reconciles=5120 fenced=3 members=4 lease=1
+//! ```
+//!
+//! A line `stop` on stdin, or stdin closing (the parent died), stops it gracefully: its shard
+//! Lease is released.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use controller::leader_election::{ApiLeaseLock, LeaderElectionConfig};
+use controller::owners::OwnerEnqueuer;
+use controller::sharding::{
+    shard_label, shard_selector, ApiRingLeases, FenceError, FencedWriter, Ring, ShardGate,
+    ShardedController, Sharder, SharderConfig,
+};
+use controller::{Action, CancellationToken};
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+use workqueue::shared_informer::reflector::store_index::{
+    DynamicObject, Object, OwnerReference, PartialObjectMetadata, ReadOnlyIndexer,
+};
+use workqueue::shared_informer::reflector::{
+    Api, Client, ClientError, ClusterConfig, Credentials, RateLimit, Resource,
+};
+use workqueue::shared_informer::SharedInformerFactory;
+use workqueue::{default_controller_rate_limiter, KeyEnqueuer, RateLimitingQueue};
+
+/// The ring's name (and the prefix of its Leases).
+pub const RING: &str = "widgets";
+/// The sharder's Lease.
+pub const SHARDER_LEASE: &str = "widgets-sharder";
+/// The widgets' API group.
+pub const GROUP: &str = "example.com";
+/// The widgets' kind.
+pub const KIND: &str = "Widget";
+
+/// The widgets resource (a CRD, see [`widget_crd`]).
+pub fn widgets() -> Resource {
+    Resource::namespaced(GROUP, "v1", "widgets")
+}
+
+/// The children's resource.
+pub fn configmaps() -> Resource {
+    Resource::namespaced("", "v1", "configmaps")
+}
+
+/// The CRD of the widgets: `spec.size` (the desired state), `status.size` and `status.by` (the
+/// replica that reconciled it last).
+pub fn widget_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": GROUP, "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": KIND},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer"}}},
+                    "status": {"type": "object", "properties": {
+                        "size": {"type": "integer"}, "by": {"type": "string"}}}}}}}]}
+    })
+}
+
+/// The name of a widget's child ConfigMap.
+pub fn child_name(widget: &str) -> String {
+    format!("{widget}-cfg")
+}
+
+/// The simulator user a replica's sharder writes as.
+pub fn sharder_user(identity: &str) -> String {
+    format!("sharder-{identity}")
+}
+
+/// Timings and sizes of a replica.
+#[derive(Debug, Clone)]
+pub struct ReplicaOpts {
+    /// The simulator's URL.
+    pub url: String,
+    /// The token of user `identity` (controller and ring Lease).
+    pub token: String,
+    /// The token of user `sharder-<identity>`.
+    pub sharder_token: String,
+    /// The replica's identity.
+    pub identity: String,
+    /// The namespace of the widgets.
+    pub namespace: String,
+    /// Shard and sharder lease duration, renew deadline, retry period (ms).
+    pub lease_ms: u64,
+    /// See `lease_ms`.
+    pub renew_ms: u64,
+    /// See `lease_ms`.
+    pub retry_ms: u64,
+    /// Controller workers.
+    pub workers: usize,
+    /// Time a reconcile waits before writing (the benchmark's 20 ms).
+    pub delay_ms: u64,
+    /// Status line period.
+    pub status_ms: u64,
+    /// The client's request rate limit (requests/s, burst twice that); 0: client-go's 50/s.
+    pub qps: u64,
+}
+
+impl ReplicaOpts {
+    /// The command-line form, parsed back by [`main`].
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = vec!["shard-replica".to_string()];
+        for (flag, value) in [
+            ("--url", self.url.clone()),
+            ("--token", self.token.clone()),
+            ("--sharder-token", self.sharder_token.clone()),
+            ("--identity", self.identity.clone()),
+            ("--namespace", self.namespace.clone()),
+            ("--lease-ms", self.lease_ms.to_string()),
+            ("--renew-ms", self.renew_ms.to_string()),
+            ("--retry-ms", self.retry_ms.to_string()),
+            ("--workers", self.workers.to_string()),
+            ("--delay-ms", self.delay_ms.to_string()),
+            ("--status-ms", self.status_ms.to_string()),
+            ("--qps", self.qps.to_string()),
+        ] {
+            args.push(flag.into());
+            args.push(value);
+        }
+        args
+    }
+
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut opts = ReplicaOpts {
+            url: String::new(),
+            token: String::new(),
+            sharder_token: String::new(),
+            identity: String::new(),
+            namespace: "default".into(),
+            lease_ms: 3000,
+            renew_ms: 2000,
+            retry_ms: 500,
+            workers: 4,
+            delay_ms: 0,
+            status_ms: 200,
+            qps: 0,
+        };
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            let number = || {
+                value
+                    .parse::<u64>()
+                    .map_err(|e| format!("{flag} {value:?}: {e}"))
+            };
+            match flag.as_str() {
+                "--url" => opts.url = value.clone(),
+                "--token" => opts.token = value.clone(),
+                "--sharder-token" => opts.sharder_token = value.clone(),
+                "--identity" => opts.identity = value.clone(),
+                "--namespace" => opts.namespace = value.clone(),
+                "--lease-ms" => opts.lease_ms = number()?,
+                "--renew-ms" => opts.renew_ms = number()?,
+                "--retry-ms" => opts.retry_ms = number()?,
+                "--workers" => opts.workers = number()? as usize,
+                "--delay-ms" => opts.delay_ms = number()?,
+                "--status-ms" => opts.status_ms = number()?.max(10),
+                "--qps" => opts.qps = number()?,
+                other => return Err(format!("unknown flag {other:?}")),
+            }
+        }
+        if opts.url.is_empty() || opts.identity.is_empty() {
+            return Err("--url and --identity are required".into());
+        }
+        Ok(opts)
+    }
+
+    /// The election timings of Lease `name`.
+    pub fn election(&self, name: &str) -> LeaderElectionConfig {
+        let mut config = LeaderElectionConfig::new(name, self.identity.clone());
+        config.lease_duration = Duration::from_millis(self.lease_ms);
+        config.renew_deadline = Duration::from_millis(self.renew_ms);
+        config.retry_period = Duration::from_millis(self.retry_ms);
+        config
+    }
+}
+
+/// What a replica reports in its status lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplicaStatus {
+    /// Widgets in its controller's cache.
+    pub widgets: u64,
+    /// ConfigMaps in its controller's cache.
+    pub children: u64,
+    /// Reconciles run (gate admitted, reconcile function called).
+    pub reconciles: u64,
+    /// Writes the server refused with 409 (the fence holding, or an ordinary conflict).
+    pub fenced: u64,
+    /// Live members it sees.
+    pub members: u64,
+    /// Whether its shard lease guard is valid.
+    pub lease: bool,
+}
+
+impl ReplicaStatus {
+    /// Parses a `STATUS ...` line.
+    pub fn parse(line: &str) -> Option<Self> {
+        let rest = line.strip_prefix("STATUS ")?;
+        let mut status = ReplicaStatus::default();
+        for field in rest.split_whitespace() {
+            let (key, value) = field.split_once('=')?;
+            let value: u64 = value.parse().ok()?;
+            match key {
+                "widgets" => status.widgets = value,
+                "children" => status.children = value,
+                "reconciles" => status.reconciles = value,
+                "fenced" => status.fenced = value,
+                "members" => status.members = value,
+                "lease" => status.lease = value != 0,
+                _ => {}
+            }
+        }
+        Some(status)
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    reconciles: AtomicU64,
+    fenced: AtomicU64,
+}
+
+/// The `shard-replica` subcommand: `args` are the flags after it.
+pub fn main(args: &[String]) -> ExitCode {
+    let opts = match ReplicaOpts::parse(args) {
+        Ok(opts) => opts,
+        Err(message) => {
+            eprintln!("shard-replica: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("shard-replica: cannot build the tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(opts)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("shard-replica: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A client of `url` authenticated by `token`, at `qps` requests/s (0: the default limit).
+pub fn client(url: &str, token: &str, qps: u64) -> Result<Client, String> {
+    let mut config = ClusterConfig::new(url).map_err(|e| e.to_string())?;
+    config.credentials = Credentials::Token(token.into());
+    if qps > 0 {
+        config.rate_limit = Some(RateLimit::new(
+            qps as f64,
+            (2 * qps).min(u64::from(u32::MAX)) as u32,
+        ));
+    }
+    Client::new(&config).map_err(|e| e.to_string())
+}
+
+async fn run(opts: ReplicaOpts) -> Result<(), String> {
+    let stop = CancellationToken::new();
+    let identity = opts.identity.clone();
+    let ns = opts.namespace.clone();
+    let client = client(&opts.url, &opts.token, opts.qps)?;
+    let sharder_client = self::client(&opts.url, &opts.sharder_token, opts.qps)?;
+    let counts = Arc::new(Counts::default());
+    let mut tasks = Vec::new();
+
+    // Membership.
+    let leases = ApiRingLeases::new(client.clone(), &ns);
+    let ring = Ring::new(RING, opts.election(RING), leases.clone()).map_err(|e| e.to_string())?;
+    tasks.push(tokio::spawn({
+        let (ring, stop, lock) = (ring.clone(), stop.clone(), leases.lock(RING, &identity));
+        async move { ring.run(lock, stop).await }
+    }));
+
+    // The sharder candidate: metadata-only caches of every widget and ConfigMap.
+    let meta = SharedInformerFactory::with_client(sharder_client.clone()).namespace(&ns);
+    let all_widgets = meta
+        .metadata_informer(widgets())
+        .map_err(|e| e.to_string())?;
+    let all_children = meta
+        .metadata_informer(configmaps())
+        .map_err(|e| e.to_string())?;
+    let mut sharder_config = SharderConfig::default();
+    sharder_config.workers = 8;
+    let sharder: Sharder<PartialObjectMetadata, _> = Sharder::new(
+        ring.clone(),
+        sharder_client.clone(),
+        widgets(),
+        KIND,
+        &all_widgets,
+        sharder_config,
+    )
+    .map_err(|e| e.to_string())?
+    .with_children(configmaps(), &all_children)
+    .map_err(|e| e.to_string())?;
+    meta.start(&stop);
+    tasks.push(tokio::spawn({
+        let lock = ApiLeaseLock::new(sharder_client, &ns, SHARDER_LEASE, identity.clone());
+        let (stop, config) = (stop.clone(), opts.election(SHARDER_LEASE));
+        async move { sharder.run_elected(config, lock, stop).await }
+    }));
+
+    // The controller: its share of widgets, and the children carrying its label.
+    let mine = SharedInformerFactory::with_client(client.clone())
+        .namespace(&ns)
+        .label_selector(
+            shard_selector(RING, &identity)
+                .parse()
+                .map_err(|e| format!("{e:?}"))?,
+        );
+    let my_widgets = mine
+        .informer::<DynamicObject>(widgets())
+        .map_err(|e| e.to_string())?;
+    let my_children = mine
+        .informer::<DynamicObject>(configmaps())
+        .map_err(|e| e.to_string())?;
+    let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+    my_widgets
+        .add_event_handler(KeyEnqueuer::<DynamicObject, _>::new(queue.clone()))
+        .map_err(|e| e.to_string())?;
+    my_children
+        .add_event_handler(OwnerEnqueuer::<DynamicObject, _>::new(
+            queue.clone(),
+            GROUP,
+            KIND,
+        ))
+        .map_err(|e| e.to_string())?;
+    mine.start(&stop);
+    let widget_api = Api::namespaced_with(client.clone(), widgets(), &ns);
+    let child_api: Api<DynamicObject> = Api::namespaced_with(client.clone(), configmaps(), &ns);
+    let gate = ShardGate::for_ring(widget_api, &ring, my_widgets.indexer().clone());
+    let child_writer = FencedWriter::for_ring(child_api.clone(), &ring);
+    let reconciler = Arc::new(Reconciler {
+        identity: identity.clone(),
+        delay: Duration::from_millis(opts.delay_ms),
+        children: my_children.indexer().clone(),
+        child_api,
+        child_writer,
+        counts: counts.clone(),
+    });
+    tasks.push(tokio::spawn({
+        let stop = stop.clone();
+        let workers = opts.workers.max(1);
+        async move {
+            ShardedController::new(gate, queue)
+                .workers(workers)
+                .run(stop, move |widget, writer| {
+                    let reconciler = reconciler.clone();
+                    async move { reconciler.reconcile(widget, writer).await }
+                })
+                .await
+        }
+    }));
+
+    // Status lines, until told to stop.
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut tick = tokio::time::interval(Duration::from_millis(opts.status_ms));
+    let (widgets_cache, children_cache) =
+        (my_widgets.indexer().clone(), my_children.indexer().clone());
+    loop {
+        tokio::select! {
+            line = stdin.next_line() => match line {
+                Ok(Some(line)) if line.trim() != "stop" => continue,
+                _ => break,
+            },
+            _ = tick.tick() => {
+                println!(
+                    "STATUS widgets={} children={} reconciles={} fenced={} members={} lease={}",
+                    widgets_cache.len(),
+                    children_cache.len(),
+                    counts.reconciles.load(Ordering::Relaxed),
+                    counts.fenced.load(Ordering::Relaxed),
+                    ring.members().len(),
+                    u8::from(ring.guard().is_valid()),
+                );
+            }
+        }
+    }
+    stop.cancel();
+    for task in tasks {
+        let _ = task.await;
+    }
+    mine.shutdown().await;
+    meta.shutdown().await;
+    Ok(())
+}
+
+struct Reconciler {
+    identity: String,
+    delay: Duration,
+    children: ReadOnlyIndexer<DynamicObject>,
+    child_api: Api<DynamicObject>,
+    child_writer: FencedWriter<DynamicObject>,
+    counts: Arc<Counts>,
+}
+
+/// A widget's `spec.size`.
+pub fn spec_size(widget: &serde_json::Map<String, Value>) -> i64 {
+    widget
+        .get("spec")
+        .and_then(|s| s.get("size"))
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+}
+
+impl Reconciler {
+    fn counted(&self, error: FenceError) -> FenceError {
+        if matches!(error, FenceError::Fenced(_)) {
+            self.counts.fenced.fetch_add(1, Ordering::Relaxed);
+        }
+        error
+    }
+
+    async fn reconcile(
+        &self,
+        widget: Arc<DynamicObject>,
+        writer: FencedWriter<DynamicObject>,
+    ) -> Result<Action, FenceError> {
+        self.counts.reconciles.fetch_add(1, Ordering::Relaxed);
+        if !self.delay.is_zero() {
+            // The benchmark's stand-in for a reconcile's own work (an external call).
+            tokio::time::sleep(self.delay).await;
+        }
+        let size = spec_size(&widget.data);
+        let name = widget.name().to_string();
+        let ns = widget.namespace().unwrap_or_default().to_string();
+        let child_key = format!("{ns}/{}", child_name(&name));
+        match self.children.get_by_key(&child_key) {
+            None => {
+                let Some(uid) = widget.uid() else {
+                    return Ok(Action::Done);
+                };
+                let mut child = DynamicObject::new("v1", "ConfigMap")
+                    .within(&ns)
+                    .named(child_name(&name))
+                    .with_label(shard_label(RING), self.identity.clone());
+                child.metadata.owner_references = Some(vec![OwnerReference {
+                    api_version: format!("{GROUP}/v1"),
+                    kind: KIND.into(),
+                    name: name.clone(),
+                    uid: uid.to_string(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]);
+                child
+                    .data
+                    .insert("data".into(), json!({"size": size.to_string()}));
+                match writer.create_child(&self.child_api, &widget, &child).await {
+                    Ok(_) => {}
+                    // It exists but is not (yet) labelled ours: the sharder relabels it after
+                    // its owner; try again then.
+                    Err(FenceError::Client(ClientError::AlreadyExists(_))) => {
+                        return Ok(Action::RequeueAfter(Duration::from_millis(200)))
+                    }
+                    Err(e) => return Err(self.counted(e)),
+                }
+            }
+            Some(child) => {
+                let current = child
+                    .data
+                    .get("data")
+                    .and_then(|d| d.get("size"))
+                    .and_then(Value::as_str);
+                if current != Some(size.to_string().as_str()) {
+                    self.child_writer
+                        .merge_patch(&child, &json!({"data": {"size": size.to_string()}}))
+                        .await
+                        .map_err(|e| self.counted(e))?;
+                }
+            }
+        }
+        let status = widget.data.get("status");
+        let done = status.and_then(|s| s.get("size")).and_then(Value::as_i64) == Some(size)
+            && status.and_then(|s| s.get("by")).and_then(Value::as_str)
+                == Some(self.identity.as_str());
+        if !done {
+            writer
+                .merge_patch(
+                    &widget,
+                    &json!({"status": {"size": size, "by": self.identity}}),
+                )
+                .await
+                .map_err(|e| self.counted(e))?;
+        }
+        Ok(Action::Done)
+    }
+}
