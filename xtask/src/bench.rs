@@ -170,6 +170,8 @@ const PEER_CLIENTS: &[&str] = &[
     "ours-compact",
     "serde-pod",
     "prost-pod",
+    "ours-pod-pb",
+    "ours-compact-pb",
 ];
 
 /// The watch framings the peer comparison runs (`PEER_FRAMING`), and how a row names each: one
@@ -207,6 +209,20 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
         "kube-pod",
         "kube-rs reflector, Pod",
     ),
+    // Issue 32: the informers on protobuf against kube-rs's JSON reflector, and the
+    // CompactObject informer on protobuf against the same on JSON.
+    (
+        "ours-pod-pb",
+        "informer Pod, protobuf",
+        "kube-pod",
+        "kube-rs reflector, Pod",
+    ),
+    (
+        "ours-compact-pb",
+        "informer CompactObject, protobuf",
+        "ours-compact",
+        "informer CompactObject",
+    ),
     // The decoders alone (no cache, no queue, no handler): the ceiling of each encoding's typed
     // client; serde's against kube-rs's reflector, prost's against serde's.
     (
@@ -226,6 +242,13 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
 /// The large initial list's timings: a client, its name, its baseline client and that one's name
 /// (each run once at [`PEER_LARGE_LIST`] pods). A protobuf informer goes against our JSON one.
 const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
+    // Issue 32: the 100k-pod list on protobuf in at most half our JSON list's time.
+    (
+        "ours-pod-pb",
+        "informer Pod, protobuf",
+        "ours-pod",
+        "informer Pod",
+    ),
     (
         "ours-pod",
         "informer Pod",
@@ -261,6 +284,8 @@ const CUSTOM_TARGETS: &[(&str, &str)] = &[
     // Issue 32: protobuf's typed informer at least 5x kube-rs's JSON reflector; its bytes on the
     // wire at most 0.6x JSON's (JSON's over protobuf's: at least 1.67).
     ("peer: watch, informer Pod, protobuf", "≥ 5.0"),
+    ("peer: watch, informer CompactObject, protobuf", "≥ 1.3"),
+    ("peer: initial list time, informer Pod, protobuf", "≥ 2.0"),
     ("peer: bytes on the wire", "≥ 1.67"),
     // Issue 18: watch throughput against kube-rs's reflector, same run, same server.
     ("peer: watch, informer Pod", "≥ 2.0"),
@@ -425,32 +450,7 @@ fn sharding(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
     if quick {
         args.push("--quick");
     }
-    let mut child = Command::new(cargo)
-        .args(&args)
-        .current_dir(tools::workspace_root())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("could not start `{cargo}`: {e}"))?;
-    let mut results = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        for line in BufReader::new(out).lines() {
-            let line = line.map_err(|e| format!("reading the sharding bench's output: {e}"))?;
-            match line.strip_prefix("bench-result ") {
-                Some(json) => match serde_json::from_str::<Value>(json) {
-                    Ok(v) => results.push(v),
-                    Err(e) => eprintln!("bench: ignoring a malformed result line ({e}): {json}"),
-                },
-                None => println!("{line}"),
-            }
-        }
-    }
-    let status = child
-        .wait()
-        .map_err(|e| format!("waiting for the sharding bench: {e}"))?;
-    if !status.success() {
-        return Err(format!("`cargo {}` exited with {status}", args.join(" ")));
-    }
-    Ok(results)
+    run_collecting(cargo, &args, &[], "the sharding bench")
 }
 
 /// Runs one bench, echoing its output, and returns the `bench-result` figures it printed.
@@ -476,17 +476,29 @@ fn run_target(cargo: &str, target: &Target, quick: bool) -> Result<Vec<Value>, S
             args.extend(["--warm-up-time", "1", "--measurement-time", "2"]);
         }
     }
+    let pods = if quick { "20000" } else { "100000" };
+    run_collecting(cargo, &args, &[("LIST_BENCH_PODS", pods)], "the bench")
+}
+
+/// Runs `cargo <args>` with `env` set, echoing its output, and returns the `bench-result`
+/// figures it printed; `what` names it in errors.
+fn run_collecting(
+    cargo: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    what: &str,
+) -> Result<Vec<Value>, String> {
     let mut child = Command::new(cargo)
-        .args(&args)
+        .args(args)
+        .envs(env.iter().copied())
         .current_dir(tools::workspace_root())
-        .env("LIST_BENCH_PODS", if quick { "20000" } else { "100000" })
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("could not start `{cargo}`: {e}"))?;
     let mut results = Vec::new();
     if let Some(out) = child.stdout.take() {
         for line in BufReader::new(out).lines() {
-            let line = line.map_err(|e| format!("reading the bench's output: {e}"))?;
+            let line = line.map_err(|e| format!("reading the output of {what}: {e}"))?;
             match line.strip_prefix("bench-result ") {
                 Some(json) => match serde_json::from_str::<Value>(json) {
                     Ok(v) => results.push(v),
@@ -498,7 +510,7 @@ fn run_target(cargo: &str, target: &Target, quick: bool) -> Result<Vec<Value>, S
     }
     let status = child
         .wait()
-        .map_err(|e| format!("waiting for the bench: {e}"))?;
+        .map_err(|e| format!("waiting for {what}: {e}"))?;
     if !status.success() {
         return Err(format!("`cargo {}` exited with {status}", args.join(" ")));
     }

@@ -69,8 +69,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt as _;
-use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object};
-use shared_informer::reflector::{ClusterConfig, Decode, Resource};
+use shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod as PbPod;
+use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object, Pb};
+use shared_informer::reflector::{ClusterConfig, Decode, Encoding, Resource};
 use shared_informer::{EventHandlerFns, SharedInformerFactory};
 use sim_apiserver::procstat::{
     cpu_between, process_cpu_s, status_mb, task_totals, thread_cpu, TaskTotals,
@@ -212,7 +213,7 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 7] = [
+pub const CLIENTS: [&str; 9] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
@@ -220,11 +221,15 @@ pub const CLIENTS: [&str; 7] = [
     "ours-compact",
     "serde-pod",
     "prost-pod",
+    "ours-pod-pb",
+    "ours-compact-pb",
 ];
 
 /// The clients that ask for protobuf: their server transcodes its objects at start (the others'
-/// servers build JSON alone, as before).
-pub const PROTOBUF_CLIENTS: [&str; 1] = ["prost-pod"];
+/// servers build JSON alone, as before). `ours-pod-pb` is the informer of `k8s_pb`'s `Pod`
+/// (`Pb<Pod>`, protobuf by default); `ours-compact-pb` the `CompactObject` informer told to ask
+/// for protobuf (`Encoding::Protobuf`).
+pub const PROTOBUF_CLIENTS: [&str; 3] = ["prost-pod", "ours-pod-pb", "ours-compact-pb"];
 
 /// `PEER_FRAMING=coalesced`: the watch's events coalesced into chunks of about 64 KiB
 /// (`sim_apiserver::Framing::COALESCED`) instead of one HTTP chunk each (read by the client for
@@ -449,6 +454,10 @@ pub fn measure(client: &str, events: usize) -> Figures {
             "ours-pod" => ClientRun::ours::<Pod>(&url, &counter).await,
             "ours-dynamic" => ClientRun::ours::<DynamicObject>(&url, &counter).await,
             "ours-compact" => ClientRun::ours::<CompactObject>(&url, &counter).await,
+            "ours-pod-pb" => ClientRun::ours::<Pb<PbPod>>(&url, &counter).await,
+            "ours-compact-pb" => {
+                ClientRun::ours_encoded::<CompactObject>(&url, &counter, Encoding::Protobuf).await
+            }
             "serde-pod" => ClientRun::Alone(alone::serde_pod(&url, &counter).await),
             "prost-pod" => ClientRun::Alone(alone::prost_pod(&url, &counter).await),
             other => panic!("unknown client {other}"),
@@ -672,10 +681,20 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
+        Self::ours_encoded::<K>(url, counter, Encoding::Auto).await
+    }
+
+    /// [`ours`](Self::ours) with the factory's wire encoding set.
+    async fn ours_encoded<K>(url: &str, counter: &Arc<Counter>, encoding: Encoding) -> Self
+    where
+        K: Object + Decode + Send + Sync + 'static,
+    {
         if std::env::var_os("PEER_WRAP").is_some() {
+            assert_eq!(encoding, Encoding::Auto, "PEER_WRAP runs the default encoding");
             return Self::ours_wrapped::<K>(url, counter).await;
         }
-        let mut factory = SharedInformerFactory::new(ClusterConfig::new(url).expect("config"));
+        let mut factory =
+            SharedInformerFactory::new(ClusterConfig::new(url).expect("config")).encoding(encoding);
         if let Some(pacing) = pacing_from_env() {
             factory = factory.pacing(pacing);
         }

@@ -69,17 +69,27 @@ impl Encoding {
         }
     }
 
+    /// `protobuf` if requests for objects `K` of `resource` ask for protobuf, else `json`.
+    fn either<K: Decode>(
+        self,
+        resource: &Resource,
+        protobuf: &'static str,
+        json: &'static str,
+    ) -> &'static str {
+        if self.protobuf_for::<K>(resource) {
+            protobuf
+        } else {
+            json
+        }
+    }
+
     /// The `Accept` header of a list (or a get) of objects `K` of `resource` in `representation`.
     pub fn list_accept<K: Decode>(
         self,
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        if self.protobuf_for::<K>(resource) {
-            PROTOBUF_ACCEPT
-        } else {
-            representation.list_accept()
-        }
+        self.either::<K>(resource, PROTOBUF_ACCEPT, representation.list_accept())
     }
 
     /// The `Accept` header of a get of one object `K` of `resource` in `representation`.
@@ -88,11 +98,7 @@ impl Encoding {
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        if self.protobuf_for::<K>(resource) {
-            PROTOBUF_ACCEPT
-        } else {
-            representation.object_accept()
-        }
+        self.either::<K>(resource, PROTOBUF_ACCEPT, representation.object_accept())
     }
 
     /// The `Accept` header of a watch of objects `K` of `resource` in `representation`.
@@ -101,11 +107,11 @@ impl Encoding {
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        if self.protobuf_for::<K>(resource) {
-            PROTOBUF_WATCH_ACCEPT
-        } else {
-            representation.object_accept()
-        }
+        self.either::<K>(
+            resource,
+            PROTOBUF_WATCH_ACCEPT,
+            representation.object_accept(),
+        )
     }
 }
 
