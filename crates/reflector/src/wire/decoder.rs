@@ -209,10 +209,14 @@ impl<K: Decode> WatchDecoder<K> {
         if let Some(frames) = &mut self.protobuf {
             frames.push(&chunk);
             while let Some(bytes) = frames.next_frame()? {
-                // Each frame is a buffer of its own, at its length: objects may slice it.
+                // Each frame is a buffer of its own, at its length, but made by the thread
+                // reading the body: objects copy what they keep when they are decoded (on the
+                // reflector's lane), so that the cache is allocated and freed on one thread (M1).
+                // Sliced, a cache of `CompactObject`s moved into the readers' arenas as it
+                // turned over: 37 MB at sync, 55–59 MB after 50k events (docs/benchmarks.md).
                 out.push(RawFrame {
                     bytes,
-                    share: true,
+                    share: false,
                     protobuf: true,
                 });
             }
@@ -359,7 +363,7 @@ fn snippet_of(text: &str) -> String {
 
 /// One complete frame of a watch body, not yet decoded.
 pub(crate) struct RawFrame {
-    bytes: Bytes,
+    pub(super) bytes: Bytes,
     /// Whether objects may keep slices of `bytes` (it is a buffer of this frame's own).
     share: bool,
     /// A protobuf `WatchEvent` (else JSON text).
@@ -374,7 +378,7 @@ pub(crate) fn decode_frames<K: Decode>(
 ) -> Result<(), DecodeError> {
     for frame in frames {
         if frame.protobuf {
-            out.push(decode_protobuf_event(&frame.bytes)?);
+            out.push(decode_protobuf_event(&frame.bytes, frame.share)?);
         } else {
             decode_frame(frame.bytes, frame.share, out)?;
         }
@@ -383,9 +387,12 @@ pub(crate) fn decode_frames<K: Decode>(
 }
 
 /// Decodes one protobuf frame: a `meta.v1.WatchEvent` whose object is an enveloped object (a
-/// `Status` for `ERROR`). Its object's message is a slice of the frame, which is a buffer of its
-/// own.
-fn decode_protobuf_event<K: Decode>(payload: &Bytes) -> Result<WatchEvent<K>, DecodeError> {
+/// `Status` for `ERROR`). With `share`, an object keeping its message keeps a slice of the frame;
+/// else a copy.
+fn decode_protobuf_event<K: Decode>(
+    payload: &Bytes,
+    share: bool,
+) -> Result<WatchEvent<K>, DecodeError> {
     let event = ProtoWatchEvent::decode(payload)?;
     let object = Unknown::decode(&event.object)?;
     if !object.content_type.is_empty() || !object.content_encoding.is_empty() {
@@ -395,7 +402,7 @@ fn decode_protobuf_event<K: Decode>(payload: &Bytes) -> Result<WatchEvent<K>, De
         }
         .into());
     }
-    let source = ProtobufSource::new(&object.api_version, &object.kind, true);
+    let source = ProtobufSource::new(&object.api_version, &object.kind, share);
     let decode = || K::decode_protobuf(&object.raw, &source);
     Ok(match event.event_type.as_str() {
         "ADDED" => WatchEvent::Added(decode()?),

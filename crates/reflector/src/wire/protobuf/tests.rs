@@ -263,3 +263,38 @@ async fn a_lister_watcher_of_ones_own_decodes_a_protobuf_watch_body_by_its_conte
         other => panic!("{other:?}"),
     }
 }
+
+/// M1 on protobuf: a watch frame is a buffer the thread reading the body made, so an object
+/// decoded from it (on the reflector's lane) keeps a copy of its message, not a slice of the
+/// frame; else the cache would move into the readers' allocator arenas as it turns over.
+#[test]
+fn m1_compact_objects_from_watch_frames_keep_a_copy_made_where_they_are_decoded() {
+    use crate::store_index::{CompactObject, Object, RawEncoding};
+    use crate::WatchEvent as Event;
+    let stream = frame_of(
+        "ADDED",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "namespace": "ns",
+            "resourceVersion": "3", "labels": {"app": "web"}}}),
+    );
+    let mut d = crate::WatchDecoder::<CompactObject>::protobuf(1 << 20);
+    let mut frames = Vec::new();
+    d.frames(Bytes::from(stream), &mut frames).unwrap();
+    let spans: Vec<std::ops::Range<usize>> = frames
+        .iter()
+        .map(|f| f.bytes.as_ptr() as usize..f.bytes.as_ptr() as usize + f.bytes.len())
+        .collect();
+    let mut events: Vec<Event<CompactObject>> = Vec::new();
+    crate::wire::decoder::decode_frames(frames, &mut events).unwrap();
+    let [Event::Added(pod)] = &events[..] else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        (pod.encoding(), pod.name(), pod.label("app")),
+        (RawEncoding::Protobuf, "a", Some("web"))
+    );
+    let kept = pod.raw().as_ptr() as usize;
+    assert!(
+        spans.iter().all(|frame| !frame.contains(&kept)),
+        "the object keeps a slice of the reader's frame"
+    );
+}
