@@ -231,9 +231,12 @@ impl<K: Decode> WatchDecoder<K> {
                         return Err(self.too_large());
                     }
                     self.pending.extend_from_slice(&rest[..nl]);
+                    // The assembled frame is a buffer of its own, but the reader's, and one that
+                    // `pending`'s spare capacity still shares: objects copy what they keep out of
+                    // it on the lane (M1), as they do for protobuf frames.
                     out.push(RawFrame {
                         bytes: self.pending.split().freeze(),
-                        share: true,
+                        share: false,
                         protobuf: false,
                     });
                     rest.advance(nl + 1);
@@ -901,6 +904,39 @@ mod tests {
             Err(DecodeError::Json { .. })
         ));
         assert!(out.is_empty());
+    }
+
+    /// M1 for a JSON event cut by a chunk boundary: the decoder assembles it in a buffer the
+    /// reader made (and whose spare capacity the next pending event reuses), so the object decoded
+    /// from it on the lane keeps a copy, not a slice of that buffer.
+    #[test]
+    fn m1_compact_objects_from_an_event_split_across_chunks_keep_a_copy_made_where_they_are_decoded(
+    ) {
+        let line = ev("ADDED", "a", 1) + "\n" + &ev("ADDED", "b", 2)[..10];
+        let (head, tail) = line.split_at(25);
+        let mut d = WatchDecoder::<CompactObject>::default();
+        let mut frames = Vec::new();
+        d.frames(Bytes::from(head.to_string()), &mut frames)
+            .unwrap();
+        assert!(frames.is_empty());
+        d.frames(Bytes::from(tail.to_string()), &mut frames)
+            .unwrap();
+        assert_eq!(
+            frames.len(),
+            1,
+            "the first event is complete, the second pending"
+        );
+        let span = frames[0].bytes.as_ptr_range();
+        let mut out: Vec<WatchEvent<CompactObject>> = Vec::new();
+        decode_frames(frames, &mut out).unwrap();
+        let [WatchEvent::Added(obj)] = &out[..] else {
+            panic!("{out:?}")
+        };
+        assert_eq!((obj.name(), obj.resource_version()), ("a", Some("1")));
+        assert!(
+            !span.contains(&obj.raw().as_ptr()),
+            "the object keeps a slice of the reader's assembled frame"
+        );
     }
 
     #[test]
