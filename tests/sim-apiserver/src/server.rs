@@ -1002,7 +1002,7 @@ async fn handle(
     let gzip = shared.cfg.gzip && accepts_gzip(req.headers());
     let protobuf = match route(&shared, req.uri().path()) {
         Route::Resource(rp) if shared.cfg.protobuf => {
-            crate::protobuf::serve::negotiate(&mut req, &rp.def)
+            crate::protobuf::serve::negotiate(&mut req, &rp.def, shared.cfg.partial_object_metadata)
         }
         _ => None,
     };

@@ -18,7 +18,8 @@ use crate::wire::resource::Resource;
 ///
 /// ```
 /// use reflector::{Encoding, Resource};
-/// use reflector::store_index::{CompactObject, DynamicObject};
+/// use reflector::store_index::{CompactObject, DynamicObject, PartialObjectMetadata};
+/// use reflector::Representation;
 /// let pods = Resource::namespaced("", "v1", "pods");
 /// let widgets = Resource::namespaced("example.com", "v1", "widgets");
 /// // CompactObject decodes both; it asks for protobuf when told to (its `decode` reads JSON).
@@ -33,6 +34,11 @@ use crate::wire::resource::Resource;
 ///     Encoding::Protobuf.list_accept::<CompactObject>(&pods, Default::default()),
 ///     "application/vnd.kubernetes.protobuf, application/json"
 /// );
+/// // Metadata-only objects: protobuf by default, custom resources too, as client-go asks.
+/// assert!(Encoding::Auto.protobuf_for::<PartialObjectMetadata>(&widgets));
+/// assert!(Encoding::Auto
+///     .watch_accept::<PartialObjectMetadata>(&pods, Representation::PartialObjectMetadata)
+///     .starts_with("application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;"));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -43,23 +49,17 @@ pub enum Encoding {
     /// resource (for an aggregated API known to write protobuf); JSON listed after it.
     Protobuf,
     /// Protobuf where the type and the resource call for it
-    /// ([`Decode::protobuf_by_default`]: typed protobuf objects always; `CompactObject`, whose
-    /// on-demand `decode` reads JSON, never), JSON otherwise.
+    /// ([`Decode::protobuf_by_default`]: typed protobuf objects and `PartialObjectMetadata`
+    /// always; `CompactObject`, whose on-demand `decode` reads JSON, never), JSON otherwise.
     #[default]
     Auto,
 }
 
-/// `Accept` of a list or get in protobuf (JSON second: the server decides).
-const PROTOBUF_ACCEPT: &str = "application/vnd.kubernetes.protobuf, application/json";
-/// `Accept` of a watch in protobuf (the server answers `…;stream=watch`).
-const PROTOBUF_WATCH_ACCEPT: &str =
-    "application/vnd.kubernetes.protobuf;stream=watch, application/json";
-
 impl Encoding {
-    /// Whether requests for objects `K` of `resource` ask for protobuf. The metadata
-    /// representation is asked for in JSON only.
+    /// Whether requests for objects `K` of `resource` ask for protobuf, in whichever
+    /// representation `K` asks for (whole objects, or the metadata representation).
     pub fn protobuf_for<K: Decode>(self, resource: &Resource) -> bool {
-        if K::REPRESENTATION != Representation::Object || !K::PROTOBUF {
+        if !K::PROTOBUF {
             return false;
         }
         match self {
@@ -69,27 +69,17 @@ impl Encoding {
         }
     }
 
-    /// `protobuf` if requests for objects `K` of `resource` ask for protobuf, else `json`.
-    fn either<K: Decode>(
-        self,
-        resource: &Resource,
-        protobuf: &'static str,
-        json: &'static str,
-    ) -> &'static str {
-        if self.protobuf_for::<K>(resource) {
-            protobuf
-        } else {
-            json
-        }
-    }
-
     /// The `Accept` header of a list (or a get) of objects `K` of `resource` in `representation`.
     pub fn list_accept<K: Decode>(
         self,
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        self.either::<K>(resource, PROTOBUF_ACCEPT, representation.list_accept())
+        if self.protobuf_for::<K>(resource) {
+            representation.protobuf_list_accept()
+        } else {
+            representation.list_accept()
+        }
     }
 
     /// The `Accept` header of a get of one object `K` of `resource` in `representation`.
@@ -98,7 +88,11 @@ impl Encoding {
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        self.either::<K>(resource, PROTOBUF_ACCEPT, representation.object_accept())
+        if self.protobuf_for::<K>(resource) {
+            representation.protobuf_object_accept()
+        } else {
+            representation.object_accept()
+        }
     }
 
     /// The `Accept` header of a watch of objects `K` of `resource` in `representation`.
@@ -107,11 +101,11 @@ impl Encoding {
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        self.either::<K>(
-            resource,
-            PROTOBUF_WATCH_ACCEPT,
-            representation.object_accept(),
-        )
+        if self.protobuf_for::<K>(resource) {
+            representation.protobuf_watch_accept()
+        } else {
+            representation.object_accept()
+        }
     }
 }
 
@@ -121,10 +115,26 @@ mod tests {
     use crate::wire::protobuf::MEDIA_TYPE;
 
     #[test]
-    fn the_accept_headers_name_the_codec_media_type_first_and_json_second() {
-        for accept in [PROTOBUF_ACCEPT, PROTOBUF_WATCH_ACCEPT] {
-            assert!(accept.starts_with(MEDIA_TYPE));
-            assert!(accept.ends_with(", application/json"));
+    fn the_accept_headers_name_the_codec_media_type_first_and_json_last() {
+        for representation in [
+            Representation::Object,
+            Representation::PartialObjectMetadata,
+        ] {
+            for accept in [
+                representation.protobuf_list_accept(),
+                representation.protobuf_object_accept(),
+                representation.protobuf_watch_accept(),
+            ] {
+                assert!(accept.starts_with(MEDIA_TYPE), "{accept}");
+                assert!(
+                    accept.ends_with(",application/json") || accept.ends_with(", application/json"),
+                    "{accept}"
+                );
+                // Each range asks for the same representation, in protobuf, then in JSON.
+                if let Some((_, kind)) = representation.object_type() {
+                    assert_eq!(accept.matches(&format!("as={kind}")).count(), 2, "{accept}");
+                }
+            }
         }
     }
 }

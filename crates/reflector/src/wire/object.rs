@@ -278,8 +278,37 @@ impl Decode for CompactObject {
 
 /// Asks for the metadata representation; decodes it, or the whole object a server that does not
 /// know it sends, in one pass that skips everything but `apiVersion`, `kind` and `metadata`.
+///
+/// In protobuf by default, for every resource, as client-go's metadata client asks: the
+/// representation is a type of `meta.k8s.io` that kube-apiserver writes in protobuf for custom
+/// resources too, and JSON is listed after it. A protobuf message, of the representation or of a
+/// whole object, has its metadata in field 1: it alone is read, the rest skipped unparsed.
 impl Decode for PartialObjectMetadata {
     const REPRESENTATION: Representation = Representation::PartialObjectMetadata;
+    const PROTOBUF: bool = true;
+
+    fn protobuf_by_default(resource: &Resource) -> bool {
+        let _ = resource;
+        true
+    }
+
+    fn decode_protobuf(
+        message: &Bytes,
+        source: &ProtobufSource<'_>,
+    ) -> Result<Self, ProtobufError> {
+        let metadata = crate::wire::protobuf::meta::object_meta_of(message)?;
+        let partial = PartialObjectMetadata::new(metadata);
+        let (api_version, kind) = (source.api_version(), source.kind());
+        let own = (
+            PartialObjectMetadata::API_VERSION,
+            PartialObjectMetadata::KIND,
+        );
+        if (api_version, kind) == own || kind.is_empty() {
+            return Ok(partial);
+        }
+        // A whole object, from a server that does not know the representation: its own type.
+        Ok(partial.with_type(api_version, kind))
+    }
 
     fn decode<'de, D: Deserializer<'de>>(
         deserializer: D,

@@ -55,6 +55,42 @@ impl Representation {
         }
     }
 
+    /// The `Accept` header of a list (or a get) in Kubernetes' protobuf encoding, JSON listed
+    /// after it (the answer's `Content-Type` decides how it is read). For the metadata
+    /// representation, what client-go's metadata client sends: protobuf, then JSON, each asking
+    /// for it, then plain JSON for a server that does not know it.
+    pub const fn protobuf_list_accept(self) -> &'static str {
+        match self {
+            Representation::Object => "application/vnd.kubernetes.protobuf, application/json",
+            Representation::PartialObjectMetadata => {
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,\
+                 application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+            }
+        }
+    }
+
+    /// The `Accept` header of a get of one object in protobuf, JSON listed after it.
+    pub const fn protobuf_object_accept(self) -> &'static str {
+        match self {
+            Representation::Object => "application/vnd.kubernetes.protobuf, application/json",
+            Representation::PartialObjectMetadata => {
+                "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,\
+                 application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+            }
+        }
+    }
+
+    /// The `Accept` header of a watch in protobuf (answered `…;stream=watch`: length-prefixed
+    /// frames), JSON listed after it.
+    pub const fn protobuf_watch_accept(self) -> &'static str {
+        match self {
+            Representation::Object => {
+                "application/vnd.kubernetes.protobuf;stream=watch, application/json"
+            }
+            Representation::PartialObjectMetadata => self.protobuf_object_accept(),
+        }
+    }
+
     /// `(apiVersion, kind)` of the objects, when the representation has its own (otherwise they
     /// are the resource's).
     pub const fn object_type(self) -> Option<(&'static str, &'static str)> {

@@ -24,8 +24,14 @@ pub(crate) struct Protobuf {
 /// message, or asking for the metadata representation (`as=PartialObjectMetadata[List]`, a meta
 /// type every resource has, custom ones included). Tables (`as=Table`) are not served in
 /// protobuf here: such a range is passed over. The `Accept` header is then replaced by the same
-/// range in JSON for the JSON handlers, whose answer [`Protobuf::encode`] transcodes.
-pub(crate) fn negotiate<B>(req: &mut Request<B>, def: &ResourceDef) -> Option<Protobuf> {
+/// range in JSON for the JSON handlers, whose answer [`Protobuf::encode`] transcodes. Without
+/// `partial_supported` (a server that knows no `as=`), ranges asking for the metadata
+/// representation are passed over, as the JSON negotiation passes them over.
+pub(crate) fn negotiate<B>(
+    req: &mut Request<B>,
+    def: &ResourceDef,
+    partial_supported: bool,
+) -> Option<Protobuf> {
     let accept = req.headers().get(header::ACCEPT)?.to_str().ok()?;
     let mut as_json = None;
     for range in accept.split(',') {
@@ -43,7 +49,9 @@ pub(crate) fn negotiate<B>(req: &mut Request<B>, def: &ResourceDef) -> Option<Pr
                 as_json = Some("application/json".to_string());
                 break;
             }
-            (MEDIA_TYPE, Some(PARTIAL_OBJECT_METADATA | PARTIAL_OBJECT_METADATA_LIST)) => {
+            (MEDIA_TYPE, Some(PARTIAL_OBJECT_METADATA | PARTIAL_OBJECT_METADATA_LIST))
+                if partial_supported =>
+            {
                 as_json = Some(format!("application/json;{}", params.join(";")));
                 break;
             }
@@ -249,8 +257,17 @@ mod tests {
     }
 
     fn chosen(accept: &str, def: &ResourceDef, uri: &str) -> Option<(bool, String)> {
+        chosen_by(accept, def, uri, true)
+    }
+
+    fn chosen_by(
+        accept: &str,
+        def: &ResourceDef,
+        uri: &str,
+        partial_supported: bool,
+    ) -> Option<(bool, String)> {
         let mut req = Request::get(uri).header("accept", accept).body(()).unwrap();
-        let p = negotiate(&mut req, def)?;
+        let p = negotiate(&mut req, def, partial_supported)?;
         Some((
             p.watch,
             req.headers()["accept"].to_str().unwrap().to_string(),
@@ -304,6 +321,17 @@ mod tests {
                 "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1".to_string()
             ))
         );
+        // client-go's metadata client: a server that knows no `as=` passes over both ranges
+        // asking for it, and answers the whole objects in JSON, its last range.
+        let metadata_client = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(
+            chosen_by(metadata_client, &pods, uri, true),
+            Some((
+                false,
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1".to_string()
+            ))
+        );
+        assert_eq!(chosen_by(metadata_client, &pods, uri, false), None);
         for watch in [
             "/api/v1/pods?watch=true",
             "/api/v1/pods?watch=1&resourceVersion=0",

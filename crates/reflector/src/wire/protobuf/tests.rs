@@ -298,3 +298,54 @@ fn m1_compact_objects_from_watch_frames_keep_a_copy_made_where_they_are_decoded(
         "the object keeps a slice of the reader's frame"
     );
 }
+
+/// The metadata representation in protobuf, as client-go's metadata client receives it: list
+/// items and watch events decode to `PartialObjectMetadata` of `meta.k8s.io/v1`; a whole object
+/// (from a server that does not know the representation) keeps its metadata and its own type, the
+/// rest skipped.
+#[test]
+fn partial_object_metadata_decodes_its_representation_and_whole_objects_from_protobuf() {
+    use crate::store_index::{Object, PartialObjectMetadata};
+    use crate::{ObjectList, WatchDecoder, WatchEvent as Event};
+    let meta = json!({"name": "a", "namespace": "ns", "resourceVersion": "3",
+        "labels": {"app": "web"}});
+    let list = Bytes::from(
+        sim_apiserver::protobuf::encode_object(&json!({"apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "5"},
+            "items": [{"metadata": meta}]}))
+        .unwrap(),
+    );
+    let page = ObjectList::<PartialObjectMetadata>::from_protobuf(&list).unwrap();
+    let [item] = &page.items[..] else {
+        panic!("{:?}", page.items)
+    };
+    assert!(item.is_metadata_representation());
+    assert_eq!((item.name(), item.label("app")), ("a", Some("web")));
+    assert_eq!(page.resource_version.as_str(), "5");
+
+    let mut stream = frame_of(
+        "MODIFIED",
+        &json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": meta}),
+    );
+    stream.extend(frame_of(
+        "ADDED",
+        &json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b", "resourceVersion": "4"},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+    ));
+    let mut d = WatchDecoder::<PartialObjectMetadata>::protobuf(1 << 20);
+    let mut events = Vec::new();
+    d.decode(Bytes::from(stream), &mut events).unwrap();
+    match &events[..] {
+        [Event::Modified(a), Event::Added(b)] => {
+            assert!(a.is_metadata_representation());
+            assert_eq!((a.name(), a.resource_version()), ("a", Some("3")));
+            assert!(!b.is_metadata_representation());
+            assert_eq!(
+                (b.api_version(), b.kind(), b.name()),
+                (Some("v1"), Some("Pod"), "b")
+            );
+            assert!(!serde_json::to_string(b).unwrap().contains("spec"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
