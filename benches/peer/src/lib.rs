@@ -72,7 +72,7 @@ use kube::runtime::WatchStreamExt as _;
 use shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod as PbPod;
 use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object, Pb};
 use shared_informer::reflector::{ClusterConfig, Decode, Encoding, Resource};
-use shared_informer::{EventHandlerFns, SharedInformerFactory};
+use shared_informer::{EventHandlerFns, HandlerRegistration, SharedInformerFactory};
 use sim_apiserver::procstat::{
     cpu_between, process_cpu_s, status_mb, task_totals, thread_cpu, TaskTotals,
 };
@@ -483,13 +483,17 @@ pub fn measure(client: &str, events: usize) -> Figures {
                 }
             })
         });
+        let backlog = client_run.backlog();
+        if let Some(backlog) = &backlog {
+            assert!((backlog.drained)().await, "the handler handled the initial list");
+        }
         let backlog_max = Arc::new(AtomicI64::new(0));
         let every = backlog_period();
-        let sampler = client_run.backlog().map(|pending| {
+        let sampler = backlog.map(|backlog| {
             let max = Arc::clone(&backlog_max);
             tokio::spawn(async move {
                 loop {
-                    max.fetch_max(pending(), Ordering::Relaxed);
+                    max.fetch_max((backlog.pending)(), Ordering::Relaxed);
                     tokio::time::sleep(every).await;
                 }
             })
@@ -577,17 +581,41 @@ enum ClientRun {
     Kube(tokio::task::JoinHandle<()>),
     /// `serde-pod`, `prost-pod`: a decoder alone, its watch task.
     Alone(tokio::task::JoinHandle<()>),
-    Ours(
-        Box<SharedInformerFactory>,
-        CancellationToken,
-        Arc<dyn Fn() -> i64 + Send + Sync>,
-    ),
+    Ours(Box<SharedInformerFactory>, CancellationToken, Backlog),
     /// `PEER_WRAP=1`: an informer built by hand on a wrapped lister-watcher, and its run task.
-    OursWrapped(
-        tokio::task::JoinHandle<()>,
-        CancellationToken,
-        Arc<dyn Fn() -> i64 + Send + Sync>,
-    ),
+    OursWrapped(tokio::task::JoinHandle<()>, CancellationToken, Backlog),
+}
+
+/// Our handler's backlog: how many notifications it has queued, and a wait for it to have
+/// handled the initial list's adds. The informer syncs once its cache holds the list, while the
+/// handler may still have thousands of those adds queued (P3 never waits for them): the watch
+/// starts, and its backlog is sampled, once they are handled, so that the largest backlog measures
+/// the watch's, and the watch's figures do not include the list's tail.
+#[derive(Clone)]
+struct Backlog {
+    pending: Arc<dyn Fn() -> i64 + Send + Sync>,
+    drained: Arc<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>,
+}
+
+impl Backlog {
+    fn of<K: Send + Sync + 'static>(registration: HandlerRegistration<K>) -> Self {
+        let synced = registration.clone();
+        Backlog {
+            pending: Arc::new(move || registration.pending()),
+            drained: Arc::new(move || {
+                let synced = synced.clone();
+                Box::pin(async move { synced.wait_for_sync().await })
+            }),
+        }
+    }
+
+    /// No handler (`PEER_NO_HANDLER`): nothing queued, ever.
+    fn none() -> Self {
+        Backlog {
+            pending: Arc::new(|| 0),
+            drained: Arc::new(|| Box::pin(async { true })),
+        }
+    }
 }
 
 /// `PEER_WRAP=1`: the informer's `HttpListerWatcher` wrapped in one that counts the calls and
@@ -690,7 +718,11 @@ impl ClientRun {
         K: Object + Decode + Send + Sync + 'static,
     {
         if std::env::var_os("PEER_WRAP").is_some() {
-            assert_eq!(encoding, Encoding::Auto, "PEER_WRAP runs the default encoding");
+            assert_eq!(
+                encoding,
+                Encoding::Auto,
+                "PEER_WRAP runs the default encoding"
+            );
             return Self::ours_wrapped::<K>(url, counter).await;
         }
         let mut factory =
@@ -719,8 +751,8 @@ impl ClientRun {
         let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
         assert!(report.all_synced(), "informer synced");
         assert_eq!(informer.indexer().len(), cached(), "informer synced");
-        let pending: Arc<dyn Fn() -> i64 + Send + Sync> = match registration {
-            Some(registration) => Arc::new(move || registration.pending()),
+        let backlog = match registration {
+            Some(registration) => Backlog::of(registration),
             None => {
                 // PEER_NO_HANDLER: no handler; the end is seen in the cache, polled every
                 // millisecond: the last event's pod at the last event's resource version.
@@ -745,10 +777,10 @@ impl ClientRun {
                         tokio::time::sleep(Duration::from_millis(1)).await;
                     }
                 });
-                Arc::new(|| 0)
+                Backlog::none()
             }
         };
-        ClientRun::Ours(Box::new(factory), cancel, pending)
+        ClientRun::Ours(Box::new(factory), cancel, backlog)
     }
 
     /// `PEER_WRAP=1`: the same informer as [`ours`](Self::ours), built by hand on a counting
@@ -798,15 +830,15 @@ impl ClientRun {
         let synced = tokio::time::timeout(Duration::from_secs(600), informer.wait_for_sync()).await;
         assert_eq!(synced, Ok(true), "informer synced");
         assert_eq!(informer.indexer().len(), cached(), "informer synced");
-        ClientRun::OursWrapped(task, cancel, Arc::new(move || registration.pending()))
+        ClientRun::OursWrapped(task, cancel, Backlog::of(registration))
     }
 
-    /// Reads the handler's backlog, where there is one.
-    fn backlog(&self) -> Option<Arc<dyn Fn() -> i64 + Send + Sync>> {
+    /// The handler's backlog, where there is one.
+    fn backlog(&self) -> Option<Backlog> {
         match self {
             ClientRun::Kube(_) | ClientRun::Alone(_) => None,
-            ClientRun::Ours(_, _, pending) | ClientRun::OursWrapped(_, _, pending) => {
-                Some(Arc::clone(pending))
+            ClientRun::Ours(_, _, backlog) | ClientRun::OursWrapped(_, _, backlog) => {
+                Some(backlog.clone())
             }
         }
     }
