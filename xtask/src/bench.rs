@@ -600,7 +600,12 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
         for round in 1..=PEER_RUNS {
             for (client, _) in PEER_PACED_CLIENTS {
                 println!("peer comparison, paced at {rate}/s, round {round}/{PEER_RUNS}: {client}");
-                let env = [("PEER_RATE", rate_env.as_str())];
+                // The handler-backlog sampler once a second, not every 10 ms: at 200/s its
+                // wake-ups were half a context switch per event that kube-rs's run does not pay.
+                let env = [
+                    ("PEER_RATE", rate_env.as_str()),
+                    ("PEER_BACKLOG_MS", "1000"),
+                ];
                 let result = run_peer_bench(&exe, &[client, &events], 2, &env)?;
                 runs.entry(client.to_string()).or_default().push(result);
             }
