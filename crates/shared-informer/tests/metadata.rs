@@ -116,6 +116,25 @@ fn rv_of(v: &Value) -> String {
         .to_string()
 }
 
+/// Starts `factory`, waits for its caches to sync, and answers what `read` makes of them (before
+/// the factory shuts down) and the bytes the simulator sent meanwhile.
+async fn synced_bytes<T>(
+    sim: &SimServer,
+    factory: SharedInformerFactory,
+    read: impl FnOnce() -> T,
+) -> (T, u64) {
+    let before = sim.counters().bytes;
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+    assert!(report.all_synced(), "{report}");
+    let bytes = sim.counters().bytes - before;
+    let read = read();
+    cancel.cancel();
+    factory.shutdown().await;
+    (read, bytes)
+}
+
 on_every_queue!(
     a_metadata_informer_caches_metadata_only_and_follows_adds_updates_and_deletes,
     flavor = "multi_thread",
@@ -213,26 +232,12 @@ async fn a_metadata_informer_receives_a_fraction_of_the_bytes_of_a_full_informer
     let sim = seeded(SimServer::builder()).await;
     let config = ClusterConfig::new(&sim.url()).unwrap();
 
-    let synced_bytes = |factory: SharedInformerFactory| {
-        let sim = sim.clone();
-        async move {
-            let before = sim.counters().bytes;
-            let cancel = CancellationToken::new();
-            factory.start(&cancel);
-            let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
-            assert!(report.all_synced(), "{report}");
-            let bytes = sim.counters().bytes - before;
-            cancel.cancel();
-            factory.shutdown().await;
-            bytes
-        }
-    };
     let full_factory = SharedInformerFactory::new(config.clone()).queue(queue);
     let full = full_factory.informer::<DynamicObject>(pods()).unwrap();
-    let full_bytes = synced_bytes(full_factory).await;
+    let ((), full_bytes) = synced_bytes(&sim, full_factory, || ()).await;
     let meta_factory = SharedInformerFactory::new(config).queue(queue);
     let meta = meta_factory.metadata_informer(pods()).unwrap();
-    let meta_bytes = synced_bytes(meta_factory).await;
+    let ((), meta_bytes) = synced_bytes(&sim, meta_factory, || ()).await;
 
     assert_eq!(
         (full.indexer().len(), meta.indexer().len()),
@@ -369,25 +374,20 @@ async fn a_metadata_informer_speaks_protobuf_by_default_and_caches_what_it_cache
     let sim = seeded(SimServer::builder()).await;
     let config = ClusterConfig::new(&sim.url()).unwrap();
     let cache_and_bytes = |factory: SharedInformerFactory| {
+        let informer = factory.metadata_informer(pods()).unwrap();
         let sim = sim.clone();
         async move {
-            let informer = factory.metadata_informer(pods()).unwrap();
-            let before = sim.counters().bytes;
-            let cancel = CancellationToken::new();
-            factory.start(&cancel);
-            let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
-            assert!(report.all_synced(), "{report}");
-            let bytes = sim.counters().bytes - before;
-            let mut cached: Vec<Value> = informer
-                .indexer()
-                .list()
-                .iter()
-                .map(|o| serde_json::to_value(&**o).unwrap())
-                .collect();
-            cached.sort_by_key(|o| o["metadata"]["uid"].to_string());
-            cancel.cancel();
-            factory.shutdown().await;
-            (cached, bytes)
+            synced_bytes(&sim, factory, || {
+                let mut cached: Vec<Value> = informer
+                    .indexer()
+                    .list()
+                    .iter()
+                    .map(|o| serde_json::to_value(&**o).unwrap())
+                    .collect();
+                cached.sort_by_key(|o| o["metadata"]["uid"].to_string());
+                cached
+            })
+            .await
         }
     };
     let (on_protobuf, protobuf_bytes) =
