@@ -229,9 +229,23 @@ pub async fn leader_election(_: Opts) -> Outcome {
     let first = wait_leader(None, "a first leader").await?;
     let mut report = vec![format!("{first} led first")];
 
-    // 1. Cancelled: it releases, another takes over at its next attempt.
-    let at = Instant::now();
+    // 1. Cancelled: it releases, another takes over at its next attempt. The order goes once the
+    //    leader knows it leads: the server names a holder as soon as its acquiring write lands,
+    //    and a replica cancelled before it has read the answer was never leading, so releases
+    //    nothing, and, restarted under the same identity, renews its own lease and keeps it.
     let i = leader_index(&first).ok_or_else(|| Failure(format!("unknown holder {first}")))?;
+    let started = |log: &Log| {
+        log.lock()
+            .iter()
+            .any(|(r, act, _)| *r == i && matches!(act, Act::Started))
+    };
+    eventually("the first leader to know it leads", LEASE, || {
+        started(&log)
+            .then_some(())
+            .ok_or_else(|| format!("{first} has not started leading"))
+    })
+    .await?;
+    let at = Instant::now();
     orders[i].send(Order::Cancel).ok();
     let second = wait_leader(Some(first.clone()), "a leader after the cancel").await?;
     takeovers.push(("cancel", at.elapsed()));
