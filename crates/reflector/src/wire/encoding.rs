@@ -69,17 +69,31 @@ impl Encoding {
         }
     }
 
+    /// `protobuf` if requests for objects `K` of `resource` ask for protobuf, else `json`.
+    fn either<K: Decode>(
+        self,
+        resource: &Resource,
+        protobuf: &'static str,
+        json: &'static str,
+    ) -> &'static str {
+        if self.protobuf_for::<K>(resource) {
+            protobuf
+        } else {
+            json
+        }
+    }
+
     /// The `Accept` header of a list (or a get) of objects `K` of `resource` in `representation`.
     pub fn list_accept<K: Decode>(
         self,
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        if self.protobuf_for::<K>(resource) {
-            representation.protobuf_list_accept()
-        } else {
-            representation.list_accept()
-        }
+        self.either::<K>(
+            resource,
+            representation.protobuf_list_accept(),
+            representation.list_accept(),
+        )
     }
 
     /// The `Accept` header of a get of one object `K` of `resource` in `representation`.
@@ -88,11 +102,11 @@ impl Encoding {
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        if self.protobuf_for::<K>(resource) {
-            representation.protobuf_object_accept()
-        } else {
-            representation.object_accept()
-        }
+        self.either::<K>(
+            resource,
+            representation.protobuf_object_accept(),
+            representation.object_accept(),
+        )
     }
 
     /// The `Accept` header of a watch of objects `K` of `resource` in `representation`.
@@ -101,11 +115,11 @@ impl Encoding {
         resource: &Resource,
         representation: Representation,
     ) -> &'static str {
-        if self.protobuf_for::<K>(resource) {
-            representation.protobuf_watch_accept()
-        } else {
-            representation.object_accept()
-        }
+        self.either::<K>(
+            resource,
+            representation.protobuf_watch_accept(),
+            representation.object_accept(),
+        )
     }
 }
 
