@@ -16,6 +16,7 @@ pub struct Counters {
     pub(crate) watch_events: AtomicU64,
     pub(crate) active_watches: AtomicU64,
     pub(crate) gzip_responses: AtomicU64,
+    pub(crate) protobuf_responses: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -44,6 +45,9 @@ pub struct CounterSnapshot {
     /// Responses sent gzip-compressed (with
     /// [`gzip_responses`](crate::SimServerBuilder::gzip_responses) on).
     pub gzip_responses: u64,
+    /// Responses answered in protobuf (whole bodies and watch streams), for requests whose
+    /// `Accept` preferred it.
+    pub protobuf_responses: u64,
 }
 
 impl Counters {
@@ -66,6 +70,7 @@ impl Counters {
             watch_events: r(&self.watch_events),
             active_watches: r(&self.active_watches),
             gzip_responses: r(&self.gzip_responses),
+            protobuf_responses: r(&self.protobuf_responses),
         }
     }
 }

@@ -1008,7 +1008,14 @@ async fn handle(
     };
     let resp = respond(shared.clone(), req, client_cert).await;
     let resp = match protobuf {
-        Some(p) => p.encode(resp),
+        Some(p) => {
+            let resp = p.encode(resp);
+            let content_type = resp.headers().get(header::CONTENT_TYPE);
+            if reflector::protobuf::is_protobuf(content_type.and_then(|c| c.to_str().ok())) {
+                Counters::inc(&shared.counters.protobuf_responses);
+            }
+            resp
+        }
         None => resp,
     };
     if gzip {

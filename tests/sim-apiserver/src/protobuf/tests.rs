@@ -113,6 +113,53 @@ fn config_maps_namespaces_services_lists_and_statuses_round_trip() {
     assert_eq!(round_trip(&delete), delete);
 }
 
+/// Every field Go embeds with an empty JSON name in the groups beyond the first seven
+/// (`ingressRuleValue`, `rule`, `ruleWithOperations` twice over, `deviceConfiguration`) keeps its
+/// fields in the outer JSON object: read as an ordinary field, they would be dropped on the way
+/// in and the round trip would lose `http`, `apiGroups` and `opaque`. So do the fields whose
+/// `.proto` name differs from their JSON name (`Webhooks`, `Name`, `Expression`), and the one
+/// whose JSON name is upper case (`Port`).
+#[test]
+fn inline_and_renamed_fields_of_every_api_group_round_trip() {
+    let ingress = json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"ingressClassName": "nginx", "rules": [{"host": "example.com", "http": {"paths": [
+            {"path": "/", "pathType": "Prefix",
+             "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}});
+    let webhook = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "guard"},
+        "webhooks": [{"name": "guard.example.com",
+            "clientConfig": {"service": {"namespace": "guard", "name": "guard", "path": "/validate", "port": 443}},
+            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["pods"], "scope": "Namespaced"}],
+            "matchConditions": [{"name": "not-system", "expression": "request.namespace != 'kube-system'"}],
+            "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 5}]});
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+        "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}});
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "replicas"},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"resourceNames": ["web"], "operations": ["CREATE"],
+                "apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"]}]},
+            "validations": [{"expression": "object.spec.replicas <= 5"}]}});
+    let claim = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "gpu", "namespace": "default"},
+        "spec": {"devices": {
+            "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com"}}],
+            "config": [{"requests": ["gpu"],
+                "opaque": {"driver": "gpu.example.com", "parameters": {"sharing": "time-sliced"}}}]}}});
+    let job = json!({"apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "default"},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"backoffLimit": 2,
+            "template": {"spec": {"restartPolicy": "OnFailure", "containers": [{"name": "run",
+                "image": "busybox", "env": [{"name": "MODE", "valueFrom":
+                    {"configMapKeyRef": {"name": "settings", "key": "mode"}}}]}],
+                "volumes": [{"name": "cache", "emptyDir": {}}]}}}}}});
+    for object in [ingress, webhook, node, policy, claim, job] {
+        assert_eq!(round_trip(&object), object);
+    }
+}
+
 #[test]
 fn extra_values_and_raw_extensions_keep_their_json_shapes() {
     let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",

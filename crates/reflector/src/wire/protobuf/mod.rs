@@ -10,8 +10,10 @@
 //! - [`meta`]: `ObjectMeta` (from `store_index::protobuf`), `ListMeta` and `Status` read straight
 //!   off the wire (the metadata of every top-level built-in object is its field 1).
 //!
-//! The simulated API server (`tests/sim-apiserver`) serves protobuf with these same layers, and
-//! adds a descriptor-driven transcoder of whole objects on top.
+//! - [`transcode`] (feature `protobuf-json`): whole built-in objects between Kubernetes' JSON and
+//!   their messages, driven by Kubernetes' own `.proto` descriptors. `Pb` objects read JSON
+//!   answers through it; the simulated API server (`tests/sim-apiserver`) serves protobuf with it
+//!   and with the layers above.
 //!
 //! Malformed input of any layer is a [`ProtobufError`], never a panic, and no length read from
 //! the input allocates more than the input holds (or, for frames, than the decoder's bound).
@@ -19,6 +21,8 @@
 mod envelope;
 mod frame;
 pub mod meta;
+#[cfg(feature = "protobuf-json")]
+pub mod transcode;
 
 // The wire reader, the error and `ObjectMeta` off the wire belong to the object model (a
 // `CompactObject` reads its metadata from protobuf): they live in `store_index::protobuf`.
