@@ -2,7 +2,8 @@
 //! stream of realistic ~4 KB pods (the simulator's fixture) decoded by `WatchDecoder` into
 //!
 //! - `k8s_openapi` `Pod` from JSON (the typed JSON path),
-//! - `k8s_pb` `Pod` from protobuf (the typed protobuf path),
+//! - `k8s_pb` `Pod` from protobuf (the typed protobuf path), and from JSON (the fallback when a
+//!   server answers JSON: each object transcoded by `reflector::protobuf::transcode`),
 //! - `CompactObject` from JSON and from protobuf,
 //!
 //! and, for a k8s-openapi user holding protobuf `CompactObject`s, the on-demand decode of one
@@ -73,6 +74,9 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function(BenchmarkId::new("typed", "k8s_pb_protobuf"), |b| {
         b.iter(|| decode_all::<TypedPbPod>(&pb, ct))
+    });
+    g.bench_function(BenchmarkId::new("typed", "k8s_pb_json_transcoded"), |b| {
+        b.iter(|| decode_all::<TypedPbPod>(&json, None))
     });
     g.bench_function(BenchmarkId::new("compact", "json"), |b| {
         b.iter(|| decode_all::<CompactObject>(&json, None))

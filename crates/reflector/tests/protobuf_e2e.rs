@@ -3,9 +3,10 @@
 //! through a wrapper that forwards nothing but `list` and `watch`; 410 after compaction; and
 //! the negotiation decided by the answer, not the request.
 //!
-//! A `k8s_pb` type decodes from protobuf only (JSON is a typed error), so a store full of them
-//! proves that protobuf was asked for and decoded. Waiting is event-driven (a `watch` channel
-//! bumped by every store change), never a sleep.
+//! The simulator counts the answers it writes in protobuf (`protobuf_responses`): that, not the
+//! objects, proves which encoding was asked for, since a `k8s_pb` type also reads JSON (through
+//! the descriptor-driven transcoder). Waiting is event-driven (a `watch` channel bumped by every
+//! store change), never a sleep.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use reflector::delta_fifo::{FifoError, Store};
 use reflector::store_index::k8s_pb::api::core::v1::Pod;
+use reflector::store_index::k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use reflector::store_index::{CompactObject, DynamicObject, Object, Pb, ResourceVersion};
 use reflector::{
     BackoffConfig, ClusterConfig, Credentials, Decode, Encoding, HttpListerWatcher, ListOptions,
@@ -239,6 +241,11 @@ async fn typed_protobuf_pods_list_in_pages_and_watch_every_event_type() {
                 && items["default/p1"].label("app") == Some("db")
         })
         .await;
+    let counters = sim.counters();
+    assert!(
+        counters.protobuf_responses > counters.lists,
+        "every page and the watch in protobuf: {counters:?}"
+    );
     assert!(errors.lock().is_empty(), "{:?}", errors.lock());
     stop(cancel, task).await;
 }
@@ -271,6 +278,11 @@ async fn a_410_error_frame_relists_in_protobuf_and_drops_what_was_deleted_while_
     );
     assert!(log.iter().all(|e| e.0 != "delete"), "removed by the relist");
     assert!(r.metrics().expired >= 1, "{:?}", r.metrics());
+    let counters = sim.counters();
+    assert!(
+        counters.protobuf_responses > counters.lists,
+        "both lists and the watch in protobuf: {counters:?}"
+    );
     assert!(
         errors.lock().iter().all(|e| !e.contains("protobuf")),
         "{:?}",
@@ -312,6 +324,10 @@ async fn the_protobuf_path_survives_a_wrapping_lister_watcher() {
     .unwrap();
     store.until("the watched pod", |s| s.len() == 6).await;
     assert!(*lists.lock() >= 1);
+    assert!(
+        sim.counters().protobuf_responses >= 2,
+        "the list and the watch"
+    );
     assert!(errors.lock().is_empty(), "{:?}", errors.lock());
     stop(cancel, task).await;
 }
@@ -333,13 +349,137 @@ async fn a_server_answering_json_is_decoded_as_json_and_refused_only_where_json_
         .encoding(Encoding::Protobuf);
     let page = lw.list(ListOptions::default()).await.unwrap();
     assert_eq!(page.items.len(), 3);
-    // A k8s_pb Pod cannot read JSON: a typed error, not an empty list.
+    // A k8s_pb Pod reads the JSON answer through the transcoder.
     let lw = HttpListerWatcher::<Pb<Pod>>::new(&config, pods()).unwrap();
-    let err = lw.list(ListOptions::default()).await.unwrap_err();
+    let page = lw.list(ListOptions::default()).await.unwrap();
+    assert_eq!(page.items.len(), 3);
+    assert_eq!(page.items[0].label("app"), Some("web"));
+    assert_eq!(sim.counters().protobuf_responses, 0);
+    // A kind with no descriptor compiled in (not in k8s.io/api) cannot: a typed error, not an
+    // empty list (its quoted names are redacted, as every string of a server's text is).
+    sim.create(
+        "customresourcedefinitions.apiextensions.k8s.io",
+        None,
+        widget_crd(),
+    )
+    .unwrap();
+    let crds = HttpListerWatcher::<Pb<CustomResourceDefinition>>::new(
+        &config,
+        Resource::of_pb::<CustomResourceDefinition>(),
+    )
+    .unwrap();
+    let err = crds.list(ListOptions::default()).await.unwrap_err();
     assert!(
-        matches!(err, ReflectorError::InvalidList(ref e) if e.problem.contains("protobuf")),
+        matches!(err, ReflectorError::InvalidList(ref e)
+            if e.problem.contains("no protobuf message is known for kind")),
         "{err}"
     );
+}
+
+fn widget_crd() -> serde_json::Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}})
+}
+
+/// A pod that uses every JSON shape the transcoder turns into another message shape: embedded
+/// structs (`volumeSource`, `localObjectReference`, the probe's `handler`), quantities,
+/// int-or-strings, times, and a null.
+fn rich_pod(name: &str) -> serde_json::Value {
+    json!({"metadata": {"name": name, "labels": {"app": "rich"}, "annotations": {"note": "n"}},
+        "spec": {"nodeName": "n1", "serviceAccountName": null,
+            "containers": [{"name": "app", "image": "nginx:1.27",
+                "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+                "env": [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}}],
+                "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": {"cpu": "100m"}},
+                "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}, "periodSeconds": 5},
+                "livenessProbe": {"tcpSocket": {"port": 8080}},
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                {"name": "conf", "configMap": {"name": "settings", "defaultMode": 420}}],
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule",
+                "tolerationSeconds": 30}]},
+        "status": {"phase": "Running", "startTime": "2026-11-27T05:00:00Z",
+            "conditions": [{"type": "Ready", "status": "True",
+                "lastTransitionTime": "2026-11-27T05:00:05Z"}]}})
+}
+
+/// A server that answers JSON to typed protobuf objects (here because JSON was chosen; the same
+/// goes for a proxy or an aggregated server): every object, listed or watched, is transcoded with
+/// Kubernetes' descriptors and equals the one the protobuf answer gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typed_protobuf_objects_read_from_a_json_answer_equal_those_read_from_protobuf() {
+    let sim = SimServer::builder().start().await.unwrap();
+    create_pods(&sim, "default", 20);
+    sim.create("pods", Some("default"), rich_pod("rich"))
+        .unwrap();
+    let config = config_for(&sim);
+    let json_lw = HttpListerWatcher::<Pb<Pod>>::new(&config, pods())
+        .unwrap()
+        .encoding(Encoding::Json);
+    let pb_lw = HttpListerWatcher::<Pb<Pod>>::new(&config, pods()).unwrap();
+
+    let from_json = json_lw.list(ListOptions::default()).await.unwrap();
+    assert_eq!(sim.counters().protobuf_responses, 0, "JSON was asked for");
+    let from_pb = pb_lw.list(ListOptions::default()).await.unwrap();
+    assert_eq!(sim.counters().protobuf_responses, 1);
+    assert_eq!(from_json.items.len(), 21);
+    assert_eq!(from_json.items, from_pb.items);
+    let rich = from_json.items.iter().find(|p| p.name() == "rich").unwrap();
+    let container = &rich.spec.as_ref().unwrap().containers[0];
+    let limits = &container.resources.as_ref().unwrap().limits;
+    assert_eq!(limits["cpu"].string.as_deref(), Some("500m"));
+    let env_ref = container.env[0]
+        .value_from
+        .as_ref()
+        .unwrap()
+        .config_map_key_ref
+        .as_ref();
+    assert_eq!(
+        env_ref
+            .unwrap()
+            .local_object_reference
+            .as_ref()
+            .unwrap()
+            .name
+            .as_deref(),
+        Some("settings"),
+        "an embedded struct's fields, read from the outer JSON object"
+    );
+
+    let (json_store, json_errors, c1, t1) = run(json_lw, options());
+    let (pb_store, pb_errors, c2, t2) = run(pb_lw, options());
+    json_store
+        .until("21 pods over JSON", |s| s.len() == 21)
+        .await;
+    pb_store
+        .until("21 pods over protobuf", |s| s.len() == 21)
+        .await;
+    sim.create("pods", Some("default"), rich_pod("new"))
+        .unwrap();
+    let mut changed = rich_pod("rich");
+    changed["metadata"]["labels"]["app"] = json!("changed");
+    sim.update("pods", Some("default"), changed).unwrap();
+    sim.delete("pods", Some("default"), "p2").unwrap();
+    for store in [&json_store, &pb_store] {
+        store
+            .until("added, modified and deleted", |s| {
+                let items = s.items.lock();
+                items.contains_key("default/new")
+                    && !items.contains_key("default/p2")
+                    && items["default/rich"].label("app") == Some("changed")
+            })
+            .await;
+    }
+    assert_eq!(*json_store.items.lock(), *pb_store.items.lock());
+    assert!(json_errors.lock().is_empty(), "{:?}", json_errors.lock());
+    assert!(pb_errors.lock().is_empty(), "{:?}", pb_errors.lock());
+    stop(c1, t1).await;
+    stop(c2, t2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
