@@ -88,6 +88,12 @@ pub(super) struct Observed {
 /// - **Stop**: revoke the [`LeaseGuard`], cancel the leader token, wait for the leader's work
 ///   (in `run_leading`), call `on_stopped_leading`, then, when cancelled, release the lease
 ///   (empty holder, 1 s lease) unless `release_on_cancel` was turned off.
+/// - **Cancelled while acquiring**: if the last attempt may have written us as holder (it was
+///   in flight, failed with an unknown outcome, or succeeded too late to lead), the lease is
+///   released as above, unless `release_on_cancel` was turned off: an acquiring write that
+///   landed after we stopped caring would otherwise keep the lease from everyone for a lease
+///   duration (client-go releases nothing there). A release writes only over a lease that a
+///   fresh read shows naming us.
 ///
 /// ```
 /// use std::time::Duration;
@@ -248,8 +254,14 @@ impl<L: LeaseLock> LeaderElector<L> {
         F: FnOnce(CancellationToken, LeaseGuard) -> Fut,
         Fut: Future<Output = ()>,
     {
-        let Some(acquired) = self.acquire(&cancel, callbacks).await else {
-            return ElectionEnd::Cancelled;
+        let acquired = match self.acquire(&cancel, callbacks).await {
+            Ok(acquired) => acquired,
+            Err(MaybeWritten(maybe_ours)) => {
+                if maybe_ours && self.config.release_on_cancel {
+                    self.release().await;
+                }
+                return ElectionEnd::Cancelled;
+            }
         };
         self.guard.extend_to(self.guard_end(acquired));
         let leader = CancellationToken::new();
@@ -292,26 +304,38 @@ impl<L: LeaseLock> LeaderElector<L> {
         );
     }
 
-    /// Tries until we hold the lease; returns the successful attempt's start, or `None` when
-    /// cancelled.
+    /// Tries until we hold the lease; returns the successful attempt's start, or, when
+    /// cancelled, whether the lease may now name us.
     async fn acquire<C: LeaderCallbacks>(
         &self,
         cancel: &CancellationToken,
         callbacks: &C,
-    ) -> Option<Instant> {
+    ) -> Result<Instant, MaybeWritten> {
         tracing::info!(
             identity = %self.config.identity,
             lock = %self.description,
             "attempting to acquire leader lease"
         );
+        // Whether the last attempt may have written us as holder without our leading.
+        let mut maybe_ours = false;
         loop {
             let start = Instant::now();
             let deadline = start + self.config.renew_deadline;
+            if cancel.is_cancelled() {
+                return Err(MaybeWritten(maybe_ours));
+            }
             let attempt = tokio::select! {
                 biased; // cancellation first: a cancelled elector starts no new term
-                () = cancel.cancelled() => return None,
+                // The attempt was started and cut short: its write may have landed.
+                () = cancel.cancelled() => return Err(MaybeWritten(true)),
                 attempt = timeout_at(deadline, self.try_acquire_or_renew(callbacks)) => attempt,
             };
+            maybe_ours = !matches!(
+                attempt,
+                Ok(Ok(Attempt::HeldByOther
+                    | Attempt::NotAssigned
+                    | Attempt::EndOfTerm))
+            );
             match attempt {
                 // An attempt that came back after the deadline could not keep our promise to
                 // stop leading by then; the next attempt renews the lease if it is still ours.
@@ -322,7 +346,7 @@ impl<L: LeaseLock> LeaderElector<L> {
                         "successfully acquired lease"
                     );
                     self.record_event("became leader");
-                    return Some(start);
+                    return Ok(start);
                 }
                 Ok(Ok(Attempt::Held)) => tracing::debug!("lease acquired too late; retrying"),
                 Ok(Ok(Attempt::HeldByOther)) => tracing::debug!(
@@ -346,7 +370,7 @@ impl<L: LeaseLock> LeaderElector<L> {
             let wait = jittered(self.config.retry_period);
             tokio::select! {
                 biased;
-                () = cancel.cancelled() => return None,
+                () = cancel.cancelled() => return Err(MaybeWritten(maybe_ours)),
                 () = sleep(wait) => {}
             }
         }
@@ -668,6 +692,10 @@ impl<L: LeaseLock> LeaderElector<L> {
         Ok(Released::Now)
     }
 }
+
+/// An acquire ended by cancellation: whether its last attempt may have written us as holder
+/// (cut short in flight, failed with an unknown outcome, or succeeded too late to lead).
+struct MaybeWritten(bool);
 
 /// How a release attempt ended.
 enum Released {

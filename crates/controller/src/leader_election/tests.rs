@@ -488,6 +488,61 @@ async fn without_release_on_cancel_the_lease_runs_out_first() {
     assert!(b.recorder.started_at().unwrap() >= last_renew + LEASE);
 }
 
+/// The acquiring write landed but its answer had not come back when the elector was cancelled:
+/// the lease names it though it never led. By default it releases the lease (a fresh read finds
+/// it named, so it writes the empty holder); without `release_on_cancel` the write stays, as a
+/// renewal's would.
+#[tokio::test(start_paused = true)]
+async fn an_acquire_cut_short_by_a_cancel_releases_the_write_that_landed() {
+    for release_on_cancel in [true, false] {
+        let lock = lock();
+        // Every call applied at once, answered 4 s later: the read at 0 s, the create at 4 s.
+        lock.set_fault("a", Fault::Slow(Duration::from_secs(4)));
+        let a = start_with(&lock, "a", |config| {
+            config.release_on_cancel = release_on_cancel
+        });
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(ops_by(&lock, "a"), [LockOp::Get, LockOp::Create]);
+        assert_eq!(
+            lock.record().unwrap().holder(),
+            Some("a"),
+            "stored, unanswered"
+        );
+        lock.heal("a");
+        a.cancel.cancel();
+        assert_eq!(a.run.await.unwrap(), ElectionEnd::Cancelled);
+        assert_eq!(a.recorder.started_at(), None, "it never led");
+        if release_on_cancel {
+            assert_eq!(lock.record().unwrap().holder(), None, "released");
+            assert_eq!(
+                ops_by(&lock, "a"),
+                [LockOp::Get, LockOp::Create, LockOp::Get, LockOp::Update]
+            );
+        } else {
+            assert_eq!(lock.record().unwrap().holder(), Some("a"));
+            assert_eq!(ops_by(&lock, "a"), [LockOp::Get, LockOp::Create]);
+        }
+    }
+}
+
+/// A standby cancelled between attempts, having seen another holder each time, wrote nothing
+/// that could name it: it neither reads nor writes on its way out.
+#[tokio::test(start_paused = true)]
+async fn a_standby_cancelled_between_attempts_neither_reads_nor_writes() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(5)).await;
+    let before = ops_by(&lock, "b");
+    assert!(before.iter().all(|op| *op == LockOp::Get), "{before:?}");
+    b.cancel.cancel();
+    assert_eq!(b.run.await.unwrap(), ElectionEnd::Cancelled);
+    assert_eq!(ops_by(&lock, "b"), before);
+    assert_eq!(lock.record().unwrap().holder(), Some("a"));
+    assert!(a.guard.is_valid());
+}
+
 #[tokio::test(start_paused = true)]
 async fn callbacks_run_in_order_new_leader_started_stopped() {
     let lock = lock();
