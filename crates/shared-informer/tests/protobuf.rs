@@ -1,8 +1,9 @@
 //! Typed `k8s_pb` objects through the whole stack on protobuf (issue 32): written with protobuf
 //! bodies through `Api`, listed and watched in protobuf by a factory's informer, transformed,
 //! indexed, listed with selectors, handed to handlers; a missing object's `Status` read from
-//! protobuf. A `k8s_pb` type cannot be decoded from JSON, so every object seen here came in
-//! protobuf.
+//! protobuf; and writes to a server that refuses protobuf bodies, sent again as JSON. The
+//! simulator counts the answers it writes in protobuf, which shows that the informer's came in
+//! protobuf (a `k8s_pb` type also reads JSON, through the transcoder).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -162,6 +163,109 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
     assert_eq!(next(&mut rx).await, "delete default/b");
     let missing = api.get("nope").await.unwrap_err();
     assert!(matches!(missing, ClientError::NotFound(_)), "{missing:?}");
+    let counters = sim.counters();
+    assert!(
+        counters.protobuf_responses > counters.lists + counters.gets,
+        "the informer's list and watch, the writes' answers and the gets: {counters:?}"
+    );
     cancel.cancel();
     factory.shutdown().await;
+}
+
+fn config_for(sim: &SimServer) -> ClusterConfig {
+    let mut config = ClusterConfig::new(&sim.url()).unwrap();
+    if let Some(ca) = sim.ca_pem() {
+        config.certificate_authority = Some(ca.as_bytes().to_vec());
+    }
+    if let Some(t) = sim.token() {
+        config.credentials = shared_informer::reflector::Credentials::Token(t.into());
+    }
+    config
+}
+
+/// A server that takes no protobuf body answers 415 before applying anything; the write is sent
+/// again as JSON, transcoded from the object, and stores the same object. `Encoding::Json` sends
+/// JSON at once. A kind without a descriptor here (not in `k8s.io/api`) cannot fall back: the
+/// server's 415 is returned, or, asked for JSON, a typed error with nothing sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k8s_pb_writes_are_sent_again_as_json_to_a_server_that_refuses_protobuf_bodies() {
+    use shared_informer::reflector::store_index::k8s_pb::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use shared_informer::reflector::Encoding;
+
+    let sim = SimServer::builder().protobuf(false).start().await.unwrap();
+    let api: Api<Pb<Pod>> = Api::namespaced_pb(Client::new(&config_for(&sim)).unwrap(), "default");
+    let created = api
+        .create_pb(&CreateOptions::default(), &pod("a", "n1", "web"))
+        .await
+        .unwrap();
+    assert_eq!(created.label("app"), Some("web"));
+    let counters = sim.counters();
+    assert_eq!((counters.writes, counters.errors), (2, 1), "415, then JSON");
+    let stored = sim.get("pods", Some("default"), "a").unwrap();
+    assert_eq!(stored["spec"]["nodeName"], json!("n1"));
+    assert_eq!(
+        stored["spec"]["containers"][0]["image"],
+        json!("nginx:1.27")
+    );
+
+    let mut changed = (*created).clone();
+    changed
+        .metadata
+        .as_mut()
+        .unwrap()
+        .labels
+        .insert("app".into(), "db".into());
+    let replaced = api
+        .replace_pb("a", &CreateOptions::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(replaced.label("app"), Some("db"));
+    // The stale resourceVersion again: the JSON write gets the conflict.
+    let err = api
+        .replace_pb("a", &CreateOptions::default(), &changed)
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err:?}");
+
+    let json_api = api.clone().encoding(Encoding::Json);
+    let before = sim.counters();
+    json_api
+        .create_pb(&CreateOptions::default(), &pod("b", "n2", "web"))
+        .await
+        .unwrap();
+    let after = sim.counters();
+    assert_eq!(
+        (after.writes - before.writes, after.errors - before.errors),
+        (1, 0),
+        "JSON at once"
+    );
+
+    let crd = CustomResourceDefinition {
+        metadata: Some(ObjectMeta {
+            name: Some("widgets.example.com".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let crds: Api<Pb<CustomResourceDefinition>> =
+        Api::all_pb(Client::new(&config_for(&sim)).unwrap());
+    let refused = crds
+        .create_pb(&CreateOptions::default(), &crd)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, ClientError::Api(status) if status.code == 415),
+        "{refused:?}"
+    );
+    let before = sim.counters().writes;
+    let unsent = crds
+        .encoding(Encoding::Json)
+        .create_pb(&CreateOptions::default(), &crd)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(unsent, ClientError::InvalidRequest(_)),
+        "{unsent:?}"
+    );
+    assert_eq!(sim.counters().writes, before, "nothing sent");
 }

@@ -393,7 +393,8 @@ impl<K> Api<K> {
 
     /// This `Api` with gets, lists and the answers of writes asked for in `encoding` (default
     /// [`Encoding::Auto`]: protobuf where `K` and the resource call for it). Each answer is decoded
-    /// by its `Content-Type`, whatever was asked for.
+    /// by its `Content-Type`, whatever was asked for. With [`Encoding::Json`], the bodies of
+    /// `create_pb` and `replace_pb` are JSON too.
     pub fn encoding(mut self, encoding: Encoding) -> Self {
         self.encoding = encoding;
         self
@@ -501,20 +502,16 @@ where
     }
 }
 
-/// `object` as a protobuf request body: `k8s\0` and an envelope naming its kind.
-#[cfg(feature = "k8s-pb")]
-fn to_protobuf<T>(object: &T) -> Bytes
-where
-    T: crate::store_index::k8s_pb::Resource + prost::Message,
-{
-    Bytes::from(Unknown::new(T::API_VERSION, T::KIND, Bytes::from(object.encode_to_vec())).encode())
-}
-
 #[cfg(feature = "k8s-pb")]
 impl<K: Decode> Api<K> {
     /// [`create`](Api::create) of a `k8s_pb` object, sent as a protobuf body (as kubectl 1.33
     /// and client-go's protobuf clients do); the answer is decoded by its `Content-Type`.
     /// Patches stay JSON: kube-apiserver takes no protobuf patch.
+    ///
+    /// A server that refuses protobuf bodies (`415 Unsupported Media Type`: a proxy, an
+    /// aggregated server) gets the object again as JSON, transcoded with Kubernetes'
+    /// descriptors ([`transcode`](crate::protobuf::transcode); kinds of `k8s.io/api` only). Each
+    /// write tries protobuf first: set [`Encoding::Json`] on this `Api` to send JSON at once.
     ///
     /// # Cancel safety
     ///
@@ -530,13 +527,12 @@ impl<K: Decode> Api<K> {
             path.push('?');
             path.push_str(&query);
         }
-        let body = to_protobuf(object);
-        self.object(Method::POST, &path, Some((PROTOBUF, body)))
-            .await
+        self.write_pb(Method::POST, &path, object).await
     }
 
     /// [`replace`](Api::replace) of a `k8s_pb` object, sent as a protobuf body: optimistic
-    /// concurrency on its `metadata.resourceVersion` as for JSON.
+    /// concurrency on its `metadata.resourceVersion` as for JSON. A server that refuses protobuf
+    /// bodies gets JSON, as for [`create_pb`](Api::create_pb).
     ///
     /// # Cancel safety
     ///
@@ -553,8 +549,50 @@ impl<K: Decode> Api<K> {
     {
         let query = write_query(params.dry_run, params.field_manager.as_deref(), false);
         let path = self.object_path(name, None, &query)?;
-        let body = to_protobuf(object);
-        self.object(Method::PUT, &path, Some((PROTOBUF, body)))
+        self.write_pb(Method::PUT, &path, object).await
+    }
+
+    /// Sends `object` as a protobuf body (`k8s\0` and an envelope naming its kind), then as JSON
+    /// if the server answers 415, which it does before applying anything; or as JSON alone under
+    /// [`Encoding::Json`]. The write check runs before each send.
+    async fn write_pb<T>(&self, method: Method, path: &str, object: &T) -> Result<K, ClientError>
+    where
+        T: crate::store_index::k8s_pb::Resource + prost::Message,
+    {
+        let message = Bytes::from(object.encode_to_vec());
+        let refused = if self.encoding == Encoding::Json {
+            None
+        } else {
+            let body = Bytes::from(Unknown::new(T::API_VERSION, T::KIND, message.clone()).encode());
+            match self
+                .object(method.clone(), path, Some((PROTOBUF, body)))
+                .await
+            {
+                Err(ClientError::Api(status)) if status.code == 415 => {
+                    tracing::debug!(
+                        kind = T::KIND,
+                        "the server refused a protobuf body (415); sending JSON"
+                    );
+                    Some(ClientError::Api(status))
+                }
+                answer => return answer,
+            }
+        };
+        let json =
+            crate::wire::protobuf::transcode::decode_message_as(T::API_VERSION, T::KIND, &message);
+        let json = match (json, refused) {
+            (Ok(json), _) => json,
+            // The server's refusal says more than our inability to fall back.
+            (Err(_), Some(refused)) => return Err(refused),
+            (Err(e), None) => {
+                return Err(ClientError::InvalidRequest(format!(
+                    "a {} cannot be written as JSON: {e}",
+                    T::KIND
+                )))
+            }
+        };
+        let body = serde_json::to_vec(&json).expect("a JSON value serializes");
+        self.object(method, path, Some((JSON, Bytes::from(body))))
             .await
     }
 }
