@@ -1,10 +1,13 @@
 //! Protobuf end to end (issue 32): a typed `Pb<Pod>` informer, a `CompactObject` informer and a
 //! controller fed by the typed one, all on Kubernetes' protobuf encoding, under churn with watches
 //! cut every few hundred events, frames split over 7-byte chunks, and a 410 `ERROR` frame that
-//! forces a relist. Then the same `CompactObject` informer against a server that answers JSON to
-//! the protobuf `Accept`. Checked: caches equal the server, every handler's per-key sequence in
-//! order with nothing lost or duplicated, every cached `CompactObject` in the encoding the server
-//! spoke, and every key's last reconcile saw the server's version of a fully decoded typed pod.
+//! forces a relist. Then the same two informers against a server that answers JSON to the
+//! protobuf `Accept` and refuses protobuf bodies: the typed one reads JSON through the
+//! transcoder, and a typed write is sent again as JSON. Checked: caches equal the server, every
+//! handler's per-key sequence in order with nothing lost or duplicated, every cached
+//! `CompactObject` in the encoding the server spoke, every key's last reconcile saw the server's
+//! version of a fully decoded typed pod, and the typed cache equal to the server on the JSON
+//! path too, the fallback write included.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -14,14 +17,17 @@ use controller::{Action, Controller};
 use parking_lot::Mutex;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
-use workqueue::shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod;
+use workqueue::shared_informer::reflector::store_index::k8s_pb::api::core::v1::{
+    Container, Pod, PodSpec,
+};
+use workqueue::shared_informer::reflector::store_index::k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use workqueue::shared_informer::reflector::store_index::{CompactObject, Object, Pb, RawEncoding};
-use workqueue::shared_informer::reflector::{Encoding, Resource};
+use workqueue::shared_informer::reflector::{Api, Client, CreateOptions, Encoding, Resource};
 use workqueue::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, KeyEnqueuer, MaxOf, RateLimitingQueue,
 };
 
-use crate::check::{converge, eventually, server_state, Outcome, Recorder};
+use crate::check::{converge, eventually, server_state, Failure, Outcome, Recorder};
 use crate::harness::{churn, config_for, fast_backoff, finish_all, pods, seed, synced};
 use crate::{ensure, Opts};
 
@@ -186,13 +192,47 @@ async fn json_server() -> Outcome {
         .reflector_options(fast_backoff(false))
         .encoding(Encoding::Protobuf);
     let compact = factory.informer::<CompactObject>(pods())?;
+    let typed = factory.informer::<Pb<Pod>>(Resource::of_pb::<Pod>())?;
     let (rec, seq) = Recorder::new();
+    let (typed_rec, typed_seq) = Recorder::new();
     compact.add_event_handler(rec)?;
+    typed.add_event_handler(typed_rec)?;
     sim.faults().end_watches_after(200);
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
     factory.start(&cancel);
     synced(&compact, Duration::from_secs(30)).await?;
+    synced(&typed, Duration::from_secs(30)).await?;
+    // A typed write: its protobuf body is refused (415) and the same pod goes again as JSON.
+    sim.create(
+        "namespaces",
+        None,
+        serde_json::json!({"metadata": {"name": "js-1"}}),
+    )?;
+    let api: Api<Pb<Pod>> = Api::namespaced_pb(Client::new(&config_for(&sim)?)?, "js-1");
+    let written = Pod {
+        metadata: Some(ObjectMeta {
+            name: Some("typed-write".into()),
+            labels: [("written".to_string(), "protobuf-then-json".to_string())].into(),
+            ..Default::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: Some("c".into()),
+                image: Some("nginx:1.27".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    api.create_pb(&CreateOptions::default(), &written)
+        .await
+        .map_err(|e| {
+            Failure(format!(
+                "a typed write to a server refusing protobuf bodies: {e}"
+            ))
+        })?;
     let ops = finish_all(vec![churn(&sim, "pods", "js-0", 150, 150.0, 4.0, 100)]).await;
     let detail = converge(
         &sim,
@@ -202,6 +242,27 @@ async fn json_server() -> Outcome {
         Duration::from_secs(30),
     )
     .await?;
+    let typed_detail = converge(
+        &sim,
+        "pods",
+        typed.indexer(),
+        &[("typed", &typed_seq)],
+        Duration::from_secs(30),
+    )
+    .await?;
+    let typed_write = typed
+        .indexer()
+        .get_by_key("js-1/typed-write")
+        .ok_or_else(|| Failure("the typed write is not in the typed cache".into()))?;
+    ensure!(
+        typed_write.label("written") == Some("protobuf-then-json"),
+        "the typed write came back as {:?}",
+        typed_write.metadata
+    );
+    ensure!(
+        sim.counters().protobuf_responses == 0,
+        "a server that speaks no protobuf answered in protobuf"
+    );
     let not_json = compact
         .indexer()
         .list()
@@ -212,5 +273,7 @@ async fn json_server() -> Outcome {
         not_json == 0,
         "{not_json} cached CompactObjects are not JSON"
     );
-    Ok(format!("{ops} ops; {detail}"))
+    Ok(format!(
+        "{ops} ops; compact {detail}; typed from JSON {typed_detail}"
+    ))
 }
