@@ -7,13 +7,16 @@
 //! - `CompactObject` from JSON and from protobuf,
 //!
 //! and, for a k8s-openapi user holding protobuf `CompactObject`s, the on-demand decode of one
-//! cached object into a `k8s_pb` `Pod` (`decode_pb`) beside `decode::<k8s_openapi Pod>` of a JSON
-//! one. Each event is its own chunk, as kube-apiserver writes them.
+//! cached object into a `k8s_pb` `Pod` (`decode_pb`) or, through the transcoder, into a
+//! `k8s_openapi` `Pod` (`convert::decode_compact`), beside `decode::<k8s_openapi Pod>` of a JSON
+//! one, and a `k8s_openapi` `Pod` converted to its `k8s_pb` twin (`convert::to_k8s_pb`). Each
+//! event is its own chunk, as kube-apiserver writes them.
 //!
 //! Run: `cargo bench -p reflector --features k8s-pb,k8s-openapi --bench protobuf_decode`.
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use reflector::protobuf::convert::{decode_compact, to_k8s_pb};
 use reflector::protobuf::{encode_frame, WatchEvent as Frame, WATCH_MEDIA_TYPE};
 use reflector::store_index::CompactObject;
 use reflector::{Decode, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE};
@@ -111,6 +114,24 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             for o in &pb_cached {
                 let _: PbPod = o.decode_pb().unwrap();
+            }
+        })
+    });
+    g.bench_function(
+        BenchmarkId::new("compact_protobuf", "k8s_openapi_pod_transcoded"),
+        |b| {
+            b.iter(|| {
+                for o in &pb_cached {
+                    let _: OpenApiPod = decode_compact(o).unwrap();
+                }
+            })
+        },
+    );
+    let openapi: Vec<OpenApiPod> = json_cached.iter().map(|o| o.decode().unwrap()).collect();
+    g.bench_function(BenchmarkId::new("k8s_openapi_pod", "to_k8s_pb_pod"), |b| {
+        b.iter(|| {
+            for o in &openapi {
+                let _: PbPod = to_k8s_pb(o).unwrap();
             }
         })
     });

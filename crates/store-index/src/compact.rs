@@ -58,7 +58,9 @@ use crate::protobuf::ProtobufError;
 /// Keys, indexes, selectors and every [`Object`] accessor answer the same for both. The whole
 /// object is decoded on demand from JSON with [`decode`](Self::decode) into any serde type, from
 /// protobuf with `decode_pb` into a `k8s_pb` type (feature `k8s-pb`); `decode` of a protobuf
-/// object is an error that says so. The reflector asks for JSON unless told otherwise (its
+/// object is an error that says so. The reflector's `protobuf::convert::decode_compact` decodes
+/// either into any serde type, transcoding a protobuf message with Kubernetes' descriptors (this
+/// crate has none). The reflector asks for JSON unless told otherwise (its
 /// `Encoding::Protobuf`), so that `decode` keeps working.
 #[derive(Clone)]
 pub struct CompactObject {
@@ -261,7 +263,7 @@ impl CompactObject {
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         if self.encoding == RawEncoding::Protobuf {
             return Err(serde::de::Error::custom(
-                "this CompactObject holds protobuf, not JSON: decode it with decode_pb (feature k8s-pb), or list and watch without Encoding::Protobuf",
+                "this CompactObject holds protobuf, not JSON: decode it with decode_pb (feature k8s-pb) or reflector::protobuf::convert::decode_compact, or list and watch without Encoding::Protobuf",
             ));
         }
         serde_json::from_slice(&self.raw)

@@ -13,11 +13,15 @@
 //! - [`transcode`] (feature `protobuf-json`): whole built-in objects between Kubernetes' JSON and
 //!   their messages, driven by Kubernetes' own `.proto` descriptors. `Pb` objects read JSON
 //!   answers through it; the simulated API server (`tests/sim-apiserver`) serves protobuf with it
-//!   and with the layers above.
+//!   and with the layers above;
+//! - [`convert`] (feature `protobuf-json`): objects from one type family to another through the
+//!   transcoder (a protobuf `CompactObject` into `k8s_openapi` types, `k8s_openapi` to `k8s_pb`).
 //!
 //! Malformed input of any layer is a [`ProtobufError`], never a panic, and no length read from
 //! the input allocates more than the input holds (or, for frames, than the decoder's bound).
 
+#[cfg(feature = "protobuf-json")]
+pub mod convert;
 mod envelope;
 mod frame;
 pub mod meta;

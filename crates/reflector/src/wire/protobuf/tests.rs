@@ -349,3 +349,57 @@ fn partial_object_metadata_decodes_its_representation_and_whole_objects_from_pro
         other => panic!("{other:?}"),
     }
 }
+
+/// A `k8s_openapi` user's way to objects that came in protobuf: `decode_compact` gives from a
+/// protobuf `CompactObject` what `decode` gives from the JSON one of the same pod.
+#[test]
+fn decode_compact_gives_from_protobuf_what_decode_gives_from_json() {
+    use crate::protobuf::convert::decode_compact;
+    use crate::store_index::CompactObject;
+    use k8s_openapi::api::core::v1::Pod;
+
+    for i in [0, 7, 12_345] {
+        let text = sim_apiserver::fixtures::realistic_pod_json(i);
+        let from_json = CompactObject::from_json(Bytes::from(text.clone())).unwrap();
+        let object: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let from_pb = CompactObject::from_protobuf(raw_of(&object), "v1", "Pod").unwrap();
+        assert!(from_pb.decode::<Pod>().is_err(), "decode reads JSON only");
+        let expected: Pod = from_json.decode().unwrap();
+        assert_eq!(decode_compact::<Pod>(&from_pb).unwrap(), expected);
+        assert_eq!(decode_compact::<Pod>(&from_json).unwrap(), expected);
+    }
+    let unknown = CompactObject::from_protobuf(
+        raw_of(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})),
+        "example.com/v1",
+        "Widget",
+    )
+    .unwrap();
+    let err = decode_compact::<serde_json::Value>(&unknown).unwrap_err();
+    assert!(
+        err.to_string().contains("no protobuf message is known"),
+        "{err}"
+    );
+}
+
+/// `to_k8s_pb` and `from_k8s_pb` carry a `k8s_openapi` pod to its `k8s_pb` twin and back with
+/// nothing lost, and the twin is what the server's protobuf gives.
+#[cfg(feature = "k8s-pb")]
+#[test]
+fn k8s_openapi_and_k8s_pb_objects_convert_both_ways() {
+    use crate::protobuf::convert::{from_k8s_pb, to_k8s_pb};
+    use crate::store_index::k8s_pb::api::core::v1::Pod as PbPod;
+    use k8s_openapi::api::core::v1::Pod;
+    use prost::Message as _;
+
+    let text = sim_apiserver::fixtures::realistic_pod_json(3);
+    let object: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let openapi: Pod = serde_json::from_str(&text).unwrap();
+    let pb: PbPod = to_k8s_pb(&openapi).unwrap();
+    assert_eq!(pb, PbPod::decode(raw_of(&object)).unwrap());
+    assert_eq!(from_k8s_pb::<Pod, _>(&pb).unwrap(), openapi);
+    let wrong_kind = to_k8s_pb::<PbPod>(&json!({"metadata": {"name": 3}})).unwrap_err();
+    assert!(
+        matches!(&wrong_kind, ProtobufError::Json { path, .. } if path == ".metadata.name"),
+        "{wrong_kind}"
+    );
+}
