@@ -6,7 +6,7 @@
 //!   protobuf (`Encoding::Protobuf`: half the bytes, two thirds of the memory) can then decode the
 //!   few objects a controller works on into the types it already uses, where
 //!   [`CompactObject::decode`] reads JSON only.
-//! - [`to_k8s_pb`] and [`from_k8s_pb`] (feature `k8s-pb`): any serializable object of a
+//! - `to_k8s_pb` and `from_k8s_pb` (feature `k8s-pb`): any serializable object of a
 //!   `k8s.io/api` kind to its `k8s_pb` type and back, e.g. a `k8s_openapi` `Pod` to write with
 //!   `Api::create_pb`.
 //!
@@ -16,12 +16,11 @@
 //! JSON decode; measured in docs/benchmarks.md): for objects taken one at a time, not for every
 //! event of a busy watch.
 //! Kinds outside `k8s.io/api` have no descriptor compiled in and are a
-//! [`ProtobufError::UnknownKind`].
+//! [`ProtobufError::UnknownKind`](crate::protobuf::ProtobufError::UnknownKind).
 
 use serde::de::{DeserializeOwned, Error as _};
 
 use super::transcode::decode_message_as;
-use super::ProtobufError;
 use crate::store_index::{CompactObject, Object, RawEncoding};
 
 /// `object` decoded into `T`: from its JSON as [`CompactObject::decode`] does, or, for an object
@@ -68,7 +67,7 @@ mod pb {
     use serde::Serialize;
 
     use super::super::transcode::{decode_message_as, encode_message_as};
-    use super::ProtobufError;
+    use super::super::ProtobufError;
     use crate::store_index::k8s_pb;
 
     /// `object`, any serializable object of `M`'s kind (a `k8s_openapi` type, a `serde_json`

@@ -3,7 +3,7 @@
 //! `proto/` and compiled by `build.rs`) through `prost-reflect`: JSON is written straight to wire
 //! bytes from the descriptors, and messages are read back through its dynamic messages.
 //!
-//! Two users: [`Pb`](crate::store_index::Pb) objects read a JSON answer through it (a proxy that
+//! Two users: `Pb` objects (feature `k8s-pb`) read a JSON answer through it (a proxy that
 //! rewrites bodies, an aggregated server without protobuf), and the simulated API server stores
 //! JSON and serves protobuf with it. It is a fallback and a test tool, not a fast path: a
 //! transcoded object costs a JSON tree and an encoding (about 4× a protobuf decode).
