@@ -40,6 +40,14 @@ fn pod(name: &str, node: &str, app: &str) -> Pod {
     }
 }
 
+/// `pod` with its `app` label set to `app`.
+fn with_app(pod: &Pod, app: &str) -> Pod {
+    let mut changed = pod.clone();
+    let meta = changed.metadata.get_or_insert_with(Default::default);
+    meta.labels.insert("app".into(), app.into());
+    changed
+}
+
 async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
     tokio::time::timeout(Duration::from_secs(30), rx.recv())
         .await
@@ -50,13 +58,7 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protobuf() {
     let sim = SimServer::builder().start().await.unwrap();
-    let mut config = ClusterConfig::new(&sim.url()).unwrap();
-    if let Some(ca) = sim.ca_pem() {
-        config.certificate_authority = Some(ca.as_bytes().to_vec());
-    }
-    if let Some(t) = sim.token() {
-        config.credentials = shared_informer::reflector::Credentials::Token(t.into());
-    }
+    let config = config_for(&sim);
     let api: Api<Pb<Pod>> = Api::namespaced_pb(Client::new(&config).unwrap(), "default");
     for (name, node, app) in [("a", "n1", "web"), ("b", "n2", "web"), ("c", "n1", "db")] {
         let created = api
@@ -141,21 +143,15 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
     );
 
     // An update with a protobuf body, carrying the resourceVersion it was read at.
-    let mut changed = (*a).clone();
-    changed
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .insert("app".into(), "db".into());
+    let mut changed = with_app(&a, "db");
     changed.metadata.as_mut().unwrap().annotations.clear();
-    api.replace_pb("a", &CreateOptions::default(), &*changed)
+    api.replace_pb("a", &CreateOptions::default(), &changed)
         .await
         .unwrap();
     assert_eq!(next(&mut rx).await, "update a db");
     // The same resourceVersion again: a conflict, read from a protobuf Status.
     let err = api
-        .replace_pb("a", &CreateOptions::default(), &*changed)
+        .replace_pb("a", &CreateOptions::default(), &changed)
         .await
         .unwrap_err();
     assert!(err.is_conflict(), "{err:?}");
@@ -208,13 +204,7 @@ async fn k8s_pb_writes_are_sent_again_as_json_to_a_server_that_refuses_protobuf_
         json!("nginx:1.27")
     );
 
-    let mut changed = (*created).clone();
-    changed
-        .metadata
-        .as_mut()
-        .unwrap()
-        .labels
-        .insert("app".into(), "db".into());
+    let changed = with_app(&created, "db");
     let replaced = api
         .replace_pb("a", &CreateOptions::default(), &changed)
         .await
