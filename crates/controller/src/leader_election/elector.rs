@@ -89,11 +89,11 @@ pub(super) struct Observed {
 ///   (in `run_leading`), call `on_stopped_leading`, then, when cancelled, release the lease
 ///   (empty holder, 1 s lease) unless `release_on_cancel` was turned off.
 /// - **Cancelled while acquiring**: if the last attempt may have written us as holder (it was
-///   in flight, failed with an unknown outcome, or succeeded too late to lead), the lease is
-///   released as above, unless `release_on_cancel` was turned off: an acquiring write that
-///   landed after we stopped caring would otherwise keep the lease from everyone for a lease
-///   duration (client-go releases nothing there). A release writes only over a lease that a
-///   fresh read shows naming us.
+///   in flight, failed with an unknown outcome, or succeeded too late to lead), one release
+///   attempt is made, bounded by the retry period, unless `release_on_cancel` was turned off: an
+///   acquiring write that landed after we stopped caring would otherwise keep the lease from
+///   everyone for a lease duration (client-go releases nothing there). A release writes only
+///   over a lease that a fresh read shows naming us.
 ///
 /// ```
 /// use std::time::Duration;
@@ -258,7 +258,7 @@ impl<L: LeaseLock> LeaderElector<L> {
             Ok(acquired) => acquired,
             Err(MaybeWritten(maybe_ours)) => {
                 if maybe_ours && self.config.release_on_cancel {
-                    self.release().await;
+                    self.release_once().await;
                 }
                 return ElectionEnd::Cancelled;
             }
@@ -330,11 +330,16 @@ impl<L: LeaseLock> LeaderElector<L> {
                 () = cancel.cancelled() => return Err(MaybeWritten(true)),
                 attempt = timeout_at(deadline, self.try_acquire_or_renew(callbacks)) => attempt,
             };
+            // Refused, or told another holds the lease: nothing of ours was written. Anything
+            // else (success too late, a transport error, a timeout) may have written us.
             maybe_ours = !matches!(
                 attempt,
                 Ok(Ok(Attempt::HeldByOther
                     | Attempt::NotAssigned
                     | Attempt::EndOfTerm))
+                    | Ok(Err(LockError::Conflict
+                        | LockError::AlreadyExists
+                        | LockError::NotFound))
             );
             match attempt {
                 // An attempt that came back after the deadline could not keep our promise to
@@ -662,6 +667,29 @@ impl<L: LeaseLock> LeaderElector<L> {
             }
             sleep(backoff).await;
             backoff = (backoff * 2).min(self.config.retry_period);
+        }
+    }
+
+    /// After an acquire cut short by a cancel: one release attempt, bounded by the retry period
+    /// and not retried. An elector that never led owes no more than that, and a cancel while the
+    /// server is unreachable then costs a standby at most one retry period.
+    async fn release_once(&self) {
+        match tokio::time::timeout(self.config.retry_period, self.try_release()).await {
+            Ok(Ok(Released::Now)) => tracing::info!(
+                identity = %self.config.identity,
+                lock = %self.description,
+                "released the leader lease an acquire cut short had written"
+            ),
+            Ok(Ok(Released::NotOurs)) => {}
+            Ok(Err(error)) => tracing::warn!(
+                lock = %self.description,
+                %error,
+                "could not release the leader lease after a cancelled acquire; it runs out"
+            ),
+            Err(_) => tracing::warn!(
+                lock = %self.description,
+                "releasing the leader lease after a cancelled acquire timed out; it runs out"
+            ),
         }
     }
 

@@ -543,6 +543,27 @@ async fn a_standby_cancelled_between_attempts_neither_reads_nor_writes() {
     assert!(a.guard.is_valid());
 }
 
+/// A standby whose last attempt failed with a transport error cannot know that its write did not
+/// land: cancelled, it tries one release, and only one, so a cancel during an outage costs it at
+/// most a retry period.
+#[tokio::test(start_paused = true)]
+async fn a_standby_whose_attempt_failed_tries_one_release_on_cancel() {
+    let lock = lock();
+    let a = start(&lock, "a");
+    sleep(ms(1)).await;
+    lock.set_fault("b", Fault::Fail);
+    let b = start(&lock, "b");
+    sleep(Duration::from_secs(5)).await;
+    let before = ops_by(&lock, "b").len();
+    let cancelled = Instant::now();
+    b.cancel.cancel();
+    assert_eq!(b.run.await.unwrap(), ElectionEnd::Cancelled);
+    assert!(Instant::now() <= cancelled + RETRY);
+    assert_eq!(ops_by(&lock, "b")[before..], [LockOp::Get]);
+    assert_eq!(lock.record().unwrap().holder(), Some("a"));
+    assert!(a.guard.is_valid());
+}
+
 #[tokio::test(start_paused = true)]
 async fn callbacks_run_in_order_new_leader_started_stopped() {
     let lock = lock();
