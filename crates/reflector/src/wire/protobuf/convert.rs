@@ -12,7 +12,7 @@
 //!
 //! Each goes through Kubernetes' JSON form of the object and its message, the way the API server
 //! converts them, so the result is what the server would give in the other encoding. It costs a
-//! JSON tree and an encoding or a decoding per object (60–80 µs for a 4 KB pod here, 3–4× a
+//! JSON tree and an encoding or a decoding per object (about 60 µs for a 4 KB pod here, 2.7× a
 //! JSON decode; measured in docs/benchmarks.md): for objects taken one at a time, not for every
 //! event of a busy watch.
 //! Kinds outside `k8s.io/api` have no descriptor compiled in and are a
