@@ -36,11 +36,16 @@ async fn one(bookmarks: bool, watch_list: bool) -> Outcome {
     let _stop = cancel.clone().drop_guard();
     factory.start(&cancel);
     synced(&informer, Duration::from_secs(30)).await?;
-    ensure!(
-        seq.lock().initial_adds == 500,
-        "{} initial adds, want 500",
-        seq.lock().initial_adds
-    );
+    // The handler hears of the synced cache's adds after the cache has them: wait for all 500.
+    eventually(
+        "the handler's 500 initial adds",
+        Duration::from_secs(30),
+        || match seq.lock().initial_adds {
+            500 => Ok(()),
+            n => Err(format!("{n} initial adds, want 500")),
+        },
+    )
+    .await?;
     let churns = vec![
         churn(&sim, "pods", "md-0", 200, 200.0, 6.0, 100),
         churn(&sim, "pods", "md-1", 200, 200.0, 6.0, 100),
