@@ -576,51 +576,26 @@ fn next_raw<'a>(buf: &mut &'a [u8], path: &str) -> Result<Option<(u32, Raw<'a>)>
         path: path.to_string(),
         why: why.to_string(),
     };
-    fn varint(buf: &mut &[u8]) -> Option<u64> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let (&b, rest) = buf.split_first()?;
-            *buf = rest;
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-        }
-        None
-    }
     fn take<'a>(buf: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        if n > buf.len() {
-            return None;
-        }
-        let (head, rest) = buf.split_at(n);
-        *buf = rest;
+        let head = buf.get(..n)?;
+        *buf = &buf[n..];
         Some(head)
     }
     if buf.is_empty() {
         return Ok(None);
     }
-    let key = varint(buf).ok_or_else(|| malformed("a truncated or overlong field key"))?;
+    let key = read_varint(buf).ok_or_else(|| malformed("a truncated or overlong field key"))?;
     let number = u32::try_from(key >> 3)
         .ok()
         .filter(|&n| n > 0)
         .ok_or_else(|| malformed("a field number out of range"))?;
     let truncated = || malformed("a truncated field");
     let raw = match (key & 7) as u32 {
-        VARINT => Raw::Varint(varint(buf).ok_or_else(truncated)?),
-        FIXED64 => Raw::Fixed64(
-            take(buf, 8)
-                .ok_or_else(truncated)?
-                .try_into()
-                .expect("8 bytes"),
-        ),
-        FIXED32 => Raw::Fixed32(
-            take(buf, 4)
-                .ok_or_else(truncated)?
-                .try_into()
-                .expect("4 bytes"),
-        ),
+        VARINT => Raw::Varint(read_varint(buf).ok_or_else(truncated)?),
+        FIXED64 => Raw::Fixed64(read_fixed::<8>(buf).ok_or_else(truncated)?),
+        FIXED32 => Raw::Fixed32(read_fixed::<4>(buf).ok_or_else(truncated)?),
         LEN => {
-            let n = varint(buf).ok_or_else(truncated)?;
+            let n = read_varint(buf).ok_or_else(truncated)?;
             let n = usize::try_from(n).map_err(|_| truncated())?;
             Raw::Bytes(take(buf, n).ok_or_else(truncated)?)
         }
