@@ -1,7 +1,7 @@
 // Command client-go-probe drives the simulated API server with client-go itself, speaking
 // protobuf as Kubernetes' own components do (`ContentType: application/vnd.kubernetes.protobuf`):
 // typed writes with protobuf bodies, gets, lists, a scale subresource, a typed NotFound error,
-// and a shared informer's list and watch. It prints one line per check and exits non-zero
+// a shared informer's list and watch, and the metadata client's list and watch. It prints one line per check and exits non-zero
 // unless every check passes.
 //
 // It is configured by the environment, so that it needs no kubeconfig loader:
@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	typedapps "k8s.io/client-go/kubernetes/typed/apps/v1"
 	typedcore "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
@@ -44,9 +45,9 @@ const protobuf = "application/vnd.kubernetes.protobuf"
 
 // exchange is what the recording transport saw of one request and its response.
 type exchange struct {
-	method, path, query, requestType, responseType string
-	status                                         int
-	err                                            error
+	method, path, query, requestType, responseType, accept string
+	status                                                 int
+	err                                                    error
 }
 
 // recorder keeps every exchange, so that the probe can show which encoding each one used.
@@ -63,6 +64,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		path:        req.URL.Path,
 		query:       req.URL.RawQuery,
 		requestType: req.Header.Get("Content-Type"),
+		accept:      req.Header.Get("Accept"),
 		err:         err,
 	}
 	if err == nil {
@@ -292,8 +294,37 @@ func main() {
 	p.check("the cache equals the server", expect(strings.Join(keys, ",") == strings.Join(wantKeys, ","), "keys %v", keys))
 	close(stop)
 
+	// The metadata client: lists and watches of PartialObjectMetadata, in protobuf.
+	podsRes := corev1.SchemeGroupVersion.WithResource("pods")
+	if mc, err := metadata.NewForConfig(cfg); err != nil {
+		p.check("metadata client", err)
+	} else if ml, err := mc.Resource(podsRes).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		p.check("list pods' metadata", err)
+	} else {
+		names := []string{}
+		for _, m := range ml.Items {
+			names = append(names, m.Namespace+"/"+m.Name)
+		}
+		sort.Strings(names)
+		p.check("list pods' metadata", expect(strings.Join(names, ",") == strings.Join(wantKeys, ","), "names %v", names))
+		w, err := mc.Resource(podsRes).Namespace(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: ml.ResourceVersion})
+		p.check("watch pods' metadata", err)
+		if err == nil {
+			_, err := core.Pods(ns).Create(ctx, pod("meta-0"), metav1.CreateOptions{})
+			p.check("create pod meta-0", err)
+			select {
+			case ev := <-w.ResultChan():
+				m, ok := ev.Object.(*metav1.PartialObjectMetadata)
+				p.check("the metadata watch sends the new pod's metadata", expect(ok && ev.Type == "ADDED" && m.Name == "meta-0" && m.Labels["probe"] == "client-go", "event %s %T", ev.Type, ev.Object))
+			case <-time.After(30 * time.Second):
+				p.check("the metadata watch sends the new pod's metadata", fmt.Errorf("no event in 30 s"))
+			}
+			w.Stop()
+		}
+	}
+
 	// Which encoding every exchange used.
-	var lists, watches, gets, bodies, podLists, podStreams int
+	var lists, watches, gets, bodies, podLists, podStreams, metadataAnswers int
 	for _, e := range rec.snapshot() {
 		if os.Getenv("PROBE_VERBOSE") != "" {
 			fmt.Printf("     %s %s?%s sent %q, answered %d %q (error: %v)\n", e.method, e.path, e.query, e.requestType, e.status, e.responseType, e.err)
@@ -302,7 +333,9 @@ func main() {
 			continue
 		}
 		isWatch := strings.Contains(e.query, "watch=true") || strings.Contains(e.query, "watch=1")
-		if e.method == http.MethodGet && strings.HasSuffix(e.path, "/pods") {
+		if strings.HasPrefix(e.accept, protobuf+";as=PartialObjectMetadata") {
+			metadataAnswers++
+		} else if e.method == http.MethodGet && strings.HasSuffix(e.path, "/pods") {
 			switch {
 			case isWatch && strings.Contains(e.query, "sendInitialEvents=true"):
 				podStreams++
@@ -331,6 +364,7 @@ func main() {
 	}
 	p.check("protobuf bodies were sent", expect(bodies >= 7, "%d protobuf bodies", bodies))
 	p.check("protobuf lists, gets and watches were read", expect(lists >= 1 && gets >= 2 && watches >= 1, "lists %d, gets %d, watches %d", lists, gets, watches))
+	p.check("the metadata client asked for PartialObjectMetadata in protobuf, and got protobuf", expect(metadataAnswers >= 2, "%d answers", metadataAnswers))
 	switch os.Getenv("KUBE_FEATURE_WatchListClient") {
 	case "true":
 		// Under faults client-go may give up on streaming and list instead, as it should.

@@ -1,7 +1,8 @@
 //! client-go itself against the simulator, speaking protobuf as Kubernetes' own components do:
 //! the probe in `tests/client-go` (a Go program) creates, updates, gets, lists and deletes
 //! built-in kinds with protobuf bodies and answers, reads a scale subresource and a typed
-//! NotFound, and runs a shared informer through its list and watch, once listing then watching
+//! NotFound, lists and watches pods' metadata (`PartialObjectMetadata`), and runs a shared
+//! informer through its list and watch, once listing then watching
 //! and once streaming the initial list in a watch (`WatchListClient`), then again with faults
 //! (a 410 on the first watch, a watch cut inside a frame, frames split into 7-byte chunks).
 //!
@@ -87,7 +88,10 @@ fn assert_left_behind(sim: &SimServer, ns: &str) {
         .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
         .collect();
     pods.sort();
-    assert_eq!(pods, ["after-1", "before-0", "before-2", "late-0", "late-1"]);
+    assert_eq!(
+        pods,
+        ["after-1", "before-0", "before-2", "late-0", "late-1", "meta-0"]
+    );
     let touched = sim.get("pods", Some(ns), "before-0").unwrap();
     assert_eq!(touched["metadata"]["labels"]["touched"], "yes");
 }
