@@ -3,7 +3,8 @@
 //! built-in kinds with protobuf bodies and answers, reads a scale subresource and a typed
 //! NotFound, lists and watches pods' metadata (`PartialObjectMetadata`), and runs a shared
 //! informer through its list and watch, once listing then watching
-//! and once streaming the initial list in a watch (`WatchListClient`), then again with faults
+//! and once streaming the initial list in a watch (`WatchListClient`), over HTTP/2 and HTTP/1.1,
+//! then again with faults
 //! (a 410 on the first watch, a watch cut inside a frame, frames split into 7-byte chunks).
 //!
 //! The probe is built by `tests/client-go/build.sh`, which needs client-go's source: a Go
@@ -28,9 +29,10 @@ fn probe() -> Option<PathBuf> {
     Some(p)
 }
 
-async fn tls_server() -> SimServer {
+async fn tls_server(http2: bool) -> SimServer {
     SimServer::builder()
         .tls(true)
+        .http2(http2)
         .token(TOKEN)
         .start()
         .await
@@ -104,20 +106,27 @@ async fn client_go_works_in_protobuf_listing_or_streaming_its_informers_list() {
         );
         return;
     };
-    let sim = tls_server().await;
-    for (ns, watch_list) in [("list-then-watch", false), ("watch-list", true)] {
-        let before = sim.counters().protobuf_responses;
-        let report = run(&bin, &sim, ns, watch_list, false).await;
-        assert_left_behind(&sim, ns);
-        // The server's count of protobuf answers agrees with what the probe saw arrive.
-        let seen = report
-            .lines()
-            .filter_map(|l| l.split_once(" answered "))
-            .filter(|(_, answer)| answer.contains("\"application/vnd.kubernetes.protobuf"))
-            .count();
-        let answered = sim.counters().protobuf_responses - before;
-        assert!(seen >= 15, "{seen} protobuf answers seen");
-        assert_eq!(answered as usize, seen, "{report}");
+    // HTTP/2, as client-go speaks over TLS by default, then HTTP/1.1 (chunked watch frames).
+    for (sim, http) in [
+        (tls_server(true).await, "h2"),
+        (tls_server(false).await, "http1"),
+    ] {
+        for (ns, watch_list) in [("list-then-watch", false), ("watch-list", true)] {
+            let ns = format!("{http}-{ns}");
+            let ns = ns.as_str();
+            let before = sim.counters().protobuf_responses;
+            let report = run(&bin, &sim, ns, watch_list, false).await;
+            assert_left_behind(&sim, ns);
+            // The server's count of protobuf answers agrees with what the probe saw arrive.
+            let seen = report
+                .lines()
+                .filter_map(|l| l.split_once(" answered "))
+                .filter(|(_, answer)| answer.contains("\"application/vnd.kubernetes.protobuf"))
+                .count();
+            let answered = sim.counters().protobuf_responses - before;
+            assert!(seen >= 15, "{seen} protobuf answers seen");
+            assert_eq!(answered as usize, seen, "{report}");
+        }
     }
 }
 
@@ -130,7 +139,7 @@ async fn client_go_recovers_from_an_expired_watch_and_a_frame_cut_in_half() {
         return;
     };
     for (ns, watch_list) in [("faults-list", false), ("faults-watch-list", true)] {
-        let sim = tls_server().await;
+        let sim = tls_server(true).await;
         for spec in ["rechunk=7", "watch-expired:1", "watch-reset-mid-chunk:1"] {
             apply_fault_spec(sim.faults(), spec).unwrap();
         }
