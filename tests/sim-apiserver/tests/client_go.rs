@@ -2,10 +2,10 @@
 //! the probe in `tests/client-go` (a Go program) creates, updates, gets, lists and deletes
 //! built-in kinds with protobuf bodies and answers, reads a scale subresource and a typed
 //! NotFound, lists and watches pods' metadata (`PartialObjectMetadata`), and runs a shared
-//! informer through its list and watch, once listing then watching
-//! and once streaming the initial list in a watch (`WatchListClient`), over HTTP/2 and HTTP/1.1,
-//! then again with faults
-//! (a 410 on the first watch, a watch cut inside a frame, frames split into 7-byte chunks).
+//! informer through its list and watch, once listing then watching and once streaming the
+//! initial list in a watch (`WatchListClient`), over HTTP/2 and HTTP/1.1, then again with
+//! faults (a 410 on the first watch, a watch cut inside a frame, frames split into 7-byte
+//! chunks).
 //!
 //! The probe is built by `tests/client-go/build.sh`, which needs client-go's source: a Go
 //! module proxy, or a GOPATH holding it. CI has neither, so this test runs the binary
