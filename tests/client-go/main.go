@@ -50,6 +50,10 @@ type exchange struct {
 	err                                                    error
 }
 
+func (e exchange) print() {
+	fmt.Printf("     %s %s?%s sent %q, answered %d %q (error: %v)\n", e.method, e.path, e.query, e.requestType, e.status, e.responseType, e.err)
+}
+
 // recorder keeps every exchange, so that the probe can show which encoding each one used.
 type recorder struct {
 	mu   sync.Mutex
@@ -327,7 +331,7 @@ func main() {
 	var lists, watches, gets, bodies, podLists, podStreams, metadataAnswers int
 	for _, e := range rec.snapshot() {
 		if os.Getenv("PROBE_VERBOSE") != "" {
-			fmt.Printf("     %s %s?%s sent %q, answered %d %q (error: %v)\n", e.method, e.path, e.query, e.requestType, e.status, e.responseType, e.err)
+			e.print()
 		}
 		if e.err != nil {
 			continue
@@ -373,6 +377,9 @@ func main() {
 	case "false":
 		p.check("the informer listed, then watched", expect(podStreams == 0 && podLists >= 1, "%d streaming watches, %d lists of pods", podStreams, podLists))
 	}
+
+	// What client-go does in JSON, its default encoding.
+	jsonChecks(ctx, p, cfg, ns)
 
 	fmt.Printf("%d of %d checks pass\n", p.passed, p.passed+p.failed)
 	if p.failed > 0 {

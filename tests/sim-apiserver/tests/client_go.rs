@@ -5,7 +5,9 @@
 //! informer through its list and watch, once listing then watching and once streaming the
 //! initial list in a watch (`WatchListClient`), over HTTP/2 and HTTP/1.1, then again with
 //! faults (a 410 on the first watch, a watch cut inside a frame, frames split into 7-byte
-//! chunks).
+//! chunks). Each run then checks what client-go does in its default encodings: discovery, a
+//! CustomResourceDefinition and its resources through the dynamic client and a dynamic
+//! informer, a strategic merge patch, and server-side apply with a conflict.
 //!
 //! The probe is built by `tests/client-go/build.sh`, which needs client-go's source: a Go
 //! module proxy, or a GOPATH holding it. CI has neither, so this test runs the binary
