@@ -11,6 +11,7 @@
 //	SIM_CA     the CA certificate's path, for https
 //	PROBE_NAMESPACE  the namespace it creates and works in (default client-go-probe)
 //	PROBE_VERBOSE    when set, every request's method, path and content types are printed
+//	PROBE_MODE       "leader" runs one client-go leader elector instead (see leaderMode)
 //	PROBE_FAULTS     set when the server injects faults: a streaming initial list may then
 //	                 fall back to a list, as client-go does after a failed attempt
 //
@@ -134,6 +135,10 @@ func main() {
 			rec.next = rt
 			return rec
 		},
+	}
+	if os.Getenv("PROBE_MODE") == "leader" {
+		leaderMode(cfg)
+		return
 	}
 	core, err := typedcore.NewForConfig(cfg)
 	if err != nil {
