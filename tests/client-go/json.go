@@ -74,6 +74,16 @@ func jsonChecks(ctx context.Context, p *probe, base *rest.Config, ns string) {
 		}
 	}
 	p.check("discovery: pods are namespaced, listed and watched", expect(podsListWatch, "pods not found with their verbs"))
+	aggregated, perVersion := 0, 0
+	for _, e := range rec.snapshot() {
+		switch {
+		case (e.path == "/api" || e.path == "/apis") && strings.Contains(e.responseType, "as=APIGroupDiscoveryList"):
+			aggregated++
+		case strings.HasPrefix(e.path, "/api/") || strings.HasPrefix(e.path, "/apis/"):
+			perVersion++
+		}
+	}
+	p.check("discovery is aggregated: two requests, none per version", expect(aggregated == 2 && perVersion == 0, "%d aggregated answers, %d per-version requests", aggregated, perVersion))
 
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {

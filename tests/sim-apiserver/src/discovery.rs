@@ -1,4 +1,8 @@
-//! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}/{version}`.
+//! Discovery documents: `/version`, `/api`, `/api/v1`, `/apis`, `/apis/{group}/{version}`, and
+//! aggregated discovery (`apidiscovery.k8s.io/v2`): `/api` and `/apis` answered as one
+//! `APIGroupDiscoveryList` each, every group, version and resource in one document, when the
+//! `Accept` header asks for it first, as kube-apiserver does since 1.30 (client-go and kubectl
+//! ask for it, then fall back to the per-version documents above).
 
 use serde_json::{json, Value};
 
@@ -22,10 +26,9 @@ pub fn api(server_address: &str) -> Value {
     })
 }
 
-/// A resource's discovery entries: the resource, then its subresources (`pods/status`,
-/// `deployments/scale`) as kube-apiserver lists them.
-fn resource_entries(d: &ResourceDef) -> Vec<Value> {
-    let verbs: &[&str] = crate::authz::discovery_verbs(d).unwrap_or(&[
+/// The verbs discovery lists for a resource.
+fn verbs_of(d: &ResourceDef) -> &'static [&'static str] {
+    crate::authz::discovery_verbs(d).unwrap_or(&[
         "create",
         "delete",
         "deletecollection",
@@ -34,7 +37,13 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
         "patch",
         "update",
         "watch",
-    ]);
+    ])
+}
+
+/// A resource's discovery entries: the resource, then its subresources (`pods/status`,
+/// `deployments/scale`) as kube-apiserver lists them.
+fn resource_entries(d: &ResourceDef) -> Vec<Value> {
+    let verbs = verbs_of(d);
     let mut main = json!({
         "name": d.plural, "singularName": d.singular(), "namespaced": d.namespaced,
         "kind": d.kind, "verbs": verbs, "storageVersionHash": "",
@@ -113,4 +122,143 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
             v["apiVersion"] = json!("v1");
             v
         })
+}
+
+/// The media type of aggregated discovery, as kube-apiserver names it in `Content-Type`.
+pub const AGGREGATED_MEDIA_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an `Accept` header asks for aggregated discovery: its first range this server can
+/// answer is `application/json` with `g=apidiscovery.k8s.io`, `v=v2` and
+/// `as=APIGroupDiscoveryList` (in any order). A plain JSON range (or `*/*`) met first asks for
+/// the legacy document; ranges this server cannot answer (protobuf, `v2beta1`, which
+/// kube-apiserver dropped in 1.33) are passed over.
+pub fn wants_aggregated(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else { return false };
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        let (mut g, mut v, mut as_kind) = (None, None, None);
+        for p in parts {
+            match p
+                .split_once('=')
+                .map(|(k, v)| (k.trim(), v.trim().trim_matches('"')))
+            {
+                Some(("g", x)) => g = Some(x),
+                Some(("v", x)) => v = Some(x),
+                Some(("as", x)) => as_kind = Some(x),
+                _ => {}
+            }
+        }
+        match (media.as_str(), g, v, as_kind) {
+            (
+                "application/json",
+                Some("apidiscovery.k8s.io"),
+                Some("v2"),
+                Some("APIGroupDiscoveryList"),
+            ) => return true,
+            ("application/json" | "application/*" | "*/*", None, _, None) => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// One resource of aggregated discovery (`APIResourceDiscovery`), its subresources inside it.
+fn aggregated_resource(d: &ResourceDef) -> Value {
+    let kind = |group: &str, version: &str, kind: &str| json!({"group": group, "version": version, "kind": kind});
+    let mut r = json!({
+        "resource": d.plural,
+        "responseKind": kind(&d.group, &d.version, &d.kind),
+        "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": d.singular(),
+        "verbs": verbs_of(d),
+    });
+    if !d.short_names.is_empty() {
+        r["shortNames"] = json!(d.short_names);
+    }
+    if !d.categories.is_empty() {
+        r["categories"] = json!(d.categories);
+    }
+    let mut subs = Vec::new();
+    if d.scale.is_some() {
+        subs.push(json!({
+            "subresource": "scale", "responseKind": kind("autoscaling", "v1", "Scale"),
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    if d.status_subresource {
+        subs.push(json!({
+            "subresource": "status", "responseKind": kind(&d.group, &d.version, &d.kind),
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    if !subs.is_empty() {
+        r["subresources"] = json!(subs);
+    }
+    r
+}
+
+/// One group of aggregated discovery (`APIGroupDiscovery`): its versions, preferred first.
+fn aggregated_group(reg: &Registry, group: &str, versions: &[String]) -> Value {
+    let versions: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let resources: Vec<Value> = reg
+                .all()
+                .iter()
+                .filter(|d| d.group == group && &d.version == v)
+                .map(aggregated_resource)
+                .collect();
+            json!({"version": v, "resources": resources, "freshness": "Current"})
+        })
+        .collect();
+    let mut metadata = json!({"creationTimestamp": null});
+    if !group.is_empty() {
+        metadata["name"] = json!(group);
+    }
+    json!({"metadata": metadata, "versions": versions})
+}
+
+/// `/api` (`core`) or `/apis` as aggregated discovery (`APIGroupDiscoveryList`).
+pub fn aggregated(reg: &Registry, core: bool) -> Value {
+    let items: Vec<Value> = if core {
+        vec![aggregated_group(reg, "", &["v1".to_string()])]
+    } else {
+        reg.groups()
+            .iter()
+            .map(|(g, vs)| aggregated_group(reg, g, vs))
+            .collect()
+    };
+    json!({
+        "kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {}, "items": items,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wants_aggregated;
+
+    #[test]
+    fn the_first_range_the_server_can_answer_decides() {
+        let client_go =
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+        assert!(wants_aggregated(Some(client_go)));
+        assert!(wants_aggregated(Some(
+            "application/json;as=APIGroupDiscoveryList;v=v2;g=apidiscovery.k8s.io"
+        )));
+        assert!(wants_aggregated(Some(
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        )));
+        assert!(!wants_aggregated(None));
+        assert!(!wants_aggregated(Some("application/json")));
+        assert!(!wants_aggregated(Some("*/*")));
+        assert!(!wants_aggregated(Some(
+            "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        )));
+        assert!(!wants_aggregated(Some(
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+        )));
+    }
 }

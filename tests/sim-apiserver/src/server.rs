@@ -1076,11 +1076,21 @@ async fn respond_as(
                 );
             }
             Counters::inc(&shared.counters.discovery);
-            if path.trim_end_matches('/') == "/openapi/v2" {
-                let accept = req
-                    .headers()
-                    .get(header::ACCEPT)
-                    .and_then(|a| a.to_str().ok());
+            let accept = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|a| a.to_str().ok());
+            let trimmed = path.trim_end_matches('/');
+            if (trimmed == "/api" || trimmed == "/apis") && discovery::wants_aggregated(accept) {
+                let doc = discovery::aggregated(&shared.registry.read(), trimmed == "/api");
+                let mut r = value_response(&shared, StatusCode::OK, &doc);
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(discovery::AGGREGATED_MEDIA_TYPE),
+                );
+                return r;
+            }
+            if trimmed == "/openapi/v2" {
                 return openapi::v2_response(&shared, accept, &v);
             }
             value_response(&shared, StatusCode::OK, &v)

@@ -270,6 +270,93 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
     assert_status(&missing.body, 404, "NotFound");
 }
 
+/// What client-go and kubectl send for discovery: aggregated first, the legacy documents after.
+const DISCOVERY_ACCEPT: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+
+#[tokio::test]
+async fn aggregated_discovery_is_one_document_per_root_when_asked_first() {
+    let sim = SimServer::builder()
+        .resource(ResourceDef::new("example.com", "v1", "Widget", "widgets", true).with_status())
+        .start()
+        .await
+        .unwrap();
+    let c = Client::new(&sim);
+    let (core, _) = c.get_accepting("/api", DISCOVERY_ACCEPT).await;
+    assert_eq!(
+        core.headers["content-type"],
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    assert_eq!(core.body["kind"], "APIGroupDiscoveryList");
+    assert_eq!(core.body["apiVersion"], "apidiscovery.k8s.io/v2");
+    let items = core.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "the core group alone");
+    assert!(items[0]["metadata"].get("name").is_none());
+    let v1 = &items[0]["versions"][0];
+    assert_eq!(v1["version"], "v1");
+    assert_eq!(v1["freshness"], "Current");
+    let pods = &v1["resources"][0];
+    assert_eq!(
+        pods,
+        &json!({
+            "resource": "pods", "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "scope": "Namespaced", "singularResource": "pod",
+            "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            "shortNames": ["po"], "categories": ["all"],
+            "subresources": [{"subresource": "status",
+                              "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                              "verbs": ["get", "patch", "update"]}],
+        })
+    );
+    let namespaces = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "namespaces")
+        .unwrap();
+    assert_eq!(namespaces["scope"], "Cluster");
+
+    let (apis, _) = c.get_accepting("/apis", DISCOVERY_ACCEPT).await;
+    assert_eq!(apis.body["kind"], "APIGroupDiscoveryList");
+    let group = |name: &str| {
+        apis.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("group {name} in {}", apis.body))
+    };
+    let deployments = &group("apps")["versions"][0]["resources"][0];
+    assert_eq!(deployments["resource"], "deployments");
+    let subs: Vec<(&str, &str)> = deployments["subresources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["subresource"].as_str().unwrap(),
+                s["responseKind"]["kind"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(subs, [("scale", "Scale"), ("status", "Deployment")]);
+    let widgets = &group("example.com")["versions"][0]["resources"][0];
+    assert_eq!(widgets["responseKind"]["kind"], "Widget");
+    assert_eq!(widgets["subresources"][0]["subresource"], "status");
+
+    // Plain JSON first, or no Accept at all: the legacy documents, as before.
+    for accept in [
+        "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json",
+    ] {
+        let (legacy, _) = c.get_accepting("/apis", accept).await;
+        assert_eq!(legacy.body["kind"], "APIGroupList", "{accept}");
+        assert_eq!(legacy.headers["content-type"], "application/json");
+    }
+    assert_eq!(c.get("/api").await.body["kind"], "APIVersions");
+}
+
 #[tokio::test]
 async fn a_registered_custom_resource_supports_crud_and_cluster_scope_is_enforced() {
     let sim = SimServer::start().await.unwrap();
