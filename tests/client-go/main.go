@@ -11,7 +11,8 @@
 //	SIM_CA     the CA certificate's path, for https
 //	PROBE_NAMESPACE  the namespace it creates and works in (default client-go-probe)
 //	PROBE_VERBOSE    when set, every request's method, path and content types are printed
-//	PROBE_MODE       "leader" runs one client-go leader elector instead (see leaderMode)
+//	PROBE_MODE       "leader" runs one client-go leader elector instead (see leaderMode),
+//	                 "peer" client-go's side of the peer benchmark (see peerMode)
 //	PROBE_FAULTS     set when the server injects faults: a streaming initial list may then
 //	                 fall back to a list, as client-go does after a failed attempt
 //
@@ -138,6 +139,10 @@ func main() {
 	}
 	if os.Getenv("PROBE_MODE") == "leader" {
 		leaderMode(cfg)
+		return
+	}
+	if os.Getenv("PROBE_MODE") == "peer" {
+		peerMode(cfg)
 		return
 	}
 	core, err := typedcore.NewForConfig(cfg)

@@ -18,6 +18,9 @@
 //!   `DynamicObject`: typed metadata, the rest as `serde_json::Value`);
 //! - `ours-pod`, `ours-dynamic`, `ours-compact`: a `SharedInformerFactory` informer of `Pod`,
 //!   `DynamicObject` or `CompactObject` (default queue, no indexes), one `on_update` handler;
+//! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
+//!   built-in kinds) or JSON, in a process of the client-go probe named by `PEER_CLIENT_GO`
+//!   (module `go`; not run by `cargo xtask bench`, which cannot build it without client-go's source);
 //! - `serde-pod`, `prost-pod`: the decoders alone (module `alone`), the ceilings of a typed client
 //!   of each encoding: JSON into `k8s_openapi`'s `Pod` with serde_json, protobuf into `k8s_pb`'s
 //!   `Pod` with prost, over plain hyper connections, no cache but a `Vec` of the pods. A client of
@@ -79,6 +82,7 @@ use sim_apiserver::procstat::{
 use tokio_util::sync::CancellationToken;
 
 mod alone;
+mod go;
 mod wire;
 
 /// Pods in the list by default.
@@ -260,6 +264,13 @@ pub fn run(allocator: &'static str) {
             let soak = soak::run(events);
             println!("bench-result {}", soak.to_json(events, allocator));
         }
+        Some(client) if go::CLIENTS.contains(&client) => {
+            let figures = go::measure(client, events);
+            println!(
+                "bench-result {}",
+                figures.to_json(client, events, "Go's runtime")
+            );
+        }
         Some(client) if CLIENTS.contains(&client) => {
             let figures = measure(client, events);
             println!(
@@ -269,8 +280,9 @@ pub fn run(allocator: &'static str) {
         }
         _ => {
             eprintln!(
-                "usage: peer-bench <{}|soak|wire> [events, default {DEFAULT_EVENTS}]",
-                CLIENTS.join("|")
+                "usage: peer-bench <{}|{}|soak|wire> [events, default {DEFAULT_EVENTS}]",
+                CLIENTS.join("|"),
+                go::CLIENTS.join("|")
             );
             std::process::exit(2);
         }
@@ -311,7 +323,7 @@ impl Figures {
             "value": self.events_per_s,
             "unit": "events/s",
             "client": client,
-            "encoding": if PROTOBUF_CLIENTS.contains(&client) { "protobuf" } else { "json" },
+            "encoding": if PROTOBUF_CLIENTS.contains(&client) || client == "go-pod" { "protobuf" } else { "json" },
             "framing": match framing() {
                 sim_apiserver::Framing::PerEvent => "per-event",
                 _ => "coalesced",

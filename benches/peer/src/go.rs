@@ -1,0 +1,92 @@
+//! client-go's informer as a peer (`go-pod`: a shared informer of `Pod` in protobuf, client-go's
+//! default for built-in kinds since v0.32; `go-pod-json`: the same in JSON). Its process is the
+//! client-go probe's peer mode (`tests/client-go`, built by its `build.sh`), named by
+//! `PEER_CLIENT_GO`; it measures itself as this crate measures its own clients (every thread's
+//! CPU and context switches from `/proc/self/task`, `VmRSS` and `VmHWM`, the peak reset at
+//! sync) and reports one JSON line. Its informer lists then watches
+//! (`KUBE_FEATURE_WatchListClient=false`): the fast server streams no initial list.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use super::{cached, Figures, ServerProcess};
+
+/// The client-go clients, as named on the command line.
+pub const CLIENTS: [&str; 2] = ["go-pod", "go-pod-json"];
+
+/// Runs client-go's informer against a fresh server process and returns its figures.
+pub fn measure(client: &str, events: usize) -> Figures {
+    let bin = std::env::var_os("PEER_CLIENT_GO").unwrap_or_else(|| {
+        eprintln!("{client}: set PEER_CLIENT_GO to the client-go probe (tests/client-go/build.sh)");
+        std::process::exit(2)
+    });
+    let protobuf = client == "go-pod";
+    let mut server = ServerProcess::start(events, protobuf);
+    let workers = std::env::var("PEER_WORKERS").unwrap_or_else(|_| "2".into());
+    let started = Instant::now();
+    let mut child = Command::new(bin)
+        .env("PROBE_MODE", "peer")
+        .env("SIM_URL", &server.url)
+        .env("PEER_EVENTS", events.to_string())
+        .env("PEER_CACHED", cached().to_string())
+        .env("PEER_ENCODING", if protobuf { "protobuf" } else { "json" })
+        .env("GOMAXPROCS", workers)
+        .env("KUBE_FEATURE_WatchListClient", "false")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the client-go probe");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = || {
+        lines
+            .next()
+            .expect("the client-go probe's output")
+            .expect("a line")
+    };
+    assert_eq!(next(), "ready", "the client-go probe did not sync");
+    let sync = started.elapsed();
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"go\n").expect("tell the probe to start");
+    stdin.flush().expect("flush");
+    server.release();
+    let line = next();
+    let result: serde_json::Value = serde_json::from_str(
+        line.strip_prefix("result ")
+            .unwrap_or_else(|| panic!("not a result: {line}")),
+    )
+    .expect("the result's JSON");
+    drop(stdin);
+    let _ = child.wait();
+    let f = |k: &str| result[k].as_f64().unwrap_or(0.0);
+    let figures = Figures {
+        events_per_s: f("events_per_s"),
+        // The bench's clock: the probe's start included, as for the others.
+        sync_ms: sync.as_secs_f64() * 1e3,
+        rss_sync_mb: f("rss_sync_mb"),
+        rss_end_mb: f("rss_end_mb"),
+        peak_rss_mb: f("list_peak_rss_mb").max(f("watch_peak_rss_mb")),
+        list_peak_rss_mb: f("list_peak_rss_mb"),
+        watch_peak_rss_mb: f("watch_peak_rss_mb"),
+        cpu_us_per_event: f("cpu_us_per_event"),
+        voluntary_switches_per_event: f("voluntary_switches_per_event"),
+        involuntary_switches_per_event: f("involuntary_switches_per_event"),
+        latency_p50_us: result["latency_p50_us"].as_f64(),
+        latency_p99_us: result["latency_p99_us"].as_f64(),
+        max_backlog: None,
+    };
+    eprintln!(
+        "{client}: sync {:.0} ms, watch {events} events = {:.0} events/s, cpu {:.1} µs/event, {:.2} + {:.2} switches/event, rss at sync {:.0} MB, peak in list {:.0} MB, in watch {:.0} MB, latency p50 {:?} µs, p99 {:?} µs",
+        figures.sync_ms,
+        figures.events_per_s,
+        figures.cpu_us_per_event,
+        figures.voluntary_switches_per_event,
+        figures.involuntary_switches_per_event,
+        figures.rss_sync_mb,
+        figures.list_peak_rss_mb,
+        figures.watch_peak_rss_mb,
+        figures.latency_p50_us,
+        figures.latency_p99_us,
+    );
+    figures
+}
