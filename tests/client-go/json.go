@@ -19,10 +19,12 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes/scheme"
 	typedapps "k8s.io/client-go/kubernetes/typed/apps/v1"
 	typedcore "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 )
 
 var (
@@ -215,6 +217,40 @@ func jsonChecks(ctx context.Context, p *probe, base *rest.Config, ns string) {
 			managers = append(managers, m.Manager)
 		}
 		p.check("the field changes hands", expect(cm.Data["key"] == "two" && strings.Join(managers, ",") == "probe-b", "data %v, managers %v", cm.Data, managers))
+	}
+
+	// Events through client-go's recorder: the first created, its repeats patched into a count;
+	// the same Event read back through events.k8s.io/v1.
+	broadcaster := record.NewBroadcaster()
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcore.EventSinkImpl{Interface: core.Events(ns)})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "client-go-probe"})
+	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "applied"}
+	for i := 0; i < 3; i++ {
+		recorder.Event(ref, corev1.EventTypeNormal, "Probed", "the probe was here")
+	}
+	var count int32
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		l, err := core.Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Probed"})
+		if err != nil || len(l.Items) != 1 {
+			return false, nil
+		}
+		count = l.Items[0].Count
+		return count == 3, nil
+	})
+	p.check("the recorder's repeats become one event counted 3", expect(err == nil, "count %d", count))
+	evs, err := dyn.Resource(schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}).Namespace(ns).List(ctx, metav1.ListOptions{})
+	p.check("list events.k8s.io/v1 events", err)
+	if err == nil {
+		found := false
+		for _, e := range evs.Items {
+			if reason, _, _ := unstructured.NestedString(e.Object, "reason"); reason == "Probed" {
+				n, _, _ := unstructured.NestedInt64(e.Object, "deprecatedCount")
+				kind, _, _ := unstructured.NestedString(e.Object, "regarding", "kind")
+				found = n == 3 && kind == "ConfigMap"
+			}
+		}
+		p.check("the same event in events.k8s.io/v1, counted", expect(found, "%d events, none Probed with deprecatedCount 3", len(evs.Items)))
 	}
 }
 

@@ -7,7 +7,7 @@
 //! faults (a 410 on the first watch, a watch cut inside a frame, frames split into 7-byte
 //! chunks). Each run then checks what client-go does in its default encodings: discovery, a
 //! CustomResourceDefinition and its resources through the dynamic client and a dynamic
-//! informer, a strategic merge patch, and server-side apply with a conflict.
+//! informer, a strategic merge patch, server-side apply with a conflict, and the event recorder.
 //!
 //! The probe is built by `tests/client-go/build.sh`, which needs client-go's source: a Go
 //! module proxy, or a GOPATH holding it. CI has neither, so this test runs the binary
