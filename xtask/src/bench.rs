@@ -174,6 +174,24 @@ const PEER_CLIENTS: &[&str] = &[
     "ours-compact-pb",
 ];
 
+/// client-go's informer (`go-pod` in protobuf, `go-pod-json`), run besides [`PEER_CLIENTS`] when
+/// `PEER_CLIENT_GO` names the client-go probe (`tests/client-go/build.sh`): it cannot be built
+/// without client-go's source, which a machine without a Go module proxy lacks.
+const PEER_GO_CLIENTS: &[&str] = &["go-pod", "go-pod-json"];
+
+/// The clients of this run: [`PEER_CLIENTS`], and [`PEER_GO_CLIENTS`] when the probe is named.
+fn peer_clients() -> Vec<&'static str> {
+    let mut clients = PEER_CLIENTS.to_vec();
+    if go_peer_enabled() {
+        clients.extend(PEER_GO_CLIENTS);
+    }
+    clients
+}
+
+fn go_peer_enabled() -> bool {
+    std::env::var_os("PEER_CLIENT_GO").is_some_and(|p| !p.is_empty())
+}
+
 /// The watch framings the peer comparison runs (`PEER_FRAMING`), and how a row names each: one
 /// HTTP chunk per event (the rows' names say nothing, as before framings were compared) on every
 /// runtime of [`PEER_WORKERS`], and events coalesced into larger chunks on the default runtime
@@ -223,6 +241,20 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
         "ours-compact",
         "informer CompactObject",
     ),
+    // Against client-go's informer, where it was run (`PEER_CLIENT_GO`): our typed informers
+    // on each encoding against client-go's on the same one.
+    (
+        "ours-pod-pb",
+        "informer Pod, protobuf against client-go's informer",
+        "go-pod",
+        "client-go informer, Pod, protobuf",
+    ),
+    (
+        "ours-pod",
+        "informer Pod against client-go's informer",
+        "go-pod-json",
+        "client-go informer, Pod, JSON",
+    ),
     // The decoders alone (no cache, no queue, no handler): the ceiling of each encoding's typed
     // client; serde's against kube-rs's reflector, prost's against serde's.
     (
@@ -271,6 +303,8 @@ const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
     ("ours-pod", "informer Pod"),
     ("ours-dynamic", "informer DynamicObject"),
     ("ours-compact", "informer CompactObject"),
+    // Only where the client-go probe is named (`PEER_CLIENT_GO`).
+    ("go-pod", "client-go informer, Pod, protobuf"),
 ];
 
 /// Seconds of paced watch per run (`--quick`: fewer).
@@ -281,6 +315,8 @@ const PEER_LARGE_LIST: usize = 100_000;
 
 /// Targets of the custom benches' figures: the first whose text the figure's name contains.
 const CUSTOM_TARGETS: &[(&str, &str)] = &[
+    // Against client-go: no issue sets a target (and the issue-32 ones below are against kube-rs).
+    ("against client-go", ""),
     // Issue 32: protobuf's typed informer at least 5x kube-rs's JSON reflector; its bytes on the
     // wire at most 0.6x JSON's (JSON's over protobuf's: at least 1.67).
     ("peer: watch, informer Pod, protobuf", "≥ 5.0"),
@@ -553,7 +589,7 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
     for (framing, named, workers) in runtimes {
         let mut runs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for round in 1..=PEER_RUNS {
-            for client in PEER_CLIENTS {
+            for client in &peer_clients() {
                 println!(
                     "peer comparison, {framing} chunks, {workers} worker(s), round {round}/{PEER_RUNS}: {client}"
                 );
@@ -599,6 +635,9 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
         let mut runs: BTreeMap<String, Vec<Value>> = BTreeMap::new();
         for round in 1..=PEER_RUNS {
             for (client, _) in PEER_PACED_CLIENTS {
+                if PEER_GO_CLIENTS.contains(client) && !go_peer_enabled() {
+                    continue;
+                }
                 println!("peer comparison, paced at {rate}/s, round {round}/{PEER_RUNS}: {client}");
                 // The handler-backlog sampler once a second, not every 10 ms: at 200/s its
                 // wake-ups were half a context switch per event that kube-rs's run does not pay.

@@ -179,9 +179,9 @@ pub fn clients<'a>(rows: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>) 
             .map(|(open, close)| (&baseline[..open], &baseline[open + 2..close]));
         if let Some((value, name)) = peer {
             if let Some(value) = number(value) {
-                // Only kube-rs's reflectors are clients of their own; other baselines (serde
-                // alone for prost alone, say) are rows of ours already.
-                if name.starts_with("kube-rs") {
+                // Only the peers (kube-rs's reflectors, client-go's informer) are clients of their
+                // own; other baselines (serde alone for prost alone, say) are rows of ours already.
+                if name.starts_with("kube-rs") || name.starts_with("client-go") {
                     put(&mut peers, name, key, value);
                 }
             }
@@ -573,6 +573,44 @@ mod tests {
             Some(24_000.0)
         );
         assert_eq!(clients[4].encoding, "protobuf");
+    }
+
+    #[test]
+    fn client_go_from_a_baseline_is_a_peer_and_ours_is_not_repeated() {
+        let details = "50000 events; 2 worker(s); median of 3";
+        let rows = [
+            row(
+                "watch",
+                "informer Pod, protobuf",
+                details,
+                "51.5 k events/s",
+                "16.1 k events/s (kube-rs reflector, Pod)",
+            ),
+            row(
+                "watch",
+                "informer Pod, protobuf against client-go's informer",
+                details,
+                "51.5 k events/s",
+                "40.8 k events/s (client-go informer, Pod, protobuf)",
+            ),
+        ];
+        let clients = clients_of(&rows);
+        let names: Vec<(&str, &str)> = clients
+            .iter()
+            .map(|c| (c.name.as_str(), c.encoding))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("kube-rs reflector, Pod", "JSON"),
+                ("client-go informer, Pod, protobuf", "protobuf"),
+                ("informer Pod, protobuf", "protobuf"),
+            ]
+        );
+        assert_eq!(
+            clients[1].value(Figure::EventsPerSecond, Framing::PerEvent),
+            Some(40_800.0)
+        );
     }
 
     #[test]
