@@ -2,7 +2,8 @@
 //! to Rust: a client-go elector leads, ours waits for it; it releases, ours takes over at its
 //! next attempt rather than after the lease's duration; another client-go elector sees ours as
 //! leader and waits; ours releases on cancel, and client-go takes over the same way. The Lease's
-//! history in the simulator shows one holder at a time, each release written between them.
+//! history in the simulator shows one holder at a time, each release written between them. And
+//! when both start at once on a Lease nobody holds, one wins and the other waits.
 //!
 //! The client-go side is the client-go probe's leader mode (`tests/client-go`, a Go program built
 //! by its `build.sh`); this test runs the binary `SIM_CLIENT_GO` names and skips, saying so, when
@@ -126,68 +127,129 @@ fn lease(sim: &SimServer) -> Value {
         .expect("the lease")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn our_elector_and_client_go_hand_one_lease_back_and_forth() {
+/// The probe `SIM_CLIENT_GO` names; `None`, having said the test skips, when it is not set.
+fn probe() -> Option<PathBuf> {
     let Some(bin) = std::env::var_os("SIM_CLIENT_GO").map(PathBuf::from) else {
         eprintln!(
             "SKIPPED: SIM_CLIENT_GO is not set (build the probe with tests/client-go/build.sh)"
         );
-        return;
+        return None;
     };
     assert!(bin.exists(), "SIM_CLIENT_GO names {}", bin.display());
-    let sim = SimServer::builder()
+    Some(bin)
+}
+
+async fn server() -> SimServer {
+    SimServer::builder()
         .tls(true)
         .token("le-interop")
         .history_limit(100_000)
         .start()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// Our elector, running `run_leading` with client-go's timings above.
+struct Ours {
+    guard: controller::leader_election::LeaseGuard,
+    cancel: CancellationToken,
+    led: oneshot::Receiver<Instant>,
+    run: tokio::task::JoinHandle<ElectionEnd>,
+}
+
+impl Ours {
+    fn start(sim: &SimServer, identity: &str) -> Self {
+        let mut config = LeaderElectionConfig::new(LEASE, identity);
+        config.lease_duration = LEASE_DURATION;
+        config.renew_deadline = Duration::from_secs(10);
+        config.retry_period = Duration::from_millis(250);
+        let lock = ApiLeaseLock::new(client_for(sim), NS, LEASE, identity);
+        let elector = LeaderElector::new(config, lock).unwrap();
+        let guard = elector.guard();
+        let cancel = CancellationToken::new();
+        let (led_tx, led) = oneshot::channel();
+        let run = tokio::spawn(
+            elector.run_leading(cancel.clone(), |leader, guard| async move {
+                assert!(guard.is_valid());
+                let _ = led_tx.send(Instant::now());
+                leader.cancelled().await;
+            }),
+        );
+        Self {
+            guard,
+            cancel,
+            led,
+            run,
+        }
+    }
+
+    /// When ours started leading.
+    async fn led(&mut self) -> Instant {
+        tokio::time::timeout(Duration::from_secs(60), &mut self.led)
+            .await
+            .expect("ours leads")
+            .expect("the elector ran")
+    }
+
+    /// Cancels ours, which releases the lease.
+    async fn stop(self) {
+        self.cancel.cancel();
+        assert_eq!(self.run.await.unwrap(), ElectionEnd::Cancelled);
+    }
+}
+
+/// Waits for the lease's holder to renew `times` times (it renews every 250 ms).
+async fn renewals(sim: &SimServer, times: usize) {
+    for _ in 0..times {
+        let before = lease(sim)["spec"]["renewTime"].clone();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while lease(sim)["spec"]["renewTime"] == before {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the holder renews");
+    }
+}
+
+/// No holder ever replaced another without a release between them: within a lease duration
+/// nobody may take a held lease.
+fn assert_one_holder_at_a_time(sim: &SimServer) -> Vec<String> {
+    let h = holders(sim);
+    for pair in h.windows(2) {
+        assert!(
+            pair[0].is_empty() || pair[1].is_empty(),
+            "{h:?}: {} replaced {} without a release",
+            pair[1],
+            pair[0]
+        );
+    }
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_elector_and_client_go_hand_one_lease_back_and_forth() {
+    let Some(bin) = probe() else { return };
+    let sim = server().await;
 
     // client-go leads first.
     let mut go_a = GoElector::start(&bin, &sim, "go-a");
     go_a.until("leading").await;
     assert_eq!(lease(&sim)["spec"]["holderIdentity"], "go-a");
 
-    // Ours starts while go-a holds the lease, and must wait.
-    let mut config = LeaderElectionConfig::new("shared-controller", "rust-b");
-    config.lease_duration = LEASE_DURATION;
-    config.renew_deadline = Duration::from_secs(10);
-    config.retry_period = Duration::from_millis(250);
-    let lock = ApiLeaseLock::new(client_for(&sim), NS, LEASE, "rust-b");
-    let elector = LeaderElector::new(config, lock).unwrap();
-    let health = elector.guard();
-    let cancel = CancellationToken::new();
-    let (led_tx, led_rx) = oneshot::channel();
-    let ours = tokio::spawn({
-        let cancel = cancel.clone();
-        elector.run_leading(cancel, |leader, guard| async move {
-            assert!(guard.is_valid());
-            let _ = led_tx.send(Instant::now());
-            leader.cancelled().await;
-        })
-    });
-    // While go-a renews (every 250 ms), ours reads it as held: let go-a renew a few times.
-    let renewed_at = |sim: &SimServer| lease(sim)["spec"]["renewTime"].clone();
-    for _ in 0..4 {
-        let before = renewed_at(&sim);
-        tokio::time::timeout(Duration::from_secs(10), async {
-            while renewed_at(&sim) == before {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
-        .await
-        .expect("go-a renews");
-    }
-    assert!(!health.is_valid(), "ours leads while go-a holds the lease");
+    // Ours starts while go-a holds the lease, and waits through several of go-a's renewals.
+    let mut ours = Ours::start(&sim, "rust-b");
+    renewals(&sim, 4).await;
+    assert!(
+        !ours.guard.is_valid(),
+        "ours leads while go-a holds the lease"
+    );
     assert_eq!(lease(&sim)["spec"]["holderIdentity"], "go-a");
 
     // go-a releases; ours takes over at its next attempt, well before the lease would expire.
     go_a.stop().await;
     let released = Instant::now();
-    let led = tokio::time::timeout(Duration::from_secs(60), led_rx)
-        .await
-        .expect("ours leads after go-a's release")
-        .unwrap();
+    let led = ours.led().await;
     assert!(
         led.saturating_duration_since(released) < LEASE_DURATION / 2,
         "ours waited {:?} after the release: it did not read it",
@@ -198,19 +260,11 @@ async fn our_elector_and_client_go_hand_one_lease_back_and_forth() {
     // Another client-go elector sees ours leading, and waits.
     let mut go_c = GoElector::start(&bin, &sim, "go-c");
     go_c.until("leader rust-b").await;
-    let before = lease(&sim)["spec"]["renewTime"].clone();
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while lease(&sim)["spec"]["renewTime"] == before {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("ours renews");
+    renewals(&sim, 1).await;
     assert_eq!(lease(&sim)["spec"]["holderIdentity"], "rust-b");
 
     // Ours is cancelled and releases; go-c takes over at its next attempt.
-    cancel.cancel();
-    assert_eq!(ours.await.unwrap(), ElectionEnd::Cancelled);
+    ours.stop().await;
     let released = Instant::now();
     go_c.until("leading").await;
     assert!(
@@ -224,5 +278,55 @@ async fn our_elector_and_client_go_hand_one_lease_back_and_forth() {
     go_c.stop().await;
 
     // One holder at a time, a release between each two.
-    assert_eq!(holders(&sim), ["go-a", "", "rust-b", "", "go-c", ""]);
+    assert_eq!(
+        assert_one_holder_at_a_time(&sim),
+        ["go-a", "", "rust-b", "", "go-c", ""]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_for_a_free_lease_ours_and_client_go_never_hold_it_together() {
+    let Some(bin) = probe() else { return };
+    for round in 0..3 {
+        let sim = server().await;
+        // Both start at once on a Lease nobody has created: one create wins.
+        let mut go = GoElector::start(&bin, &sim, "go-x");
+        let mut ours = Ours::start(&sim, "rust-y");
+        let first = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                if let Ok(l) = sim.get("leases.coordination.k8s.io", Some(NS), LEASE) {
+                    if let Some(h) = l["spec"]["holderIdentity"]
+                        .as_str()
+                        .filter(|h| !h.is_empty())
+                    {
+                        return h.to_string();
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("someone takes the lease");
+        // The loser waits while the winner renews; then the winner lets go and the loser leads.
+        if first == "go-x" {
+            go.until("leading").await;
+            renewals(&sim, 4).await;
+            assert!(!ours.guard.is_valid(), "round {round}: both lead");
+            go.stop().await;
+            ours.led().await;
+            ours.stop().await;
+        } else {
+            assert_eq!(first, "rust-y");
+            ours.led().await;
+            go.until("leader rust-y").await;
+            renewals(&sim, 4).await;
+            ours.stop().await;
+            go.until("leading").await;
+            go.stop().await;
+        }
+        let h = assert_one_holder_at_a_time(&sim);
+        let held: Vec<&String> = h.iter().filter(|x| !x.is_empty()).collect();
+        assert_eq!(held.len(), 2, "round {round}: {h:?}");
+        assert_ne!(held[0], held[1], "round {round}: {h:?}");
+    }
 }
