@@ -261,17 +261,21 @@ func main() {
 	}
 	p.check("delete pod before-1", core.Pods(ns).Delete(ctx, "before-1", metav1.DeleteOptions{}))
 
-	want := []string{"add after-0", "add after-1", "add before-0", "add before-1", "add before-2", "delete before-1", "update before-0"}
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+	// heard waits for the handler to have heard as many events as want holds, then checks them.
+	heard := func(name string, want []string) {
+		err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(events) >= len(want), nil
+		})
 		mu.Lock()
-		defer mu.Unlock()
-		return len(events) >= len(want), nil
-	})
-	mu.Lock()
-	seen := append([]string(nil), events...)
-	mu.Unlock()
-	sort.Strings(seen)
-	p.check("the handler hears the list and every watched change", expect(err == nil && strings.Join(seen, ",") == strings.Join(want, ","), "heard %v", seen))
+		seen := append([]string(nil), events...)
+		mu.Unlock()
+		sort.Strings(seen)
+		p.check(name, expect(err == nil && strings.Join(seen, ",") == strings.Join(want, ","), "heard %v", seen))
+	}
+	want := []string{"add after-0", "add after-1", "add before-0", "add before-1", "add before-2", "delete before-1", "update before-0"}
+	heard("the handler hears the list and every watched change", want)
 	if obj, ok, _ := informer.GetIndexer().GetByKey(ns + "/before-0"); ok {
 		p.check("the cached pod carries the update", expect(obj.(*corev1.Pod).Labels["touched"] == "yes", "labels %v", obj.(*corev1.Pod).Labels))
 	} else {
@@ -292,16 +296,7 @@ func main() {
 	p.check("delete pod after-0", core.Pods(ns).Delete(ctx, "after-0", metav1.DeleteOptions{}))
 	want = append(want, "add late-0", "add late-1", "delete after-0")
 	sort.Strings(want)
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(events) >= len(want), nil
-	})
-	mu.Lock()
-	seen = append([]string(nil), events...)
-	mu.Unlock()
-	sort.Strings(seen)
-	p.check("the handler hears the second round", expect(err == nil && strings.Join(seen, ",") == strings.Join(want, ","), "heard %v", seen))
+	heard("the handler hears the second round", want)
 	keys := informer.GetIndexer().ListKeys()
 	sort.Strings(keys)
 	wantKeys := []string{ns + "/after-1", ns + "/before-0", ns + "/before-2", ns + "/late-0", ns + "/late-1"}

@@ -50,7 +50,7 @@ func peerMode(cfg *rest.Config) {
 	)
 	var adds, updates atomic.Int64
 	addsDone, updatesDone := make(chan struct{}), make(chan struct{})
-	lat := newLatencies()
+	lat := &latencies{}
 	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(interface{}) {
 			if adds.Add(1) == int64(cached) {
@@ -175,8 +175,6 @@ type latencies struct {
 	coarse [9900]atomic.Int64
 	count  atomic.Int64
 }
-
-func newLatencies() *latencies { return &latencies{} }
 
 func (l *latencies) observe(sent string) {
 	us, err := strconv.ParseInt(sent, 10, 64)

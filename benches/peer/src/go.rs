@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use super::{cached, Figures, ServerProcess};
+use super::{cached, Figures, ServerProcess, PROTOBUF_CLIENTS};
 
 /// The client-go clients, as named on the command line.
 pub const CLIENTS: [&str; 2] = ["go-pod", "go-pod-json"];
@@ -21,7 +21,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
         eprintln!("{client}: set PEER_CLIENT_GO to the client-go probe (tests/client-go/build.sh)");
         std::process::exit(2)
     });
-    let protobuf = client == "go-pod";
+    let protobuf = PROTOBUF_CLIENTS.contains(&client);
     let mut server = ServerProcess::start(events, protobuf);
     let workers = std::env::var("PEER_WORKERS").unwrap_or_else(|_| "2".into());
     let started = Instant::now();

@@ -233,8 +233,8 @@ pub const CLIENTS: [&str; 9] = [
 /// The clients that ask for protobuf: their server transcodes its objects at start (the others'
 /// servers build JSON alone, as before). `ours-pod-pb` is the informer of `k8s_pb`'s `Pod`
 /// (`Pb<Pod>`, protobuf by default); `ours-compact-pb` the `CompactObject` informer told to ask
-/// for protobuf (`Encoding::Protobuf`).
-pub const PROTOBUF_CLIENTS: [&str; 3] = ["prost-pod", "ours-pod-pb", "ours-compact-pb"];
+/// for protobuf (`Encoding::Protobuf`); `go-pod` client-go's informer, protobuf by default.
+pub const PROTOBUF_CLIENTS: [&str; 4] = ["prost-pod", "ours-pod-pb", "ours-compact-pb", "go-pod"];
 
 /// `PEER_FRAMING=coalesced`: the watch's events coalesced into chunks of about 64 KiB
 /// (`sim_apiserver::Framing::COALESCED`) instead of one HTTP chunk each (read by the client for
@@ -324,7 +324,7 @@ impl Figures {
             "value": self.events_per_s,
             "unit": "events/s",
             "client": client,
-            "encoding": if PROTOBUF_CLIENTS.contains(&client) || client == "go-pod" { "protobuf" } else { "json" },
+            "encoding": if PROTOBUF_CLIENTS.contains(&client) { "protobuf" } else { "json" },
             "framing": match framing() {
                 sim_apiserver::Framing::PerEvent => "per-event",
                 _ => "coalesced",

@@ -40,6 +40,25 @@ fn verbs_of(d: &ResourceDef) -> &'static [&'static str] {
     ])
 }
 
+/// A resource's subresources as discovery lists them, by name (`scale`, then `status`), each
+/// with its response kind (group, version, kind); their verbs are always get, patch and update.
+fn subresources(d: &ResourceDef) -> Vec<(&'static str, [&str; 3])> {
+    let mut subs = Vec::new();
+    if d.scale.is_some() {
+        subs.push(("scale", ["autoscaling", "v1", "Scale"]));
+    }
+    if d.status_subresource {
+        subs.push((
+            "status",
+            [d.group.as_str(), d.version.as_str(), d.kind.as_str()],
+        ));
+    }
+    subs
+}
+
+/// The verbs of every subresource.
+const SUBRESOURCE_VERBS: [&str; 3] = ["get", "patch", "update"];
+
 /// A resource's discovery entries: the resource, then its subresources (`pods/status`,
 /// `deployments/scale`) as kube-apiserver lists them.
 fn resource_entries(d: &ResourceDef) -> Vec<Value> {
@@ -56,18 +75,17 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
         main["categories"] = json!(d.categories);
     }
     let mut out = vec![main];
-    if d.status_subresource {
-        out.push(json!({
-            "name": format!("{}/status", d.plural), "singularName": "", "namespaced": d.namespaced,
-            "kind": d.kind, "verbs": ["get", "patch", "update"],
-        }));
-    }
-    if d.scale.is_some() {
-        out.push(json!({
-            "name": format!("{}/scale", d.plural), "singularName": "", "namespaced": d.namespaced,
-            "group": "autoscaling", "version": "v1", "kind": "Scale",
-            "verbs": ["get", "patch", "update"],
-        }));
+    // kube-apiserver lists `status` before `scale` here.
+    for (sub, [group, version, kind]) in subresources(d).into_iter().rev() {
+        let mut entry = json!({
+            "name": format!("{}/{sub}", d.plural), "singularName": "", "namespaced": d.namespaced,
+            "kind": kind, "verbs": SUBRESOURCE_VERBS,
+        });
+        if group != d.group || version != d.version {
+            entry["group"] = json!(group);
+            entry["version"] = json!(version);
+        }
+        out.push(entry);
     }
     out
 }
@@ -135,29 +153,15 @@ pub const AGGREGATED_MEDIA_TYPE: &str =
 /// kube-apiserver dropped in 1.33) are passed over.
 pub fn wants_aggregated(accept: Option<&str>) -> bool {
     let Some(accept) = accept else { return false };
-    for range in accept.split(',') {
-        let mut parts = range.split(';').map(str::trim);
-        let media = parts.next().unwrap_or("").to_ascii_lowercase();
-        let (mut g, mut v, mut as_kind) = (None, None, None);
-        for p in parts {
-            match p
-                .split_once('=')
-                .map(|(k, v)| (k.trim(), v.trim().trim_matches('"')))
-            {
-                Some(("g", x)) => g = Some(x),
-                Some(("v", x)) => v = Some(x),
-                Some(("as", x)) => as_kind = Some(x),
-                _ => {}
-            }
+    for range in crate::representation::json_ranges(accept).flatten() {
+        if !range.json {
+            continue;
         }
-        match (media.as_str(), g, v, as_kind) {
-            (
-                "application/json",
-                Some("apidiscovery.k8s.io"),
-                Some("v2"),
-                Some("APIGroupDiscoveryList"),
-            ) => return true,
-            ("application/json" | "application/*" | "*/*", None, _, None) => return false,
+        match (range.group, range.version, range.as_kind) {
+            (Some("apidiscovery.k8s.io"), Some("v2"), Some("APIGroupDiscoveryList")) => {
+                return true
+            }
+            (None, _, None) => return false,
             _ => {}
         }
     }
@@ -180,19 +184,12 @@ fn aggregated_resource(d: &ResourceDef) -> Value {
     if !d.categories.is_empty() {
         r["categories"] = json!(d.categories);
     }
-    let mut subs = Vec::new();
-    if d.scale.is_some() {
-        subs.push(json!({
-            "subresource": "scale", "responseKind": kind("autoscaling", "v1", "Scale"),
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
-    if d.status_subresource {
-        subs.push(json!({
-            "subresource": "status", "responseKind": kind(&d.group, &d.version, &d.kind),
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
+    let subs: Vec<Value> = subresources(d)
+        .into_iter()
+        .map(|(sub, [group, version, k])| {
+            json!({"subresource": sub, "responseKind": kind(group, version, k), "verbs": SUBRESOURCE_VERBS})
+        })
+        .collect();
     if !subs.is_empty() {
         r["subresources"] = json!(subs);
     }

@@ -58,7 +58,7 @@ pub fn negotiate(
     if accept.is_empty() {
         return Ok(Representation::Object);
     }
-    for range in accept.split(',') {
+    for range in json_ranges(accept) {
         let Some(chosen) = servable(range, partial_supported) else {
             continue;
         };
@@ -93,26 +93,54 @@ enum Chosen {
     },
 }
 
-fn servable(range: &str, partial_supported: bool) -> Option<Chosen> {
-    let mut parts = range.split(';').map(str::trim);
-    let (ty, subtype) = parts.next()?.split_once('/')?;
-    let json = matches!(ty, "application" | "*") && matches!(subtype, "json" | "*");
-    if !json {
-        return None;
-    }
-    let (mut as_kind, mut group, mut version) = (None, None, None);
-    for param in parts {
-        let Some((name, value)) = param.split_once('=') else {
-            continue;
+/// One media range of an `Accept` header as the JSON negotiations read it (this module's, the
+/// Table's, aggregated discovery's): whether it can be answered in JSON (`application/json`,
+/// `application/*`, `*/json`, `*/*`), and its `as=`, `g=` and `v=` parameters, unquoted. A range
+/// with no `/` in its media type is `None`.
+pub(crate) struct JsonRange<'a> {
+    pub(crate) json: bool,
+    pub(crate) as_kind: Option<&'a str>,
+    pub(crate) group: Option<&'a str>,
+    pub(crate) version: Option<&'a str>,
+}
+
+/// The media ranges of `accept`, in order.
+pub(crate) fn json_ranges(accept: &str) -> impl Iterator<Item = Option<JsonRange<'_>>> {
+    accept.split(',').map(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        let (ty, subtype) = parts.next()?.split_once('/')?;
+        let mut r = JsonRange {
+            json: matches!(ty, "application" | "*") && matches!(subtype, "json" | "*"),
+            as_kind: None,
+            group: None,
+            version: None,
         };
-        let value = value.trim().trim_matches('"');
-        match name.trim() {
-            "as" => as_kind = Some(value),
-            "g" => group = Some(value),
-            "v" => version = Some(value),
-            _ => {}
+        for param in parts {
+            let Some((name, value)) = param.split_once('=') else {
+                continue;
+            };
+            let value = value.trim().trim_matches('"');
+            match name.trim() {
+                "as" => r.as_kind = Some(value),
+                "g" => r.group = Some(value),
+                "v" => r.version = Some(value),
+                _ => {}
+            }
         }
-    }
+        Some(r)
+    })
+}
+
+fn servable(range: Option<JsonRange<'_>>, partial_supported: bool) -> Option<Chosen> {
+    let JsonRange {
+        json: true,
+        as_kind,
+        group,
+        version,
+    } = range?
+    else {
+        return None;
+    };
     let Some(as_kind) = as_kind.filter(|k| !k.is_empty()) else {
         return Some(Chosen::Object);
     };

@@ -134,26 +134,15 @@ impl ReadView {
 /// The Table's `apiVersion` when `accept` asks for a Table before anything else the server
 /// produces (`None`: let [`crate::representation::negotiate`] decide).
 pub(crate) fn requested(accept: &str) -> Option<&'static str> {
-    for range in accept.split(',') {
-        let mut parts = range.split(';').map(str::trim);
-        let Some((ty, sub)) = parts.next().and_then(|m| m.split_once('/')) else {
+    for range in crate::representation::json_ranges(accept) {
+        let Some(range) = range.filter(|r| r.json) else {
             continue;
         };
-        if !(matches!(ty, "application" | "*") && matches!(sub, "json" | "*")) {
-            continue;
-        }
-        let (mut as_kind, mut g, mut v) = ("", "", "");
-        for p in parts {
-            if let Some((k, val)) = p.split_once('=') {
-                let val = val.trim().trim_matches('"');
-                match k.trim() {
-                    "as" => as_kind = val,
-                    "g" => g = val,
-                    "v" => v = val,
-                    _ => {}
-                }
-            }
-        }
+        let (as_kind, g, v) = (
+            range.as_kind.unwrap_or(""),
+            range.group.unwrap_or(""),
+            range.version.unwrap_or(""),
+        );
         match (as_kind, g, v) {
             ("Table", "meta.k8s.io", "v1") => return Some("meta.k8s.io/v1"),
             ("Table", "meta.k8s.io", "v1beta1") => return Some("meta.k8s.io/v1beta1"),
