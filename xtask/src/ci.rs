@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: the whole CI job, as `.ci/run` and the README run it.
 //!
-//! Steps, in order of increasing cost, stopping at the first failure: install missing tools;
+//! Steps, in order of increasing cost, stopping at the first failure: report the free disk (a
+//! warning when a clean run may not fit); install missing tools;
 //! layering; `cargo fmt --check`; clippy with `-D warnings`; `cargo doc --workspace --no-deps
 //! --all-features` with rustdoc warnings denied (broken or private intra-doc links, bad code
 //! block attributes); every test with `--all-features`, doctests included (the README's Rust
@@ -18,6 +19,42 @@ const K8S_OPENAPI_VERSION_FOR_DOCS: &str = "1.37";
 /// The soak's length in CI, on each queue (see the integration step).
 const CI_SOAK_SECONDS: u64 = 90;
 
+/// Disk a clean run takes, about: the debug build of every test binary (4.5 GB), the release
+/// build of the integration suite (1.3 GB), docs and the python probe's environment.
+const CI_DISK_NEEDED_BYTES: u64 = 7 << 30;
+
+/// Says, before anything is built, how much disk the target directory's filesystem has, and warns
+/// when a run may not fit: a full disk otherwise shows as a linker's or rustc's I/O error minutes
+/// into the run. Only a warning: what is free moves with the other users of the disk, and the
+/// estimate is rough.
+fn disk_check() -> Result<(), String> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tools::workspace_root().join("target"));
+    let probe = if target.exists() {
+        target
+    } else {
+        tools::workspace_root()
+    };
+    let gib = |bytes: u64| bytes as f64 / f64::from(1u32 << 30);
+    match tools::free_bytes(&probe) {
+        Some(free) if free < CI_DISK_NEEDED_BYTES => println!(
+            "warning: {:.1} GiB free on the filesystem of {}; a clean CI run builds about \
+             {:.0} GiB there, and may fail with \"No space left on device\"",
+            gib(free),
+            probe.display(),
+            gib(CI_DISK_NEEDED_BYTES)
+        ),
+        Some(free) => println!(
+            "{:.1} GiB free on the filesystem of {}",
+            gib(free),
+            probe.display()
+        ),
+        None => println!("could not tell the free disk space (`df -Pk` failed)"),
+    }
+    Ok(())
+}
+
 /// Runs every CI step in order, stopping at the first failure.
 pub fn run(args: &[String]) -> Result<(), String> {
     if let Some(arg) = args.first() {
@@ -28,6 +65,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // disk (about 5 GB for the debug build), so they are off for every cargo command below.
     // Set before any thread is started: xtask is single-threaded here.
     std::env::set_var("CARGO_INCREMENTAL", "0");
+    tools::step("disk", disk_check)?;
     tools::step("tools", tools::ensure_tools)?;
     tools::step("layering", layering::run)?;
     tools::step("rules", crate::rules::run)?;

@@ -52,6 +52,24 @@ pub fn run_with_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Resul
     }
 }
 
+/// Bytes free for this user on the filesystem holding `path`, as `df -Pk` reports them; `None`
+/// when `df` cannot run or says something this does not read.
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    let out = Command::new("df").arg("-Pk").arg(path).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    parse_df_available(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The "Available" column of `df -Pk`'s one data line, in bytes. POSIX fixes the columns:
+/// filesystem, 1024-blocks, used, available, capacity, mount point.
+fn parse_df_available(text: &str) -> Option<u64> {
+    let line = text.lines().nth(1)?;
+    let kib: u64 = line.split_whitespace().nth(3)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// True when `program args` runs and exits 0 (output discarded).
 pub fn succeeds(program: &str, args: &[&str]) -> bool {
     Command::new(program)
@@ -129,5 +147,24 @@ WARNING: the python client probe cannot run: {e}
 its test will SKIP
 {bar}"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_df_available;
+
+    #[test]
+    fn df_available_is_read_from_the_fourth_column_in_kib() {
+        let text = "Filesystem     1024-blocks     Used Available Capacity Mounted on\n\
+                    /dev/vda         264091648 28311552  68157440      30% /\n";
+        assert_eq!(parse_df_available(text), Some(68_157_440 * 1024));
+    }
+
+    #[test]
+    fn df_output_that_is_not_understood_gives_nothing() {
+        assert_eq!(parse_df_available(""), None);
+        assert_eq!(parse_df_available("header only\n"), None);
+        assert_eq!(parse_df_available("h\n/dev/vda 1 2 lots 3% /\n"), None);
     }
 }
