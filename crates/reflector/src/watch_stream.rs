@@ -199,7 +199,12 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
             return;
         }
         self.ready.extend(decoded.events.into_iter().map(Ok));
-        if let Some(e) = decoded.error {
+        if let Some(DecodeError::Truncated(pending)) = decoded.error {
+            // W4: a body cut inside an event ends like a close, the reflector watching again
+            // from the last resource version.
+            tracing::debug!(pending, "watch stream ended inside an event");
+            self.finish();
+        } else if let Some(e) = decoded.error {
             self.ready.push_back(Err(e.into()));
             self.finish();
         } else if decoded.last {
@@ -235,23 +240,17 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
                     return self.queue(frames, None, true);
                 }
                 None => {
+                    // What was pending without a final newline is one more frame, decoded on the
+                    // lane like the others (M1); cut short, it ends the stream like a close (W4).
                     self.body_done = true;
-                    self.queue(frames, None, false);
-                    let mut events = Vec::new();
-                    let mut error = None;
-                    match self.decoder.finish(&mut events) {
-                        Ok(()) => {}
-                        Err(DecodeError::Truncated(n)) => {
-                            tracing::debug!(pending = n, "watch stream ended inside an event");
+                    let error = match self.decoder.final_frame() {
+                        Ok(last) => {
+                            frames.extend(last);
+                            None
                         }
-                        Err(e) => error = Some(e),
-                    }
-                    self.in_flight.push_back(Batch::Done(Decoded {
-                        events,
-                        error,
-                        last: true,
-                    }));
-                    return;
+                        Err(e) => Some(e),
+                    };
+                    return self.queue(frames, error, true);
                 }
             }
             // W3: never more than MAX_IN_FLIGHT batches, counting those already queued.
@@ -625,6 +624,81 @@ mod tests {
             .expect("decoding waited for a runtime worker");
         release_tx.send(()).unwrap();
         assert_eq!(got, (0..n).map(|i| i.to_string()).collect::<Vec<_>>());
+    }
+
+    /// An object that records the name of the thread that decoded it.
+    #[derive(serde::Deserialize)]
+    struct DecodedOn {
+        metadata: crate::store_index::ObjectMeta,
+        #[serde(skip, default = "thread_name")]
+        thread: Option<String>,
+    }
+
+    fn thread_name() -> Option<String> {
+        std::thread::current().name().map(str::to_string)
+    }
+
+    impl Object for DecodedOn {
+        fn object_meta(&self) -> Option<&crate::store_index::ObjectMeta> {
+            Some(&self.metadata)
+        }
+    }
+
+    crate::decode_with_serde!(DecodedOn);
+
+    /// M1 (`decode_lane.rs`) at a body's end: an event the server wrote without a final newline
+    /// is decoded on the lane like every other, not by the task that read the body; cut short
+    /// instead, it ends the stream like a close (W4), after the events before it.
+    #[test]
+    fn m1_w4_the_last_event_without_a_newline_is_decoded_on_the_lane() {
+        let n = 5;
+        let text: String = (0..n).map(line).collect();
+        let unterminated = text.trim_end_matches('\n').to_string();
+        let rt = runtime();
+        let (events, lane) = rt.block_on(async {
+            let lane = DecodeLane::next().usable().is_some();
+            let stream = decode_watch_body::<DecodedOn, _>(
+                body(&unterminated, &[], None, Arc::default()),
+                DEFAULT_MAX,
+            );
+            (stream.collect::<Vec<_>>().await, lane)
+        });
+        let decoded: Vec<(String, Option<String>)> = events
+            .into_iter()
+            .map(|e| match e {
+                Ok(WatchEvent::Modified(o)) => (o.metadata.resource_version.unwrap(), o.thread),
+                other => panic!("unexpected {:?}", other.map(|e| e.type_name())),
+            })
+            .collect();
+        let rvs: Vec<&str> = decoded.iter().map(|(rv, _)| rv.as_str()).collect();
+        assert_eq!(rvs, ["0", "1", "2", "3", "4"]);
+        if lane {
+            for (rv, thread) in &decoded {
+                let thread = thread.as_deref().unwrap_or_default();
+                assert!(
+                    thread.starts_with("reflector-decode-"),
+                    "event {rv} decoded on {thread:?}"
+                );
+            }
+        }
+        let cut = rt.block_on(
+            decode_watch_body::<DecodedOn, _>(
+                body(
+                    &unterminated[..unterminated.len() - 3],
+                    &[],
+                    None,
+                    Arc::default(),
+                ),
+                DEFAULT_MAX,
+            )
+            .collect::<Vec<_>>(),
+        );
+        assert_eq!(
+            cut.len(),
+            n - 1,
+            "the cut event ends the stream like a close"
+        );
+        assert!(cut.iter().all(Result::is_ok));
     }
 
     const DEFAULT_MAX: usize = crate::wire::decoder::DEFAULT_MAX_EVENT_SIZE;

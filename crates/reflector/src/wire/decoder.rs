@@ -218,6 +218,7 @@ impl<K: Decode> WatchDecoder<K> {
                     bytes,
                     share: false,
                     protobuf: true,
+                    last: false,
                 });
             }
             return Ok(());
@@ -238,6 +239,7 @@ impl<K: Decode> WatchDecoder<K> {
                         bytes: self.pending.split().freeze(),
                         share: false,
                         protobuf: false,
+                        last: false,
                     });
                     rest.advance(nl + 1);
                 }
@@ -256,6 +258,7 @@ impl<K: Decode> WatchDecoder<K> {
                     bytes: rest.slice(start..nl),
                     share: false,
                     protobuf: false,
+                    last: false,
                 });
             }
             start = nl + 1;
@@ -268,22 +271,34 @@ impl<K: Decode> WatchDecoder<K> {
 
     /// The body ended: decodes what is pending. A partial event is an error.
     pub fn finish(&mut self, out: &mut Vec<WatchEvent<K>>) -> Result<(), DecodeError> {
+        match self.final_frame()? {
+            Some(frame) => decode_frames(vec![frame], out),
+            None => Ok(()),
+        }
+    }
+
+    /// The body ended: what is pending, as a last frame to decode like the others (on the lane,
+    /// M1), or nothing. A protobuf stream cut inside a frame is [`DecodeError::Truncated`] here;
+    /// a JSON event cut short is found when its frame is decoded, as the same error.
+    pub(crate) fn final_frame(&mut self) -> Result<Option<RawFrame>, DecodeError> {
         if let Some(frames) = &self.protobuf {
             let pending = frames.pending_len();
-            return frames.finish().map_err(|e| match e {
+            frames.finish().map_err(|e| match e {
                 ProtobufError::Truncated { .. } => DecodeError::Truncated(pending),
                 other => DecodeError::Protobuf(other),
-            });
+            })?;
+            return Ok(None);
         }
         if self.pending.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
-        let frame = self.pending.split().freeze();
-        let len = frame.len();
-        decode_frame(frame, true, out).map_err(|e| match e {
-            DecodeError::Json { eof: true, .. } => DecodeError::Truncated(len),
-            other => other,
-        })
+        // A buffer of the reader's, like any reassembled frame: objects copy what they keep.
+        Ok(Some(RawFrame {
+            bytes: self.pending.split().freeze(),
+            share: false,
+            protobuf: false,
+            last: true,
+        }))
     }
 
     /// Bytes held for an event not yet complete.
@@ -318,6 +333,7 @@ impl<K: Decode> WatchDecoder<K> {
                 bytes: self.pending.split_to(consumed).freeze(),
                 share: false,
                 protobuf: false,
+                last: false,
             });
         }
         if self.pending.len() > self.max_event_size {
@@ -371,6 +387,9 @@ pub(crate) struct RawFrame {
     share: bool,
     /// A protobuf `WatchEvent` (else JSON text).
     protobuf: bool,
+    /// The bytes pending when the body ended, with no newline after them: JSON that ends
+    /// before its object does is [`DecodeError::Truncated`], a body cut inside an event.
+    last: bool,
 }
 
 /// Decodes frames in order into `out`, stopping at the first error (events before it are in
@@ -382,6 +401,12 @@ pub(crate) fn decode_frames<K: Decode>(
     for frame in frames {
         if frame.protobuf {
             out.push(decode_protobuf_event(&frame.bytes, frame.share)?);
+        } else if frame.last {
+            let len = frame.bytes.len();
+            decode_frame(frame.bytes, frame.share, out).map_err(|e| match e {
+                DecodeError::Json { eof: true, .. } => DecodeError::Truncated(len),
+                other => other,
+            })?;
         } else {
             decode_frame(frame.bytes, frame.share, out)?;
         }
