@@ -31,6 +31,7 @@ mod handler;
 mod informer;
 mod informer_id;
 mod informer_name;
+mod informer_thread;
 mod lazy;
 mod listener;
 mod pacing;
@@ -52,6 +53,7 @@ pub use informer_id::InformerId;
 pub use informer_name::{
     InformerName, InformerNameAndResource, InformerNameError, InformerNameRegistry,
 };
+pub use informer_thread::InformerThread;
 pub use lazy::Lazy;
 pub use pacing::{
     Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,

@@ -154,6 +154,75 @@ async fn consumers_of_one_factory_share_a_single_list_and_watch(queue: InformerQ
     factory.shutdown().await;
 }
 
+// IT1 (`informer_thread.rs`): informers started on an `InformerThread` list, watch and call
+// their handlers on that thread, never on the caller's runtime; the factory's shutdown waits for
+// them there, and the thread then stops.
+on_every_queue!(
+    a_factory_started_on_an_informer_thread_handles_every_event_there,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_factory_started_on_an_informer_thread_handles_every_event_there(queue: InformerQueue) {
+    let sim = SimServer::start().await.unwrap();
+    for i in 0..5 {
+        sim.create(
+            "pods",
+            Some("ns"),
+            json!({"metadata": {"name": format!("p{i}"), "labels": {"v": "0"}}}),
+        )
+        .unwrap();
+    }
+    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap()).queue(queue);
+    let informer = factory.informer::<DynamicObject>(pods()).unwrap();
+    // (which handler, the name of the thread it was called on)
+    type Calls = Arc<Mutex<Vec<(&'static str, Option<String>)>>>;
+    let calls: Calls = Arc::default();
+    let on = |what: &'static str| {
+        let calls = Arc::clone(&calls);
+        move || {
+            let thread = std::thread::current().name().map(str::to_string);
+            calls.lock().push((what, thread));
+        }
+    };
+    let (add, update, delete) = (on("add"), on("update"), on("delete"));
+    informer
+        .add_event_handler(
+            EventHandlerFns::new()
+                .on_add(move |_: &Arc<DynamicObject>, _| add())
+                .on_update(move |_: &Arc<DynamicObject>, _: &Arc<DynamicObject>| update())
+                .on_delete(move |_| delete()),
+        )
+        .unwrap();
+    let thread = shared_informer::InformerThread::spawn("e2e-informers").unwrap();
+    let cancel = CancellationToken::new();
+    factory.start_on(thread.handle(), &cancel);
+    let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
+    assert!(report.all_synced(), "{report}");
+    let mut pod = sim.get("pods", Some("ns"), "p0").unwrap();
+    pod["metadata"]["labels"]["v"] = json!("1");
+    sim.update("pods", Some("ns"), pod).unwrap();
+    sim.delete("pods", Some("ns"), "p1").unwrap();
+    sim.create("pods", Some("ns"), json!({"metadata": {"name": "late"}}))
+        .unwrap();
+    eventually("6 adds, an update and a delete", || calls.lock().len() == 8).await;
+    let calls = calls.lock().clone();
+    for (what, on) in &calls {
+        assert_eq!(
+            on.as_deref(),
+            Some("e2e-informers"),
+            "{what} handled on {on:?}"
+        );
+    }
+    let count = |what| calls.iter().filter(|(w, _)| *w == what).count();
+    assert_eq!((count("add"), count("update"), count("delete")), (6, 1, 1));
+    assert_eq!(informer.indexer().len(), 5);
+    cancel.cancel();
+    factory.shutdown().await;
+    tokio::task::spawn_blocking(move || thread.join())
+        .await
+        .unwrap();
+}
+
 /// Per key: absent → add → (update with a larger resource version)* → delete → absent …
 #[derive(Default)]
 struct Sequences {
