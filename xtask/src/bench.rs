@@ -296,13 +296,20 @@ const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// The paced peer comparison's rates (events/s, issue 34's everyday rates) and the clients it runs:
-/// kube-rs's `Pod` reflector and our three representations, one HTTP chunk per event.
+/// kube-rs's `Pod` reflector and our three representations, the typed and the compact ones also
+/// on an `InformerThread`, one HTTP chunk per event.
 const PEER_RATES: [u32; 2] = [200, 2000];
 const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
     ("kube-pod", "kube-rs reflector, Pod"),
     ("ours-pod", "informer Pod"),
     ("ours-dynamic", "informer DynamicObject"),
     ("ours-compact", "informer CompactObject"),
+    // The same informers on an `InformerThread`: one wake-up per event instead of three.
+    ("ours-pod-thread", "informer Pod on an InformerThread"),
+    (
+        "ours-compact-thread",
+        "informer CompactObject on an InformerThread",
+    ),
     // Only where the client-go probe is named (`PEER_CLIENT_GO`).
     ("go-pod", "client-go informer, Pod, protobuf"),
 ];

@@ -18,6 +18,8 @@
 //!   `DynamicObject`: typed metadata, the rest as `serde_json::Value`);
 //! - `ours-pod`, `ours-dynamic`, `ours-compact`: a `SharedInformerFactory` informer of `Pod`,
 //!   `DynamicObject` or `CompactObject` (default queue, no indexes), one `on_update` handler;
+//! - `ours-pod-thread`, `ours-dynamic-thread`, `ours-compact-thread`: the same, started on an
+//!   `InformerThread` (`SharedInformerFactory::start_on`) instead of the clients' runtime;
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
 //!   built-in kinds) or JSON, in a process of the client-go probe named by `PEER_CLIENT_GO`
 //!   (module `go`; `cargo xtask bench` runs them when `PEER_CLIENT_GO` is set, and skips them
@@ -76,7 +78,9 @@ use kube::runtime::WatchStreamExt as _;
 use shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod as PbPod;
 use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object, Pb};
 use shared_informer::reflector::{ClusterConfig, Decode, Encoding, Resource};
-use shared_informer::{EventHandlerFns, HandlerRegistration, SharedInformerFactory};
+use shared_informer::{
+    EventHandlerFns, HandlerRegistration, InformerThread, SharedInformerFactory,
+};
 use sim_apiserver::procstat::{
     cpu_between, process_cpu_s, status_mb, task_totals, thread_cpu, TaskTotals,
 };
@@ -218,12 +222,15 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 9] = [
+pub const CLIENTS: [&str; 12] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
     "ours-dynamic",
     "ours-compact",
+    "ours-pod-thread",
+    "ours-dynamic-thread",
+    "ours-compact-thread",
     "serde-pod",
     "prost-pod",
     "ours-pod-pb",
@@ -467,9 +474,17 @@ pub fn measure(client: &str, events: usize) -> Figures {
             "ours-pod" => ClientRun::ours::<Pod>(&url, &counter).await,
             "ours-dynamic" => ClientRun::ours::<DynamicObject>(&url, &counter).await,
             "ours-compact" => ClientRun::ours::<CompactObject>(&url, &counter).await,
+            "ours-pod-thread" => ClientRun::ours_on_thread::<Pod>(&url, &counter).await,
+            "ours-dynamic-thread" => {
+                ClientRun::ours_on_thread::<DynamicObject>(&url, &counter).await
+            }
+            "ours-compact-thread" => {
+                ClientRun::ours_on_thread::<CompactObject>(&url, &counter).await
+            }
             "ours-pod-pb" => ClientRun::ours::<Pb<PbPod>>(&url, &counter).await,
             "ours-compact-pb" => {
-                ClientRun::ours_encoded::<CompactObject>(&url, &counter, Encoding::Protobuf).await
+                ClientRun::ours_encoded::<CompactObject>(&url, &counter, Encoding::Protobuf, false)
+                    .await
             }
             "serde-pod" => ClientRun::Alone(alone::serde_pod(&url, &counter).await),
             "prost-pod" => ClientRun::Alone(alone::prost_pod(&url, &counter).await),
@@ -594,7 +609,13 @@ enum ClientRun {
     Kube(tokio::task::JoinHandle<()>),
     /// `serde-pod`, `prost-pod`: a decoder alone, its watch task.
     Alone(tokio::task::JoinHandle<()>),
-    Ours(Box<SharedInformerFactory>, CancellationToken, Backlog),
+    /// The factory, and for `ours-*-thread` the thread its informers run on.
+    Ours(
+        Box<SharedInformerFactory>,
+        CancellationToken,
+        Backlog,
+        Option<InformerThread>,
+    ),
     /// `PEER_WRAP=1`: an informer built by hand on a wrapped lister-watcher, and its run task.
     OursWrapped(tokio::task::JoinHandle<()>, CancellationToken, Backlog),
 }
@@ -722,19 +743,34 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
-        Self::ours_encoded::<K>(url, counter, Encoding::Auto).await
+        Self::ours_encoded::<K>(url, counter, Encoding::Auto, false).await
     }
 
-    /// [`ours`](Self::ours) with the factory's wire encoding set.
-    async fn ours_encoded<K>(url: &str, counter: &Arc<Counter>, encoding: Encoding) -> Self
+    /// `ours-*-thread`: [`ours`](Self::ours), its informer started on an [`InformerThread`]
+    /// (`SharedInformerFactory::start_on`), where one thread reads, decodes and handles each
+    /// event, instead of on the clients' runtime.
+    async fn ours_on_thread<K>(url: &str, counter: &Arc<Counter>) -> Self
+    where
+        K: Object + Decode + Send + Sync + 'static,
+    {
+        Self::ours_encoded::<K>(url, counter, Encoding::Auto, true).await
+    }
+
+    /// [`ours`](Self::ours) with the factory's wire encoding set, on its own thread or not.
+    async fn ours_encoded<K>(
+        url: &str,
+        counter: &Arc<Counter>,
+        encoding: Encoding,
+        own_thread: bool,
+    ) -> Self
     where
         K: Object + Decode + Send + Sync + 'static,
     {
         if std::env::var_os("PEER_WRAP").is_some() {
             assert_eq!(
-                encoding,
-                Encoding::Auto,
-                "PEER_WRAP runs the default encoding"
+                (encoding, own_thread),
+                (Encoding::Auto, false),
+                "PEER_WRAP runs the default encoding on the clients' runtime"
             );
             return Self::ours_wrapped::<K>(url, counter).await;
         }
@@ -760,7 +796,12 @@ impl ClientRun {
                 .expect("handler")
         });
         let cancel = CancellationToken::new();
-        factory.start(&cancel);
+        let thread =
+            own_thread.then(|| InformerThread::spawn("informers").expect("an informer thread"));
+        match &thread {
+            Some(thread) => factory.start_on(thread.handle(), &cancel),
+            None => factory.start(&cancel),
+        }
         let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
         assert!(report.all_synced(), "informer synced");
         assert_eq!(informer.indexer().len(), cached(), "informer synced");
@@ -793,7 +834,7 @@ impl ClientRun {
                 Backlog::none()
             }
         };
-        ClientRun::Ours(Box::new(factory), cancel, backlog)
+        ClientRun::Ours(Box::new(factory), cancel, backlog, thread)
     }
 
     /// `PEER_WRAP=1`: the same informer as [`ours`](Self::ours), built by hand on a counting
@@ -850,7 +891,7 @@ impl ClientRun {
     fn backlog(&self) -> Option<Backlog> {
         match self {
             ClientRun::Kube(_) | ClientRun::Alone(_) => None,
-            ClientRun::Ours(_, _, backlog) | ClientRun::OursWrapped(_, _, backlog) => {
+            ClientRun::Ours(_, _, backlog, _) | ClientRun::OursWrapped(_, _, backlog) => {
                 Some(backlog.clone())
             }
         }
@@ -863,9 +904,10 @@ impl ClientRun {
                 cancel.cancel();
                 let _ = task.await;
             }
-            ClientRun::Ours(factory, cancel, _) => {
+            ClientRun::Ours(factory, cancel, _, thread) => {
                 cancel.cancel();
                 factory.shutdown().await;
+                drop(thread);
             }
         }
     }
