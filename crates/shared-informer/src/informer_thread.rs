@@ -76,8 +76,9 @@ impl InformerThread {
         })
     }
 
-    /// The runtime's handle: what [`SharedInformerFactory::start_on`] takes, and what tasks of
-    /// your own may be spawned on.
+    /// The runtime's handle: what [`SharedInformerFactory::start_on`] takes, what an informer
+    /// built by hand runs on (`thread.handle().spawn(async move { informer.run(cancel).await })`),
+    /// and what tasks of your own may be spawned on.
     ///
     /// [`SharedInformerFactory::start_on`]: crate::SharedInformerFactory::start_on
     pub fn handle(&self) -> &Handle {
