@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
@@ -408,7 +408,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         custom.extend(sharding(&cargo, quick)?);
         Ok(())
     })?;
-    let criterion = criterion_results(&target_dir().join("criterion"), started);
+    let criterion = criterion_results(&tools::target_dir().join("criterion"), started);
     let rows = table_rows(&criterion, &custom);
     let table = render(&rows, quick);
     println!("\n{table}");
@@ -566,7 +566,7 @@ fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
     // A workspace of its own (so that CI never builds kube): its manifest, and the project's
     // target directory, which its dependencies shared with the project's reuse.
     let manifest = tools::workspace_root().join("benches/peer/Cargo.toml");
-    let target = target_dir();
+    let target = tools::target_dir();
     tools::run(
         cargo,
         &[
@@ -955,12 +955,6 @@ fn soak_row(soak: &Value) -> Value {
 }
 
 /// Where cargo builds (`CARGO_TARGET_DIR` or the workspace's `target/`).
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| tools::workspace_root().join("target"))
-}
-
 /// A criterion benchmark's median time per iteration and its declared throughput.
 #[derive(Debug, Clone, Copy)]
 struct Measured {

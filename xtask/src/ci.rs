@@ -28,9 +28,7 @@ const CI_DISK_NEEDED_BYTES: u64 = 7 << 30;
 /// into the run. Only a warning: what is free moves with the other users of the disk, and the
 /// estimate is rough.
 fn disk_check() -> Result<(), String> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| tools::workspace_root().join("target"));
+    let target = tools::target_dir();
     let probe = if target.exists() {
         target
     } else {

@@ -9,7 +9,7 @@
 //! ([`SharedInformerFactory::start_on`](crate::SharedInformerFactory::start_on)) reads, decodes,
 //! stores and dispatches each event on that one thread: one wake-up per event, and every object
 //! is allocated and freed by one thread, so memory stays flat under glibc's per-thread arenas as
-//! it does with lanes (docs/benchmarks.md, *Paced peer comparison*, for the figures). The price is
+//! it does with lanes (docs/benchmarks.md, *On an `InformerThread`*, for the figures). The price is
 //! throughput at saturation: nothing overlaps the reading, decoding and handling of one informer.
 //!
 //! Handlers of an informer started there are called on that thread; a handler that blocks holds

@@ -216,7 +216,6 @@ impl<K: Decode> WatchDecoder<K> {
                 // turned over: 37 MB at sync, 55–59 MB after 50k events (docs/benchmarks.md).
                 out.push(RawFrame {
                     bytes,
-                    share: false,
                     protobuf: true,
                     last: false,
                 });
@@ -237,7 +236,6 @@ impl<K: Decode> WatchDecoder<K> {
                     // it on the lane (M1), as they do for protobuf frames.
                     out.push(RawFrame {
                         bytes: self.pending.split().freeze(),
-                        share: false,
                         protobuf: false,
                         last: false,
                     });
@@ -256,7 +254,6 @@ impl<K: Decode> WatchDecoder<K> {
                 // the whole buffer (and every other event read into it) for as long as it lives.
                 out.push(RawFrame {
                     bytes: rest.slice(start..nl),
-                    share: false,
                     protobuf: false,
                     last: false,
                 });
@@ -295,7 +292,6 @@ impl<K: Decode> WatchDecoder<K> {
         // A buffer of the reader's, like any reassembled frame: objects copy what they keep.
         Ok(Some(RawFrame {
             bytes: self.pending.split().freeze(),
-            share: false,
             protobuf: false,
             last: true,
         }))
@@ -331,7 +327,6 @@ impl<K: Decode> WatchDecoder<K> {
         if consumed > 0 {
             out.push(RawFrame {
                 bytes: self.pending.split_to(consumed).freeze(),
-                share: false,
                 protobuf: false,
                 last: false,
             });
@@ -382,9 +377,9 @@ fn snippet_of(text: &str) -> String {
 
 /// One complete frame of a watch body, not yet decoded.
 pub(crate) struct RawFrame {
+    /// Made by the task reading the body, never an object's own buffer: objects copy what they
+    /// keep out of it where they are decoded, on the reflector's lane (M1).
     pub(super) bytes: Bytes,
-    /// Whether objects may keep slices of `bytes` (it is a buffer of this frame's own).
-    share: bool,
     /// A protobuf `WatchEvent` (else JSON text).
     protobuf: bool,
     /// The bytes pending when the body ended, with no newline after them: JSON that ends
@@ -400,27 +395,22 @@ pub(crate) fn decode_frames<K: Decode>(
 ) -> Result<(), DecodeError> {
     for frame in frames {
         if frame.protobuf {
-            out.push(decode_protobuf_event(&frame.bytes, frame.share)?);
-        } else if frame.last {
+            out.push(decode_protobuf_event(&frame.bytes)?);
+        } else {
             let len = frame.bytes.len();
-            decode_frame(frame.bytes, frame.share, out).map_err(|e| match e {
-                DecodeError::Json { eof: true, .. } => DecodeError::Truncated(len),
+            decode_frame(frame.bytes, out).map_err(|e| match e {
+                DecodeError::Json { eof: true, .. } if frame.last => DecodeError::Truncated(len),
                 other => other,
             })?;
-        } else {
-            decode_frame(frame.bytes, frame.share, out)?;
         }
     }
     Ok(())
 }
 
 /// Decodes one protobuf frame: a `meta.v1.WatchEvent` whose object is an enveloped object (a
-/// `Status` for `ERROR`). With `share`, an object keeping its message keeps a slice of the frame;
-/// else a copy.
-fn decode_protobuf_event<K: Decode>(
-    payload: &Bytes,
-    share: bool,
-) -> Result<WatchEvent<K>, DecodeError> {
+/// `Status` for `ERROR`). An object keeping its message keeps a copy, never a slice of the frame
+/// (see [`RawFrame::bytes`]).
+fn decode_protobuf_event<K: Decode>(payload: &Bytes) -> Result<WatchEvent<K>, DecodeError> {
     let event = ProtoWatchEvent::decode(payload)?;
     let object = Unknown::decode(&event.object)?;
     if !object.content_type.is_empty() || !object.content_encoding.is_empty() {
@@ -430,7 +420,7 @@ fn decode_protobuf_event<K: Decode>(
         }
         .into());
     }
-    let source = ProtobufSource::new(&object.api_version, &object.kind, share);
+    let source = ProtobufSource::new(&object.api_version, &object.kind, false);
     let decode = || K::decode_protobuf(&object.raw, &source);
     Ok(match event.event_type.as_str() {
         "ADDED" => WatchEvent::Added(decode()?),
@@ -465,17 +455,14 @@ fn decode_protobuf_event<K: Decode>(
     })
 }
 
-/// Decodes one frame: normally one event, possibly several written back to back.
-fn decode_frame<K: Decode>(
-    frame: Bytes,
-    share: bool,
-    out: &mut Vec<WatchEvent<K>>,
-) -> Result<(), DecodeError> {
+/// Decodes one frame: normally one event, possibly several written back to back. Objects copy what
+/// they keep of it (see [`RawFrame::bytes`]).
+fn decode_frame<K: Decode>(frame: Bytes, out: &mut Vec<WatchEvent<K>>) -> Result<(), DecodeError> {
     let text = std::str::from_utf8(&frame).map_err(|_| DecodeError::Utf8)?;
     if text.trim_ascii().is_empty() {
         return Ok(());
     }
-    let ctx = DecodeSource::new(text, &frame, share);
+    let ctx = DecodeSource::new(text, &frame, false);
     if let Some(event) = decode_apiserver_event(text, &ctx) {
         out.push(event);
         return Ok(());
@@ -914,7 +901,7 @@ mod tests {
                 );
             }
             let mut decoded: Vec<WatchEvent<CompactObject>> = Vec::new();
-            decode_frame(bytes.clone(), false, &mut decoded).unwrap();
+            decode_frame(bytes.clone(), &mut decoded).unwrap();
             assert_eq!(decoded.len(), general.len(), "{frame}");
             for (a, b) in decoded.iter().zip(&general) {
                 assert_eq!(format!("{a:?}"), format!("{b:?}"), "{frame}");
@@ -925,7 +912,7 @@ mod tests {
         let bad = Bytes::from_static(br#"{"type":"ADDED","object":{"metadata":{"name":1}}}"#);
         let mut out: Vec<WatchEvent<CompactObject>> = Vec::new();
         assert!(matches!(
-            decode_frame(bad, false, &mut out),
+            decode_frame(bad, &mut out),
             Err(DecodeError::Json { .. })
         ));
         assert!(out.is_empty());
