@@ -1,22 +1,25 @@
 //! What protobuf costs and saves per object, beside JSON, in the same run (issue 32): one watch
 //! stream of realistic ~4 KB pods (the simulator's fixture) decoded by `WatchDecoder` into
 //!
-//! - `k8s_openapi` `Pod` from JSON (the typed JSON path),
+//! - `k8s_openapi` `Pod` from JSON (the typed JSON path) and from protobuf (each message read
+//!   straight into the type),
 //! - `k8s_pb` `Pod` from protobuf (the typed protobuf path), and from JSON (the fallback when a
 //!   server answers JSON: each object transcoded by `reflector::protobuf::transcode`),
 //! - `CompactObject` from JSON and from protobuf,
 //!
 //! and, for a k8s-openapi user holding protobuf `CompactObject`s, the on-demand decode of one
-//! cached object into a `k8s_pb` `Pod` (`decode_pb`) or, through the transcoder, into a
-//! `k8s_openapi` `Pod` (`convert::decode_compact`), beside `decode::<k8s_openapi Pod>` of a JSON
-//! one, and a `k8s_openapi` `Pod` converted to its `k8s_pb` twin (`convert::to_k8s_pb`). Each
-//! event is its own chunk, as kube-apiserver writes them.
+//! cached object into a `k8s_pb` `Pod` (`decode_pb`) or into a `k8s_openapi` `Pod`
+//! (`convert::decode_compact`, the message read straight into the type; and, as its baseline,
+//! the transcoder's JSON tree then `serde_json::from_value`, the way it went before), beside
+//! `decode::<k8s_openapi Pod>` of a JSON one, and a `k8s_openapi` `Pod` converted to its `k8s_pb`
+//! twin (`convert::to_k8s_pb`). Each event is its own chunk, as kube-apiserver writes them.
 //!
 //! Run: `cargo bench -p reflector --features k8s-pb,k8s-openapi --bench protobuf_decode`.
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use reflector::protobuf::convert::{decode_compact, to_k8s_pb};
+use reflector::protobuf::transcode::decode_message_as;
 use reflector::protobuf::{encode_frame, WatchEvent as Frame, WATCH_MEDIA_TYPE};
 use reflector::store_index::CompactObject;
 use reflector::{Decode, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE};
@@ -75,6 +78,10 @@ fn bench(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("typed", "k8s_openapi_json"), |b| {
         b.iter(|| decode_all::<OpenApiPod>(&json, None))
     });
+    // k8s-openapi's own type from protobuf frames: each message read straight into it (WS1).
+    g.bench_function(BenchmarkId::new("typed", "k8s_openapi_protobuf"), |b| {
+        b.iter(|| decode_all::<OpenApiPod>(&pb, ct))
+    });
     g.bench_function(BenchmarkId::new("typed", "k8s_pb_protobuf"), |b| {
         b.iter(|| decode_all::<TypedPbPod>(&pb, ct))
     });
@@ -123,6 +130,19 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 for o in &pb_cached {
                     let _: OpenApiPod = decode_compact(o).unwrap();
+                }
+            })
+        },
+    );
+    // The way `decode_compact` went before it read the message straight into the type (WS1):
+    // the JSON tree, then `serde_json::from_value`; the same-run baseline of the row above.
+    g.bench_function(
+        BenchmarkId::new("compact_protobuf", "k8s_openapi_pod_via_json_tree"),
+        |b| {
+            b.iter(|| {
+                for o in &pb_cached {
+                    let json = decode_message_as("v1", "Pod", o.raw()).unwrap();
+                    let _: OpenApiPod = serde_json::from_value(json).unwrap();
                 }
             })
         },

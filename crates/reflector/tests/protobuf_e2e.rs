@@ -482,6 +482,74 @@ async fn typed_protobuf_objects_read_from_a_json_answer_equal_those_read_from_pr
     stop(c2, t2).await;
 }
 
+/// `k8s_openapi` objects asking for protobuf: listed and watched in protobuf, each message read
+/// straight into the type, they equal the objects a JSON answer gives; by default they ask for
+/// JSON (cheaper to decode into them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k8s_openapi_objects_asking_for_protobuf_equal_those_read_from_json() {
+    type OpenApiPod = k8s_openapi::api::core::v1::Pod;
+    let sim = SimServer::builder().start().await.unwrap();
+    create_pods(&sim, "default", 20);
+    sim.create("pods", Some("default"), rich_pod("rich"))
+        .unwrap();
+    let config = config_for(&sim);
+    let by_default = HttpListerWatcher::<OpenApiPod>::new(&config, pods()).unwrap();
+    let pb_lw = HttpListerWatcher::<OpenApiPod>::new(&config, pods())
+        .unwrap()
+        .encoding(Encoding::Protobuf);
+
+    let from_json = by_default.list(ListOptions::default()).await.unwrap();
+    assert_eq!(sim.counters().protobuf_responses, 0, "JSON by default");
+    let from_pb = pb_lw.list(ListOptions::default()).await.unwrap();
+    assert_eq!(sim.counters().protobuf_responses, 1);
+    assert_eq!(from_json.items.len(), 21);
+    assert_eq!(from_json.items, from_pb.items);
+    let rich = from_pb.items.iter().find(|p| p.name() == "rich").unwrap();
+    let container = &rich.spec.as_ref().unwrap().containers[0];
+    let limits = container
+        .resources
+        .as_ref()
+        .unwrap()
+        .limits
+        .as_ref()
+        .unwrap();
+    assert_eq!(limits["cpu"].0, "500m");
+    let env = container.env.as_ref().unwrap();
+    assert_eq!(env.capacity(), env.len(), "a list allocated at its length");
+
+    let (json_store, json_errors, c1, t1) = run(by_default, options());
+    let (pb_store, pb_errors, c2, t2) = run(pb_lw, options());
+    for store in [&json_store, &pb_store] {
+        store.until("21 pods", |s| s.len() == 21).await;
+    }
+    sim.create("pods", Some("default"), rich_pod("new"))
+        .unwrap();
+    let mut changed = rich_pod("rich");
+    changed["metadata"]["labels"]["app"] = json!("changed");
+    sim.update("pods", Some("default"), changed).unwrap();
+    sim.delete("pods", Some("default"), "p2").unwrap();
+    for store in [&json_store, &pb_store] {
+        store
+            .until("added, modified and deleted", |s| {
+                let items = s.items.lock();
+                items.contains_key("default/new")
+                    && !items.contains_key("default/p2")
+                    && items["default/rich"].label("app") == Some("changed")
+            })
+            .await;
+    }
+    assert_eq!(*json_store.items.lock(), *pb_store.items.lock());
+    // The list above, the reflector's list and its watch: all in protobuf.
+    assert!(
+        sim.counters().protobuf_responses >= 3,
+        "the watch was answered in protobuf too"
+    );
+    assert!(json_errors.lock().is_empty(), "{:?}", json_errors.lock());
+    assert!(pb_errors.lock().is_empty(), "{:?}", pb_errors.lock());
+    stop(c1, t1).await;
+    stop(c2, t2).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compact_objects_asking_for_protobuf_hold_it_from_a_protobuf_server_and_json_otherwise() {
     use reflector::store_index::RawEncoding;

@@ -27,6 +27,8 @@ mod frame;
 pub mod meta;
 #[cfg(feature = "protobuf-json")]
 pub mod transcode;
+#[cfg(feature = "protobuf-json")]
+mod wire_serde;
 
 // The wire reader, the error and `ObjectMeta` off the wire belong to the object model (a
 // `CompactObject` reads its metadata from protobuf): they live in `store_index::protobuf`.

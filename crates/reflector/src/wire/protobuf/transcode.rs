@@ -52,13 +52,13 @@ use serde_json::{Map, Value};
 use super::{time, wire, ProtobufError, Unknown};
 
 const META: &str = "k8s.io.apimachinery.pkg.apis.meta.v1";
-const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
-const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
-const DURATION: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Duration";
-const FIELDS_V1: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1";
-const QUANTITY: &str = "k8s.io.apimachinery.pkg.api.resource.Quantity";
-const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
-const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
+pub(super) const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
+pub(super) const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
+pub(super) const DURATION: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Duration";
+pub(super) const FIELDS_V1: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.FieldsV1";
+pub(super) const QUANTITY: &str = "k8s.io.apimachinery.pkg.api.resource.Quantity";
+pub(super) const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
+pub(super) const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
 
 /// Fields of Go structs embedded with an empty JSON name (`VolumeSource` in `Volume`,
 /// `ProbeHandler` in `Probe`, …): their fields sit in the outer JSON object. Every such field of
@@ -86,7 +86,7 @@ const RENAMED: &[(&str, &str)] = &[
 ];
 
 /// The JSON name of `field`.
-fn json_name(field: &FieldDescriptor) -> &str {
+pub(super) fn json_name(field: &FieldDescriptor) -> &str {
     RENAMED
         .iter()
         .find(|(proto, _)| *proto == field.name())
@@ -103,7 +103,7 @@ fn field_by_json_name(desc: &MessageDescriptor, name: &str) -> Option<FieldDescr
         .or_else(|| desc.get_field_by_name(name))
 }
 
-fn is_inline(field: &FieldDescriptor) -> bool {
+pub(super) fn is_inline(field: &FieldDescriptor) -> bool {
     INLINE.contains(&field.name()) && matches!(field.kind(), Kind::Message(_))
 }
 
@@ -260,7 +260,7 @@ fn shape(path: &str, why: impl Into<String>) -> ProtobufError {
 
 /// A message with exactly one field, a repeated `items` (`ExtraValue`, `Verbs`): in JSON, the
 /// bare array.
-fn items_wrapper(desc: &MessageDescriptor) -> Option<FieldDescriptor> {
+pub(super) fn items_wrapper(desc: &MessageDescriptor) -> Option<FieldDescriptor> {
     let mut fields = desc.fields();
     match (fields.next(), fields.next()) {
         (Some(f), None) if f.name() == "items" && f.is_list() => Some(f),
@@ -276,16 +276,16 @@ fn items_wrapper(desc: &MessageDescriptor) -> Option<FieldDescriptor> {
 // dynamic message `json_to_message` builds from the same JSON, and fail on the same JSON with
 // the same error (the property test `the_wire_encoder_agrees_with_the_dynamic_message_oracle`).
 
-const VARINT: u32 = 0;
-const FIXED64: u32 = 1;
-const LEN: u32 = 2;
-const FIXED32: u32 = 5;
+pub(super) const VARINT: u32 = 0;
+pub(super) const FIXED64: u32 = 1;
+pub(super) const LEN: u32 = 2;
+pub(super) const FIXED32: u32 = 5;
 
 fn put_tag(out: &mut Vec<u8>, number: u32, wire_type: u32) {
     wire::put_varint(out, (u64::from(number) << 3) | u64::from(wire_type));
 }
 
-fn wire_type(kind: &Kind) -> u32 {
+pub(super) fn wire_type(kind: &Kind) -> u32 {
     match kind {
         Kind::Double | Kind::Fixed64 | Kind::Sfixed64 => FIXED64,
         Kind::Float | Kind::Fixed32 | Kind::Sfixed32 => FIXED32,
@@ -559,11 +559,11 @@ fn scalar_to_wire(
 
 /// How deep messages may nest before the input is refused (prost's own limit): Kubernetes'
 /// messages nest far less, so only a hostile input reaches it, and the stack stays bounded.
-const MAX_DEPTH: usize = 100;
+pub(super) const MAX_DEPTH: usize = 100;
 
 /// One field's value as the wire has it.
 #[derive(Clone, Copy)]
-enum Raw<'a> {
+pub(super) enum Raw<'a> {
     Varint(u64),
     Fixed64([u8; 8]),
     Fixed32([u8; 4]),
@@ -571,7 +571,10 @@ enum Raw<'a> {
 }
 
 /// Reads the next field of `buf` (number and value), advancing it; `None` at its end.
-fn next_raw<'a>(buf: &mut &'a [u8], path: &str) -> Result<Option<(u32, Raw<'a>)>, ProtobufError> {
+pub(super) fn next_raw<'a>(
+    buf: &mut &'a [u8],
+    path: &str,
+) -> Result<Option<(u32, Raw<'a>)>, ProtobufError> {
     let malformed = |why: &str| ProtobufError::Message {
         path: path.to_string(),
         why: why.to_string(),
@@ -612,7 +615,7 @@ fn next_raw<'a>(buf: &mut &'a [u8], path: &str) -> Result<Option<(u32, Raw<'a>)>
 /// order of their first appearance. A field number `desc` does not define is an error (a map
 /// entry's are skipped, as protobuf's map decoding skips them), as is a value of the wrong wire
 /// type.
-fn read_message<'a>(
+pub(super) fn read_message<'a>(
     desc: &MessageDescriptor,
     mut buf: &'a [u8],
     path: &str,
@@ -837,7 +840,7 @@ fn list_to_json(
     Ok(Value::Array(items))
 }
 
-fn read_varint(buf: &mut &[u8]) -> Option<u64> {
+pub(super) fn read_varint(buf: &mut &[u8]) -> Option<u64> {
     let mut v = 0u64;
     for i in 0..10 {
         let (&b, rest) = buf.split_first()?;
@@ -850,7 +853,7 @@ fn read_varint(buf: &mut &[u8]) -> Option<u64> {
     None
 }
 
-fn read_fixed<const N: usize>(buf: &mut &[u8]) -> Option<[u8; N]> {
+pub(super) fn read_fixed<const N: usize>(buf: &mut &[u8]) -> Option<[u8; N]> {
     let head: [u8; N] = buf.get(..N)?.try_into().ok()?;
     *buf = &buf[N..];
     Some(head)
@@ -1319,7 +1322,15 @@ mod tests {
                 serde_json::from_str(&sim_apiserver::fixtures::realistic_pod_json(i)).unwrap();
             agree("v1", "Pod", &pod).unwrap();
         }
-        let cases = [
+        for (api_version, kind, object) in cases() {
+            agree(api_version, kind, &object).unwrap();
+        }
+    }
+
+    /// Objects of the kinds whose JSON differs from their message most (bytes, micro times,
+    /// renamed and wrapped fields, inline JSON, `IntOrString`), some of them invalid.
+    fn cases() -> Vec<(&'static str, &'static str, Value)> {
+        vec![
             (
                 "v1",
                 "Secret",
@@ -1373,10 +1384,7 @@ mod tests {
                 "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
                 "capacity": {"cpu": 4, "memory": "16Gi"}}}),
             ),
-        ];
-        for (api_version, kind, object) in cases {
-            agree(api_version, kind, &object).unwrap();
-        }
+        ]
     }
 
     /// A leaf that is sometimes of the wrong type, so errors are compared too.
@@ -1548,6 +1556,232 @@ mod tests {
                     // readings are not compared.)
                     let desc = message_for("apps/v1", "Deployment").unwrap();
                     let _ = wire_to_json(&desc, &bytes, &mut String::new(), 0);
+                }
+            }
+        }
+    }
+
+    // WS1: the serde reader (`wire_serde.rs`) against the JSON tree of the same bytes.
+    use super::super::convert::decode_message_into;
+
+    /// `T` read straight from `bytes` against `T` from `decode_message_as`'s JSON of them: the
+    /// same value, or both an error.
+    fn agree_serde<T>(api_version: &str, kind: &str, bytes: &[u8]) -> Result<(), String>
+    where
+        T: serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let tree = decode_message_as(api_version, kind, bytes)
+            .map_err(|e| e.to_string())
+            .and_then(|json| serde_json::from_value::<T>(json).map_err(|e| e.to_string()));
+        let direct = decode_message_into::<T>(api_version, kind, &Bytes::copy_from_slice(bytes))
+            .map_err(|e| e.to_string());
+        match (tree, direct) {
+            (Ok(a), Ok(b)) if a == b => Ok(()),
+            (Err(_), Err(_)) => Ok(()),
+            (tree, direct) => Err(format!(
+                "{}: from the tree {tree:?}, read straight {direct:?}",
+                std::any::type_name::<T>()
+            )),
+        }
+    }
+
+    /// [`agree_serde`] into `serde_json::Value` (every node as the tree has it) and into the
+    /// `k8s_openapi` type of the kind, where the tests use one.
+    fn agree_serde_all(api_version: &str, kind: &str, bytes: &[u8]) -> Result<(), String> {
+        agree_serde::<Value>(api_version, kind, bytes)?;
+        match kind {
+            "Pod" => agree_serde::<k8s_openapi::api::core::v1::Pod>(api_version, kind, bytes),
+            "Deployment" => {
+                agree_serde::<k8s_openapi::api::apps::v1::Deployment>(api_version, kind, bytes)
+            }
+            "Node" => agree_serde::<k8s_openapi::api::core::v1::Node>(api_version, kind, bytes),
+            "Secret" => agree_serde::<k8s_openapi::api::core::v1::Secret>(api_version, kind, bytes),
+            _ => Ok(()),
+        }
+    }
+
+    #[test]
+    fn the_serde_reader_agrees_with_the_json_tree_on_realistic_and_special_objects() {
+        for i in [0, 9, 77_777] {
+            let pod: Value =
+                serde_json::from_str(&sim_apiserver::fixtures::realistic_pod_json(i)).unwrap();
+            let bytes = encoded("v1", "Pod", &pod).unwrap();
+            agree_serde_all("v1", "Pod", &bytes).unwrap();
+            agree_serde_all("v1", "Pod", &[&bytes[..], &bytes[..]].concat()).unwrap();
+            // Read straight, the pod is the one its JSON gives.
+            let direct: k8s_openapi::api::core::v1::Pod =
+                decode_message_into("v1", "Pod", &Bytes::from(bytes)).unwrap();
+            let from_json: k8s_openapi::api::core::v1::Pod =
+                serde_json::from_str(&sim_apiserver::fixtures::realistic_pod_json(i)).unwrap();
+            assert_eq!(direct, from_json);
+        }
+        let mut read = 0;
+        for (api_version, kind, object) in cases() {
+            if let Some(bytes) = encoded(api_version, kind, &object) {
+                agree_serde_all(api_version, kind, &bytes).unwrap();
+                read += 1;
+            }
+        }
+        assert!(read >= 6, "only {read} of the special objects encode");
+        // Values the tree leaves out: an empty string, a zero time, empty inline JSON, a NaN.
+        let desc = message_for("apps/v1", "ControllerRevision").unwrap();
+        let mut meta = Vec::new();
+        wire::put_bytes(&mut meta, 1, b""); // name ""
+        wire::put_bytes(&mut meta, 8, b""); // creationTimestamp: an empty Time
+        let mut bytes = Vec::new();
+        wire::put_bytes(&mut bytes, 1, &meta);
+        let mut data = Vec::new();
+        wire::put_bytes(&mut data, 1, b" null ");
+        wire::put_bytes(&mut bytes, 2, &data);
+        assert!(desc.get_field(2).is_some_and(|f| f.name() == "data"));
+        agree_serde_all("apps/v1", "ControllerRevision", &bytes).unwrap();
+        let read: Value =
+            decode_message_into("apps/v1", "ControllerRevision", &Bytes::from(bytes)).unwrap();
+        assert_eq!(
+            read,
+            json!({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": {}})
+        );
+        // An `IntOrString` and a `Quantity` that are empty strings: left out where they are a
+        // field, kept in a map.
+        let deployment = json!({"spec": {"strategy": {"rollingUpdate": {"maxSurge": ""}},
+            "template": {"spec": {"containers": [{"name": "c",
+                "resources": {"limits": {"cpu": ""}}}]}}}});
+        let bytes = encoded("apps/v1", "Deployment", &deployment).unwrap();
+        agree_serde_all("apps/v1", "Deployment", &bytes).unwrap();
+        let read: Value =
+            decode_message_into("apps/v1", "Deployment", &Bytes::from(bytes)).unwrap();
+        assert_eq!(read["spec"]["strategy"], json!({"rollingUpdate": {}}));
+        assert_eq!(
+            read["spec"]["template"]["spec"]["containers"][0]["resources"],
+            json!({"limits": {"cpu": ""}})
+        );
+        // A packed list with no element (a pod's supplementalGroups): left out.
+        let pod = message_for("v1", "Pod").unwrap();
+        let spec = pod.get_field(2).unwrap();
+        let Kind::Message(spec_desc) = spec.kind() else {
+            panic!("spec is a message")
+        };
+        let security = spec_desc.get_field_by_name("securityContext").unwrap();
+        let Kind::Message(security_desc) = security.kind() else {
+            panic!("a message")
+        };
+        let groups = security_desc
+            .get_field_by_name("supplementalGroups")
+            .unwrap();
+        assert!(groups.is_list() && spec.name() == "spec");
+        let mut inner = Vec::new();
+        wire::put_bytes(&mut inner, groups.number(), b"");
+        let mut spec_bytes = Vec::new();
+        wire::put_bytes(&mut spec_bytes, security.number(), &inner);
+        let mut bytes = Vec::new();
+        wire::put_bytes(&mut bytes, 2, &spec_bytes);
+        agree_serde_all("v1", "Pod", &bytes).unwrap();
+        let read: Value = decode_message_into("v1", "Pod", &Bytes::from(bytes)).unwrap();
+        assert_eq!(read["spec"], json!({"securityContext": {}}));
+    }
+
+    /// What lets the serde reader give each key once without checking: no message has, through
+    /// its inline fields, two fields of one JSON name.
+    #[test]
+    fn inline_messages_share_no_name_with_their_parent() {
+        fn names(desc: &MessageDescriptor, out: &mut Vec<String>) {
+            for field in desc.fields() {
+                match field.kind() {
+                    Kind::Message(inner) if is_inline(&field) => names(&inner, out),
+                    _ => out.push(json_name(&field).to_string()),
+                }
+            }
+        }
+        let mut checked = 0;
+        for desc in descriptors().all_messages() {
+            if !desc.fields().any(|f| is_inline(&f)) {
+                continue;
+            }
+            let mut all = Vec::new();
+            names(&desc, &mut all);
+            let mut once = all.clone();
+            once.sort();
+            once.dedup();
+            assert_eq!(once.len(), all.len(), "{}: {all:?}", desc.full_name());
+            checked += 1;
+        }
+        assert!(checked >= 9, "only {checked} messages with inline fields");
+    }
+
+    /// A message with fields named `kind` and `apiVersion`, read as a top-level object: its own
+    /// replace the ones given, as in the tree.
+    #[test]
+    fn the_serde_reader_lets_a_message_name_its_own_kind() {
+        let object = json!({"kind": "Deployment", "apiVersion": "apps/v1", "name": "web"});
+        let bytes = encoded("autoscaling/v1", "CrossVersionObjectReference", &object).unwrap();
+        agree_serde::<Value>("autoscaling/v1", "CrossVersionObjectReference", &bytes).unwrap();
+        let read: Value = decode_message_into(
+            "autoscaling/v1",
+            "CrossVersionObjectReference",
+            &Bytes::from(bytes),
+        )
+        .unwrap();
+        assert_eq!(read, object);
+    }
+
+    #[test]
+    fn the_serde_reader_says_where_an_object_does_not_fit_the_type() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Pod {
+            spec: Spec,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Spec {
+            containers: Vec<Container>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Container {
+            image: u32,
+        }
+        let pod = json!({"spec": {"containers": [{"name": "a", "image": "nginx"}]}});
+        let bytes = Bytes::from(encoded("v1", "Pod", &pod).unwrap());
+        let err = decode_message_into::<Pod>("v1", "Pod", &bytes).unwrap_err();
+        assert!(
+            matches!(&err, ProtobufError::Message { path, why }
+                if path == "Pod.spec.containers[0].image" && why.contains("expected u32")),
+            "{err:?}"
+        );
+        // Damaged bytes are the wire's error, with where.
+        let mut cut = bytes.to_vec();
+        cut.truncate(cut.len() - 3);
+        let err = decode_message_into::<Value>("v1", "Pod", &Bytes::from(cut)).unwrap_err();
+        assert!(
+            matches!(&err, ProtobufError::Message { path, .. } if path.starts_with("Pod")),
+            "{err:?}"
+        );
+        let unknown = decode_message_into::<Value>("example.com/v1", "Widget", &bytes);
+        assert!(matches!(unknown, Err(ProtobufError::UnknownKind { .. })));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn the_serde_reader_agrees_with_the_json_tree_on_generated_messages(
+            object in deployment(),
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..3),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+        ) {
+            if let Some(mut bytes) = encoded("apps/v1", "Deployment", &object) {
+                prop_assert_eq!(agree_serde_all("apps/v1", "Deployment", &bytes), Ok(()));
+                let twice = [&bytes[..], &bytes[..]].concat();
+                prop_assert_eq!(agree_serde_all("apps/v1", "Deployment", &twice), Ok(()));
+                if !bytes.is_empty() {
+                    for (at, byte) in flips {
+                        let i = at.index(bytes.len());
+                        bytes[i] = byte;
+                    }
+                    if let Some(cut) = cut {
+                        bytes.truncate(cut.index(bytes.len()));
+                    }
+                    prop_assert_eq!(agree_serde_all("apps/v1", "Deployment", &bytes), Ok(()));
                 }
             }
         }
