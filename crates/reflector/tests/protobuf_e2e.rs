@@ -408,6 +408,32 @@ fn rich_pod(name: &str) -> serde_json::Value {
                 "lastTransitionTime": "2026-11-27T05:00:05Z"}]}})
 }
 
+/// Adds a pod, relabels `rich` and deletes `p2`, waits until both stores have seen all three, and
+/// checks that they hold the same objects.
+async fn change_and_compare<K: Object + PartialEq + std::fmt::Debug>(
+    sim: &SimServer,
+    a: &MapStore<K>,
+    b: &MapStore<K>,
+) {
+    sim.create("pods", Some("default"), rich_pod("new"))
+        .unwrap();
+    let mut changed = rich_pod("rich");
+    changed["metadata"]["labels"]["app"] = json!("changed");
+    sim.update("pods", Some("default"), changed).unwrap();
+    sim.delete("pods", Some("default"), "p2").unwrap();
+    for store in [a, b] {
+        store
+            .until("added, modified and deleted", |s| {
+                let items = s.items.lock();
+                items.contains_key("default/new")
+                    && !items.contains_key("default/p2")
+                    && items["default/rich"].label("app") == Some("changed")
+            })
+            .await;
+    }
+    assert_eq!(*a.items.lock(), *b.items.lock());
+}
+
 /// A server that answers JSON to typed protobuf objects (here because JSON was chosen; the same
 /// goes for a proxy or an aggregated server): every object, listed or watched, is transcoded with
 /// Kubernetes' descriptors and equals the one the protobuf answer gives.
@@ -459,23 +485,7 @@ async fn typed_protobuf_objects_read_from_a_json_answer_equal_those_read_from_pr
     pb_store
         .until("21 pods over protobuf", |s| s.len() == 21)
         .await;
-    sim.create("pods", Some("default"), rich_pod("new"))
-        .unwrap();
-    let mut changed = rich_pod("rich");
-    changed["metadata"]["labels"]["app"] = json!("changed");
-    sim.update("pods", Some("default"), changed).unwrap();
-    sim.delete("pods", Some("default"), "p2").unwrap();
-    for store in [&json_store, &pb_store] {
-        store
-            .until("added, modified and deleted", |s| {
-                let items = s.items.lock();
-                items.contains_key("default/new")
-                    && !items.contains_key("default/p2")
-                    && items["default/rich"].label("app") == Some("changed")
-            })
-            .await;
-    }
-    assert_eq!(*json_store.items.lock(), *pb_store.items.lock());
+    change_and_compare(&sim, &json_store, &pb_store).await;
     assert!(json_errors.lock().is_empty(), "{:?}", json_errors.lock());
     assert!(pb_errors.lock().is_empty(), "{:?}", pb_errors.lock());
     stop(c1, t1).await;
@@ -522,23 +532,7 @@ async fn k8s_openapi_objects_asking_for_protobuf_equal_those_read_from_json() {
     for store in [&json_store, &pb_store] {
         store.until("21 pods", |s| s.len() == 21).await;
     }
-    sim.create("pods", Some("default"), rich_pod("new"))
-        .unwrap();
-    let mut changed = rich_pod("rich");
-    changed["metadata"]["labels"]["app"] = json!("changed");
-    sim.update("pods", Some("default"), changed).unwrap();
-    sim.delete("pods", Some("default"), "p2").unwrap();
-    for store in [&json_store, &pb_store] {
-        store
-            .until("added, modified and deleted", |s| {
-                let items = s.items.lock();
-                items.contains_key("default/new")
-                    && !items.contains_key("default/p2")
-                    && items["default/rich"].label("app") == Some("changed")
-            })
-            .await;
-    }
-    assert_eq!(*json_store.items.lock(), *pb_store.items.lock());
+    change_and_compare(&sim, &json_store, &pb_store).await;
     // The list above, the reflector's list and its watch: all in protobuf.
     assert!(
         sim.counters().protobuf_responses >= 3,

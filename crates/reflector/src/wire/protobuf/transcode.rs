@@ -1451,6 +1451,25 @@ mod tests {
             })
     }
 
+    /// Flips the bytes at `flips` and cuts at `cut`; whether there were bytes to damage.
+    fn damage(
+        bytes: &mut Vec<u8>,
+        flips: Vec<(prop::sample::Index, u8)>,
+        cut: Option<prop::sample::Index>,
+    ) -> bool {
+        if bytes.is_empty() {
+            return false;
+        }
+        for (at, byte) in flips {
+            let i = at.index(bytes.len());
+            bytes[i] = byte;
+        }
+        if let Some(cut) = cut {
+            bytes.truncate(cut.index(bytes.len()));
+        }
+        true
+    }
+
     /// The wire decoder's JSON for `bytes` against the oracle's (the dynamic message decoded,
     /// then walked): the same JSON wherever the oracle reads the bytes. Where it refuses them the
     /// decoder may refuse them too or read them leniently (an invalid string in a field the JSON
@@ -1543,14 +1562,7 @@ mod tests {
                 prop_assert_eq!(agree_reading("apps/v1", "Deployment", &bytes), Ok(()));
                 let twice = [&bytes[..], &bytes[..]].concat();
                 prop_assert_eq!(agree_reading("apps/v1", "Deployment", &twice), Ok(()));
-                if !bytes.is_empty() {
-                    for (at, byte) in flips {
-                        let i = at.index(bytes.len());
-                        bytes[i] = byte;
-                    }
-                    if let Some(cut) = cut {
-                        bytes.truncate(cut.index(bytes.len()));
-                    }
+                if damage(&mut bytes, flips, cut) {
                     // Damaged bytes: a typed error or a reading, never a panic. (Where each
                     // reader is lenient differs in corners, a wrong wire type say, so the
                     // readings are not compared.)
@@ -1773,14 +1785,7 @@ mod tests {
                 prop_assert_eq!(agree_serde_all("apps/v1", "Deployment", &bytes), Ok(()));
                 let twice = [&bytes[..], &bytes[..]].concat();
                 prop_assert_eq!(agree_serde_all("apps/v1", "Deployment", &twice), Ok(()));
-                if !bytes.is_empty() {
-                    for (at, byte) in flips {
-                        let i = at.index(bytes.len());
-                        bytes[i] = byte;
-                    }
-                    if let Some(cut) = cut {
-                        bytes.truncate(cut.index(bytes.len()));
-                    }
+                if damage(&mut bytes, flips, cut) {
                     prop_assert_eq!(agree_serde_all("apps/v1", "Deployment", &bytes), Ok(()));
                 }
             }

@@ -628,6 +628,12 @@ fn deserialize_top<'de, V: Visitor<'de>>(
     visitor.visit_map(Entries::new(out))
 }
 
+/// The entry whose key a map gave last, for its value.
+fn pending<T>(slot: &mut Option<T>) -> Result<T, DeError> {
+    slot.take()
+        .ok_or_else(|| DeError::message("a map value asked for before its key"))
+}
+
 /// A message's entries as a serde map.
 struct Entries {
     entries: std::vec::IntoIter<(Key, Node)>,
@@ -659,10 +665,7 @@ impl<'de> MapAccess<'de> for Entries {
     }
 
     fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, DeError> {
-        let (key, node) = self
-            .value
-            .take()
-            .ok_or_else(|| DeError::message("a map value asked for before its key"))?;
+        let (key, node) = pending(&mut self.value)?;
         seed.deserialize(node)
             .map_err(|e| e.at(|| format!(".{}", key.as_str())))
     }
@@ -863,10 +866,7 @@ impl<'de> MapAccess<'de> for MapEntries {
     }
 
     fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, DeError> {
-        let (key, node) = self
-            .value
-            .take()
-            .ok_or_else(|| DeError::message("a map value asked for before its key"))?;
+        let (key, node) = pending(&mut self.value)?;
         seed.deserialize(node)
             .map_err(|e| e.at(|| format!("[{:?}]", key_str(&key))))
     }
