@@ -494,7 +494,8 @@ async fn typed_protobuf_objects_read_from_a_json_answer_equal_those_read_from_pr
 
 /// `k8s_openapi` objects asking for protobuf: listed and watched in protobuf, each message read
 /// straight into the type, they equal the objects a JSON answer gives; by default they ask for
-/// JSON (cheaper to decode into them).
+/// JSON (cheaper to decode into them). `Decode` for them needs the `k8s-openapi` feature.
+#[cfg(feature = "k8s-openapi")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn k8s_openapi_objects_asking_for_protobuf_equal_those_read_from_json() {
     type OpenApiPod = k8s_openapi::api::core::v1::Pod;
