@@ -1727,6 +1727,26 @@ mod tests {
         let object = json!({"kind": "Deployment", "apiVersion": "apps/v1", "name": "web"});
         let bytes = encoded("autoscaling/v1", "CrossVersionObjectReference", &object).unwrap();
         agree_serde::<Value>("autoscaling/v1", "CrossVersionObjectReference", &bytes).unwrap();
+        // A struct refuses a key given twice (a map keeps the last), so this one fails unless
+        // each key comes once.
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Reference {
+            kind: String,
+            api_version: String,
+            name: String,
+        }
+        agree_serde::<Reference>("autoscaling/v1", "CrossVersionObjectReference", &bytes).unwrap();
+        let typed: Reference = decode_message_into(
+            "autoscaling/v1",
+            "CrossVersionObjectReference",
+            &Bytes::from(bytes.clone()),
+        )
+        .unwrap();
+        assert_eq!(
+            (typed.kind.as_str(), typed.name.as_str()),
+            ("Deployment", "web")
+        );
         let read: Value = decode_message_into(
             "autoscaling/v1",
             "CrossVersionObjectReference",
