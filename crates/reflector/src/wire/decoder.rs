@@ -39,7 +39,7 @@ use crate::store_index::ResourceVersion;
 use crate::wire::object::{Decode, DecodeSource, ProtobufSource};
 use crate::wire::protobuf::meta as pb_meta;
 use crate::wire::protobuf::{
-    is_protobuf, FrameDecoder, ProtobufError, Unknown, WatchEvent as ProtoWatchEvent,
+    is_protobuf, FrameDecoder, ProtobufError, UnknownView, WatchEventView,
 };
 use crate::wire::status::Status;
 
@@ -411,8 +411,9 @@ pub(crate) fn decode_frames<K: Decode>(
 /// `Status` for `ERROR`). An object keeping its message keeps a copy, never a slice of the frame
 /// (see [`RawFrame::bytes`]).
 fn decode_protobuf_event<K: Decode>(payload: &Bytes) -> Result<WatchEvent<K>, DecodeError> {
-    let event = ProtoWatchEvent::decode(payload)?;
-    let object = Unknown::decode(&event.object)?;
+    // Views: nothing is allocated here that the object does not keep.
+    let event = WatchEventView::decode(payload)?;
+    let object = UnknownView::decode(&event.object)?;
     if !object.content_type.is_empty() || !object.content_encoding.is_empty() {
         return Err(ProtobufError::Malformed {
             what: "runtime.Unknown",
@@ -420,9 +421,9 @@ fn decode_protobuf_event<K: Decode>(payload: &Bytes) -> Result<WatchEvent<K>, De
         }
         .into());
     }
-    let source = ProtobufSource::new(&object.api_version, &object.kind, false);
+    let source = ProtobufSource::new(object.api_version, object.kind, false);
     let decode = || K::decode_protobuf(&object.raw, &source);
-    Ok(match event.event_type.as_str() {
+    Ok(match event.event_type {
         "ADDED" => WatchEvent::Added(decode()?),
         "MODIFIED" => WatchEvent::Modified(decode()?),
         "DELETED" => WatchEvent::Deleted(decode()?),

@@ -52,6 +52,37 @@ impl Unknown {
 
     /// Decodes `data` (magic included). `raw` shares `data`'s buffer: no copy of the object.
     pub fn decode(data: &Bytes) -> Result<Self, ProtobufError> {
+        let view = UnknownView::decode(data)?;
+        Ok(Self {
+            api_version: view.api_version.to_string(),
+            kind: view.kind.to_string(),
+            raw: view.raw,
+            content_encoding: view.content_encoding.to_string(),
+            content_type: view.content_type.to_string(),
+        })
+    }
+}
+
+/// An envelope read without copying its strings: [`Unknown`]'s fields, borrowed from the body.
+/// What a watch decodes each event's envelope into, so that reading an event allocates nothing
+/// that the object does not keep.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct UnknownView<'a> {
+    /// `typeMeta.apiVersion`.
+    pub(crate) api_version: &'a str,
+    /// `typeMeta.kind`.
+    pub(crate) kind: &'a str,
+    /// The object's own message, sharing the body's buffer.
+    pub(crate) raw: Bytes,
+    /// `contentEncoding`.
+    pub(crate) content_encoding: &'a str,
+    /// `contentType`.
+    pub(crate) content_type: &'a str,
+}
+
+impl<'a> UnknownView<'a> {
+    /// Decodes `data` (magic included), as [`Unknown::decode`] does.
+    pub(crate) fn decode(data: &'a Bytes) -> Result<Self, ProtobufError> {
         let Some(body) = data.strip_prefix(&MAGIC[..]) else {
             return Err(ProtobufError::BadMagic);
         };
@@ -64,22 +95,16 @@ impl Unknown {
                     while let Some(f) = tm_fields.next_field()? {
                         match f {
                             Field::Bytes(1, s) => {
-                                out.api_version = wire::utf8(s, "runtime.TypeMeta")?.to_string()
+                                out.api_version = wire::utf8(s, "runtime.TypeMeta")?
                             }
-                            Field::Bytes(2, s) => {
-                                out.kind = wire::utf8(s, "runtime.TypeMeta")?.to_string()
-                            }
+                            Field::Bytes(2, s) => out.kind = wire::utf8(s, "runtime.TypeMeta")?,
                             _ => {}
                         }
                     }
                 }
                 Field::Bytes(2, raw) => out.raw = data.slice_ref(raw),
-                Field::Bytes(3, s) => {
-                    out.content_encoding = wire::utf8(s, "runtime.Unknown")?.to_string()
-                }
-                Field::Bytes(4, s) => {
-                    out.content_type = wire::utf8(s, "runtime.Unknown")?.to_string()
-                }
+                Field::Bytes(3, s) => out.content_encoding = wire::utf8(s, "runtime.Unknown")?,
+                Field::Bytes(4, s) => out.content_type = wire::utf8(s, "runtime.Unknown")?,
                 // Fields a later Kubernetes may add are skipped, as Go's decoder does.
                 _ => {}
             }

@@ -146,14 +146,34 @@ impl WatchEvent {
 
     /// Decodes one frame's payload; `object` shares `payload`'s buffer.
     pub fn decode(payload: &Bytes) -> Result<Self, ProtobufError> {
+        let view = WatchEventView::decode(payload)?;
+        Ok(Self {
+            event_type: view.event_type.to_string(),
+            object: view.object,
+        })
+    }
+}
+
+/// A watch event read without copying its type: [`WatchEvent`]'s fields, the type borrowed from
+/// the frame. What a watch decodes each frame into, so that reading an event allocates nothing
+/// that the object does not keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WatchEventView<'a> {
+    /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
+    pub(crate) event_type: &'a str,
+    /// `object.raw`, sharing the frame's buffer.
+    pub(crate) object: Bytes,
+}
+
+impl<'a> WatchEventView<'a> {
+    /// Decodes one frame's payload, as [`WatchEvent::decode`] does.
+    pub(crate) fn decode(payload: &'a Bytes) -> Result<Self, ProtobufError> {
         let mut event_type = None;
         let mut object = Bytes::new();
         let mut fields = Reader::new(payload, "meta.v1.WatchEvent");
         while let Some(f) = fields.next_field()? {
             match f {
-                Field::Bytes(1, t) => {
-                    event_type = Some(wire::utf8(t, "meta.v1.WatchEvent")?.to_string())
-                }
+                Field::Bytes(1, t) => event_type = Some(wire::utf8(t, "meta.v1.WatchEvent")?),
                 Field::Bytes(2, ext) => {
                     let mut ext_fields = Reader::new(ext, "runtime.RawExtension");
                     while let Some(f) = ext_fields.next_field()? {

@@ -35,7 +35,9 @@ mod wire_serde;
 pub use crate::store_index::protobuf::{wire, ProtobufError};
 pub use crate::store_index::time;
 
+pub(crate) use envelope::UnknownView;
 pub use envelope::{Unknown, MAGIC};
+pub(crate) use frame::WatchEventView;
 pub use frame::{encode_frame, FrameDecoder, WatchEvent, DEFAULT_MAX_FRAME};
 
 /// The media type of protobuf bodies.
