@@ -172,6 +172,7 @@ const PEER_CLIENTS: &[&str] = &[
     "prost-pod",
     "ours-pod-pb",
     "ours-compact-pb",
+    "ours-compact-pb-typed",
 ];
 
 /// client-go's informer (`go-pod` in protobuf, `go-pod-json`), run besides [`PEER_CLIENTS`] when
@@ -240,6 +241,14 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
         "informer CompactObject, protobuf",
         "ours-compact",
         "informer CompactObject",
+    ),
+    // A typed Pod in the handler without a typed cache: the protobuf CompactObject informer
+    // whose handler decodes each object (`decode_pb`), against kube-rs's typed reflector.
+    (
+        "ours-compact-pb-typed",
+        "Pod decoded in the handler, informer CompactObject, protobuf",
+        "kube-pod",
+        "kube-rs reflector, Pod",
     ),
     // Against client-go's informer, where it was run (`PEER_CLIENT_GO`): our typed informers
     // on each encoding against client-go's on the same one.

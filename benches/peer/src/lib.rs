@@ -18,6 +18,10 @@
 //!   `DynamicObject`: typed metadata, the rest as `serde_json::Value`);
 //! - `ours-pod`, `ours-dynamic`, `ours-compact`: a `SharedInformerFactory` informer of `Pod`,
 //!   `DynamicObject` or `CompactObject` (default queue, no indexes), one `on_update` handler;
+//! - `ours-compact-pb-typed`: the `CompactObject` informer on protobuf (`Encoding::Protobuf`)
+//!   whose `on_update` handler decodes each new object into `k8s_pb`'s `Pod`
+//!   (`CompactObject::decode_pb`) and reads its first container's image: a typed `Pod` in the
+//!   handler, as kube-rs's loop has one, without a cache of typed pods;
 //! - `ours-pod-thread`, `ours-dynamic-thread`, `ours-compact-thread`: the same, started on an
 //!   `InformerThread` (`SharedInformerFactory::start_on`) instead of the clients' runtime;
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
@@ -222,7 +226,7 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 12] = [
+pub const CLIENTS: [&str; 13] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
@@ -235,13 +239,21 @@ pub const CLIENTS: [&str; 12] = [
     "prost-pod",
     "ours-pod-pb",
     "ours-compact-pb",
+    "ours-compact-pb-typed",
 ];
 
 /// The clients that ask for protobuf: their server transcodes its objects at start (the others'
 /// servers build JSON alone, as before). `ours-pod-pb` is the informer of `k8s_pb`'s `Pod`
 /// (`Pb<Pod>`, protobuf by default); `ours-compact-pb` the `CompactObject` informer told to ask
-/// for protobuf (`Encoding::Protobuf`); `go-pod` client-go's informer, protobuf by default.
-pub const PROTOBUF_CLIENTS: [&str; 4] = ["prost-pod", "ours-pod-pb", "ours-compact-pb", "go-pod"];
+/// for protobuf (`Encoding::Protobuf`), and `ours-compact-pb-typed` the same whose handler decodes
+/// each object into a `k8s_pb` `Pod`; `go-pod` client-go's informer, protobuf by default.
+pub const PROTOBUF_CLIENTS: [&str; 5] = [
+    "prost-pod",
+    "ours-pod-pb",
+    "ours-compact-pb",
+    "ours-compact-pb-typed",
+    "go-pod",
+];
 
 /// `PEER_FRAMING=coalesced`: the watch's events coalesced into chunks of about 64 KiB
 /// (`sim_apiserver::Framing::COALESCED`) instead of one HTTP chunk each (read by the client for
@@ -486,6 +498,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
                 ClientRun::ours_encoded::<CompactObject>(&url, &counter, Encoding::Protobuf, false)
                     .await
             }
+            "ours-compact-pb-typed" => ClientRun::ours_typed_on_demand(&url, &counter).await,
             "serde-pod" => ClientRun::Alone(alone::serde_pod(&url, &counter).await),
             "prost-pod" => ClientRun::Alone(alone::prost_pod(&url, &counter).await),
             other => panic!("unknown client {other}"),
@@ -754,6 +767,41 @@ impl ClientRun {
         K: Object + Decode + Send + Sync + 'static,
     {
         Self::ours_encoded::<K>(url, counter, Encoding::Auto, true).await
+    }
+
+    /// `ours-compact-pb-typed`: the `CompactObject` informer on protobuf whose handler decodes
+    /// each new object into a `k8s_pb` `Pod` and reads a field of its spec.
+    async fn ours_typed_on_demand(url: &str, counter: &Arc<Counter>) -> Self {
+        let factory = SharedInformerFactory::new(ClusterConfig::new(url).expect("config"))
+            .encoding(Encoding::Protobuf);
+        let informer = factory
+            .informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))
+            .expect("informer");
+        let handler_counter = Arc::clone(counter);
+        let registration = informer
+            .add_event_handler(EventHandlerFns::new().on_update(
+                move |_: &Arc<CompactObject>, new: &Arc<CompactObject>| {
+                    let pod: PbPod = new.decode_pb().expect("a Pod");
+                    let image = pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.containers.first())
+                        .and_then(|c| c.image.as_deref());
+                    assert!(image.is_some());
+                    let stamp = pod
+                        .metadata
+                        .as_ref()
+                        .and_then(|m| m.annotations.get(SENT_ANNOTATION));
+                    handler_counter.hit_stamped(stamp.map(String::as_str))
+                },
+            ))
+            .expect("handler");
+        let cancel = CancellationToken::new();
+        factory.start(&cancel);
+        let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
+        assert!(report.all_synced(), "informer synced");
+        assert_eq!(informer.indexer().len(), cached(), "informer synced");
+        ClientRun::Ours(Box::new(factory), cancel, Backlog::of(registration), None)
     }
 
     /// [`ours`](Self::ours) with the factory's wire encoding set, on its own thread or not.
