@@ -729,7 +729,7 @@ impl Items {
                     }
                     .ok_or_else(|| DeError::message("a truncated packed field"))?;
                     let used = run.len() - buf.len();
-                    let _ = run.split_to(used);
+                    bytes::Buf::advance(run, used);
                     return Ok(Some(Node::Scalar {
                         kind: self.kind.clone(),
                         value,
