@@ -56,8 +56,8 @@
 //! default); paced, a chunk leaves at its last event's time. `peer-bench wire [events]` prints the
 //! bytes per listed pod and per watch event of each encoding instead of running a client.
 //!
-//! `PEER_TRACE=1` also prints RSS and the handler's count every 100 ms during the watch, and the
-//! CPU each thread used, on stderr; `PEER_MALLOC_STATS=1` prints glibc's per-arena statistics
+//! `PEER_TRACE=1` also prints the CPU each thread used until sync (the initial list), RSS and the
+//! handler's count every 100 ms during the watch, and the CPU each thread used in it, on stderr; `PEER_MALLOC_STATS=1` prints glibc's per-arena statistics
 //! (`malloc_stats(3)`) at sync, after the watch and, with `PEER_TRACE`, at every tick.
 //! `PEER_NO_HANDLER=1` (ours only, a diagnostic) registers no
 //! handler and sees the end in the cache instead; `PEER_CACHED=N` lists N pods instead of 10k (with
@@ -508,6 +508,19 @@ pub fn measure(client: &str, events: usize) -> Figures {
         arena_stats("at sync");
         let list_peak_rss_mb = status_mb("VmHWM:");
         reset_peak_rss();
+        if std::env::var_os("PEER_TRACE").is_some() {
+            let threads = thread_cpu();
+            let by_thread: Vec<String> = threads
+                .iter()
+                .filter(|(_, cpu)| **cpu >= 0.01)
+                .map(|(name, cpu)| format!("{name} {cpu:.2} s"))
+                .collect();
+            eprintln!(
+                "  cpu by thread until sync ({} ms): {}",
+                sync.as_millis(),
+                by_thread.join(", ")
+            );
+        }
         let trace = std::env::var_os("PEER_TRACE").is_some().then(|| {
             let counter = Arc::clone(&counter);
             tokio::spawn(async move {
