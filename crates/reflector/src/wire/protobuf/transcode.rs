@@ -1681,30 +1681,26 @@ mod tests {
             .get_field_by_name("supplementalGroups")
             .unwrap();
         assert!(groups.is_list() && spec.name() == "spec");
-        let mut inner = Vec::new();
-        wire::put_bytes(&mut inner, groups.number(), b"");
-        let mut spec_bytes = Vec::new();
-        wire::put_bytes(&mut spec_bytes, security.number(), &inner);
-        let mut bytes = Vec::new();
-        wire::put_bytes(&mut bytes, 2, &spec_bytes);
-        agree_serde_all("v1", "Pod", &bytes).unwrap();
-        let read: Value = decode_message_into("v1", "Pod", &Bytes::from(bytes)).unwrap();
-        assert_eq!(read["spec"], json!({"securityContext": {}}));
+        // A pod whose spec.securityContext.supplementalGroups is one packed run of `run`'s bytes,
+        // read both ways.
+        let read_packed = |run: &[u8]| -> Value {
+            let mut inner = Vec::new();
+            wire::put_bytes(&mut inner, groups.number(), run);
+            let mut spec_bytes = Vec::new();
+            wire::put_bytes(&mut spec_bytes, security.number(), &inner);
+            let mut bytes = Vec::new();
+            wire::put_bytes(&mut bytes, 2, &spec_bytes);
+            agree_serde_all("v1", "Pod", &bytes).unwrap();
+            decode_message_into("v1", "Pod", &Bytes::from(bytes)).unwrap()
+        };
+        assert_eq!(read_packed(b"")["spec"], json!({"securityContext": {}}));
         // The same list packed with three elements, one of them a multi-byte varint: each read.
         let mut run = Vec::new();
         for group in [1000u64, 2, 300_000] {
             wire::put_varint(&mut run, group);
         }
-        let mut inner = Vec::new();
-        wire::put_bytes(&mut inner, groups.number(), &run);
-        let mut spec_bytes = Vec::new();
-        wire::put_bytes(&mut spec_bytes, security.number(), &inner);
-        let mut bytes = Vec::new();
-        wire::put_bytes(&mut bytes, 2, &spec_bytes);
-        agree_serde_all("v1", "Pod", &bytes).unwrap();
-        let read: Value = decode_message_into("v1", "Pod", &Bytes::from(bytes)).unwrap();
         assert_eq!(
-            read["spec"],
+            read_packed(&run)["spec"],
             json!({"securityContext": {"supplementalGroups": [1000, 2, 300000]}})
         );
     }
