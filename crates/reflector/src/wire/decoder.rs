@@ -411,7 +411,7 @@ pub(crate) fn decode_frames<K: Decode>(
 /// `Status` for `ERROR`). An object keeping its message keeps a copy, never a slice of the frame
 /// (see [`RawFrame::bytes`]).
 fn decode_protobuf_event<K: Decode>(payload: &Bytes) -> Result<WatchEvent<K>, DecodeError> {
-    // Views: nothing is allocated here that the object does not keep.
+    // Views: the event's type and the envelope's kind and apiVersion are read in place.
     let event = WatchEventView::decode(payload)?;
     let object = UnknownView::decode(&event.object)?;
     if !object.content_type.is_empty() || !object.content_encoding.is_empty() {
