@@ -464,6 +464,11 @@ fn client_runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// The handler of our clients: counts the new object, with the send time it carries if paced.
+fn count_stamped<K: Object>(new: &K, counter: &Counter) {
+    counter.hit_stamped(new.annotation(SENT_ANNOTATION))
+}
+
 /// Runs one client against a fresh server process and returns its figures.
 pub fn measure(client: &str, events: usize) -> Figures {
     let mut server = ServerProcess::start(events, PROTOBUF_CLIENTS.contains(&client));
@@ -495,10 +500,25 @@ pub fn measure(client: &str, events: usize) -> Figures {
             }
             "ours-pod-pb" => ClientRun::ours::<Pb<PbPod>>(&url, &counter).await,
             "ours-compact-pb" => {
-                ClientRun::ours_encoded::<CompactObject>(&url, &counter, Encoding::Protobuf, false)
-                    .await
+                ClientRun::ours_encoded::<CompactObject>(
+                    &url,
+                    &counter,
+                    Encoding::Protobuf,
+                    false,
+                    count_stamped,
+                )
+                .await
             }
-            "ours-compact-pb-typed" => ClientRun::ours_typed_on_demand(&url, &counter).await,
+            "ours-compact-pb-typed" => {
+                ClientRun::ours_encoded::<CompactObject>(
+                    &url,
+                    &counter,
+                    Encoding::Protobuf,
+                    false,
+                    ClientRun::decode_and_count,
+                )
+                .await
+            }
             "serde-pod" => ClientRun::Alone(alone::serde_pod(&url, &counter).await),
             "prost-pod" => ClientRun::Alone(alone::prost_pod(&url, &counter).await),
             other => panic!("unknown client {other}"),
@@ -769,7 +789,7 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
-        Self::ours_encoded::<K>(url, counter, Encoding::Auto, false).await
+        Self::ours_encoded::<K>(url, counter, Encoding::Auto, false, count_stamped).await
     }
 
     /// `ours-*-thread`: [`ours`](Self::ours), its informer started on an [`InformerThread`]
@@ -779,50 +799,34 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
-        Self::ours_encoded::<K>(url, counter, Encoding::Auto, true).await
+        Self::ours_encoded::<K>(url, counter, Encoding::Auto, true, count_stamped).await
     }
 
-    /// `ours-compact-pb-typed`: the `CompactObject` informer on protobuf whose handler decodes
-    /// each new object into a `k8s_pb` `Pod` and reads a field of its spec.
-    async fn ours_typed_on_demand(url: &str, counter: &Arc<Counter>) -> Self {
-        let factory = SharedInformerFactory::new(ClusterConfig::new(url).expect("config"))
-            .encoding(Encoding::Protobuf);
-        let informer = factory
-            .informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))
-            .expect("informer");
-        let handler_counter = Arc::clone(counter);
-        let registration = informer
-            .add_event_handler(EventHandlerFns::new().on_update(
-                move |_: &Arc<CompactObject>, new: &Arc<CompactObject>| {
-                    let pod: PbPod = new.decode_pb().expect("a Pod");
-                    let image = pod
-                        .spec
-                        .as_ref()
-                        .and_then(|s| s.containers.first())
-                        .and_then(|c| c.image.as_deref());
-                    assert!(image.is_some());
-                    let stamp = pod
-                        .metadata
-                        .as_ref()
-                        .and_then(|m| m.annotations.get(SENT_ANNOTATION));
-                    handler_counter.hit_stamped(stamp.map(String::as_str))
-                },
-            ))
-            .expect("handler");
-        let cancel = CancellationToken::new();
-        factory.start(&cancel);
-        let report = factory.wait_for_cache_sync(Duration::from_secs(600)).await;
-        assert!(report.all_synced(), "informer synced");
-        assert_eq!(informer.indexer().len(), cached(), "informer synced");
-        ClientRun::Ours(Box::new(factory), cancel, Backlog::of(registration), None)
+    /// `ours-compact-pb-typed`'s handler: decodes the new object into a `k8s_pb` `Pod`, reads a
+    /// field of its spec, and counts it with the stamp read from the decoded pod.
+    fn decode_and_count(new: &CompactObject, counter: &Counter) {
+        let pod: PbPod = new.decode_pb().expect("a Pod");
+        let image = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.image.as_deref());
+        assert!(image.is_some());
+        let stamp = pod
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.get(SENT_ANNOTATION));
+        counter.hit_stamped(stamp.map(String::as_str))
     }
 
-    /// [`ours`](Self::ours) with the factory's wire encoding set, on its own thread or not.
+    /// [`ours`](Self::ours) with the factory's wire encoding set, on its own thread or not,
+    /// `handle` called with each update's new object.
     async fn ours_encoded<K>(
         url: &str,
         counter: &Arc<Counter>,
         encoding: Encoding,
         own_thread: bool,
+        handle: fn(&K, &Counter),
     ) -> Self
     where
         K: Object + Decode + Send + Sync + 'static,
@@ -849,11 +853,10 @@ impl ClientRun {
         let handler_counter = Arc::clone(counter);
         let registration = (std::env::var_os("PEER_NO_HANDLER").is_none()).then(|| {
             informer
-                .add_event_handler(EventHandlerFns::new().on_update(
-                    move |_: &Arc<K>, new: &Arc<K>| {
-                        handler_counter.hit_stamped(new.annotation(SENT_ANNOTATION))
-                    },
-                ))
+                .add_event_handler(
+                    EventHandlerFns::new()
+                        .on_update(move |_: &Arc<K>, new: &Arc<K>| handle(new, &handler_counter)),
+                )
                 .expect("handler")
         });
         let cancel = CancellationToken::new();
