@@ -13,7 +13,8 @@
 //! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
 //! - `integration`: the end-to-end scenarios (`tests/integration`) against the simulated API
 //!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`,
-//!   `--queue in-order|delta-fifo|both`) are passed through.
+//!   `--queue in-order|delta-fifo|both`, `--only informers|others`) are passed through;
+//!   `integration --ci` runs CI's integration step alone (both queues' rounds at once).
 //! - `bench`: every benchmark in release mode, one table of figures with their same-run baselines,
 //!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only),
 //!   and the peer comparison drawn as `docs/img/peer-bench.svg` (`--chart-only` redraws it from
@@ -45,7 +46,8 @@ fn usage() -> &'static str {
        (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster;\n               \
        --replicas N [--widgets N] for a sharded controller in N processes, one joining, one leaving)\n  \
        integration  run the end-to-end scenarios against the simulated API server (about 7 minutes per queue)\n               \
-       ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both)\n  \
+       ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both,\n               \
+       --only informers|others; --ci alone for CI's step: both queues at once)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
        (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg)\n"
 }

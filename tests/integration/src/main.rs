@@ -15,7 +15,9 @@
 //! Arguments: `[FILTER…]` (substrings of scenario names), `--list`, `--soak-seconds N`,
 //! `--queue in-order|delta-fifo|both` (the informers' queue; default `in-order`, client-go's
 //! default; `both` runs every scenario that has informers on each, about twice as long, and
-//! the one without, leader election, once; `cargo xtask ci` runs `both`).
+//! the ones without, leader election and sharding, once), `--only informers|others` (the scenarios
+//! that run informers, or only those that do not). `cargo xtask ci` runs the informer scenarios
+//! of each queue in a process of its own, the two at once, then the others alone.
 
 mod check;
 mod harness;
@@ -59,9 +61,11 @@ pub struct Scenario {
 fn usage() -> &'static str {
     "usage: cargo xtask integration [FILTER...] [--list] [--soak-seconds N]\n\
      \x20                              [--queue in-order|delta-fifo|both]\n\
+     \x20                              [--only informers|others]\n\
      Runs the end-to-end scenarios whose names contain any FILTER (all without one), with the\n\
      informers on the in-order queue (default), the DeltaFifo, or each in turn (`both`: the\n\
-     scenarios without informers run once)."
+     scenarios without informers run once); `--only` keeps the scenarios that run informers,\n\
+     or those that do not."
 }
 
 struct Args {
@@ -69,6 +73,8 @@ struct Args {
     list: bool,
     opts: Opts,
     queues: Vec<(&'static str, InformerQueue)>,
+    /// `Some(true)`: only the scenarios with informers; `Some(false)`: only those without.
+    only_informers: Option<bool>,
 }
 
 const IN_ORDER: (&str, InformerQueue) = (
@@ -87,6 +93,7 @@ fn parse_args() -> Result<Args, String> {
         list: false,
         opts: Opts { soak_seconds: 120 },
         queues: vec![IN_ORDER],
+        only_informers: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -112,6 +119,16 @@ fn parse_args() -> Result<Args, String> {
                     "delta-fifo" => vec![DELTA_FIFO],
                     "both" => vec![IN_ORDER, DELTA_FIFO],
                     other => return Err(format!("--queue {other:?}\n{}", usage())),
+                };
+            }
+            "--only" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| format!("--only needs a value\n{}", usage()))?;
+                args.only_informers = match v.as_str() {
+                    "informers" => Some(true),
+                    "others" => Some(false),
+                    other => return Err(format!("--only {other:?}\n{}", usage())),
                 };
             }
             "-h" | "--help" => return Err(usage().to_string()),
@@ -199,6 +216,7 @@ fn main() -> ExitCode {
     let chosen: Vec<&Scenario> = all
         .iter()
         .filter(|s| args.filters.is_empty() || args.filters.iter().any(|f| s.name.contains(f)))
+        .filter(|s| args.only_informers.is_none_or(|only| s.informers == only))
         .collect();
     if args.list {
         for s in &chosen {
