@@ -272,6 +272,31 @@ const BAR_GAP: f64 = 3.0;
 const GROUP_GAP: f64 = 14.0;
 const TOP: f64 = 122.0;
 
+/// The most characters of a client's name one line of the label column holds (about 6.7 units
+/// each at the picture's 12-unit font, within its 240).
+const LABEL_CHARS: usize = 34;
+/// The distance between two lines of a client's label.
+const LABEL_LINE: f64 = 2.0 * BAR + BAR_GAP - BAR;
+
+/// A client's name as the label column shows it: one line, or, when longer than [`LABEL_CHARS`],
+/// two, cut after the last `, ` that leaves the first line within it (or the first `, ` when
+/// none does). A name with no `, ` stays on one line.
+fn label_lines(name: &str) -> Vec<&str> {
+    if name.chars().count() <= LABEL_CHARS {
+        return vec![name];
+    }
+    let cuts: Vec<usize> = name.match_indices(", ").map(|(at, _)| at).collect();
+    let cut = cuts
+        .iter()
+        .rev()
+        .find(|&&at| name[..at + 1].chars().count() <= LABEL_CHARS)
+        .or(cuts.first());
+    match cut {
+        Some(&at) => vec![&name[..at + 1], &name[at + 2..]],
+        None => vec![name],
+    }
+}
+
 /// The picture of `clients`; `caption` (up to two lines) says when and where the figures were
 /// measured.
 pub fn svg(clients: &[Client], caption: &str) -> String {
@@ -399,17 +424,25 @@ pub fn svg(clients: &[Client], caption: &str) -> String {
             }
         );
     }
-    // Client labels, right-aligned against the first panel.
+    // Client labels, right-aligned against the first panel: the name on one line, or two when it
+    // is too long for the column, then the encoding.
     for (i, client) in clients.iter().enumerate() {
         let top = TOP + i as f64 * group;
+        let lines = label_lines(&client.name);
+        for (k, line) in lines.iter().enumerate() {
+            let _ = write!(
+                out,
+                r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+                LABEL_COLUMN - 10.0,
+                top + BAR - 1.0 + k as f64 * LABEL_LINE,
+                escape(line)
+            );
+        }
         let _ = write!(
             out,
-            r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text><text class="muted" x="{}" y="{:.1}" text-anchor="end" font-size="11">{}</text>"#,
+            r#"<text class="muted" x="{}" y="{:.1}" text-anchor="end" font-size="11">{}</text>"#,
             LABEL_COLUMN - 10.0,
-            top + BAR - 1.0,
-            escape(&client.name),
-            LABEL_COLUMN - 10.0,
-            top + 2.0 * BAR + BAR_GAP - 1.0,
+            top + BAR - 1.0 + lines.len() as f64 * LABEL_LINE,
             client.encoding
         );
     }
@@ -673,5 +706,31 @@ mod tests {
         assert_eq!(clients.len(), 2);
         assert_eq!(number("2.1 k MB"), Some(2100.0));
         assert_eq!(number("not measured"), None);
+    }
+
+    #[test]
+    fn a_long_client_name_is_cut_at_a_comma_onto_two_lines() {
+        use super::{label_lines, LABEL_CHARS};
+        assert_eq!(
+            label_lines("informer CompactObject, protobuf"),
+            ["informer CompactObject, protobuf"]
+        );
+        let long = "Pod decoded in the handler, informer CompactObject, protobuf";
+        let lines = label_lines(long);
+        assert_eq!(
+            lines,
+            [
+                "Pod decoded in the handler,",
+                "informer CompactObject, protobuf"
+            ]
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= LABEL_CHARS));
+        // No comma early enough: cut at the first one; none at all: one line.
+        assert_eq!(
+            label_lines("an informer of a very long kind name here, protobuf"),
+            ["an informer of a very long kind name here,", "protobuf"]
+        );
+        let no_comma = "an informer of a very long kind name with no comma at all";
+        assert_eq!(label_lines(no_comma), [no_comma]);
     }
 }
