@@ -275,8 +275,9 @@ const TOP: f64 = 122.0;
 /// The most characters of a client's name one line of the label column holds (about 6.7 units
 /// each at the picture's 12-unit font, within its 240).
 const LABEL_CHARS: usize = 34;
-/// The distance between two lines of a client's label.
-const LABEL_LINE: f64 = 2.0 * BAR + BAR_GAP - BAR;
+/// The distance between two lines of a client's label: one bar and its gap, as before the
+/// encoding line had a name line above it.
+const LABEL_LINE: f64 = BAR + BAR_GAP;
 
 /// A client's name as the label column shows it: one line, or, when longer than [`LABEL_CHARS`],
 /// two, cut after the last `, ` that leaves the first line within it (or the first `, ` when
