@@ -605,7 +605,11 @@ mod tests {
         sleep(Duration::from_secs(13)).await;
         assert!(!guard.is_valid(), "renew deadline passed without a renewal");
         lock.heal("a");
-        sleep(Duration::from_secs(5)).await;
+        // The attempt due last before the heal may come one jittered retry period later; the
+        // next listing after it, one listing period after that.
+        let retry = config("a").retry_period;
+        let rejoin = retry.mul_f64(1.0 + crate::leader_election::JITTER_FACTOR);
+        sleep(rejoin + retry + Duration::from_millis(10)).await;
         assert!(guard.is_valid(), "the guard held by writers is valid again");
         assert_eq!(a.ring.members(), ["a"]);
         a.stop.cancel();
