@@ -17,20 +17,23 @@ pub(crate) type Chunk = Result<Bytes, std::io::Error>;
 /// Feeds a streamed body `data` and then an error that aborts the connection, after the
 /// body has taken `data` and the connection has had a moment to write it: an error polled
 /// before the head and `data` are flushed would drop them (HTTP/1.1 and HTTP/2 alike), and
-/// hyper offers no flush notification to wait for. `tx` should have capacity 1.
+/// hyper offers no flush notification to wait for. Whatever `tx` held before `data` is
+/// taken first, in order.
 pub(crate) async fn send_then_abort(tx: mpsc::Sender<Chunk>, data: Bytes, why: &'static str) {
     if tx.send(Ok(data)).await.is_err() {
         return;
     }
-    // With capacity 1 a free slot means the body has taken `data`.
-    let Ok(permit) = tx.reserve().await else {
+    // Every slot free means the body has taken everything sent, `data` last.
+    let Ok(mut permits) = tx.reserve_many(tx.max_capacity()).await else {
         return;
     };
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    permit.send(Err(std::io::Error::new(
-        std::io::ErrorKind::ConnectionReset,
-        why,
-    )));
+    if let Some(permit) = permits.next() {
+        permit.send(Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            why,
+        )));
+    }
 }
 
 /// A response body.

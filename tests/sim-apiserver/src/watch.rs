@@ -336,14 +336,7 @@ impl Stream {
             Some(OneShot::Reset) => {
                 self.flush().await?;
                 let half = line.slice(..line.len() / 2);
-                let _ = self.tx.send(Ok(half)).await;
-                let _ = self
-                    .tx
-                    .send(Err(std::io::Error::new(
-                        std::io::ErrorKind::ConnectionReset,
-                        "injected reset",
-                    )))
-                    .await;
+                crate::body::send_then_abort(self.tx.clone(), half, "injected reset").await;
                 return Err(Stop::Abort);
             }
             Some(OneShot::Malformed) => {
