@@ -92,6 +92,15 @@ pub struct Client {
 }
 
 impl Client {
+    /// The name as drawn: without a trailing `, protobuf`, which the encoding line under it and
+    /// the tooltip's encoding already say.
+    fn label(&self) -> &str {
+        self.name
+            .strip_suffix(", protobuf")
+            .filter(|_| self.encoding == "protobuf")
+            .unwrap_or(&self.name)
+    }
+
     fn value(&self, figure: Figure, framing: Framing) -> Option<f64> {
         self.values.get(&(figure, framing)).copied()
     }
@@ -393,7 +402,7 @@ pub fn svg(clients: &[Client], caption: &str) -> String {
                             out,
                             r#"<rect class="bar" x="{left}" y="{y:.1}" width="{w:.1}" height="{BAR}" fill="{}"><title>{}, {}, {}: {}{}</title></rect><text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#,
                             framing.colour(),
-                            escape(&client.name),
+                            escape(client.label()),
                             client.encoding,
                             framing.legend(),
                             short(value),
@@ -429,7 +438,7 @@ pub fn svg(clients: &[Client], caption: &str) -> String {
     // is too long for the column, then the encoding.
     for (i, client) in clients.iter().enumerate() {
         let top = TOP + i as f64 * group;
-        let lines = label_lines(&client.name);
+        let lines = label_lines(client.label());
         for (k, line) in lines.iter().enumerate() {
             let _ = write!(
                 out,
@@ -707,6 +716,22 @@ mod tests {
         assert_eq!(clients.len(), 2);
         assert_eq!(number("2.1 k MB"), Some(2100.0));
         assert_eq!(number("not measured"), None);
+    }
+
+    #[test]
+    fn a_name_does_not_repeat_the_encoding_drawn_under_it() {
+        let client = |name: &str| Client {
+            name: name.to_string(),
+            encoding: encoding_of(name),
+            values: BTreeMap::new(),
+        };
+        assert_eq!(client("informer Pod, protobuf").label(), "informer Pod");
+        assert_eq!(
+            client("client-go informer, Pod, protobuf").label(),
+            "client-go informer, Pod"
+        );
+        assert_eq!(client("prost alone, Pod").label(), "prost alone, Pod");
+        assert_eq!(client("informer Pod").label(), "informer Pod");
     }
 
     #[test]
