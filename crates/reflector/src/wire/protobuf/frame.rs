@@ -14,6 +14,11 @@ use super::ProtobufError;
 pub const DEFAULT_MAX_FRAME: usize = 16 * 1024 * 1024;
 
 /// Appends `payload` as one frame.
+///
+/// # Panics
+///
+/// If `payload` is 4 GiB or more, which the 4-byte length cannot say (a frame that large is
+/// far beyond [`DEFAULT_MAX_FRAME`] and any object kube-apiserver stores).
 pub fn encode_frame(out: &mut Vec<u8>, payload: &[u8]) {
     let len = u32::try_from(payload.len()).expect("a watch event fits in 4 GiB");
     out.extend_from_slice(&len.to_be_bytes());
