@@ -93,12 +93,9 @@ pub struct Client {
 
 impl Client {
     /// The name as drawn: without a trailing `, protobuf`, which the encoding line under it and
-    /// the tooltip's encoding already say.
+    /// the tooltip's encoding already say ([`encoding_of`] reads it from the name).
     fn label(&self) -> &str {
-        self.name
-            .strip_suffix(", protobuf")
-            .filter(|_| self.encoding == "protobuf")
-            .unwrap_or(&self.name)
+        self.name.strip_suffix(", protobuf").unwrap_or(&self.name)
     }
 
     fn value(&self, figure: Figure, framing: Framing) -> Option<f64> {
