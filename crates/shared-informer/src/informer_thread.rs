@@ -13,7 +13,10 @@
 //! throughput at saturation: nothing overlaps the reading, decoding and handling of one informer.
 //!
 //! Handlers of an informer started there are called on that thread; a handler that blocks holds
-//! up every informer started on it.
+//! up every informer started on it. They stay there on purpose: with their delivery tasks on a
+//! multi-threaded runtime instead, each notification wakes that runtime from outside, and the
+//! informer cost as much CPU per event as one started there outright (measured:
+//! docs/benchmarks.md, *Two more ideas, measured and dropped*).
 //!
 //! Invariants (checked by this module's tests and by `tests/e2e_sim.rs`):
 //! - **IT1 (one thread)**: everything spawned on [`InformerThread::handle`] runs on the thread's
