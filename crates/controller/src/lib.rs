@@ -46,6 +46,7 @@
 //! # }
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use workqueue;

@@ -23,6 +23,7 @@
 //! handler runs on its own task, in order, and a slow or panicking handler delays nothing else; a
 //! handler added late first receives the whole cache, atomically with respect to new changes.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod adaptors;
 mod error;

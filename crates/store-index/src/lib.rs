@@ -40,6 +40,7 @@
 //! assert_eq!(indexer.index_keys("app", "web").unwrap(), ["ns/a"]);
 //! ```
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod clock;
 mod compact;

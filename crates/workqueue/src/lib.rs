@@ -47,6 +47,7 @@
 //! Everything takes its clock from tokio, so tests run under `tokio::time::pause()` exactly.
 //! The `prometheus` feature exports metrics through the `prometheus-client` crate.
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use shared_informer;
