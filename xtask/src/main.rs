@@ -19,6 +19,9 @@
 //!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only),
 //!   and the peer comparison drawn as `docs/img/peer-bench.svg` (`--chart-only` redraws it from
 //!   the recorded table without running anything).
+//! - `fuzz`: the coverage-guided fuzz targets of `fuzz/` (cargo-fuzz, installed when missing),
+//!   each for `--seconds N` (default 60) from seeds the library's encoders make; target names
+//!   pick some. Not part of `ci` (docs/fuzzing.md).
 //!
 //! Each step prints one line when it starts and one when it ends, with its duration, so a long CI run
 //! shows where its time goes.
@@ -26,6 +29,7 @@
 mod bench;
 mod chart;
 mod ci;
+mod fuzz;
 mod integration;
 mod layering;
 mod modules;
@@ -49,7 +53,9 @@ fn usage() -> &'static str {
        ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both,\n               \
        --only informers|others; --ci alone for CI's step: both queues at once)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
-       (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg)\n"
+       (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg)\n  \
+       fuzz         run the fuzz targets of fuzz/ with cargo-fuzz, installing it when missing\n               \
+       ([TARGET...] to pick some, --seconds N per target, 60 by default)\n"
 }
 
 /// Builds and runs the demo in release mode, passing `args` through.
@@ -77,6 +83,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(&args[1..]),
         Some("integration") => integration::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;
