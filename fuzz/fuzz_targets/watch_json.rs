@@ -4,46 +4,26 @@
 #![no_main]
 
 use bytes::Bytes;
+use informer_fuzz::{cut, stream};
 use k8s_openapi::api::core::v1::Pod;
 use libfuzzer_sys::fuzz_target;
 use reflector::store_index::{CompactObject, DynamicObject};
-use reflector::{Decode, WatchDecoder};
+use reflector::{ObjectList, WatchDecoder};
 
 /// The bound on one event: small, so that inputs reach it.
 const MAX_EVENT: usize = 4096;
 
-fn stream<K: Decode>(chunks: &[&[u8]]) {
-    let mut decoder = WatchDecoder::<K>::new(MAX_EVENT);
-    let mut events = Vec::new();
-    for chunk in chunks {
-        if decoder
-            .decode(Bytes::copy_from_slice(chunk), &mut events)
-            .is_err()
-        {
-            return;
-        }
-    }
-    let _ = decoder.finish(&mut events);
-}
-
 fuzz_target!(|data: &[u8]| {
-    // The first byte chooses where the one cut falls.
-    let Some((&cut, body)) = data.split_first() else {
+    let Some(chunks) = cut(data) else {
         return;
     };
-    let at = if body.is_empty() {
-        0
-    } else {
-        cut as usize % (body.len() + 1)
-    };
-    let chunks = [&body[..at], &body[at..]];
-    stream::<Pod>(&chunks);
-    stream::<DynamicObject>(&chunks);
-    stream::<CompactObject>(&chunks);
-    // Whole lists in JSON, as each object type.
-    let whole = Bytes::copy_from_slice(body);
-    let _ = reflector::ObjectList::<Pod>::from_json(&whole);
-    let _ = reflector::ObjectList::<CompactObject>::from_json(&whole);
+    stream(WatchDecoder::<Pod>::new(MAX_EVENT), &chunks);
+    stream(WatchDecoder::<DynamicObject>::new(MAX_EVENT), &chunks);
+    stream(WatchDecoder::<CompactObject>::new(MAX_EVENT), &chunks);
+    // The whole body as a JSON list of each object type, and as one compact object.
+    let whole = Bytes::from(chunks.concat());
+    let _ = ObjectList::<Pod>::from_json(&whole);
+    let _ = ObjectList::<CompactObject>::from_json(&whole);
     if let Ok(object) = CompactObject::from_json(whole) {
         let _ = object.decode::<Pod>();
     }

@@ -5,39 +5,20 @@
 #![no_main]
 
 use bytes::Bytes;
+use informer_fuzz::{cut, stream};
 use libfuzzer_sys::fuzz_target;
 use reflector::protobuf::{FrameDecoder, Unknown, WatchEvent, MAGIC};
 use reflector::store_index::k8s_pb::api::core::v1::Pod;
 use reflector::store_index::{CompactObject, DynamicObject, Pb};
-use reflector::{Decode, WatchDecoder};
+use reflector::WatchDecoder;
 
 /// The bound on one frame: small, so that inputs reach it.
 const MAX_FRAME: usize = 4096;
 
-fn stream<K: Decode>(chunks: &[&[u8]]) {
-    let mut decoder = WatchDecoder::<K>::protobuf(MAX_FRAME);
-    let mut events = Vec::new();
-    for chunk in chunks {
-        if decoder
-            .decode(Bytes::copy_from_slice(chunk), &mut events)
-            .is_err()
-        {
-            return;
-        }
-    }
-    let _ = decoder.finish(&mut events);
-}
-
 fuzz_target!(|data: &[u8]| {
-    let Some((&cut, body)) = data.split_first() else {
+    let Some(chunks) = cut(data) else {
         return;
     };
-    let at = if body.is_empty() {
-        0
-    } else {
-        cut as usize % (body.len() + 1)
-    };
-    let chunks = [&body[..at], &body[at..]];
 
     let mut frames = FrameDecoder::new(MAX_FRAME);
     for chunk in chunks {
@@ -50,14 +31,15 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = frames.finish();
 
-    stream::<Pb<Pod>>(&chunks);
-    stream::<CompactObject>(&chunks);
-    stream::<DynamicObject>(&chunks);
+    stream(WatchDecoder::<Pb<Pod>>::protobuf(MAX_FRAME), &chunks);
+    stream(WatchDecoder::<CompactObject>::protobuf(MAX_FRAME), &chunks);
+    stream(WatchDecoder::<DynamicObject>::protobuf(MAX_FRAME), &chunks);
 
     // The body alone as an envelope, with and without its magic prefix.
+    let body = chunks.concat();
     let mut enveloped = MAGIC.to_vec();
-    enveloped.extend_from_slice(body);
-    for envelope in [Bytes::copy_from_slice(body), Bytes::from(enveloped)] {
+    enveloped.extend_from_slice(&body);
+    for envelope in [Bytes::from(body), Bytes::from(enveloped)] {
         let _ = Unknown::decode(&envelope);
     }
 });
