@@ -2,13 +2,15 @@
 //! cargo-fuzz), each run for a while from seeds the library's own encoders make.
 //!
 //! Not part of `ci`: building the targets with coverage instrumentation takes about 12 minutes
-//! on 2 cores, and a fuzzer finds in hours what it finds. The property tests that CI runs
-//! (arbitrary and damaged bytes through the same decoders) keep what the fuzzers found fixed.
+//! on 2 cores, and a fuzzer's findings come in hours, not in a CI step. CI runs the property
+//! tests that push arbitrary and damaged bytes through the same decoders; an input a fuzzer
+//! finds failing becomes a test in the crate that owns the decoder (docs/fuzzing.md).
 //!
 //! Steps: install cargo-fuzz when `cargo fuzz` does not answer (idempotent), write the seeds
 //! (`fuzz/examples/seeds.rs` into `fuzz/corpus/<target>/`), then run each target for the time
 //! asked. The targets build with `-s none` (no sanitizer): the stable toolchain has none to
-//! give, and the library has no `unsafe` a sanitizer would watch. A failing input is saved under
+//! give, and the library's crates forbid `unsafe`, so a sanitizer would have nothing of theirs
+//! to watch. A failing input is saved under
 //! `fuzz/artifacts/<target>/` and ends the run with cargo-fuzz's message, which says how to
 //! reproduce it.
 
