@@ -14,8 +14,6 @@
 //! `fuzz/artifacts/<target>/` and ends the run with cargo-fuzz's message, which says how to
 //! reproduce it.
 
-use std::process::Command;
-
 use crate::tools;
 
 /// Every target, in the order run: what servers send, then what users write.
@@ -71,16 +69,12 @@ fn parse(args: &[String]) -> Result<Args, String> {
 
 /// Runs `cargo <args>` in `fuzz/`, inheriting stdio; fails on a non-zero exit.
 fn cargo_in_fuzz(args: &[&str]) -> Result<(), String> {
-    let status = Command::new(tools::cargo())
-        .args(args)
-        .current_dir(tools::workspace_root().join("fuzz"))
-        .status()
-        .map_err(|e| format!("could not start cargo: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("`cargo {}` exited with {status}", args.join(" ")))
-    }
+    tools::run_in(
+        &tools::workspace_root().join("fuzz"),
+        &tools::cargo(),
+        args,
+        &[],
+    )
 }
 
 /// `cargo xtask fuzz [--seconds N] [TARGET...]`.

@@ -43,10 +43,20 @@ pub fn run(program: &str, args: &[&str]) -> Result<(), String> {
 /// [`run`], with `env` (name, value) pairs set for that command only (this process's own
 /// environment, and so the other steps', is left as it is).
 pub fn run_with_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Result<(), String> {
+    run_in(&workspace_root(), program, args, env)
+}
+
+/// [`run_with_env`] in `dir` instead of the workspace root.
+pub fn run_in(
+    dir: &std::path::Path,
+    program: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(), String> {
     let status = Command::new(program)
         .args(args)
         .envs(env.iter().copied())
-        .current_dir(workspace_root())
+        .current_dir(dir)
         .status()
         .map_err(|e| format!("could not start `{program}`: {e}"))?;
     if status.success() {
