@@ -9,11 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
+use shared_informer::reflector::protobuf::PbView;
 use shared_informer::reflector::store_index::k8s_pb::api::core::v1::{Container, Pod, PodSpec};
 use shared_informer::reflector::store_index::k8s_pb::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use shared_informer::reflector::store_index::{Indexers, Object, Pb, Selector};
 use shared_informer::reflector::{
-    Api, Client, ClientError, ClusterConfig, CreateOptions, DeleteOptions, Resource,
+    Api, Client, ClientError, ClusterConfig, CreateOptions, DeleteOptions, Encoding, Resource,
 };
 use shared_informer::{EventHandlerFns, SharedInformerFactory};
 use sim_apiserver::SimServer;
@@ -164,6 +165,113 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
         counters.protobuf_responses > counters.lists + counters.gets,
         "the informer's list and watch, the writes' answers and the gets: {counters:?}"
     );
+    cancel.cancel();
+    factory.shutdown().await;
+}
+
+/// The same paths for `PbView<Pod>`: the informer's objects keep their messages and are read
+/// through typed views, in handlers, indexers, listers and transforms; writes go through
+/// `to_message` and `replace_pb`; a JSON answer (`Encoding::Json`) gives the same objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_view_informer_indexes_lists_and_notifies_over_protobuf_and_json() {
+    let sim = SimServer::builder().start().await.unwrap();
+    let config = config_for(&sim);
+    let api: Api<PbView<Pod>> = Api::namespaced_pb(Client::new(&config).unwrap(), "default");
+    for (name, node, app) in [("a", "n1", "web"), ("b", "n2", "web"), ("c", "n1", "db")] {
+        let created = api
+            .create_pb(&CreateOptions::default(), &pod(name, node, app))
+            .await
+            .unwrap();
+        let spec = created.view().spec().unwrap();
+        assert_eq!((created.name(), spec.node_name()), (name, Some(node)));
+    }
+
+    let factory = SharedInformerFactory::new(config.clone());
+    let informer = factory
+        .informer::<PbView<Pod>>(Resource::of_pb::<Pod>())
+        .unwrap();
+    informer
+        .add_indexers(Indexers::new().with("node", |p: &PbView<Pod>| {
+            let spec = p.view().spec();
+            Ok(spec
+                .and_then(|s| s.node_name())
+                .map(str::to_string)
+                .into_iter()
+                .collect())
+        }))
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (t1, t2) = (tx.clone(), tx);
+    informer
+        .add_event_handler(
+            EventHandlerFns::new()
+                .on_add(move |p: &Arc<PbView<Pod>>, _| {
+                    let _ = t1.send(format!("add {}", p.name()));
+                })
+                .on_update(move |_, p: &Arc<PbView<Pod>>| {
+                    let image = p.view().spec().and_then(|s| s.containers().next()?.image());
+                    let _ = t2.send(format!("update {} {}", p.name(), image.unwrap_or("")));
+                }),
+        )
+        .unwrap();
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    assert!(factory
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .all_synced());
+    let mut adds: Vec<String> = Vec::new();
+    for _ in 0..3 {
+        adds.push(next(&mut rx).await);
+    }
+    adds.sort();
+    assert_eq!(adds, ["add a", "add b", "add c"]);
+    let on_n1 = informer.indexer().by_index("node", "n1").unwrap();
+    let mut names: Vec<&str> = on_n1.iter().map(|p| p.name()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "c"]);
+    let web: Selector = "app=web".parse().unwrap();
+    assert_eq!(informer.lister().namespaced("default").list(&web).len(), 2);
+
+    // A write of the owned message, read from the cache.
+    let a = informer.lister().namespaced("default").get("a").unwrap();
+    let mut changed = a.to_message().unwrap();
+    changed.spec.as_mut().unwrap().containers[0].image = Some("nginx:1.28".into());
+    api.replace_pb("a", &CreateOptions::default(), &changed)
+        .await
+        .unwrap();
+    assert_eq!(next(&mut rx).await, "update a nginx:1.28");
+
+    // The same objects from JSON answers, transcoded into their messages.
+    let json_api: Api<PbView<Pod>> =
+        Api::namespaced_pb(Client::new(&config).unwrap(), "default").encoding(Encoding::Json);
+    let before = sim.counters().protobuf_responses;
+    let from_json = json_api.get("a").await.unwrap();
+    assert_eq!(
+        sim.counters().protobuf_responses,
+        before,
+        "answered in JSON"
+    );
+    let cached = informer.lister().namespaced("default").get("a").unwrap();
+    assert_eq!(
+        from_json
+            .view()
+            .spec()
+            .unwrap()
+            .containers()
+            .next()
+            .unwrap()
+            .image(),
+        cached
+            .view()
+            .spec()
+            .unwrap()
+            .containers()
+            .next()
+            .unwrap()
+            .image()
+    );
+    assert_eq!(from_json.resource_version(), cached.resource_version());
     cancel.cancel();
     factory.shutdown().await;
 }

@@ -96,7 +96,7 @@ where
 
 /// An object that names a kind (in its envelope, its list or its JSON) must name `T`'s; an
 /// object that names none is taken as `T`'s (list items, bare watch messages).
-fn refuse_another_kind<T: k8s_pb::Resource>(
+pub(crate) fn refuse_another_kind<T: k8s_pb::Resource>(
     api_version: &str,
     kind: &str,
 ) -> Result<(), ProtobufError> {

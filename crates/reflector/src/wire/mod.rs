@@ -19,6 +19,8 @@ pub(crate) mod k8s_pb;
 pub(crate) mod list_page;
 pub(crate) mod object;
 pub(crate) mod params;
+#[cfg(feature = "k8s-pb")]
+pub(crate) mod pb_view;
 pub mod protobuf;
 pub(crate) mod representation;
 pub(crate) mod resource;

@@ -38,6 +38,7 @@ pub enum Field<'a> {
 }
 
 /// Reads the fields of one message, in order.
+#[derive(Clone)]
 pub struct Reader<'a> {
     buf: &'a [u8],
     /// The message being read, for errors.

@@ -17,6 +17,10 @@
 //! - [`convert`] (feature `protobuf-json`): objects from one type family to another through the
 //!   transcoder (a protobuf `CompactObject` into `k8s_openapi` types, `k8s_openapi` to `k8s_pb`).
 //!
+//! - [`view`] and [`PbView`] (feature `k8s-pb`): typed views of built-in messages, read in
+//!   place from the bytes, and the informer object that keeps its message and reads it through
+//!   one.
+//!
 //! Malformed input of any layer is a [`ProtobufError`], never a panic, and no length read from
 //! the input allocates more than the input holds (or, for frames, than the decoder's bound).
 
@@ -27,6 +31,8 @@ mod frame;
 pub mod meta;
 #[cfg(feature = "protobuf-json")]
 pub mod transcode;
+#[cfg(feature = "k8s-pb")]
+pub mod view;
 #[cfg(feature = "protobuf-json")]
 mod wire_serde;
 
@@ -35,6 +41,8 @@ mod wire_serde;
 pub use crate::store_index::protobuf::{wire, ProtobufError};
 pub use crate::store_index::time;
 
+#[cfg(feature = "k8s-pb")]
+pub use crate::wire::pb_view::PbView;
 pub(crate) use envelope::UnknownView;
 pub use envelope::{Unknown, MAGIC};
 pub(crate) use frame::WatchEventView;
