@@ -454,7 +454,18 @@ mod views {
             )
             .unwrap();
         }
-        writeln!(out, "    ],\n}};").unwrap();
+        let largest = fields.last().map_or(0, FieldDescriptor::number);
+        assert!(
+            largest < 4096,
+            "{}: field numbers a table can index",
+            message.full_name()
+        );
+        let mut by_number = vec![0usize; largest as usize + 1];
+        for (i, field) in fields.iter().enumerate() {
+            by_number[field.number() as usize] = i + 1;
+        }
+        let table: Vec<String> = by_number.iter().map(usize::to_string).collect();
+        writeln!(out, "    ],\n    by_number: &[{}],\n}};", table.join(", ")).unwrap();
     }
 
     fn accessor(out: &mut String, field: &FieldDescriptor) {

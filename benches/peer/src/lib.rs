@@ -22,6 +22,9 @@
 //!   whose `on_update` handler decodes each new object into `k8s_pb`'s `Pod`
 //!   (`CompactObject::decode_pb`) and reads its first container's image: a typed `Pod` in the
 //!   handler, as kube-rs's loop has one, without a cache of typed pods;
+//! - `ours-pod-view`: the informer of `PbView<Pod>` (protobuf by default): each pod kept as its
+//!   message, checked once, read through its typed view; the `on_update` handler reads the first
+//!   container's image through the view, as `ours-compact-pb-typed` reads it from a decoded pod;
 //! - `ours-pod-thread`, `ours-dynamic-thread`, `ours-compact-thread`: the same, started on an
 //!   `InformerThread` (`SharedInformerFactory::start_on`) instead of the clients' runtime;
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
@@ -81,6 +84,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt as _;
 use shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod as PbPod;
 use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object, Pb};
+use shared_informer::reflector::protobuf::PbView;
 use shared_informer::reflector::{ClusterConfig, Decode, Encoding, Resource};
 use shared_informer::{
     EventHandlerFns, HandlerRegistration, InformerThread, SharedInformerFactory,
@@ -226,7 +230,7 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 13] = [
+pub const CLIENTS: [&str; 14] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
@@ -240,16 +244,18 @@ pub const CLIENTS: [&str; 13] = [
     "ours-pod-pb",
     "ours-compact-pb",
     "ours-compact-pb-typed",
+    "ours-pod-view",
 ];
 
 /// The clients that ask for protobuf: their server transcodes its objects at start (the others'
 /// servers build JSON alone, as before). `ours-pod-pb` is the informer of `k8s_pb`'s `Pod`
 /// (`Pb<Pod>`, protobuf by default); `ours-compact-pb` the `CompactObject` informer told to ask
 /// for protobuf (`Encoding::Protobuf`), and `ours-compact-pb-typed` the same whose handler decodes
-/// each object into a `k8s_pb` `Pod`; `go-pod` client-go's informer, protobuf by default.
-pub const PROTOBUF_CLIENTS: [&str; 5] = [
+/// each object into a `k8s_pb` `Pod`; `ours-pod-view` the informer of `PbView<Pod>`; `go-pod` client-go's informer, protobuf by default.
+pub const PROTOBUF_CLIENTS: [&str; 6] = [
     "prost-pod",
     "ours-pod-pb",
+    "ours-pod-view",
     "ours-compact-pb",
     "ours-compact-pb-typed",
     "go-pod",
@@ -499,6 +505,16 @@ pub fn measure(client: &str, events: usize) -> Figures {
                 ClientRun::ours_on_thread::<CompactObject>(&url, &counter).await
             }
             "ours-pod-pb" => ClientRun::ours::<Pb<PbPod>>(&url, &counter).await,
+            "ours-pod-view" => {
+                ClientRun::ours_encoded::<PbView<PbPod>>(
+                    &url,
+                    &counter,
+                    Encoding::Auto,
+                    false,
+                    ClientRun::view_and_count,
+                )
+                .await
+            }
             "ours-compact-pb" => {
                 ClientRun::ours_encoded::<CompactObject>(
                     &url,
@@ -817,6 +833,18 @@ impl ClientRun {
             .as_ref()
             .and_then(|m| m.annotations.get(SENT_ANNOTATION));
         counter.hit_stamped(stamp.map(String::as_str))
+    }
+
+    /// `ours-pod-view`'s handler: reads the first container's image through the pod's view, and
+    /// counts it with the stamp from its metadata.
+    fn view_and_count(new: &PbView<PbPod>, counter: &Counter) {
+        let image = new
+            .view()
+            .spec()
+            .and_then(|s| s.containers().next())
+            .and_then(|c| c.image());
+        assert!(image.is_some());
+        counter.hit_stamped(new.annotation(SENT_ANNOTATION))
     }
 
     /// [`ours`](Self::ours) with the factory's wire encoding set, on its own thread or not,

@@ -5,6 +5,8 @@
 //!   straight into the type),
 //! - `k8s_pb` `Pod` from protobuf (the typed protobuf path), and from JSON (the fallback when a
 //!   server answers JSON: each object transcoded by `reflector::protobuf::transcode`),
+//! - `PbView<Pod>` from protobuf (the message checked against `Pod`'s layout and kept, read
+//!   through its typed view),
 //! - `CompactObject` from JSON and from protobuf,
 //!
 //! and, for a k8s-openapi user holding protobuf `CompactObject`s, the on-demand decode of one
@@ -20,7 +22,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use reflector::protobuf::convert::{decode_compact, to_k8s_pb};
 use reflector::protobuf::transcode::decode_message_as;
-use reflector::protobuf::{encode_frame, WatchEvent as Frame, WATCH_MEDIA_TYPE};
+use reflector::protobuf::{encode_frame, PbView, WatchEvent as Frame, WATCH_MEDIA_TYPE};
 use reflector::store_index::CompactObject;
 use reflector::{Decode, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE};
 
@@ -87,6 +89,10 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function(BenchmarkId::new("typed", "k8s_pb_json_transcoded"), |b| {
         b.iter(|| decode_all::<TypedPbPod>(&json, None))
+    });
+    // The typed view: the metadata decoded, the message checked once and kept.
+    g.bench_function(BenchmarkId::new("typed", "pb_view_protobuf"), |b| {
+        b.iter(|| decode_all::<PbView<PbPod>>(&pb, ct))
     });
     g.bench_function(BenchmarkId::new("compact", "json"), |b| {
         b.iter(|| decode_all::<CompactObject>(&json, None))

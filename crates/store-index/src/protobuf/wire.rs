@@ -51,6 +51,7 @@ impl<'a> Reader<'a> {
         Self { buf, what }
     }
 
+    #[inline]
     fn varint(&mut self) -> Result<u64, ProtobufError> {
         let mut v = 0u64;
         for i in 0..10 {
@@ -69,6 +70,7 @@ impl<'a> Reader<'a> {
         })
     }
 
+    #[inline]
     fn take(&mut self, n: u64) -> Result<&'a [u8], ProtobufError> {
         let n = usize::try_from(n)
             .ok()
@@ -80,6 +82,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next field, `None` at the end of the message.
+    #[inline]
     pub fn next_field(&mut self) -> Result<Option<Field<'a>>, ProtobufError> {
         if self.buf.is_empty() {
             return Ok(None);

@@ -109,6 +109,10 @@ pub struct Schema {
     pub name: &'static str,
     #[doc(hidden)]
     pub fields: &'static [FieldSchema],
+    /// For each field number up to the largest, its index in `fields` plus one (0: no such
+    /// field): a field is found with one load, where a search of `fields` was half of the walk.
+    #[doc(hidden)]
+    pub by_number: &'static [u16],
 }
 
 impl Schema {
@@ -118,11 +122,10 @@ impl Schema {
     }
 
     /// The field of `number`, and its index in the layout.
+    #[inline]
     fn field(&self, number: u32) -> Option<(usize, &FieldSchema)> {
-        let i = self
-            .fields
-            .binary_search_by_key(&number, |f| f.number)
-            .ok()?;
+        let slot = *self.by_number.get(usize::try_from(number).ok()?)?;
+        let i = usize::from(slot).checked_sub(1)?;
         Some((i, &self.fields[i]))
     }
 }
@@ -207,7 +210,16 @@ impl Invalid {
     }
 }
 
-/// Walks one message against its layout (V1–V4).
+/// One field's wire value, as the walk reads it.
+enum Wire<'a> {
+    Varint,
+    Len(&'a [u8]),
+    Fixed,
+}
+
+/// Walks one message against its layout (V1–V4). Its own reading of the wire, rather than
+/// `wire::Reader`'s, keeps the loop free of the reader's error values (half of the walk's time
+/// went to moving them).
 fn check(bytes: &[u8], schema: &'static Schema, depth: u32) -> Result<(), Invalid> {
     if depth > MAX_DEPTH {
         return Err(Invalid::new(format!(
@@ -216,20 +228,46 @@ fn check(bytes: &[u8], schema: &'static Schema, depth: u32) -> Result<(), Invali
     }
     // One bit per field of the layout (at most 256, which build.rs checks): the singular fields seen.
     let mut seen = [0u64; 4];
-    let mut reader = Reader::new(bytes, schema.name);
-    loop {
-        let field = reader
-            .next_field()
-            .map_err(|e| Invalid::new(e.to_string()))?;
-        let Some(field) = field else {
-            return Ok(());
-        };
-        let number = match field {
-            Field::Bytes(n, _) | Field::Varint(n, _) => n,
-            // Kubernetes' messages have no fixed-width fields: any such field is unknown (V4).
-            _ => continue,
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let key = read_varint(&mut rest).map_err(Invalid::new)?;
+        let number = u32::try_from(key >> 3)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Invalid::new("a field number out of range"))?;
+        let value = match key & 7 {
+            0 => {
+                read_varint(&mut rest).map_err(Invalid::new)?;
+                Wire::Varint
+            }
+            2 => {
+                let len = read_varint(&mut rest).map_err(Invalid::new)?;
+                let len = usize::try_from(len)
+                    .ok()
+                    .filter(|&n| n <= rest.len())
+                    .ok_or_else(|| {
+                        Invalid::new("truncated: a length past the end of its message")
+                    })?;
+                let (value, after) = rest.split_at(len);
+                rest = after;
+                Wire::Len(value)
+            }
+            wire @ (1 | 5) => {
+                let width = if wire == 1 { 8 } else { 4 };
+                if rest.len() < width {
+                    return Err(Invalid::new("truncated: a fixed-width value past the end"));
+                }
+                rest = &rest[width..];
+                Wire::Fixed
+            }
+            _ => {
+                return Err(Invalid::new(
+                    "a wire type this message never uses (groups or unknown)",
+                ))
+            }
         };
         let Some((index, known)) = schema.field(number) else {
+            // A field the layout does not know: skipped (V4).
             continue;
         };
         let fail = |why: &str| Invalid::new(why).inside(known.name);
@@ -240,42 +278,53 @@ fn check(bytes: &[u8], schema: &'static Schema, depth: u32) -> Result<(), Invali
             }
             seen[word] |= bit;
         }
-        match (known.kind, field) {
-            (Kind::Bool | Kind::Int32 | Kind::Int64, Field::Varint(..)) => {}
-            (Kind::Bool | Kind::Int32 | Kind::Int64, Field::Bytes(_, packed)) if known.repeated => {
-                let mut packed = packed;
+        match (known.kind, value) {
+            (Kind::Bool | Kind::Int32 | Kind::Int64, Wire::Varint) => {}
+            (Kind::Bool | Kind::Int32 | Kind::Int64, Wire::Len(mut packed)) if known.repeated => {
                 while !packed.is_empty() {
-                    if read_varint(&mut packed).is_none() {
+                    if read_varint(&mut packed).is_err() {
                         return Err(fail("a packed varint that does not end"));
                     }
                 }
             }
-            (Kind::String, Field::Bytes(_, text)) => {
-                if std::str::from_utf8(text).is_err() {
+            (Kind::String, Wire::Len(text)) => {
+                if !text.is_ascii() && std::str::from_utf8(text).is_err() {
                     return Err(fail("a string that is not UTF-8"));
                 }
             }
-            (Kind::Bytes, Field::Bytes(..)) => {}
-            (Kind::Message(inner), Field::Bytes(_, message)) => {
+            (Kind::Bytes, Wire::Len(_)) => {}
+            (Kind::Message(inner), Wire::Len(message)) => {
                 check(message, inner, depth + 1).map_err(|e| e.inside(known.name))?;
             }
             _ => return Err(fail("a wire type that does not fit the field")),
         }
     }
+    Ok(())
 }
 
-/// One varint off the front of `bytes`, or `None` when it does not end within them.
-fn read_varint(bytes: &mut &[u8]) -> Option<u64> {
+/// One varint off the front of `bytes`; an error when it does not end within them or within
+/// ten bytes.
+#[inline(always)]
+fn read_varint(bytes: &mut &[u8]) -> Result<u64, &'static str> {
+    // Most keys and lengths are one byte.
+    if let Some((&b, rest)) = bytes.split_first() {
+        if b < 0x80 {
+            *bytes = rest;
+            return Ok(u64::from(b));
+        }
+    }
     let mut value = 0u64;
     for i in 0..10 {
-        let (&b, rest) = bytes.split_first()?;
+        let Some((&b, rest)) = bytes.split_first() else {
+            return Err("truncated: a varint past the end of its message");
+        };
         *bytes = rest;
         value |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
-            return Some(value);
+            return Ok(value);
         }
     }
-    None
+    Err("a varint longer than 10 bytes")
 }
 
 impl<'a> Fields<'a> {
@@ -466,7 +515,7 @@ impl<'a, T: FromField<'a>> Iterator for Repeated<'a, T> {
     fn next(&mut self) -> Option<T> {
         loop {
             if !self.packed.is_empty() {
-                let v = read_varint(&mut self.packed)?;
+                let v = read_varint(&mut self.packed).ok()?;
                 return T::from_field(Field::Varint(self.number, v));
             }
             match self.reader.next_field().ok()?? {

@@ -461,7 +461,7 @@ fn a_singular_field_written_twice_is_refused_with_its_path() {
 fn a_wrong_wire_type_and_bad_utf8_are_refused_with_their_paths() {
     // nodeName as a varint.
     let mut spec = Vec::new();
-    put_varint(&mut spec, (10 << 3) | 0);
+    put_varint(&mut spec, 10 << 3); // wire type 0: a varint
     put_varint(&mut spec, 5);
     let err = validate::<pb::Pod>(&pod_with_spec_bytes(&spec)).unwrap_err();
     assert!(
