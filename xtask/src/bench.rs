@@ -173,6 +173,7 @@ const PEER_CLIENTS: &[&str] = &[
     "ours-pod-pb",
     "ours-compact-pb",
     "ours-compact-pb-typed",
+    "ours-pod-view",
 ];
 
 /// client-go's informer (`go-pod` in protobuf, `go-pod-json`), run besides [`PEER_CLIENTS`] when
@@ -242,6 +243,14 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
         "ours-compact",
         "informer CompactObject",
     ),
+    // The typed informer that keeps each pod as its message and reads it through a typed view
+    // (`PbView<Pod>`), against kube-rs's typed reflector.
+    (
+        "ours-pod-view",
+        "informer Pod view (PbView), protobuf",
+        "kube-pod",
+        "kube-rs reflector, Pod",
+    ),
     // A typed Pod in the handler without a typed cache: the protobuf CompactObject informer
     // whose handler decodes each object (`decode_pb`), against kube-rs's typed reflector.
     (
@@ -291,6 +300,12 @@ const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
         "informer Pod",
     ),
     (
+        "ours-pod-view",
+        "informer Pod view (PbView), protobuf",
+        "ours-pod",
+        "informer Pod",
+    ),
+    (
         "ours-pod",
         "informer Pod",
         "kube-pod",
@@ -313,6 +328,7 @@ const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
     ("ours-pod", "informer Pod"),
     ("ours-dynamic", "informer DynamicObject"),
     ("ours-compact", "informer CompactObject"),
+    ("ours-pod-view", "informer Pod view (PbView), protobuf"),
     // The same informers on an `InformerThread`: one wake-up per event instead of three.
     ("ours-pod-thread", "informer Pod on an InformerThread"),
     (
@@ -336,6 +352,8 @@ const CUSTOM_TARGETS: &[(&str, &str)] = &[
     // Issue 32: protobuf's typed informer at least 5x kube-rs's JSON reflector; its bytes on the
     // wire at most 0.6x JSON's (JSON's over protobuf's: at least 1.67).
     ("peer: watch, informer Pod, protobuf", "≥ 5.0"),
+    ("peer: watch, informer Pod view", "≥ 5.0"),
+    ("peer: initial list time, informer Pod view", "≥ 2.0"),
     ("peer: watch, informer CompactObject, protobuf", "≥ 1.3"),
     ("peer: initial list time, informer Pod, protobuf", "≥ 2.0"),
     ("peer: bytes on the wire", "≥ 1.67"),
