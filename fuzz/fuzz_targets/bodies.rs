@@ -1,11 +1,13 @@
 //! Whole response bodies in protobuf: list pages of each object type, `Status` errors, a
-//! message read as a compact object and then decoded on demand, and the transcoder from
-//! protobuf to JSON for the kinds it knows.
+//! message read as a compact object and then decoded on demand, a message checked for a typed
+//! view (and, when it passes, read whole through it and compared with prost's decode), and the
+//! transcoder from protobuf to JSON for the kinds it knows.
 #![no_main]
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use reflector::protobuf::{convert, meta, transcode, MAGIC};
+use prost::Message as _;
+use reflector::protobuf::{convert, meta, transcode, view, PbView, MAGIC};
 use reflector::store_index::k8s_pb::api::core::v1::Pod;
 use reflector::store_index::{CompactObject, DynamicObject, Pb};
 use reflector::{ObjectList, Status};
@@ -26,6 +28,7 @@ fuzz_target!(|data: &[u8]| {
     enveloped.extend_from_slice(body);
     for whole in [Bytes::copy_from_slice(body), Bytes::from(enveloped)] {
         let _ = ObjectList::<Pb<Pod>>::from_protobuf(&whole);
+        let _ = ObjectList::<PbView<Pod>>::from_protobuf(&whole);
         let _ = ObjectList::<CompactObject>::from_protobuf(&whole);
         let _ = ObjectList::<DynamicObject>::from_protobuf(&whole);
         let _ = Status::from_response(500, &whole);
@@ -33,6 +36,12 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = meta::list_meta(body);
     let _ = Status::from_protobuf(body);
+
+    // What the view's walk accepts, prost decodes (V1-V4), and the view reads to its end.
+    if let Ok(pod) = view::validate::<Pod>(body) {
+        assert!(Pod::decode(body).is_ok(), "a view accepted what prost refuses");
+        let _ = format!("{pod:?}");
+    }
 
     let (api_version, kind) = KINDS[pick as usize % KINDS.len()];
     let message = Bytes::copy_from_slice(body);

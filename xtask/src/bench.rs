@@ -335,6 +335,10 @@ const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
         "ours-compact-thread",
         "informer CompactObject on an InformerThread",
     ),
+    (
+        "ours-pod-view-thread",
+        "informer Pod view (PbView), protobuf, on an InformerThread",
+    ),
     // Only where the client-go probe is named (`PEER_CLIENT_GO`).
     ("go-pod", "client-go informer, Pod, protobuf"),
 ];

@@ -25,6 +25,7 @@
 //! - `ours-pod-view`: the informer of `PbView<Pod>` (protobuf by default): each pod kept as its
 //!   message, checked once, read through its typed view; the `on_update` handler reads the first
 //!   container's image through the view, as `ours-compact-pb-typed` reads it from a decoded pod;
+//! - `ours-pod-view-thread`: the same, started on an `InformerThread`;
 //! - `ours-pod-thread`, `ours-dynamic-thread`, `ours-compact-thread`: the same, started on an
 //!   `InformerThread` (`SharedInformerFactory::start_on`) instead of the clients' runtime;
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
@@ -230,7 +231,7 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 14] = [
+pub const CLIENTS: [&str; 15] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
@@ -245,6 +246,7 @@ pub const CLIENTS: [&str; 14] = [
     "ours-compact-pb",
     "ours-compact-pb-typed",
     "ours-pod-view",
+    "ours-pod-view-thread",
 ];
 
 /// The clients that ask for protobuf: their server transcodes its objects at start (the others'
@@ -252,10 +254,11 @@ pub const CLIENTS: [&str; 14] = [
 /// (`Pb<Pod>`, protobuf by default); `ours-compact-pb` the `CompactObject` informer told to ask
 /// for protobuf (`Encoding::Protobuf`), and `ours-compact-pb-typed` the same whose handler decodes
 /// each object into a `k8s_pb` `Pod`; `ours-pod-view` the informer of `PbView<Pod>`; `go-pod` client-go's informer, protobuf by default.
-pub const PROTOBUF_CLIENTS: [&str; 6] = [
+pub const PROTOBUF_CLIENTS: [&str; 7] = [
     "prost-pod",
     "ours-pod-pb",
     "ours-pod-view",
+    "ours-pod-view-thread",
     "ours-compact-pb",
     "ours-compact-pb-typed",
     "go-pod",
@@ -511,6 +514,16 @@ pub fn measure(client: &str, events: usize) -> Figures {
                     &counter,
                     Encoding::Auto,
                     false,
+                    ClientRun::view_and_count,
+                )
+                .await
+            }
+            "ours-pod-view-thread" => {
+                ClientRun::ours_encoded::<PbView<PbPod>>(
+                    &url,
+                    &counter,
+                    Encoding::Auto,
+                    true,
                     ClientRun::view_and_count,
                 )
                 .await

@@ -97,7 +97,15 @@ pub use wire::decoder::{
 pub use wire::encoding::Encoding;
 pub use wire::list_page::{ListError, ListPageError, ObjectList};
 pub use wire::object::{Decode, DecodeSource, ProtobufSource};
-pub use wire::protobuf;
+/// Kubernetes' protobuf encoding of built-in kinds: the wire layers (`wire::protobuf`), and
+/// [`PbView`](protobuf::PbView), the informer object read through typed views, which sits beside
+/// them because it is also a [`Decode`] type.
+pub mod protobuf {
+    #[cfg(feature = "k8s-pb")]
+    pub use crate::wire::pb_view::PbView;
+    #[doc(inline)]
+    pub use crate::wire::protobuf::*;
+}
 
 /// What a user of this layer needs, in one import (the layers below included, and
 /// `CancellationToken` to stop a reflector): `use reflector::prelude::*;`.

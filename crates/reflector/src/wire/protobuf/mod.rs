@@ -17,9 +17,9 @@
 //! - [`convert`] (feature `protobuf-json`): objects from one type family to another through the
 //!   transcoder (a protobuf `CompactObject` into `k8s_openapi` types, `k8s_openapi` to `k8s_pb`).
 //!
-//! - [`view`] and [`PbView`] (feature `k8s-pb`): typed views of built-in messages, read in
-//!   place from the bytes, and the informer object that keeps its message and reads it through
-//!   one.
+//! - [`view`] (feature `k8s-pb`): typed views of built-in messages, read in place from the
+//!   bytes; `reflector::protobuf::PbView` is the informer object that keeps its message and reads
+//!   it through one.
 //!
 //! Malformed input of any layer is a [`ProtobufError`], never a panic, and no length read from
 //! the input allocates more than the input holds (or, for frames, than the decoder's bound).
@@ -41,8 +41,6 @@ mod wire_serde;
 pub use crate::store_index::protobuf::{wire, ProtobufError};
 pub use crate::store_index::time;
 
-#[cfg(feature = "k8s-pb")]
-pub use crate::wire::pb_view::PbView;
 pub(crate) use envelope::UnknownView;
 pub use envelope::{Unknown, MAGIC};
 pub(crate) use frame::WatchEventView;
