@@ -78,7 +78,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "protobuf",
-            about: "typed Pb<Pod> and CompactObject informers and a controller on protobuf: cut watches, split frames, 410; then both, and a typed write, on a server answering JSON",
+            about: "typed Pb<Pod>, PbView<Pod> and CompactObject informers and a controller on protobuf: cut watches, split frames, 410; then the three, and a typed write, on a server answering JSON",
             timeout: secs(120),
             informers: true,
             run: |o| protobuf::protobuf_end_to_end(o).boxed(),

@@ -1,13 +1,14 @@
-//! Protobuf end to end (issue 32): a typed `Pb<Pod>` informer, a `CompactObject` informer and a
-//! controller fed by the typed one, all on Kubernetes' protobuf encoding, under churn with watches
+//! Protobuf end to end (issue 32): a typed `Pb<Pod>` informer, a `PbView<Pod>` informer (typed
+//! views of kept messages), a `CompactObject` informer and a controller fed by the typed one, all on Kubernetes' protobuf encoding, under churn with watches
 //! cut every few hundred events, frames split over 7-byte chunks, and a 410 `ERROR` frame that
-//! forces a relist. Then the same two informers against a server that answers JSON to the
+//! forces a relist. Then the same informers against a server that answers JSON to the
 //! protobuf `Accept` and refuses protobuf bodies: the typed one reads JSON through the
 //! transcoder, and a typed write is sent again as JSON. Checked: caches equal the server, every
 //! handler's per-key sequence in order with nothing lost or duplicated, every cached
 //! `CompactObject` in the encoding the server spoke, every key's last reconcile saw the server's
-//! version of a fully decoded typed pod, and the typed cache equal to the server on the JSON
-//! path too, the fallback write included.
+//! version of a fully decoded typed pod, every cached view's spec read through it agreeing with
+//! its metadata, and the typed caches equal to the server on the JSON path too, the fallback write
+//! included.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use controller::{Action, Controller};
 use parking_lot::Mutex;
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
+use workqueue::shared_informer::reflector::protobuf::PbView;
 use workqueue::shared_informer::reflector::store_index::k8s_pb::api::core::v1::{
     Container, Pod, PodSpec,
 };
@@ -48,10 +50,13 @@ async fn protobuf_server() -> Outcome {
         .reflector_options(fast_backoff(false))
         .encoding(Encoding::Protobuf);
     let typed = factory.informer::<Pb<Pod>>(Resource::of_pb::<Pod>())?;
+    let viewed = factory.informer::<PbView<Pod>>(Resource::of_pb::<Pod>())?;
     let compact = factory.informer::<CompactObject>(pods())?;
     let (typed_rec, typed_seq) = Recorder::new();
+    let (viewed_rec, viewed_seq) = Recorder::new();
     let (compact_rec, compact_seq) = Recorder::new();
     typed.add_event_handler(typed_rec)?;
+    viewed.add_event_handler(viewed_rec)?;
     compact.add_event_handler(compact_rec)?;
     let queue: RateLimitingQueue<String> = RateLimitingQueue::new(MaxOf::new(vec![
         Box::new(ItemExponentialFailureRateLimiter::new(
@@ -103,6 +108,7 @@ async fn protobuf_server() -> Outcome {
         })
     };
     synced(&typed, Duration::from_secs(30)).await?;
+    synced(&viewed, Duration::from_secs(30)).await?;
     synced(&compact, Duration::from_secs(30)).await?;
     let churns = vec![
         churn(&sim, "pods", "pb-0", 200, 150.0, 8.0, 100),
@@ -137,6 +143,39 @@ async fn protobuf_server() -> Outcome {
         Duration::from_secs(30),
     )
     .await?;
+    let viewed_detail = converge(
+        &sim,
+        "pods",
+        viewed.indexer(),
+        &[("viewed", &viewed_seq)],
+        Duration::from_secs(30),
+    )
+    .await?;
+    // Every cached view reads a spec that agrees with its metadata, as the reconciles check on
+    // the decoded pods.
+    let disagreeing: Vec<String> = viewed
+        .indexer()
+        .list()
+        .iter()
+        .filter(|p| {
+            let spec = p.view().spec();
+            let whole = match p.annotation("sim/gen") {
+                Some(generation) => {
+                    spec.and_then(|s| s.containers().next())
+                        .and_then(|c| c.image())
+                        == Some(format!("busybox:{generation}").as_str())
+                }
+                None => spec.and_then(|s| s.node_name()).is_some(),
+            };
+            !whole
+        })
+        .map(|p| p.name().to_string())
+        .take(5)
+        .collect();
+    ensure!(
+        disagreeing.is_empty(),
+        "cached views whose spec disagrees with their metadata: {disagreeing:?}"
+    );
     let not_protobuf = compact
         .indexer()
         .list()
@@ -180,7 +219,7 @@ async fn protobuf_server() -> Outcome {
     cancel.cancel();
     let _ = runner.await;
     Ok(format!(
-        "{ops} ops; typed {typed_detail}; compact {compact_detail}; {reconciled}"
+        "{ops} ops; typed {typed_detail}; viewed {viewed_detail}; compact {compact_detail}; {reconciled}"
     ))
 }
 
@@ -193,16 +232,20 @@ async fn json_server() -> Outcome {
         .encoding(Encoding::Protobuf);
     let compact = factory.informer::<CompactObject>(pods())?;
     let typed = factory.informer::<Pb<Pod>>(Resource::of_pb::<Pod>())?;
+    let viewed = factory.informer::<PbView<Pod>>(Resource::of_pb::<Pod>())?;
     let (rec, seq) = Recorder::new();
     let (typed_rec, typed_seq) = Recorder::new();
+    let (viewed_rec, viewed_seq) = Recorder::new();
     compact.add_event_handler(rec)?;
     typed.add_event_handler(typed_rec)?;
+    viewed.add_event_handler(viewed_rec)?;
     sim.faults().end_watches_after(200);
     let cancel = CancellationToken::new();
     let _stop = cancel.clone().drop_guard();
     factory.start(&cancel);
     synced(&compact, Duration::from_secs(30)).await?;
     synced(&typed, Duration::from_secs(30)).await?;
+    synced(&viewed, Duration::from_secs(30)).await?;
     // A typed write: its protobuf body is refused (415) and the same pod goes again as JSON.
     sim.create(
         "namespaces",
@@ -250,6 +293,27 @@ async fn json_server() -> Outcome {
         Duration::from_secs(30),
     )
     .await?;
+    let viewed_detail = converge(
+        &sim,
+        "pods",
+        viewed.indexer(),
+        &[("viewed", &viewed_seq)],
+        Duration::from_secs(30),
+    )
+    .await?;
+    let viewed_write = viewed
+        .indexer()
+        .get_by_key("js-1/typed-write")
+        .ok_or_else(|| Failure("the typed write is not in the view cache".into()))?;
+    let image = viewed_write
+        .view()
+        .spec()
+        .and_then(|s| s.containers().next())
+        .and_then(|c| c.image());
+    ensure!(
+        image == Some("nginx:1.27"),
+        "the typed write reads through its view as image {image:?}"
+    );
     let typed_write = typed
         .indexer()
         .get_by_key("js-1/typed-write")
@@ -274,6 +338,6 @@ async fn json_server() -> Outcome {
         "{not_json} cached CompactObjects are not JSON"
     );
     Ok(format!(
-        "{ops} ops; compact {detail}; typed from JSON {typed_detail}"
+        "{ops} ops; compact {detail}; typed from JSON {typed_detail}; viewed from JSON {viewed_detail}"
     ))
 }
