@@ -16,7 +16,7 @@ use shared_informer::reflector::store_index::{Indexers, Object, Pb, Selector};
 use shared_informer::reflector::{
     Api, Client, ClientError, ClusterConfig, CreateOptions, DeleteOptions, Encoding, Resource,
 };
-use shared_informer::{EventHandlerFns, SharedInformerFactory};
+use shared_informer::{EventHandlerFns, SharedIndexInformer, SharedInformerFactory};
 use sim_apiserver::SimServer;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -47,6 +47,38 @@ fn with_app(pod: &Pod, app: &str) -> Pod {
     let meta = changed.metadata.get_or_insert_with(Default::default);
     meta.labels.insert("app".into(), app.into());
     changed
+}
+
+/// Starts the factory, waits for its caches, and expects the handler's adds of `a`, `b`, `c`.
+async fn start_and_expect_three_adds(
+    factory: &SharedInformerFactory,
+    rx: &mut mpsc::UnboundedReceiver<String>,
+) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    assert!(factory
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .all_synced());
+    let mut adds: Vec<String> = Vec::new();
+    for _ in 0..3 {
+        adds.push(next(rx).await);
+    }
+    adds.sort();
+    assert_eq!(adds, ["add a", "add b", "add c"]);
+    cancel
+}
+
+/// The `node` index holds `a` and `c` on `n1`, and two pods are `app=web`.
+fn assert_node_index_and_app_selector<K: Object + shared_informer::reflector::Decode>(
+    informer: &SharedIndexInformer<K>,
+) {
+    let on_n1 = informer.indexer().by_index("node", "n1").unwrap();
+    let mut names: Vec<&str> = on_n1.iter().map(|p| p.name()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "c"]);
+    let web: Selector = "app=web".parse().unwrap();
+    assert_eq!(informer.lister().namespaced("default").list(&web).len(), 2);
 }
 
 async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
@@ -117,25 +149,9 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
                 }),
         )
         .unwrap();
-    let cancel = CancellationToken::new();
-    factory.start(&cancel);
-    assert!(factory
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .all_synced());
-    let mut adds: Vec<String> = Vec::new();
-    for _ in 0..3 {
-        adds.push(next(&mut rx).await);
-    }
-    adds.sort();
-    assert_eq!(adds, ["add a", "add b", "add c"]);
+    let cancel = start_and_expect_three_adds(&factory, &mut rx).await;
 
-    let on_n1 = informer.indexer().by_index("node", "n1").unwrap();
-    let mut names: Vec<&str> = on_n1.iter().map(|p| p.name()).collect();
-    names.sort();
-    assert_eq!(names, ["a", "c"]);
-    let web: Selector = "app=web".parse().unwrap();
-    assert_eq!(informer.lister().namespaced("default").list(&web).len(), 2);
+    assert_node_index_and_app_selector(&informer);
     let a = informer.lister().namespaced("default").get("a").unwrap();
     assert_eq!(a.annotation("transformed"), Some("yes"));
     assert_eq!(
@@ -214,24 +230,8 @@ async fn a_pod_view_informer_indexes_lists_and_notifies_over_protobuf_and_json()
                 }),
         )
         .unwrap();
-    let cancel = CancellationToken::new();
-    factory.start(&cancel);
-    assert!(factory
-        .wait_for_cache_sync(Duration::from_secs(30))
-        .await
-        .all_synced());
-    let mut adds: Vec<String> = Vec::new();
-    for _ in 0..3 {
-        adds.push(next(&mut rx).await);
-    }
-    adds.sort();
-    assert_eq!(adds, ["add a", "add b", "add c"]);
-    let on_n1 = informer.indexer().by_index("node", "n1").unwrap();
-    let mut names: Vec<&str> = on_n1.iter().map(|p| p.name()).collect();
-    names.sort();
-    assert_eq!(names, ["a", "c"]);
-    let web: Selector = "app=web".parse().unwrap();
-    assert_eq!(informer.lister().namespaced("default").list(&web).len(), 2);
+    let cancel = start_and_expect_three_adds(&factory, &mut rx).await;
+    assert_node_index_and_app_selector(&informer);
 
     // A write of the owned message, read from the cache.
     let a = informer.lister().namespaced("default").get("a").unwrap();
