@@ -98,9 +98,18 @@ impl<T> PartialEq for PbView<T> {
     }
 }
 
-impl<T: HasView> std::fmt::Debug for PbView<T> {
+/// The address and the size, as a `CompactObject`'s: the fields are the view's to show
+/// (`{:?}` of [`view`](PbView::view), which redacts a `Secret`'s data).
+impl<T> std::fmt::Debug for PbView<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.view().fmt(f)
+        f.debug_struct("PbView")
+            .field("api_version", &self.object.api_version())
+            .field("kind", &self.object.kind())
+            .field("namespace", &self.object.namespace())
+            .field("name", &self.object.name())
+            .field("resource_version", &self.object.resource_version())
+            .field("message_len", &self.object.raw().len())
+            .finish()
     }
 }
 

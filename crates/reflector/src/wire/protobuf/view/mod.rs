@@ -369,10 +369,13 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// Writes the message as `Debug` would a struct of its fields, in wire order.
+    /// Writes the message as `Debug` would a struct of its fields, in wire order. Bytes fields
+    /// show their length only, and a `Secret`'s `data` and `stringData` nothing but that they
+    /// are there: a view's `Debug` may end up in a log.
     #[doc(hidden)]
     pub fn debug(self, schema: &'static Schema, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct(schema.name);
+        let secret = schema.name == "Secret";
         for field in self.all() {
             let (number, value) = match field {
                 Field::Bytes(n, b) => (n, Err(b)),
@@ -382,6 +385,10 @@ impl<'a> Fields<'a> {
             let Some((_, known)) = schema.field(number) else {
                 continue;
             };
+            if secret && matches!(known.name, "data" | "stringData") {
+                s.field(known.name, &format_args!("<redacted>"));
+                continue;
+            }
             match (known.kind, value) {
                 (Kind::Bool, Ok(v)) => s.field(known.name, &(v != 0)),
                 (Kind::Int32, Ok(v)) => s.field(known.name, &(v as i32)),
@@ -396,7 +403,7 @@ impl<'a> Fields<'a> {
                         schema: inner,
                     },
                 ),
-                (_, Err(b)) => s.field(known.name, &b),
+                (_, Err(b)) => s.field(known.name, &format_args!("<{} bytes>", b.len())),
                 (_, Ok(v)) => s.field(known.name, &v),
             };
         }

@@ -546,3 +546,34 @@ fn every_message_has_a_view_and_k8s_pb_types_name_theirs() {
     let bytes = Bytes::from_static(&[]);
     assert!(<super::api::core::v1::VolumeStatus<'_> as View<'_>>::validate(&bytes).is_ok());
 }
+
+#[test]
+fn a_secret_view_shows_neither_its_data_nor_its_string_data() {
+    let secret = pb::Secret {
+        data: [("password".to_string(), b"hunter2".to_vec())].into(),
+        string_data: [("token".to_string(), "s3cr3t".to_string())].into(),
+        r#type: Some("Opaque".into()),
+        ..Default::default()
+    };
+    let bytes = secret.encode_to_vec();
+    let view = validate::<pb::Secret>(&bytes).unwrap();
+    assert_eq!(view.data().get("password"), Some(&b"hunter2"[..]));
+    let shown = format!("{view:?}");
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("s3cr3t"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("password") && !shown.contains("token"),
+        "{shown}"
+    );
+    assert!(shown.contains("Opaque"), "{shown}");
+    // Bytes elsewhere show their length only.
+    let cm = pb::ConfigMap {
+        binary_data: [("blob".to_string(), vec![1, 2, 3])].into(),
+        ..Default::default()
+    };
+    let bytes = cm.encode_to_vec();
+    let shown = format!("{:?}", validate::<pb::ConfigMap>(&bytes).unwrap());
+    assert!(shown.contains("<3 bytes>"), "{shown}");
+}
