@@ -17,7 +17,8 @@
 //!
 //! A view is only ever made of a message that has been walked whole against its type's layout
 //! ([`validate`]), so its accessors cannot fail and have no error to return:
-//! - V1: every field the layout knows has the wire type of its kind (a varint for integers and
+//! - V1: every key names a field number protobuf allows (1 to 2^29 - 1); every field the layout
+//!   knows has the wire type of its kind (a varint for integers and
 //!   booleans, a length for strings, bytes, messages and packed integers), every length stays
 //!   within its message, and every nested message is valid in turn, at most
 //!   [`MAX_DEPTH`] deep;
@@ -68,6 +69,9 @@ use super::ProtobufError;
 
 /// How deep messages may nest in a validated message, as prost's recursion limit.
 pub const MAX_DEPTH: u32 = 100;
+
+/// The largest field number protobuf allows (2^29 - 1).
+const MAX_FIELD_NUMBER: u32 = (1 << 29) - 1;
 
 /// What one field of a message holds: what validation checks its wire bytes against.
 #[derive(Debug, Clone, Copy)]
@@ -231,9 +235,10 @@ fn check(bytes: &[u8], schema: &'static Schema, depth: u32) -> Result<(), Invali
     let mut rest = bytes;
     while !rest.is_empty() {
         let key = read_varint(&mut rest).map_err(Invalid::new)?;
+        // Protobuf's field numbers run from 1 to 2^29 - 1; prost refuses a key beyond them.
         let number = u32::try_from(key >> 3)
             .ok()
-            .filter(|&n| n > 0)
+            .filter(|n| (1..=MAX_FIELD_NUMBER).contains(n))
             .ok_or_else(|| Invalid::new("a field number out of range"))?;
         let value = match key & 7 {
             0 => {
