@@ -39,7 +39,10 @@ fuzz_target!(|data: &[u8]| {
 
     // What the view's walk accepts, prost decodes (V1-V4), and the view reads to its end.
     if let Ok(pod) = view::validate::<Pod>(body) {
-        assert!(Pod::decode(body).is_ok(), "a view accepted what prost refuses");
+        assert!(
+            Pod::decode(body).is_ok(),
+            "a view accepted what prost refuses"
+        );
         let _ = format!("{pod:?}");
     }
 

@@ -17,7 +17,8 @@
 //!
 //! A view is only ever made of a message that has been walked whole against its type's layout
 //! ([`validate`]), so its accessors cannot fail and have no error to return:
-//! - V1: every key names a field number protobuf allows (1 to 2^29 - 1); every field the layout
+//! - V1: every varint fits 64 bits, every key names a field number protobuf allows (1 to
+//!   2^29 - 1); every field the layout
 //!   knows has the wire type of its kind (a varint for integers and
 //!   booleans, a length for strings, bytes, messages and packed integers), every length stays
 //!   within its message, and every nested message is valid in turn, at most
@@ -308,7 +309,7 @@ fn check(bytes: &[u8], schema: &'static Schema, depth: u32) -> Result<(), Invali
 }
 
 /// One varint off the front of `bytes`; an error when it does not end within them or within
-/// ten bytes.
+/// ten bytes, or holds more than 64 bits.
 #[inline(always)]
 fn read_varint(bytes: &mut &[u8]) -> Result<u64, &'static str> {
     // Most keys and lengths are one byte.
@@ -326,6 +327,10 @@ fn read_varint(bytes: &mut &[u8]) -> Result<u64, &'static str> {
         *bytes = rest;
         value |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
+            // The tenth byte holds the 64th bit alone: more overflows, and prost refuses it.
+            if i == 9 && b > 1 {
+                return Err("a varint beyond 64 bits");
+            }
             return Ok(value);
         }
     }

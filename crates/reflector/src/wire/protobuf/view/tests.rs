@@ -602,3 +602,22 @@ fn a_field_number_beyond_protobufs_range_is_refused_as_prost_refuses_it() {
     assert!(pb::Pod::decode(&largest[..]).is_ok());
     assert!(validate::<pb::Pod>(&largest).is_ok());
 }
+
+/// Found by the `bodies` fuzz target: a ten-byte varint whose last byte holds more than the 64th
+/// bit was read, its high bits dropped, where prost refuses it.
+#[test]
+fn a_varint_beyond_64_bits_is_refused_as_prost_refuses_it() {
+    // Field 51 (unknown to Pod), a varint of ten bytes ending in 0x69.
+    let body = [
+        0x98, 0x03, 0xb6, 0xf6, 0xfe, 0x98, 0xe9, 0xfe, 0xfb, 0xfd, 0x98, 0x69,
+    ];
+    assert!(pb::Pod::decode(&body[..]).is_err());
+    let err = validate::<pb::Pod>(&body).unwrap_err();
+    assert!(err.to_string().contains("beyond 64 bits"), "{err}");
+    // u64::MAX, whose tenth byte is 1, is a varint both read.
+    let mut max = Vec::new();
+    put_varint(&mut max, 51 << 3);
+    put_varint(&mut max, u64::MAX);
+    assert!(pb::Pod::decode(&max[..]).is_ok());
+    assert!(validate::<pb::Pod>(&max).is_ok());
+}
