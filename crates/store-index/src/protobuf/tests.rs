@@ -99,6 +99,29 @@ fn a_protobuf_compact_object_decodes_into_its_k8s_pb_type_on_demand() {
     assert!(json.decode_pb::<Pod>().is_err());
 }
 
+#[test]
+fn a_varint_beyond_64_bits_is_malformed_not_cut() {
+    use super::wire::{Field, Reader};
+    // Field 3, a varint of ten bytes whose last holds more than the 64th bit.
+    let over = [
+        0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02,
+    ];
+    assert!(matches!(
+        Reader::new(&over, "test").next_field(),
+        Err(super::ProtobufError::Malformed {
+            why: "a varint beyond 64 bits",
+            ..
+        })
+    ));
+    let max = [
+        0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+    ];
+    assert_eq!(
+        Reader::new(&max, "test").next_field().unwrap(),
+        Some(Field::Varint(3, u64::MAX))
+    );
+}
+
 proptest! {
     #[test]
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {

@@ -61,6 +61,13 @@ impl<'a> Reader<'a> {
             self.buf = rest;
             v |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {
+                // The tenth byte holds the 64th bit alone: more would be dropped.
+                if i == 9 && b > 1 {
+                    return Err(ProtobufError::Malformed {
+                        what: self.what,
+                        why: "a varint beyond 64 bits",
+                    });
+                }
                 return Ok(v);
             }
         }
