@@ -27,7 +27,12 @@
 //! - V3: a singular field appears at most once in its message. Protobuf would keep the last
 //!   value of a repeated scalar and merge repeated messages; a view reads the one value, so a
 //!   message that would need a merge is refused rather than read differently from prost;
-//! - V4: fields the layout does not know (a newer server's) are skipped, as prost skips them.
+//! - V4: fields the layout does not know (a newer server's) are skipped, as prost skips them,
+//!   and counted by [`unknown_fields`]. The layouts come from the vendored `.proto` files, and
+//!   k8s-pb's prost types from an older Kubernetes: a field one knows and the other does not
+//!   (k8s-pb 0.9's `PodSpec` field 42, since removed) is skipped by the one and decoded by the
+//!   other, so what the walk accepts with no unknown field, prost decodes, and with one, prost
+//!   may refuse.
 //!
 //! `the_views_read_what_prost_decodes` and `damaged_messages_are_refused_or_read_as_prost_reads_them`
 //! (in `tests.rs`) check them against prost's decode of the same bytes.
@@ -165,7 +170,7 @@ pub trait View<'a>: Copy + Sized + fmt::Debug {
     /// the newest have no `k8s_pb` type to name).
     fn validate(bytes: &'a [u8]) -> Result<Self, ProtobufError> {
         let schema = Self::schema();
-        check(bytes, schema, 0).map_err(|invalid| invalid.into_error(schema))?;
+        check(bytes, schema, 0, &mut 0).map_err(|invalid| invalid.into_error(schema))?;
         Ok(Self::from_fields(Fields { bytes }))
     }
 }
@@ -180,6 +185,18 @@ pub trait HasView {
 /// field where it went wrong (`Pod.spec.containers.image`).
 pub fn validate<T: HasView>(bytes: &[u8]) -> Result<T::View<'_>, ProtobufError> {
     <T::View<'_> as View<'_>>::validate(bytes)
+}
+
+/// How many fields of `bytes`, at any depth, `T`'s layout does not know (V4: skipped by the
+/// walk and by every view), after the same checks as [`validate`]. Nonzero when the server runs
+/// a Kubernetes whose `Pod` has fields these views, generated from the vendored `.proto` files,
+/// lack; or fields that k8s-pb's older types still have and Kubernetes has since removed (k8s-pb
+/// 0.9's `PodSpec` field 42), which prost decodes by their old type and may refuse.
+pub fn unknown_fields<T: HasView>(bytes: &[u8]) -> Result<usize, ProtobufError> {
+    let schema = <T::View<'_> as View<'_>>::schema();
+    let mut unknown = 0;
+    check(bytes, schema, 0, &mut unknown).map_err(|invalid| invalid.into_error(schema))?;
+    Ok(unknown)
 }
 
 /// Why a message was refused, and the field names from the top message down to where.
@@ -225,7 +242,12 @@ enum Wire<'a> {
 /// Walks one message against its layout (V1–V4). Its own reading of the wire, rather than
 /// `wire::Reader`'s, keeps the loop free of the reader's error values (half of the walk's time
 /// went to moving them).
-fn check(bytes: &[u8], schema: &'static Schema, depth: u32) -> Result<(), Invalid> {
+fn check(
+    bytes: &[u8],
+    schema: &'static Schema,
+    depth: u32,
+    unknown: &mut usize,
+) -> Result<(), Invalid> {
     if depth > MAX_DEPTH {
         return Err(Invalid::new(format!(
             "messages nested more than {MAX_DEPTH} deep"
@@ -273,7 +295,8 @@ fn check(bytes: &[u8], schema: &'static Schema, depth: u32) -> Result<(), Invali
             }
         };
         let Some((index, known)) = schema.field(number) else {
-            // A field the layout does not know: skipped (V4).
+            // A field the layout does not know: skipped, and counted (V4).
+            *unknown += 1;
             continue;
         };
         let fail = |why: &str| Invalid::new(why).inside(known.name);
@@ -300,7 +323,7 @@ fn check(bytes: &[u8], schema: &'static Schema, depth: u32) -> Result<(), Invali
             }
             (Kind::Bytes, Wire::Len(_)) => {}
             (Kind::Message(inner), Wire::Len(message)) => {
-                check(message, inner, depth + 1).map_err(|e| e.inside(known.name))?;
+                check(message, inner, depth + 1, unknown).map_err(|e| e.inside(known.name))?;
             }
             _ => return Err(fail("a wire type that does not fit the field")),
         }
