@@ -85,13 +85,22 @@ fn from_json<T>(object: &serde_json::Value) -> Result<Pb<T>, ProtobufError>
 where
     T: prost::Message + Default + k8s_pb::Resource,
 {
+    message_of(message_from_json::<T>(object)?)
+}
+
+/// `T`'s protobuf message from a JSON object: refused if the object names another kind (as
+/// [`refuse_another_kind`]), else transcoded with Kubernetes' descriptors. Every typed protobuf
+/// object that accepts a JSON answer goes through here.
+pub(crate) fn message_from_json<T: k8s_pb::Resource>(
+    object: &serde_json::Value,
+) -> Result<Bytes, ProtobufError> {
     let named = |field: &str| object.get(field).and_then(serde_json::Value::as_str);
     refuse_another_kind::<T>(
         named("apiVersion").unwrap_or(""),
         named("kind").unwrap_or(""),
     )?;
     let message = transcode::encode_message_as(T::API_VERSION, T::KIND, object)?;
-    message_of(Bytes::from(message))
+    Ok(Bytes::from(message))
 }
 
 /// An object that names a kind (in its envelope, its list or its JSON) must name `T`'s; an

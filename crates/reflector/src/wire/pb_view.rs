@@ -9,10 +9,10 @@ use serde::{Deserialize as _, Deserializer};
 
 use crate::store_index::k8s_pb;
 use crate::store_index::{CompactObject, Object, ObjectMeta, OwnerReference};
-use crate::wire::k8s_pb::refuse_another_kind;
+use crate::wire::k8s_pb::{message_from_json, refuse_another_kind};
 use crate::wire::object::{Decode, DecodeSource, ProtobufSource};
 use crate::wire::protobuf::view::{self, Fields, HasView, View};
-use crate::wire::protobuf::{transcode, ProtobufError};
+use crate::wire::protobuf::ProtobufError;
 
 /// A built-in object of the `k8s_pb` type `T`, kept as the protobuf message it came in and read
 /// through `T`'s typed view ([`view`](PbView::view)): `pod.view().spec()` reads the spec off the
@@ -253,14 +253,8 @@ where
         _frame: &DecodeSource<'de>,
     ) -> Result<Self, D::Error> {
         let object = serde_json::Value::deserialize(deserializer)?;
-        let named = |field: &str| object.get(field).and_then(serde_json::Value::as_str);
-        refuse_another_kind::<T>(
-            named("apiVersion").unwrap_or(""),
-            named("kind").unwrap_or(""),
-        )
-        .map_err(D::Error::custom)?;
-        transcode::encode_message_as(T::API_VERSION, T::KIND, &object)
-            .and_then(|message| Self::from_message(Bytes::from(message)))
+        message_from_json::<T>(&object)
+            .and_then(Self::from_message)
             .map_err(D::Error::custom)
     }
 }
