@@ -128,10 +128,28 @@ fn number(text: &str) -> Option<f64> {
 fn split_label<'a>(label: &'a str, what: &str) -> Option<(&'a str, &'a str)> {
     let rest = label.strip_prefix("peer: ")?.strip_prefix(what)?;
     let rest = rest.strip_prefix(", ")?;
-    let open = rest.find(" (")?;
-    // The details hold parentheses of their own (`worker(s)`): they end at the last one.
-    let close = rest.rfind(')').filter(|c| *c > open)?;
-    Some((&rest[..open], &rest[open + 2..close]))
+    // The details are the last parenthesis of the label, holding parentheses of their own
+    // (`worker(s)`), and a client's name may hold one too (`informer Pod view (PbView)`): they
+    // open at the parenthesis that matches the last one.
+    let close = rest.rfind(')')?;
+    let mut depth = 0usize;
+    let mut open = None;
+    for (at, c) in rest[..=close].char_indices().rev() {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    open = Some(at);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let open = open?;
+    let name = rest[..open].strip_suffix(' ')?;
+    Some((name, &rest[open + 1..close]))
 }
 
 /// The worker count a row's details name (`…; 2 worker(s); …`).
@@ -613,6 +631,38 @@ mod tests {
             Some(24_000.0)
         );
         assert_eq!(clients[4].encoding, "protobuf");
+    }
+
+    #[test]
+    fn a_client_name_with_a_parenthesis_keeps_it_and_its_encoding() {
+        let details = "100000 events, coalesced chunks; 2 worker(s); median of 3";
+        let rows = [
+            row(
+                "watch",
+                "informer Pod view (PbView), protobuf",
+                details,
+                "73.5 k events/s",
+                "12.7 k events/s (kube-rs reflector, Pod)",
+            ),
+            row(
+                "watch peak RSS",
+                "informer Pod view (PbView), protobuf",
+                details,
+                "38.38 MB",
+                "280 MB (kube-rs reflector, Pod)",
+            ),
+        ];
+        let clients = clients_of(&rows);
+        let view = &clients[1];
+        assert_eq!(view.name, "informer Pod view (PbView), protobuf");
+        assert_eq!(view.encoding, "protobuf");
+        assert_eq!(view.label(), "informer Pod view (PbView)");
+        assert_eq!(
+            view.value(Figure::EventsPerSecond, Framing::Coalesced),
+            Some(73_500.0)
+        );
+        assert_eq!(view.value(Figure::PeakRss, Framing::Coalesced), Some(38.38));
+        assert_eq!(view.value(Figure::EventsPerSecond, Framing::PerEvent), None);
     }
 
     #[test]
