@@ -326,8 +326,19 @@ fn label_lines(name: &str) -> Vec<&str> {
 /// measured.
 pub fn svg(clients: &[Client], caption: &str) -> String {
     let framings = Framing::ALL;
-    let group = framings.len() as f64 * (BAR + BAR_GAP) + GROUP_GAP;
-    let plot_bottom = TOP + group * clients.len().max(1) as f64;
+    // Each client's group is as tall as its bars or its label (name lines and the encoding line),
+    // whichever is taller, so that a two-line name's encoding never crowds the next client's name.
+    let bars = framings.len() as f64 * (BAR + BAR_GAP);
+    let mut tops = Vec::with_capacity(clients.len());
+    let mut plot_bottom = TOP;
+    for client in clients {
+        tops.push(plot_bottom);
+        let label = (label_lines(client.label()).len() + 1) as f64 * LABEL_LINE;
+        plot_bottom += bars.max(label) + GROUP_GAP;
+    }
+    if clients.is_empty() {
+        plot_bottom += bars + GROUP_GAP;
+    }
     let height = plot_bottom + 48.0;
     let mut out = String::new();
     let _ = write!(
@@ -407,7 +418,7 @@ pub fn svg(clients: &[Client], caption: &str) -> String {
             TOP - 6.0
         );
         for (i, client) in clients.iter().enumerate() {
-            let top = TOP + i as f64 * group;
+            let top = tops[i];
             for (j, framing) in framings.iter().enumerate() {
                 let y = top + j as f64 * (BAR + BAR_GAP);
                 match client.value(figure, *framing) {
@@ -452,7 +463,7 @@ pub fn svg(clients: &[Client], caption: &str) -> String {
     // Client labels, right-aligned against the first panel: the name on one line, or two when it
     // is too long for the column, then the encoding.
     for (i, client) in clients.iter().enumerate() {
-        let top = TOP + i as f64 * group;
+        let top = tops[i];
         let lines = label_lines(client.label());
         for (k, line) in lines.iter().enumerate() {
             let _ = write!(
@@ -737,6 +748,43 @@ mod tests {
         assert!((widths[0] / widths[1] - 2.0).abs() < 0.01, "{widths:?}");
         // The axis ends past the longest bar (room for its label) but within the panel.
         assert!(widths[0] < PANEL && widths[0] > PANEL * 0.6, "{widths:?}");
+    }
+
+    #[test]
+    fn a_two_line_label_gets_a_taller_group_and_never_touches_the_next_name() {
+        let details = "1 events; 2 worker(s)";
+        let long = "Pod decoded in the handler, informer CompactObject, protobuf";
+        let rows = [
+            row("watch", long, details, "100 events/s", ""),
+            row("watch", "informer Pod", details, "50 events/s", ""),
+        ];
+        let picture = svg(&clients_of(&rows), "");
+        // The y of the first text element holding `needle`.
+        let y_of = |needle: &str| -> f64 {
+            let at = picture.find(&format!(">{needle}<")).unwrap();
+            let start = picture[..at].rfind("<text").unwrap();
+            let y = &picture[start..][picture[start..].find(" y=\"").unwrap() + 4..];
+            y[..y.find('"').unwrap()].parse().unwrap()
+        };
+        let encoding = y_of("protobuf");
+        let next_name = y_of("informer Pod");
+        assert!(
+            next_name - encoding >= LABEL_LINE + GROUP_GAP,
+            "encoding at {encoding}, next name at {next_name}"
+        );
+        // A group of one-line names keeps the height of its bars.
+        let short = [
+            row("watch", "a", details, "1 events/s", ""),
+            row("watch", "b", details, "1 events/s", ""),
+        ];
+        let bars = Framing::ALL.len() as f64 * (BAR + BAR_GAP);
+        let height = |p: &str| -> f64 {
+            let h = &p[p.find("height=\"").unwrap() + 8..];
+            h[..h.find('"').unwrap()].parse().unwrap()
+        };
+        let one = svg(&clients_of(&short[..1]), "");
+        let two = svg(&clients_of(&short), "");
+        assert!((height(&two) - height(&one) - (bars + GROUP_GAP)).abs() < 0.01);
     }
 
     #[test]
