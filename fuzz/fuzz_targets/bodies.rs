@@ -1,8 +1,7 @@
 //! Whole response bodies in protobuf: list pages of each object type, `Status` errors, a
 //! message read as a compact object and then decoded on demand, a message checked for a typed
 //! view (and, when it passes with no field the view does not know, decoded by prost too, and
-//! read whole through the view), and the
-//! transcoder from protobuf to JSON for the kinds it knows.
+//! read whole through the view), and the transcoder from protobuf to JSON for the kinds it knows.
 #![no_main]
 
 use bytes::Bytes;

@@ -18,10 +18,9 @@
 //! A view is only ever made of a message that has been walked whole against its type's layout
 //! ([`validate`]), so its accessors cannot fail and have no error to return:
 //! - V1: every varint fits 64 bits, every key names a field number protobuf allows (1 to
-//!   2^29 - 1); every field the layout
-//!   knows has the wire type of its kind (a varint for integers and
-//!   booleans, a length for strings, bytes, messages and packed integers), every length stays
-//!   within its message, and every nested message is valid in turn, at most
+//!   2^29 - 1); every field the layout knows has the wire type of its kind (a varint for
+//!   integers and booleans, a length for strings, bytes, messages and packed integers), every
+//!   length stays within its message, and every nested message is valid in turn, at most
 //!   [`MAX_DEPTH`] deep;
 //! - V2: every string is UTF-8;
 //! - V3: a singular field appears at most once in its message. Protobuf would keep the last
