@@ -1,7 +1,8 @@
 //! A protobuf watch stream (length-prefixed `WatchEvent` frames around `k8s\0` envelopes), cut
-//! into chunks where the input says, through every layer a user reaches: the frame decoder, the
-//! event and envelope messages, and the watch decoder of each object type that reads protobuf
-//! (`Pb<Pod>`, `CompactObject`, `DynamicObject` through the transcoder).
+//! into chunks where the input says, through every layer a user reaches: the frame decoder (fed
+//! copies and slices, which must agree), the event and envelope messages, and the watch decoder
+//! of each object type that reads protobuf (`Pb<Pod>`, `CompactObject`, `DynamicObject` through
+//! the transcoder).
 #![no_main]
 
 use bytes::Bytes;
@@ -20,16 +21,22 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
 
+    // Copied out of the chunks, and sliced out of them: the same frames, the same end.
     let mut frames = FrameDecoder::new(MAX_FRAME);
+    let mut sliced = FrameDecoder::new(MAX_FRAME);
     for chunk in chunks {
         frames.push(chunk);
-        while let Ok(Some(frame)) = frames.next_frame() {
+        sliced.push_bytes(Bytes::copy_from_slice(chunk));
+        loop {
+            let (copy, slice) = (frames.next_frame(), sliced.next_frame());
+            assert_eq!(copy, slice, "push and push_bytes disagree");
+            let Ok(Some(frame)) = copy else { break };
             if let Ok(event) = WatchEvent::decode(&frame) {
                 let _ = Unknown::decode(&event.object);
             }
         }
     }
-    let _ = frames.finish();
+    assert_eq!(frames.finish(), sliced.finish());
 
     stream(WatchDecoder::<Pb<Pod>>::protobuf(MAX_FRAME), &chunks);
     stream(WatchDecoder::<CompactObject>::protobuf(MAX_FRAME), &chunks);

@@ -207,13 +207,15 @@ impl<K: Decode> WatchDecoder<K> {
         out: &mut Vec<RawFrame>,
     ) -> Result<(), DecodeError> {
         if let Some(frames) = &mut self.protobuf {
-            frames.push(&chunk);
+            frames.push_bytes(chunk);
             while let Some(bytes) = frames.next_frame()? {
-                // Each frame is a buffer of its own, at its length, but made by the thread
-                // reading the body: objects copy what they keep when they are decoded (on the
-                // reflector's lane), so that the cache is allocated and freed on one thread (M1).
-                // Sliced, a cache of `CompactObject`s moved into the readers' arenas as it
-                // turned over: 37 MB at sync, 55–59 MB after 50k events (docs/benchmarks.md).
+                // A frame is a slice of the chunk that held it whole (no copy on the reading
+                // thread), or a buffer of its own for one cut across chunks. Objects copy what
+                // they keep when they are decoded (on the reflector's lane, `share` false in
+                // `decode_protobuf_event`): a slice would pin the HTTP client's read buffer, and
+                // a frame the reader allocated would put the cache in the readers' arenas (M1:
+                // 37 MB at sync, 55–59 MB after 50k events when objects kept their frames,
+                // docs/benchmarks.md).
                 out.push(RawFrame {
                     bytes,
                     protobuf: true,

@@ -57,8 +57,9 @@ pub struct ProtobufSource<'a> {
 
 impl<'a> ProtobufSource<'a> {
     /// A source of objects of `api_version`/`kind`. With `share`, objects that keep raw bytes
-    /// slice them out of the message's buffer (it is a buffer of the object's own, such as a watch
-    /// frame); otherwise they copy them (a list page, freed once decoded).
+    /// slice them out of the message's buffer (it is a buffer of the object's own, such as a
+    /// get's body); otherwise they copy them (a list page, freed once decoded, or a watch frame,
+    /// which may be a slice of the HTTP client's read buffer).
     pub fn new(api_version: &'a str, kind: &'a str, share: bool) -> Self {
         ProtobufSource {
             api_version,

@@ -27,20 +27,23 @@ pub fn encode_frame(out: &mut Vec<u8>, payload: &[u8]) {
 
 /// Splits a byte stream, fed in chunks cut anywhere, into frames.
 ///
-/// Each frame is copied once, out of the chunks, into a buffer of its own allocated at exactly
-/// its announced length: an object that keeps a slice of its frame (a `CompactObject`) then pins
-/// that frame and nothing else, neither the HTTP client's read buffer nor the events around it.
-/// It holds at most the frame being completed (a length beyond the bound is refused as soon as
-/// its 4 bytes are in, before anything is allocated for it) plus the whole frames of the last
-/// chunk pushed.
+/// A frame that a chunk pushed with [`push_bytes`](Self::push_bytes) holds whole is a slice of
+/// that chunk: no copy, but it keeps the chunk's buffer alive for as long as it lives, so an
+/// object decoded from it copies what it keeps (as the reflector's objects do). Every other frame
+/// (one cut across chunks, or any frame of a chunk given to [`push`](Self::push)) is copied into a
+/// buffer of its own allocated at exactly its announced length, which pins that frame and nothing
+/// else. The decoder holds at most the frame being completed (a length beyond the bound is refused
+/// as soon as its 4 bytes are in, before anything is allocated for it) plus the whole frames of
+/// the last chunk pushed.
 #[derive(Debug)]
 pub struct FrameDecoder {
     max_frame: usize,
     /// The length prefix being read.
     head: [u8; 4],
     head_len: usize,
-    /// The frame being filled (allocated for its length) and that length: the allocator may give
-    /// more capacity than asked, so the capacity does not say where the frame ends.
+    /// The frame being filled (allocated for its length once its first bytes are in; empty and
+    /// unallocated before) and that length: the allocator may give more capacity than asked, so
+    /// the capacity does not say where the frame ends.
     current: Option<(BytesMut, usize)>,
     /// Whole frames not yet taken.
     ready: VecDeque<Bytes>,
@@ -61,11 +64,54 @@ impl FrameDecoder {
         }
     }
 
-    /// Appends a chunk of the stream; call [`Self::next_frame`] until it gives `None` before
-    /// the next chunk.
-    pub fn push(&mut self, mut chunk: &[u8]) {
+    /// Appends a chunk of the stream, copying each frame out of it; call [`Self::next_frame`]
+    /// until it gives `None` before the next chunk.
+    pub fn push(&mut self, chunk: &[u8]) {
+        self.push_from(chunk, None);
+    }
+
+    /// Appends a chunk of the stream as [`push`](Self::push) does, but a frame the chunk holds
+    /// whole comes out as a slice of it, not a copy (see the type's documentation for what that
+    /// slice keeps alive).
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use reflector::protobuf::{encode_frame, FrameDecoder, DEFAULT_MAX_FRAME};
+    ///
+    /// let mut stream = Vec::new();
+    /// encode_frame(&mut stream, b"first");
+    /// encode_frame(&mut stream, b"second");
+    /// let stream = Bytes::from(stream);
+    /// let mut frames = FrameDecoder::new(DEFAULT_MAX_FRAME);
+    /// frames.push_bytes(stream.slice(..12)); // the first frame and 3 bytes of the next
+    /// frames.push_bytes(stream.slice(12..));
+    /// assert_eq!(frames.next_frame()?.as_deref(), Some(&b"first"[..]));
+    /// assert_eq!(frames.next_frame()?.as_deref(), Some(&b"second"[..]));
+    /// assert_eq!(frames.next_frame()?, None);
+    /// frames.finish()?;
+    /// # Ok::<(), reflector::protobuf::ProtobufError>(())
+    /// ```
+    pub fn push_bytes(&mut self, chunk: Bytes) {
+        self.push_from(&chunk, Some(&chunk));
+    }
+
+    /// The two `push`es: `chunk` is all of `whole` when it is given, and whole frames are then
+    /// sliced out of it.
+    fn push_from(&mut self, mut chunk: &[u8], whole: Option<&Bytes>) {
         while !chunk.is_empty() && self.failed.is_none() {
             if let Some((frame, len)) = &mut self.current {
+                if frame.is_empty() {
+                    // Nothing of this frame read yet: sliced if this chunk holds it whole, else
+                    // a buffer at its exact length.
+                    let len = *len;
+                    if let Some(whole) = whole.filter(|_| chunk.len() >= len) {
+                        self.current = None;
+                        self.ready.push_back(whole.slice_ref(&chunk[..len]));
+                        chunk = &chunk[len..];
+                        continue;
+                    }
+                    *frame = BytesMut::with_capacity(len);
+                }
                 let take = (*len - frame.len()).min(chunk.len());
                 frame.extend_from_slice(&chunk[..take]);
                 chunk = &chunk[take..];
@@ -93,7 +139,8 @@ impl FrameDecoder {
             } else if len == 0 {
                 self.ready.push_back(Bytes::new());
             } else {
-                self.current = Some((BytesMut::with_capacity(len), len));
+                // Allocated once its first bytes come (it may come whole in the next chunk).
+                self.current = Some((BytesMut::new(), len));
             }
         }
     }
@@ -238,6 +285,58 @@ mod tests {
             }
             d.finish().unwrap();
             assert_eq!(got, events, "cut at {cut}");
+        }
+    }
+
+    /// Whether `frame`'s bytes lie inside `chunk`'s.
+    fn inside(frame: &[u8], chunk: &[u8]) -> bool {
+        let range = chunk.as_ptr() as usize..chunk.as_ptr() as usize + chunk.len();
+        frame.is_empty() || range.contains(&(frame.as_ptr() as usize))
+    }
+
+    #[test]
+    fn pushed_as_bytes_cut_anywhere_frames_decode_the_same_and_only_cut_ones_are_copied() {
+        let events = vec![
+            event("ADDED", b"a"),
+            event("MODIFIED", b"bb"),
+            event("BOOKMARK", b""),
+        ];
+        let stream = Bytes::from(frames_of(&events));
+        // Where each frame's payload (after its 4-byte length) starts and ends in the stream.
+        let mut spans = Vec::new();
+        let mut at = 0;
+        for e in &events {
+            let len = e.encode().len();
+            spans.push(at + 4..at + 4 + len);
+            at += 4 + len;
+        }
+        for first in 0..=stream.len() {
+            for second in first..=stream.len() {
+                let chunks = [
+                    stream.slice(..first),
+                    stream.slice(first..second),
+                    stream.slice(second..),
+                ];
+                let mut d = FrameDecoder::new(1024);
+                let mut got = Vec::new();
+                for chunk in &chunks {
+                    d.push_bytes(chunk.clone());
+                    while let Some(f) = d.next_frame().unwrap() {
+                        let span = &spans[got.len()];
+                        let whole_in = chunks.iter().filter(|c| !c.is_empty()).find(|c| {
+                            let start = c.as_ptr() as usize - stream.as_ptr() as usize;
+                            start <= span.start && span.end <= start + c.len()
+                        });
+                        match whole_in {
+                            Some(c) => assert!(inside(&f, c), "{first}/{second}: copied"),
+                            None => assert!(!inside(&f, &stream), "{first}/{second}: a slice"),
+                        }
+                        got.push(WatchEvent::decode(&f).unwrap());
+                    }
+                }
+                d.finish().unwrap();
+                assert_eq!(got, events, "cut at {first} and {second}");
+            }
         }
     }
 
