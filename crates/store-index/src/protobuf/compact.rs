@@ -6,6 +6,9 @@
 //! them), nor is `deletionTimestamp` as text (a `Time` of seconds): those few are written into the
 //! table's own string buffer.
 
+use std::cell::RefCell;
+use std::ops::Range;
+
 use crate::compact_meta::{CompactMeta, PairRange, Span};
 
 use super::wire::{utf8, Field, Reader};
@@ -38,11 +41,46 @@ fn push(buf: &mut String, text: &str) -> Option<Span> {
     Span::of_unescaped(start, buf.len())
 }
 
+/// A label's or an annotation's key and value, as byte ranges of the message.
+type Entry = (Range<usize>, Range<usize>);
+
+/// Keeps a thread's entry buffers between objects unless one grew beyond this many bytes (an
+/// object with a huge map should not pin its buffer for the thread's life).
+const SCRATCH_KEEP: usize = 64 << 10;
+
+thread_local! {
+    /// Each thread's label and annotation entries of the object it is reading, reused from one
+    /// object to the next: the table is then the only allocation they cost.
+    static SCRATCH: RefCell<[Vec<Entry>; 2]> = const { RefCell::new([Vec::new(), Vec::new()]) };
+}
+
 /// The table of the object whose message is `message`, of `api_version`/`kind`.
 pub(crate) fn compact_meta(
     message: &[u8],
     api_version: &str,
     kind: &str,
+) -> Result<CompactMeta, ProtobufError> {
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let meta = compact_meta_with(message, api_version, kind, &mut scratch);
+            for entries in scratch.iter_mut() {
+                if entries.capacity() * std::mem::size_of::<Entry>() > SCRATCH_KEEP {
+                    *entries = Vec::new();
+                }
+            }
+            meta
+        }
+        // Only a decode nested inside another on this thread (none exists) finds it taken.
+        Err(_) => compact_meta_with(message, api_version, kind, &mut Default::default()),
+    })
+}
+
+/// [`compact_meta`] with `scratch` for the labels' and the annotations' entries.
+fn compact_meta_with(
+    message: &[u8],
+    api_version: &str,
+    kind: &str,
+    scratch: &mut [Vec<Entry>; 2],
 ) -> Result<CompactMeta, ProtobufError> {
     const WHAT: &str = "meta.v1.ObjectMeta";
     let mut meta = CompactMeta::default();
@@ -53,8 +91,9 @@ pub(crate) fn compact_meta(
     meta.kind = (!kind.is_empty())
         .then(|| push(&mut unescaped, kind))
         .flatten();
-    let mut labels = Vec::new();
-    let mut annotations = Vec::new();
+    let [labels, annotations] = scratch;
+    labels.clear();
+    annotations.clear();
     if let Some(m) = super::meta::object_meta_bytes(message)? {
         let mut fields = Reader::new(m, WHAT);
         while let Some(f) = fields.next_field()? {
@@ -80,12 +119,13 @@ pub(crate) fn compact_meta(
                     }
                     utf8(k, WHAT)?;
                     utf8(v, WHAT)?;
+                    let at = |x: &[u8]| offset(message, x)..offset(message, x) + x.len();
                     let to = if n == 11 {
-                        &mut labels
+                        &mut *labels
                     } else {
-                        &mut annotations
+                        &mut *annotations
                     };
-                    to.push((k, v));
+                    to.push((at(k), at(v)));
                 }
                 // The rest is checked by a full decode when `metadata()` is asked for.
                 _ => {}
@@ -93,29 +133,27 @@ pub(crate) fn compact_meta(
         }
     }
     let mut pairs = Vec::with_capacity(labels.len() + annotations.len());
-    let mut table =
-        |entries: &mut Vec<(&[u8], &[u8])>| -> Result<Option<PairRange>, ProtobufError> {
-            if entries.is_empty() {
-                return Ok(None);
-            }
-            // One entry per key, the last one written (as a map decoded from it keeps): CM2.
-            entries.reverse();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            entries.dedup_by(|later, kept| later.0 == kept.0);
-            let start = pairs.len();
-            for (k, v) in entries.iter() {
-                let at = |x: &[u8]| {
-                    let s = offset(message, x);
-                    Span::of_raw(s, s + x.len()).ok_or(ProtobufError::Malformed {
-                        what: WHAT,
-                        why: "an object beyond 2 GiB",
-                    })
-                };
-                pairs.push((at(k)?, at(v)?));
-            }
-            Ok(PairRange::new(start, pairs.len()))
-        };
-    meta.labels = table(&mut labels)?;
-    meta.annotations = table(&mut annotations)?;
+    let mut table = |entries: &mut Vec<Entry>| -> Result<Option<PairRange>, ProtobufError> {
+        if entries.is_empty() {
+            return Ok(None);
+        }
+        // One entry per key, the last one written (as a map decoded from it keeps): CM2.
+        entries.reverse();
+        entries.sort_by(|a, b| message[a.0.clone()].cmp(&message[b.0.clone()]));
+        entries.dedup_by(|later, kept| message[later.0.clone()] == message[kept.0.clone()]);
+        let start = pairs.len();
+        for (k, v) in entries.iter() {
+            let at = |x: &Range<usize>| {
+                Span::of_raw(x.start, x.end).ok_or(ProtobufError::Malformed {
+                    what: WHAT,
+                    why: "an object beyond 2 GiB",
+                })
+            };
+            pairs.push((at(k)?, at(v)?));
+        }
+        Ok(PairRange::new(start, pairs.len()))
+    };
+    meta.labels = table(labels)?;
+    meta.annotations = table(annotations)?;
     Ok(meta.with_tables(unescaped, pairs))
 }

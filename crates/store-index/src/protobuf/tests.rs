@@ -122,7 +122,45 @@ fn a_varint_beyond_64_bits_is_malformed_not_cut() {
     );
 }
 
+/// A label or annotation map: a few short keys, so that labels and annotations share some.
+fn small_map() -> impl Strategy<Value = std::collections::BTreeMap<String, String>> {
+    proptest::collection::btree_map("[a-d]{1,2}", "[a-z0-9]{0,3}", 0..6)
+}
+
 proptest! {
+    /// CM2 and CM3 for protobuf, across objects read one after another on one thread (the label
+    /// and annotation buffers are reused between objects, so one object's entries must never
+    /// show in the next's).
+    #[test]
+    fn objects_read_in_turn_each_answer_their_own_labels_and_annotations(
+        objects in proptest::collection::vec((small_map(), small_map()), 1..5),
+    ) {
+        for (labels, annotations) in objects {
+            let mut metadata = json!({"name": "p"});
+            if !labels.is_empty() {
+                metadata["labels"] = json!(labels);
+            }
+            if !annotations.is_empty() {
+                metadata["annotations"] = json!(annotations);
+            }
+            let object = json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata});
+            let pb = CompactObject::from_protobuf(message_of(&object), "v1", "Pod").unwrap();
+            let pairs = |m: &std::collections::BTreeMap<String, String>| {
+                m.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>()
+            };
+            let owned = |it: &mut dyn Iterator<Item = (&str, &str)>| {
+                it.map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>()
+            };
+            prop_assert_eq!(owned(&mut pb.label_pairs()), pairs(&labels));
+            for k in labels.keys().chain(annotations.keys()) {
+                prop_assert_eq!(pb.annotation(k), annotations.get(k).map(String::as_str));
+            }
+            let full = pb.metadata();
+            prop_assert_eq!(full.labels.clone().unwrap_or_default(), labels);
+            prop_assert_eq!(full.annotations.clone().unwrap_or_default(), annotations);
+        }
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
         let _ = crate::protobuf::object_meta_of(&data);
