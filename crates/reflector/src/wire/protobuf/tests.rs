@@ -264,9 +264,11 @@ async fn a_lister_watcher_of_ones_own_decodes_a_protobuf_watch_body_by_its_conte
     }
 }
 
-/// M1 on protobuf: a watch frame is a buffer the thread reading the body made, so an object
-/// decoded from it (on the reflector's lane) keeps a copy of its message, not a slice of the
-/// frame; else the cache would move into the readers' allocator arenas as it turns over.
+/// M1 on protobuf: a watch frame is a slice of a chunk the thread reading the body received (or,
+/// cut across chunks, a buffer that thread made), so an object decoded from it (on the
+/// reflector's lane) keeps a copy of its message, not a slice of the frame; else it would pin the
+/// HTTP client's read buffer, and the cache would move into the readers' allocator arenas as it
+/// turns over.
 #[test]
 fn m1_compact_objects_from_watch_frames_keep_a_copy_made_where_they_are_decoded() {
     use crate::store_index::{CompactObject, Object, RawEncoding};
