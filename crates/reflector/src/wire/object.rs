@@ -119,6 +119,10 @@ pub trait Decode: Object + Sized {
     /// event's or a get's envelope). The default, for types that are not
     /// [`PROTOBUF`](Decode::PROTOBUF), is a typed error: it runs only when a server answers
     /// protobuf to a request that did not ask for it.
+    ///
+    /// `message` may be a slice of a larger buffer (a list page, or the HTTP client's read buffer
+    /// under a watch): an object that keeps bytes of it keeps [`ProtobufSource::keep`]'s, which
+    /// copies them unless the buffer is the object's own.
     fn decode_protobuf(
         message: &Bytes,
         source: &ProtobufSource<'_>,
