@@ -266,13 +266,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn frames_split_at_every_byte_decode_the_same() {
-        let events = vec![
+    /// Three events of three types, the last with an empty object.
+    fn three_events() -> Vec<WatchEvent> {
+        vec![
             event("ADDED", b"a"),
             event("MODIFIED", b"bb"),
             event("BOOKMARK", b""),
-        ];
+        ]
+    }
+
+    #[test]
+    fn frames_split_at_every_byte_decode_the_same() {
+        let events = three_events();
         let stream = frames_of(&events);
         for cut in 0..=stream.len() {
             let mut d = FrameDecoder::new(1024);
@@ -296,11 +301,7 @@ mod tests {
 
     #[test]
     fn pushed_as_bytes_cut_anywhere_frames_decode_the_same_and_only_cut_ones_are_copied() {
-        let events = vec![
-            event("ADDED", b"a"),
-            event("MODIFIED", b"bb"),
-            event("BOOKMARK", b""),
-        ];
+        let events = three_events();
         let stream = Bytes::from(frames_of(&events));
         // Where each frame's payload (after its 4-byte length) starts and ends in the stream.
         let mut spans = Vec::new();
