@@ -139,8 +139,10 @@ fn compact_meta_with(
         }
         // One entry per key, the last one written (as a map decoded from it keeps): CM2.
         entries.reverse();
-        entries.sort_by(|a, b| message[a.0.clone()].cmp(&message[b.0.clone()]));
-        entries.dedup_by(|later, kept| message[later.0.clone()] == message[kept.0.clone()]);
+        // (Every range lies inside `message`: the reader hands out slices of it.)
+        let key = |e: &Entry| message.get(e.0.clone());
+        entries.sort_by(|a, b| key(a).cmp(&key(b)));
+        entries.dedup_by(|later, kept| key(later) == key(kept));
         let start = pairs.len();
         for (k, v) in entries.iter() {
             let at = |x: &Range<usize>| {
