@@ -126,17 +126,19 @@ func main() {
 	}
 	rec := &recorder{}
 	cfg := &rest.Config{
-		Host:               url,
-		BearerToken:        os.Getenv("SIM_TOKEN"),
-		TLSClientConfig:    rest.TLSClientConfig{CAFile: os.Getenv("SIM_CA")},
-		ContentType:        protobuf,
-		AcceptContentTypes: protobuf + ",application/json",
-		Timeout:            30 * time.Second,
+		Host:            url,
+		BearerToken:     os.Getenv("SIM_TOKEN"),
+		TLSClientConfig: rest.TLSClientConfig{CAFile: os.Getenv("SIM_CA")},
+		Timeout:         30 * time.Second,
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
 			rec.next = rt
 			return rec
 		},
 	}
+	// Assigned, not set in the literal: older client-go releases (Debian's 0.32) have these
+	// only through Config's embedded ContentConfig, which a literal cannot name this way.
+	cfg.ContentType = protobuf
+	cfg.AcceptContentTypes = protobuf + ",application/json"
 	if os.Getenv("PROBE_MODE") == "leader" {
 		leaderMode(cfg)
 		return
