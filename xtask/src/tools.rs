@@ -96,7 +96,8 @@ pub fn succeeds(program: &str, args: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
-/// Makes sure rustfmt, clippy and kubectl are present, installing what is missing.
+/// Makes sure rustfmt, clippy and kubectl are present, installing what is missing, and builds the
+/// python and client-go probes the simulator's real-client tests run.
 ///
 /// Idempotent: each tool is probed first and installed only when the probe fails. rustfmt and
 /// clippy come from rustup; kubectl (used by the simulated API server's real-client test) comes
@@ -119,6 +120,173 @@ pub fn ensure_tools() -> Result<(), String> {
         }
     }
     ensure_python_probe();
+    ensure_client_go_probe();
+    Ok(())
+}
+
+/// The client-go probe CI builds (`tests/client-go`), run by the simulator's client-go test
+/// through `SIM_CLIENT_GO`.
+pub fn client_go_probe() -> PathBuf {
+    target_dir().join("client-go-probe")
+}
+
+/// Where the Debian packages of client-go and of a Go toolchain are fetched and unpacked, apart
+/// from the system: apt runs on a state of its own there (its own sources list naming Debian 13,
+/// its own package lists and an empty dpkg status), so nothing is installed and the system's apt
+/// configuration is left as it is.
+fn client_go_debian() -> PathBuf {
+    target_dir().join("client-go-debian")
+}
+
+/// The Debian release whose packages give client-go's source (`golang-k8s-client-go-dev`,
+/// client-go 0.32 in GOPATH layout, with every library it imports) and a Go toolchain recent
+/// enough to build it. Debian 12 packages neither.
+const CLIENT_GO_SUITE: &str = "trixie";
+
+/// The Go toolchain package of [`CLIENT_GO_SUITE`], and where it unpacks.
+const CLIENT_GO_TOOLCHAIN: (&str, &str) = ("golang-1.24-go", "usr/lib/go-1.24");
+
+/// Makes sure [`client_go_probe`] exists and is newer than its sources, building it from Debian's
+/// packages of client-go (see [`client_go_debian`]) with `tests/client-go/build.sh` in GOPATH
+/// mode.
+///
+/// Idempotent: nothing is fetched when the packages are already unpacked, nothing is built when
+/// the probe is newer than every file of `tests/client-go`. Not fatal: when apt or the build
+/// fails, a loud warning says so and the client-go test skips with a message.
+pub fn ensure_client_go_probe() {
+    let probe = client_go_probe();
+    let sources = workspace_root().join("tests/client-go");
+    if newer_than_all(&probe, &sources) {
+        return;
+    }
+    if let Err(e) = build_client_go_probe(&probe, &sources) {
+        let bar = "!".repeat(78);
+        println!(
+            "{bar}
+WARNING: the client-go probe cannot be built: {e}
+the simulator's client-go test will SKIP
+{bar}"
+        );
+    }
+}
+
+/// Whether `file` exists and was modified after every file directly in `dir`.
+fn newer_than_all(file: &std::path::Path, dir: &std::path::Path) -> bool {
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(built) = modified(file) else {
+        return false;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries
+        .flatten()
+        .all(|e| modified(&e.path()).is_some_and(|m| m <= built))
+}
+
+/// Fetches and unpacks the packages if needed, then builds the probe into `probe`.
+fn build_client_go_probe(probe: &std::path::Path, sources: &std::path::Path) -> Result<(), String> {
+    let base = client_go_debian();
+    let root = base.join("root");
+    let gopath = root.join("usr/share/gocode");
+    let goroot = root.join(CLIENT_GO_TOOLCHAIN.1);
+    if !gopath.join("src/k8s.io/client-go").is_dir() || !goroot.join("bin/go").is_file() {
+        println!(
+            "client-go probe: fetching Debian {CLIENT_GO_SUITE}'s golang-k8s-client-go-dev and {} into {}",
+            CLIENT_GO_TOOLCHAIN.0,
+            base.display()
+        );
+        fetch_client_go_packages(&base, &root)?;
+    }
+    let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
+    let go = path(&goroot.join("bin/go"));
+    let (goroot, gopath, gocache) = (path(&goroot), path(&gopath), path(&base.join("gocache")));
+    let out = path(probe);
+    let built = run_in(
+        sources,
+        "bash",
+        &["build.sh", &out],
+        &[
+            ("GO", &go),
+            ("GOROOT", &goroot),
+            ("GOCACHE", &gocache),
+            ("GOTOOLCHAIN", "local"),
+            ("CLIENT_GO_GOPATH", &gopath),
+        ],
+    );
+    // Go's build cache (about 800 MB) serves only a rebuild, which a change to the probe's
+    // sources alone asks for: a minute of building is cheaper than keeping it.
+    let _ = std::fs::remove_dir_all(base.join("gocache"));
+    built
+}
+
+/// Downloads `golang-k8s-client-go-dev`, the Go toolchain and their dependencies from
+/// [`CLIENT_GO_SUITE`] with apt on a state of its own under `base`, and unpacks the Go ones
+/// (sources in GOPATH layout, the toolchain) into `root`.
+fn fetch_client_go_packages(base: &std::path::Path, root: &std::path::Path) -> Result<(), String> {
+    let archives = base.join("archives");
+    for dir in [
+        base.join("lists/partial"),
+        archives.join("partial"),
+        base.join("cache"),
+    ] {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let list = base.join("sources.list");
+    std::fs::write(
+        &list,
+        format!("deb http://deb.debian.org/debian {CLIENT_GO_SUITE} main\n"),
+    )
+    .map_err(|e| format!("{}: {e}", list.display()))?;
+    // An empty dpkg status: apt resolves every dependency as if nothing were installed, and
+    // only downloads (`--download-only`), so the system's packages are never touched.
+    let status = base.join("status");
+    std::fs::write(&status, "").map_err(|e| format!("{}: {e}", status.display()))?;
+    let option = |name: &str, value: &std::path::Path| format!("{name}={}", value.display());
+    let options = [
+        option("Dir::Etc::sourcelist", &list),
+        "Dir::Etc::sourceparts=-".to_string(),
+        option("Dir::State::Lists", &base.join("lists")),
+        option("Dir::State::status", &status),
+        option("Dir::Cache", &base.join("cache")),
+        option("Dir::Cache::archives", &archives),
+        "APT::Sandbox::User=root".to_string(),
+    ];
+    let mut args: Vec<&str> = Vec::new();
+    for o in &options {
+        args.extend(["-o", o.as_str()]);
+    }
+    let with = |extra: &[&'static str]| -> Vec<&str> {
+        let mut all = vec!["-qq"];
+        all.extend(args.iter().copied());
+        all.extend(extra.iter().copied());
+        all
+    };
+    run("apt-get", &with(&["update"]))?;
+    run(
+        "apt-get",
+        &with(&[
+            "install",
+            "-y",
+            "--download-only",
+            "--no-install-recommends",
+            "golang-k8s-client-go-dev",
+            CLIENT_GO_TOOLCHAIN.0,
+        ]),
+    )?;
+    let debs = std::fs::read_dir(&archives).map_err(|e| format!("{}: {e}", archives.display()))?;
+    let mut unpacked = 0;
+    for deb in debs.flatten() {
+        let name = deb.file_name().to_string_lossy().into_owned();
+        if name.starts_with("golang-") && name.ends_with(".deb") {
+            let (deb, root) = (deb.path(), root.to_string_lossy().into_owned());
+            run("dpkg-deb", &["-x", &deb.to_string_lossy(), &root])?;
+            unpacked += 1;
+        }
+    }
+    // Unpacked, the packages are not needed again (about 80 MB).
+    let _ = std::fs::remove_dir_all(&archives);
+    println!("client-go probe: unpacked {unpacked} Go packages");
     Ok(())
 }
 

@@ -10,8 +10,9 @@
 //! informer, a strategic merge patch, server-side apply with a conflict, and the event recorder.
 //!
 //! The probe is built by `tests/client-go/build.sh`, which needs client-go's source: a Go
-//! module proxy, or a GOPATH holding it. CI has neither, so this test runs the binary
-//! `SIM_CLIENT_GO` names and skips, saying so, when it is not set.
+//! module proxy, or a GOPATH holding it. This test runs the binary `SIM_CLIENT_GO` names and
+//! skips, saying so, when it is not set. `cargo xtask ci` builds the probe from Debian 13's
+//! client-go packages and runs this test on it in its `client-go` step (docs/simulator.md).
 
 use std::path::PathBuf;
 use std::time::Duration;
