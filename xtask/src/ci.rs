@@ -103,6 +103,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     })?;
     // The simulator's client-go test (protobuf, its informer listing or streaming, faults) on the
     // probe `tools` built from Debian's client-go 0.32; it skipped above, with no probe named.
+    // `--workspace`, as above, so that the test binary the tests step built is the one run.
     // The leader-election test against client-go stays a run by hand with a current client-go:
     // 0.32's elector, cancelled while a renewal is in flight, releases with its stale copy of the
     // Lease, gets a conflict, and leaves the lease held (docs/simulator.md).
@@ -117,8 +118,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
             &cargo,
             &[
                 "test",
-                "--package",
-                "sim-apiserver",
+                "--workspace",
                 "--all-features",
                 "--test",
                 "client_go",

@@ -143,6 +143,9 @@ fn client_go_debian() -> PathBuf {
 /// enough to build it. Debian 12 packages neither.
 const CLIENT_GO_SUITE: &str = "trixie";
 
+/// The file in [`client_go_debian`] written once every package is unpacked.
+const UNPACKED: &str = "unpacked";
+
 /// The Go toolchain package of [`CLIENT_GO_SUITE`], and where it unpacks.
 const CLIENT_GO_TOOLCHAIN: (&str, &str) = ("golang-1.24-go", "usr/lib/go-1.24");
 
@@ -190,7 +193,7 @@ fn build_client_go_probe(probe: &std::path::Path, sources: &std::path::Path) -> 
     let root = base.join("root");
     let gopath = root.join("usr/share/gocode");
     let goroot = root.join(CLIENT_GO_TOOLCHAIN.1);
-    if !gopath.join("src/k8s.io/client-go").is_dir() || !goroot.join("bin/go").is_file() {
+    if !base.join(UNPACKED).is_file() {
         println!(
             "client-go probe: fetching Debian {CLIENT_GO_SUITE}'s golang-k8s-client-go-dev and {} into {}",
             CLIENT_GO_TOOLCHAIN.0,
@@ -200,7 +203,8 @@ fn build_client_go_probe(probe: &std::path::Path, sources: &std::path::Path) -> 
     }
     let path = |p: &std::path::Path| p.to_string_lossy().into_owned();
     let go = path(&goroot.join("bin/go"));
-    let (goroot, gopath, gocache) = (path(&goroot), path(&gopath), path(&base.join("gocache")));
+    let gocache = base.join("gocache");
+    let (goroot, gopath, gocache_s) = (path(&goroot), path(&gopath), path(&gocache));
     let out = path(probe);
     let built = run_in(
         sources,
@@ -209,14 +213,14 @@ fn build_client_go_probe(probe: &std::path::Path, sources: &std::path::Path) -> 
         &[
             ("GO", &go),
             ("GOROOT", &goroot),
-            ("GOCACHE", &gocache),
+            ("GOCACHE", &gocache_s),
             ("GOTOOLCHAIN", "local"),
             ("CLIENT_GO_GOPATH", &gopath),
         ],
     );
     // Go's build cache (about 800 MB) serves only a rebuild, which a change to the probe's
     // sources alone asks for: a minute of building is cheaper than keeping it.
-    let _ = std::fs::remove_dir_all(base.join("gocache"));
+    let _ = std::fs::remove_dir_all(&gocache);
     built
 }
 
@@ -284,8 +288,12 @@ fn fetch_client_go_packages(base: &std::path::Path, root: &std::path::Path) -> R
             unpacked += 1;
         }
     }
-    // Unpacked, the packages are not needed again (about 80 MB).
+    // Unpacked, the packages are not needed again (about 80 MB). The mark says every one was:
+    // a run cut short before it fetches and unpacks them again.
     let _ = std::fs::remove_dir_all(&archives);
+    let mark = base.join(UNPACKED);
+    std::fs::write(&mark, format!("{unpacked} packages\n"))
+        .map_err(|e| format!("{}: {e}", mark.display()))?;
     println!("client-go probe: unpacked {unpacked} Go packages");
     Ok(())
 }

@@ -214,7 +214,7 @@ impl CompactMeta {
 }
 
 /// The largest scratch buffer a thread keeps between objects.
-const SCRATCH_KEEP: usize = 64 << 10;
+pub(crate) const SCRATCH_KEEP: usize = 64 << 10;
 
 thread_local! {
     /// Each thread's buffers for the object it is decoding, reused from one object to the next.

@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use crate::compact_meta::{CompactMeta, PairRange, Span};
+use crate::compact_meta::{CompactMeta, PairRange, Span, SCRATCH_KEEP};
 
 use super::wire::{utf8, Field, Reader};
 use super::ProtobufError;
@@ -44,10 +44,6 @@ fn push(buf: &mut String, text: &str) -> Option<Span> {
 /// A label's or an annotation's key and value, as byte ranges of the message.
 type Entry = (Range<usize>, Range<usize>);
 
-/// Keeps a thread's entry buffers between objects unless one grew beyond this many bytes (an
-/// object with a huge map should not pin its buffer for the thread's life).
-const SCRATCH_KEEP: usize = 64 << 10;
-
 thread_local! {
     /// Each thread's label and annotation entries of the object it is reading, reused from one
     /// object to the next: the table is then the only allocation they cost.
@@ -63,6 +59,7 @@ pub(crate) fn compact_meta(
     SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
         Ok(mut scratch) => {
             let meta = compact_meta_with(message, api_version, kind, &mut scratch);
+            // One object with a huge map must not leave its buffer behind for the thread's life.
             for entries in scratch.iter_mut() {
                 if entries.capacity() * std::mem::size_of::<Entry>() > SCRATCH_KEEP {
                     *entries = Vec::new();
