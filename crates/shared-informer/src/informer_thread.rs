@@ -25,8 +25,25 @@
 //!   on it are dropped there, and the thread ends. Nothing waits for them: cancel the informers
 //!   and await [`SharedInformerFactory::shutdown`](crate::SharedInformerFactory::shutdown) first
 //!   for a clean stop.
+//! - **IT3 (one wake-up per window)**: on a thread started with a batching window
+//!   ([`InformerThread::spawn_batching`]), two wake-ups are never closer than the window. Once
+//!   woken, the thread runs whatever is ready; when nothing is left it waits out the rest of the
+//!   window before it waits for I/O or timers again, so that everything arriving meanwhile (the
+//!   next watch events, a timer that fired) is handled on one wake-up. Nothing waits longer than
+//!   the window for it.
+//!
+//! ## Batching: CPU for latency
+//!
+//! When events arrive one at a time, most of what an event costs is the wake-up it causes, not
+//! its decoding (docs/benchmarks.md, *Where a paced event's CPU goes*). A batching window trades
+//! latency for that: at 2,000 events a second a window of 5 ms hands about ten events to each
+//! wake-up, and each of them waits up to 5 ms more before its handler is called. The first event
+//! after a quiet spell of at least the window is not delayed. Choose a window your handlers can
+//! afford to wait; the default, [`InformerThread::spawn`], has none.
 
 use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -59,9 +76,62 @@ impl InformerThread {
     /// Starts the thread, named `name`, and its runtime. Fails if the runtime or the thread
     /// cannot be made (the process is out of threads or file descriptors).
     pub fn spawn(name: &str) -> io::Result<InformerThread> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        Self::start(name, None)
+    }
+
+    /// Starts the thread as [`spawn`](Self::spawn) does, with a batching window (IT3): once
+    /// woken, the thread does not wait for I/O or timers again until `window` has passed, so
+    /// that the events arriving meanwhile are handled on one wake-up. Each waits at most
+    /// `window` longer than on a thread started by [`spawn`](Self::spawn), and so does
+    /// everything else on the thread (timers, tasks spawned from elsewhere, the stop when it is
+    /// dropped). A zero window is none.
+    ///
+    /// Fails with [`io::ErrorKind::InvalidInput`] for a window above [`MAX_BATCH_WINDOW`]
+    /// (longer would hold up an informer's own timers and cancellation), and as
+    /// [`spawn`](Self::spawn) does otherwise.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+    /// # async fn main() -> std::io::Result<()> {
+    /// use std::time::Duration;
+    /// use shared_informer::InformerThread;
+    ///
+    /// // At most 5 ms more latency per event, in exchange for far fewer wake-ups when events
+    /// // trickle in (pass `thread.handle()` to `SharedInformerFactory::start_on`).
+    /// let thread = InformerThread::spawn_batching("informers", Duration::from_millis(5))?;
+    /// let ran = thread.handle().spawn(async { 1 + 1 }).await.expect("the task ran");
+    /// assert_eq!(ran, 2);
+    ///
+    /// let too_long = InformerThread::spawn_batching("informers", Duration::from_secs(60));
+    /// assert_eq!(too_long.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn_batching(name: &str, window: Duration) -> io::Result<InformerThread> {
+        if window > MAX_BATCH_WINDOW {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "a batching window of {window:?} is longer than the longest allowed, {MAX_BATCH_WINDOW:?}"
+                ),
+            ));
+        }
+        Self::start(
+            name,
+            (!window.is_zero()).then(|| Arc::new(BatchWindow::new(window))),
+        )
+    }
+
+    /// Starts the thread and its runtime, with the batching window's hooks when there is one.
+    fn start(name: &str, batch: Option<Arc<BatchWindow>>) -> io::Result<InformerThread> {
+        let mut builder = tokio::runtime::Builder::new_current_thread();
+        builder.enable_all();
+        if let Some(batch) = batch {
+            let woken = Arc::clone(&batch);
+            builder
+                .on_thread_unpark(move || woken.woke())
+                .on_thread_park(move || batch.wait_out());
+        }
+        let runtime = builder.build()?;
         let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -95,6 +165,52 @@ impl InformerThread {
         if let Some(thread) = self.thread.take() {
             if let Err(panic) = thread.join() {
                 std::panic::resume_unwind(panic);
+            }
+        }
+    }
+}
+
+/// The longest batching window [`InformerThread::spawn_batching`] accepts: one second.
+pub const MAX_BATCH_WINDOW: Duration = Duration::from_secs(1);
+
+/// A batching window's state, shared by the runtime's park and unpark hooks, both called on the
+/// thread itself (IT3).
+#[derive(Debug)]
+struct BatchWindow {
+    window: Duration,
+    /// When the thread last came back from waiting; `None` before its first wait.
+    woken_at: Mutex<Option<Instant>>,
+    /// Every wake-up, for IT3's test.
+    #[cfg(test)]
+    wakes: Mutex<Vec<Instant>>,
+}
+
+impl BatchWindow {
+    fn new(window: Duration) -> BatchWindow {
+        BatchWindow {
+            window,
+            woken_at: Mutex::new(None),
+            #[cfg(test)]
+            wakes: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The unpark hook: the thread came back from waiting.
+    fn woke(&self) {
+        let now = Instant::now();
+        *self.woken_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+        #[cfg(test)]
+        self.wakes.lock().unwrap().push(now);
+    }
+
+    /// The park hook: nothing is ready; before the thread waits for more, it lets the rest of
+    /// the window pass, so that what arrives meanwhile is there at once when it waits (IT3).
+    fn wait_out(&self) {
+        let woken_at = *self.woken_at.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(end) = woken_at.map(|at| at + self.window) {
+            let now = Instant::now();
+            if end > now {
+                std::thread::sleep(end - now);
             }
         }
     }
@@ -171,6 +287,49 @@ mod tests {
         let late = handle.spawn(async {});
         let joined = futures::executor::block_on(late);
         assert!(joined.is_err_and(|e| e.is_cancelled()));
+    }
+
+    /// IT3: with a batching window, no two wake-ups of the thread are closer than the window:
+    /// a task sleeping 1 ms three times over (each sleep ends only after the thread waited and
+    /// was woken) sees each take the rest of a window, and the wake-ups are a window apart.
+    #[test]
+    fn it3_wake_ups_are_at_least_a_window_apart() {
+        let window = Duration::from_millis(50);
+        let batch = Arc::new(BatchWindow::new(window));
+        let thread = InformerThread::start("it3-informers", Some(Arc::clone(&batch))).unwrap();
+        let slept = thread.handle().spawn(async {
+            let started = Instant::now();
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            started.elapsed()
+        });
+        let slept = futures::executor::block_on(slept).expect("the task ran");
+        thread.join();
+        // The first sleep may end in the window of the wake-up that brought the task; the next
+        // two each start one.
+        assert!(slept >= window * 2, "three 1 ms sleeps took {slept:?}");
+        let wakes = batch.wakes.lock().unwrap().clone();
+        assert!(wakes.len() >= 3, "woken once per sleep at least: {wakes:?}");
+        for pair in wakes.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(
+                gap >= window,
+                "two wake-ups {gap:?} apart, closer than {window:?}"
+            );
+        }
+    }
+
+    /// IT3's bound: a window above the longest allowed is refused, a zero window is none.
+    #[test]
+    fn it3_a_window_too_long_is_refused_and_a_zero_one_is_none() {
+        let err = InformerThread::spawn_batching("it3-long", MAX_BATCH_WINDOW * 2).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("batching window"), "{err}");
+        let thread = InformerThread::spawn_batching("it3-zero", Duration::ZERO).unwrap();
+        let ran = futures::executor::block_on(thread.handle().spawn(async { 7 })).unwrap();
+        assert_eq!(ran, 7);
+        thread.join();
     }
 
     /// IT2 through `join`: it returns once the thread has ended.

@@ -54,7 +54,7 @@ pub use informer_id::InformerId;
 pub use informer_name::{
     InformerName, InformerNameAndResource, InformerNameError, InformerNameRegistry,
 };
-pub use informer_thread::InformerThread;
+pub use informer_thread::{InformerThread, MAX_BATCH_WINDOW};
 pub use lazy::Lazy;
 pub use pacing::{
     Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,

@@ -163,6 +163,28 @@ on_every_queue!(
     worker_threads = 2
 );
 async fn a_factory_started_on_an_informer_thread_handles_every_event_there(queue: InformerQueue) {
+    let thread = shared_informer::InformerThread::spawn("e2e-informers").unwrap();
+    every_event_handled_on(thread, queue).await;
+}
+
+// IT3 (`informer_thread.rs`): the same on a thread with a batching window: events arriving
+// within one window are handled on one wake-up, and none is lost or misordered for it.
+on_every_queue!(
+    a_factory_started_on_a_batching_informer_thread_handles_every_event_there,
+    flavor = "multi_thread",
+    worker_threads = 2
+);
+async fn a_factory_started_on_a_batching_informer_thread_handles_every_event_there(
+    queue: InformerQueue,
+) {
+    let window = Duration::from_millis(20);
+    let thread = shared_informer::InformerThread::spawn_batching("e2e-informers", window).unwrap();
+    every_event_handled_on(thread, queue).await;
+}
+
+/// Starts a factory on `thread` (named `e2e-informers`), changes pods, and checks that every
+/// event was handled there.
+async fn every_event_handled_on(thread: shared_informer::InformerThread, queue: InformerQueue) {
     let sim = SimServer::start().await.unwrap();
     for i in 0..5 {
         sim.create(
@@ -193,7 +215,6 @@ async fn a_factory_started_on_an_informer_thread_handles_every_event_there(queue
                 .on_delete(move |_| delete()),
         )
         .unwrap();
-    let thread = shared_informer::InformerThread::spawn("e2e-informers").unwrap();
     let cancel = CancellationToken::new();
     factory.start_on(thread.handle(), &cancel);
     let report = factory.wait_for_cache_sync(Duration::from_secs(30)).await;
