@@ -321,7 +321,7 @@ const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
 
 /// The paced peer comparison's rates (events/s, issue 34's everyday rates) and the clients it runs:
 /// kube-rs's `Pod` reflector and our three representations, the typed and the compact ones also
-/// on an `InformerThread`, one HTTP chunk per event.
+/// on an `InformerThread`, with and without a batching window, one HTTP chunk per event.
 const PEER_RATES: [u32; 2] = [200, 2000];
 const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
     ("kube-pod", "kube-rs reflector, Pod"),
@@ -338,6 +338,16 @@ const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
     (
         "ours-pod-view-thread",
         "informer Pod view (PbView), protobuf, on an InformerThread",
+    ),
+    // On an `InformerThread` with a batching window (`spawn_batching`, the peer bench's
+    // `BATCH_WINDOW_MS`): fewer wake-ups than events, each event up to the window later.
+    (
+        "ours-pod-thread-batched",
+        "informer Pod on an InformerThread, 5 ms batching window",
+    ),
+    (
+        "ours-compact-thread-batched",
+        "informer CompactObject on an InformerThread, 5 ms batching window",
     ),
     // Only where the client-go probe is named (`PEER_CLIENT_GO`).
     ("go-pod", "client-go informer, Pod, protobuf"),

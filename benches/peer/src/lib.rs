@@ -28,6 +28,9 @@
 //! - `ours-pod-view-thread`: the same, started on an `InformerThread`;
 //! - `ours-pod-thread`, `ours-dynamic-thread`, `ours-compact-thread`: the same, started on an
 //!   `InformerThread` (`SharedInformerFactory::start_on`) instead of the clients' runtime;
+//! - `ours-pod-thread-batched`, `ours-compact-thread-batched`, `ours-pod-view-thread-batched`:
+//!   the same on an `InformerThread` with a batching window (`InformerThread::spawn_batching`)
+//!   of [`BATCH_WINDOW_MS`] (`PEER_BATCH_MS=N` for another);
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
 //!   built-in kinds) or JSON, in a process of the client-go probe named by `PEER_CLIENT_GO`
 //!   (module `go`; `cargo xtask bench` runs them when `PEER_CLIENT_GO` is set, and skips them
@@ -110,6 +113,15 @@ pub fn cached() -> usize {
         .map(|n| n.parse().expect("PEER_CACHED: a number"))
         .unwrap_or(CACHED)
 }
+/// The `*-thread-batched` clients' batching window: `PEER_BATCH_MS`, else [`BATCH_WINDOW_MS`].
+pub fn batch_window() -> Duration {
+    let ms = std::env::var("PEER_BATCH_MS")
+        .ok()
+        .map(|n| n.parse().expect("PEER_BATCH_MS: a number of milliseconds"))
+        .unwrap_or(BATCH_WINDOW_MS);
+    Duration::from_millis(ms)
+}
+
 /// `PEER_RATE`: the paced watch's events per second, if set (read by the client and inherited by
 /// the server process).
 pub fn rate() -> Option<f64> {
@@ -231,7 +243,7 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 15] = [
+pub const CLIENTS: [&str; 18] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
@@ -247,18 +259,26 @@ pub const CLIENTS: [&str; 15] = [
     "ours-compact-pb-typed",
     "ours-pod-view",
     "ours-pod-view-thread",
+    "ours-pod-thread-batched",
+    "ours-compact-thread-batched",
+    "ours-pod-view-thread-batched",
 ];
+
+/// The `*-thread-batched` clients' batching window, in milliseconds, unless `PEER_BATCH_MS`
+/// names another: at 2,000 events/s about ten events per wake-up, each up to 5 ms later.
+pub const BATCH_WINDOW_MS: u64 = 5;
 
 /// The clients that ask for protobuf: their server transcodes its objects at start (the others'
 /// servers build JSON alone, as before). `ours-pod-pb` is the informer of `k8s_pb`'s `Pod`
 /// (`Pb<Pod>`, protobuf by default); `ours-compact-pb` the `CompactObject` informer told to ask
 /// for protobuf (`Encoding::Protobuf`), and `ours-compact-pb-typed` the same whose handler decodes
 /// each object into a `k8s_pb` `Pod`; `ours-pod-view` the informer of `PbView<Pod>`; `go-pod` client-go's informer, protobuf by default.
-pub const PROTOBUF_CLIENTS: [&str; 7] = [
+pub const PROTOBUF_CLIENTS: [&str; 8] = [
     "prost-pod",
     "ours-pod-pb",
     "ours-pod-view",
     "ours-pod-view-thread",
+    "ours-pod-view-thread-batched",
     "ours-compact-pb",
     "ours-compact-pb-typed",
     "go-pod",
@@ -507,13 +527,29 @@ pub fn measure(client: &str, events: usize) -> Figures {
             "ours-compact-thread" => {
                 ClientRun::ours_on_thread::<CompactObject>(&url, &counter).await
             }
+            "ours-pod-thread-batched" => {
+                ClientRun::ours_on_batching_thread::<Pod>(&url, &counter).await
+            }
+            "ours-compact-thread-batched" => {
+                ClientRun::ours_on_batching_thread::<CompactObject>(&url, &counter).await
+            }
+            "ours-pod-view-thread-batched" => {
+                ClientRun::ours_encoded::<PbView<PbPod>>(
+                    &url,
+                    &counter,
+                    Encoding::Auto,
+                    Some(batch_window()),
+                    ClientRun::view_and_count,
+                )
+                .await
+            }
             "ours-pod-pb" => ClientRun::ours::<Pb<PbPod>>(&url, &counter).await,
             "ours-pod-view" => {
                 ClientRun::ours_encoded::<PbView<PbPod>>(
                     &url,
                     &counter,
                     Encoding::Auto,
-                    false,
+                    None,
                     ClientRun::view_and_count,
                 )
                 .await
@@ -523,7 +559,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
                     &url,
                     &counter,
                     Encoding::Auto,
-                    true,
+                    Some(Duration::ZERO),
                     ClientRun::view_and_count,
                 )
                 .await
@@ -533,7 +569,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
                     &url,
                     &counter,
                     Encoding::Protobuf,
-                    false,
+                    None,
                     count_stamped,
                 )
                 .await
@@ -543,7 +579,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
                     &url,
                     &counter,
                     Encoding::Protobuf,
-                    false,
+                    None,
                     ClientRun::decode_and_count,
                 )
                 .await
@@ -818,7 +854,7 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
-        Self::ours_encoded::<K>(url, counter, Encoding::Auto, false, count_stamped).await
+        Self::ours_encoded::<K>(url, counter, Encoding::Auto, None, count_stamped).await
     }
 
     /// `ours-*-thread`: [`ours`](Self::ours), its informer started on an [`InformerThread`]
@@ -828,7 +864,18 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
-        Self::ours_encoded::<K>(url, counter, Encoding::Auto, true, count_stamped).await
+        Self::ours_encoded::<K>(url, counter, Encoding::Auto, Some(Duration::ZERO), count_stamped)
+            .await
+    }
+
+    /// `ours-*-thread-batched`: [`ours_on_thread`](Self::ours_on_thread), the thread started with
+    /// a batching window of [`batch_window`] (`InformerThread::spawn_batching`).
+    async fn ours_on_batching_thread<K>(url: &str, counter: &Arc<Counter>) -> Self
+    where
+        K: Object + Decode + Send + Sync + 'static,
+    {
+        let window = Some(batch_window());
+        Self::ours_encoded::<K>(url, counter, Encoding::Auto, window, count_stamped).await
     }
 
     /// `ours-compact-pb-typed`'s handler: decodes the new object into a `k8s_pb` `Pod`, reads a
@@ -860,13 +907,14 @@ impl ClientRun {
         counter.hit_stamped(new.annotation(SENT_ANNOTATION))
     }
 
-    /// [`ours`](Self::ours) with the factory's wire encoding set, on its own thread or not,
-    /// `handle` called with each update's new object.
+    /// [`ours`](Self::ours) with the factory's wire encoding set, on an `InformerThread` with
+    /// `thread`'s batching window (zero for none) or on the clients' runtime (`None`), `handle`
+    /// called with each update's new object.
     async fn ours_encoded<K>(
         url: &str,
         counter: &Arc<Counter>,
         encoding: Encoding,
-        own_thread: bool,
+        thread: Option<Duration>,
         handle: fn(&K, &Counter),
     ) -> Self
     where
@@ -874,8 +922,8 @@ impl ClientRun {
     {
         if std::env::var_os("PEER_WRAP").is_some() {
             assert_eq!(
-                (encoding, own_thread),
-                (Encoding::Auto, false),
+                (encoding, thread),
+                (Encoding::Auto, None),
                 "PEER_WRAP runs the default encoding on the clients' runtime"
             );
             return Self::ours_wrapped::<K>(url, counter).await;
@@ -901,8 +949,9 @@ impl ClientRun {
                 .expect("handler")
         });
         let cancel = CancellationToken::new();
-        let thread =
-            own_thread.then(|| InformerThread::spawn("informers").expect("an informer thread"));
+        let thread = thread.map(|window| {
+            InformerThread::spawn_batching("informers", window).expect("an informer thread")
+        });
         match &thread {
             Some(thread) => factory.start_on(thread.handle(), &cancel),
             None => factory.start(&cancel),
