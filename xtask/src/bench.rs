@@ -349,6 +349,10 @@ const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
         "ours-compact-thread-batched",
         "informer CompactObject on an InformerThread, 5 ms batching window",
     ),
+    (
+        "ours-compact-pb-thread-batched",
+        "informer CompactObject, protobuf, on an InformerThread, 5 ms batching window",
+    ),
     // Only where the client-go probe is named (`PEER_CLIENT_GO`).
     ("go-pod", "client-go informer, Pod, protobuf"),
 ];

@@ -28,9 +28,10 @@
 //! - `ours-pod-view-thread`: the same, started on an `InformerThread`;
 //! - `ours-pod-thread`, `ours-dynamic-thread`, `ours-compact-thread`: the same, started on an
 //!   `InformerThread` (`SharedInformerFactory::start_on`) instead of the clients' runtime;
-//! - `ours-pod-thread-batched`, `ours-compact-thread-batched`, `ours-pod-view-thread-batched`:
-//!   the same on an `InformerThread` with a batching window (`InformerThread::spawn_batching`)
-//!   of [`BATCH_WINDOW_MS`] (`PEER_BATCH_MS=N` for another);
+//! - `ours-pod-thread-batched`, `ours-compact-thread-batched`, `ours-pod-view-thread-batched`,
+//!   `ours-compact-pb-thread-batched`: the same (the last one `ours-compact-pb`) on an
+//!   `InformerThread` with a batching window (`InformerThread::spawn_batching`) of
+//!   [`BATCH_WINDOW_MS`] (`PEER_BATCH_MS=N` for another);
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
 //!   built-in kinds) or JSON, in a process of the client-go probe named by `PEER_CLIENT_GO`
 //!   (module `go`; `cargo xtask bench` runs them when `PEER_CLIENT_GO` is set, and skips them
@@ -243,7 +244,7 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 18] = [
+pub const CLIENTS: [&str; 19] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
@@ -262,6 +263,7 @@ pub const CLIENTS: [&str; 18] = [
     "ours-pod-thread-batched",
     "ours-compact-thread-batched",
     "ours-pod-view-thread-batched",
+    "ours-compact-pb-thread-batched",
 ];
 
 /// The `*-thread-batched` clients' batching window, in milliseconds, unless `PEER_BATCH_MS`
@@ -273,12 +275,13 @@ pub const BATCH_WINDOW_MS: u64 = 5;
 /// (`Pb<Pod>`, protobuf by default); `ours-compact-pb` the `CompactObject` informer told to ask
 /// for protobuf (`Encoding::Protobuf`), and `ours-compact-pb-typed` the same whose handler decodes
 /// each object into a `k8s_pb` `Pod`; `ours-pod-view` the informer of `PbView<Pod>`; `go-pod` client-go's informer, protobuf by default.
-pub const PROTOBUF_CLIENTS: [&str; 8] = [
+pub const PROTOBUF_CLIENTS: [&str; 9] = [
     "prost-pod",
     "ours-pod-pb",
     "ours-pod-view",
     "ours-pod-view-thread",
     "ours-pod-view-thread-batched",
+    "ours-compact-pb-thread-batched",
     "ours-compact-pb",
     "ours-compact-pb-typed",
     "go-pod",
@@ -570,6 +573,16 @@ pub fn measure(client: &str, events: usize) -> Figures {
                     &counter,
                     Encoding::Protobuf,
                     None,
+                    count_stamped,
+                )
+                .await
+            }
+            "ours-compact-pb-thread-batched" => {
+                ClientRun::ours_encoded::<CompactObject>(
+                    &url,
+                    &counter,
+                    Encoding::Protobuf,
+                    Some(batch_window()),
                     count_stamped,
                 )
                 .await
