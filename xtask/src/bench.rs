@@ -22,8 +22,9 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use serde_json::Value;
@@ -176,12 +177,11 @@ const PEER_CLIENTS: &[&str] = &[
     "ours-pod-view",
 ];
 
-/// client-go's informer (`go-pod` in protobuf, `go-pod-json`), run besides [`PEER_CLIENTS`] when
-/// `PEER_CLIENT_GO` names the client-go probe (`tests/client-go/build.sh`): it cannot be built
-/// without client-go's source, which a machine without a Go module proxy lacks.
+/// client-go's informer (`go-pod` in protobuf, `go-pod-json`), run besides [`PEER_CLIENTS`] in the
+/// client-go probe (`tests/client-go`) that [`client_go_peer`] finds or builds.
 const PEER_GO_CLIENTS: &[&str] = &["go-pod", "go-pod-json"];
 
-/// The clients of this run: [`PEER_CLIENTS`], and [`PEER_GO_CLIENTS`] when the probe is named.
+/// The clients of this run: [`PEER_CLIENTS`], and [`PEER_GO_CLIENTS`] when there is a probe.
 fn peer_clients() -> Vec<&'static str> {
     let mut clients = PEER_CLIENTS.to_vec();
     if go_peer_enabled() {
@@ -191,7 +191,28 @@ fn peer_clients() -> Vec<&'static str> {
 }
 
 fn go_peer_enabled() -> bool {
-    std::env::var_os("PEER_CLIENT_GO").is_some_and(|p| !p.is_empty())
+    client_go_peer().is_some()
+}
+
+/// The client-go probe the peer comparison runs client-go's informer in: the one
+/// `PEER_CLIENT_GO` names; else the one CI builds from Debian's client-go packages
+/// ([`tools::ensure_client_go_probe`], built here if it is missing or older than its sources);
+/// `None` when `PEER_CLIENT_GO` is set empty (to leave client-go out) or the probe cannot be
+/// built (the build says why).
+fn client_go_peer() -> Option<&'static Path> {
+    static PROBE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| match std::env::var_os("PEER_CLIENT_GO") {
+            Some(named) if named.is_empty() => None,
+            Some(named) => Some(PathBuf::from(named)),
+            None => {
+                println!("peer comparison: the client-go probe (tests/client-go)");
+                tools::ensure_client_go_probe();
+                let probe = tools::client_go_probe();
+                probe.is_file().then_some(probe)
+            }
+        })
+        .as_deref()
 }
 
 /// The watch framings the peer comparison runs (`PEER_FRAMING`), and how a row names each: one
@@ -259,7 +280,7 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
         "kube-pod",
         "kube-rs reflector, Pod",
     ),
-    // Against client-go's informer, where it was run (`PEER_CLIENT_GO`): our typed informers
+    // Against client-go's informer, where it was run (`client_go_peer`): our typed informers
     // on each encoding against client-go's on the same one.
     (
         "ours-pod-pb",
@@ -353,7 +374,7 @@ const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
         "ours-compact-pb-thread-batched",
         "informer CompactObject, protobuf, on an InformerThread, 5 ms batching window",
     ),
-    // Only where the client-go probe is named (`PEER_CLIENT_GO`).
+    // Only where there is a client-go probe (`client_go_peer`).
     ("go-pod", "client-go informer, Pod, protobuf"),
 ];
 
@@ -963,6 +984,7 @@ fn run_peer_bench(
     let out = Command::new(exe)
         .args(args)
         .envs(env.iter().copied())
+        .envs(client_go_peer().map(|probe| ("PEER_CLIENT_GO", probe)))
         .env("PEER_WORKERS", workers.to_string())
         .current_dir(tools::workspace_root())
         .stderr(Stdio::inherit())

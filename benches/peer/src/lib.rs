@@ -34,8 +34,8 @@
 //!   [`BATCH_WINDOW_MS`] (`PEER_BATCH_MS=N` for another);
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
 //!   built-in kinds) or JSON, in a process of the client-go probe named by `PEER_CLIENT_GO`
-//!   (module `go`; `cargo xtask bench` runs them when `PEER_CLIENT_GO` is set, and skips them
-//!   otherwise: the probe cannot be built without client-go's source);
+//!   (module `go`; `cargo xtask bench` names the probe it finds or builds, and skips them where
+//!   none can be built);
 //! - `serde-pod`, `prost-pod`: the decoders alone (module `alone`), the ceilings of a typed client
 //!   of each encoding: JSON into `k8s_openapi`'s `Pod` with serde_json, protobuf into `k8s_pb`'s
 //!   `Pod` with prost, over plain hyper connections, no cache but a `Vec` of the pods. A client of
