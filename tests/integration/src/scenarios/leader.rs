@@ -50,6 +50,11 @@ const LEASE: Duration = Duration::from_secs(3);
 const RENEW_DEADLINE: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_millis(500);
 const MARGIN: Duration = Duration::from_secs(1);
+/// How soon after a cancel another replica must have taken over (its next attempt, jittered,
+/// with room to spare). The cancelled replica sits out this long before it competes again, so
+/// that it never races the standbys for the lease it has just released: restarted after a
+/// second, it sometimes won that race on a loaded machine, and then kept its lease.
+const TAKEOVER_AFTER_RELEASE: Duration = Duration::from_millis(RETRY.as_millis() as u64 * 3 + 1000);
 
 /// What a replica did, by this process's monotonic clock.
 #[derive(Debug, Clone)]
@@ -63,7 +68,8 @@ type Log = Arc<Mutex<Vec<(usize, Act, Instant)>>>;
 
 /// Orders for one replica.
 enum Order {
-    /// End the current term (the lease is released), then compete again after a second.
+    /// End the current term (the lease is released), then compete again once
+    /// [`TAKEOVER_AFTER_RELEASE`] has passed.
     Cancel,
     /// Block the replica's thread for this long: nothing of it runs meanwhile.
     Freeze(Duration),
@@ -135,11 +141,15 @@ async fn replica(
             log.lock().push((i, Act::Stopped, Instant::now()));
         });
         tokio::pin!(run);
+        let mut cancelled = false;
         loop {
             tokio::select! {
                 _ = &mut run => break,
                 order = orders.recv() => match order {
-                    Some(Order::Cancel) => term.cancel(),
+                    Some(Order::Cancel) => {
+                        cancelled = true;
+                        term.cancel();
+                    }
                     // Blocking on purpose: this is the fault (the whole runtime stops).
                     Some(Order::Freeze(d)) => std::thread::sleep(d),
                     None => term.cancel(),
@@ -149,9 +159,15 @@ async fn replica(
         if stop.is_cancelled() {
             break;
         }
-        // Compete again a little later (a restarted pod).
+        // Compete again a little later (a restarted pod); after a cancel, only once another
+        // replica has had its time to take the released lease over.
+        let pause = if cancelled {
+            TAKEOVER_AFTER_RELEASE
+        } else {
+            Duration::from_secs(1)
+        };
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = stop.cancelled() => {}
         }
     }
@@ -250,7 +266,7 @@ pub async fn leader_election(_: Opts) -> Outcome {
     let second = wait_leader(Some(first.clone()), "a leader after the cancel").await?;
     takeovers.push(("cancel", at.elapsed()));
     ensure!(
-        at.elapsed() <= RETRY * 3 + Duration::from_secs(1),
+        at.elapsed() <= TAKEOVER_AFTER_RELEASE,
         "after a release, the takeover took {:?}",
         at.elapsed()
     );
