@@ -449,15 +449,26 @@ impl<K: Object> RealFifo<K> {
     pub fn bookmark(&self, resource_version: impl Into<ResourceVersion>) {
         let resource_version = resource_version.into();
         self.core.set_last_sync_resource_version(&resource_version);
-        if let Mode::Atomic(Atomic {
-            emit_bookmarks: true,
-            ..
-        }) = &*self.mode
-        {
-            let mut locked = self.core.lock();
-            locked.items.push(Entry::Bookmark(resource_version));
-            self.core.wake();
+        if self.emits_bookmarks() {
+            self.push_bookmark(resource_version);
         }
+    }
+
+    /// Whether reaching a resource version queues a `Bookmark` entry.
+    fn emits_bookmarks(&self) -> bool {
+        matches!(
+            &*self.mode,
+            Mode::Atomic(Atomic {
+                emit_bookmarks: true,
+                ..
+            })
+        )
+    }
+
+    fn push_bookmark(&self, resource_version: ResourceVersion) {
+        let mut locked = self.core.lock();
+        locked.items.push(Entry::Bookmark(resource_version));
+        self.core.wake();
     }
 
     /// The resource version the reflector feeding this queue last synced to: its last list's,
@@ -755,7 +766,11 @@ impl<K: Object> Store<K> for RealFifo<K> {
         self.core.transform(obj)
     }
     fn update_resource_version(&self, resource_version: &ResourceVersion) {
-        self.bookmark(resource_version.clone());
+        // As `bookmark`, with a copy only for the entry: a reflector calls this on every event.
+        self.core.set_last_sync_resource_version(resource_version);
+        if self.emits_bookmarks() {
+            self.push_bookmark(resource_version.clone());
+        }
     }
 }
 

@@ -18,9 +18,21 @@ use serde::{Deserialize, Serialize};
 /// assert_eq!(rv.as_str(), "12345");
 /// assert!(ResourceVersion::default().is_empty());
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ResourceVersion(String);
+
+impl Clone for ResourceVersion {
+    fn clone(&self) -> Self {
+        ResourceVersion(self.0.clone())
+    }
+
+    /// Reuses this version's buffer when it is big enough: a reflector records every watch
+    /// event's version this way, with no allocation once the buffer has grown.
+    fn clone_from(&mut self, source: &Self) {
+        self.0.clone_from(&source.0);
+    }
+}
 
 impl ResourceVersion {
     /// The version as the server wrote it.
