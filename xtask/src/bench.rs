@@ -367,6 +367,10 @@ const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
         "informer Pod on an InformerThread, 5 ms batching window",
     ),
     (
+        "ours-dynamic-thread-batched",
+        "informer DynamicObject on an InformerThread, 5 ms batching window",
+    ),
+    (
         "ours-compact-thread-batched",
         "informer CompactObject on an InformerThread, 5 ms batching window",
     ),

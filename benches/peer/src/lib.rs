@@ -28,8 +28,9 @@
 //! - `ours-pod-view-thread`: the same, started on an `InformerThread`;
 //! - `ours-pod-thread`, `ours-dynamic-thread`, `ours-compact-thread`: the same, started on an
 //!   `InformerThread` (`SharedInformerFactory::start_on`) instead of the clients' runtime;
-//! - `ours-pod-thread-batched`, `ours-compact-thread-batched`, `ours-pod-view-thread-batched`,
-//!   `ours-compact-pb-thread-batched`: the same (the last one `ours-compact-pb`) on an
+//! - `ours-pod-thread-batched`, `ours-dynamic-thread-batched`, `ours-compact-thread-batched`,
+//!   `ours-pod-view-thread-batched`, `ours-compact-pb-thread-batched`: the same (the last one
+//!   `ours-compact-pb`) on an
 //!   `InformerThread` with a batching window (`InformerThread::spawn_batching`) of
 //!   [`BATCH_WINDOW_MS`] (`PEER_BATCH_MS=N` for another);
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
@@ -244,7 +245,7 @@ mod latency_tests {
 pub const DEFAULT_EVENTS: usize = 100_000;
 
 /// The clients, as named on the command line.
-pub const CLIENTS: [&str; 19] = [
+pub const CLIENTS: [&str; 20] = [
     "kube-pod",
     "kube-dynamic",
     "ours-pod",
@@ -261,6 +262,7 @@ pub const CLIENTS: [&str; 19] = [
     "ours-pod-view",
     "ours-pod-view-thread",
     "ours-pod-thread-batched",
+    "ours-dynamic-thread-batched",
     "ours-compact-thread-batched",
     "ours-pod-view-thread-batched",
     "ours-compact-pb-thread-batched",
@@ -532,6 +534,9 @@ pub fn measure(client: &str, events: usize) -> Figures {
             }
             "ours-pod-thread-batched" => {
                 ClientRun::ours_on_batching_thread::<Pod>(&url, &counter).await
+            }
+            "ours-dynamic-thread-batched" => {
+                ClientRun::ours_on_batching_thread::<DynamicObject>(&url, &counter).await
             }
             "ours-compact-thread-batched" => {
                 ClientRun::ours_on_batching_thread::<CompactObject>(&url, &counter).await
