@@ -8,10 +8,13 @@
 //! the descriptor-driven transcoder). Waiting is event-driven (a `watch` channel bumped by every
 //! store change), never a sleep.
 
+mod counting_alloc;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use counting_alloc::allocations_of;
 use parking_lot::Mutex;
 use reflector::delta_fifo::{FifoError, Store};
 use reflector::store_index::k8s_pb::api::core::v1::Pod;
@@ -588,42 +591,6 @@ async fn compact_objects_asking_for_protobuf_hold_it_from_a_protobuf_server_and_
         assert!(errors.lock().is_empty(), "{:?}", errors.lock());
         stop(cancel, task).await;
     }
-}
-
-/// Counts the allocations made on the thread that asked for counting (a test's own), whatever
-/// the other tests of this binary allocate meanwhile on theirs.
-struct CountingAllocator;
-
-thread_local! {
-    static COUNTING: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
-}
-
-// `GlobalAlloc` cannot be implemented without `unsafe`; this one only counts and forwards to
-// `System`, under the same contract.
-#[allow(unsafe_code)]
-unsafe impl std::alloc::GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
-        let _ = COUNTING.try_with(|c| c.set(c.get().map(|n| n + 1)));
-        unsafe { std::alloc::System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
-        unsafe { std::alloc::System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, size: usize) -> *mut u8 {
-        let _ = COUNTING.try_with(|c| c.set(c.get().map(|n| n + 1)));
-        unsafe { std::alloc::System.realloc(ptr, layout, size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
-
-/// Allocations made by `f` on this thread.
-fn allocations_of<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    COUNTING.with(|c| c.set(Some(0)));
-    let out = f();
-    let n = COUNTING.with(|c| c.replace(None)).unwrap_or(0);
-    (out, n)
 }
 
 /// Reading a protobuf watch event into a `CompactObject` allocates only what the object keeps,
