@@ -30,9 +30,8 @@
 //!   `InformerThread` (`SharedInformerFactory::start_on`) instead of the clients' runtime;
 //! - `ours-pod-thread-batched`, `ours-dynamic-thread-batched`, `ours-compact-thread-batched`,
 //!   `ours-pod-view-thread-batched`, `ours-compact-pb-thread-batched`: the same (the last one
-//!   `ours-compact-pb`) on an
-//!   `InformerThread` with a batching window (`InformerThread::spawn_batching`) of
-//!   [`BATCH_WINDOW_MS`] (`PEER_BATCH_MS=N` for another);
+//!   `ours-compact-pb`) on an `InformerThread` with a batching window
+//!   (`InformerThread::spawn_batching`) of [`BATCH_WINDOW_MS`] (`PEER_BATCH_MS=N` for another);
 //! - `go-pod`, `go-pod-json`: client-go's shared informer of `Pod`, in protobuf (its default for
 //!   built-in kinds) or JSON, in a process of the client-go probe named by `PEER_CLIENT_GO`
 //!   (module `go`; `cargo xtask bench` names the probe it finds or builds, and skips them where

@@ -22,16 +22,23 @@ fn versions() -> Vec<ResourceVersion> {
         .collect()
 }
 
-#[test]
-fn recording_each_events_resource_version_allocates_nothing() {
-    let f = fifo(false);
+/// Records `versions` in `f`, as a reflector does for each watch event, after a first one;
+/// returns the allocations the recording made.
+fn record(f: &RealFifo<CompactObject>, versions: &[ResourceVersion]) -> usize {
     f.update_resource_version(&ResourceVersion::from("100000"));
-    let versions = versions();
     let ((), allocations) = allocations_of(|| {
-        for rv in &versions {
+        for rv in versions {
             f.update_resource_version(rv);
         }
     });
+    allocations
+}
+
+#[test]
+fn recording_each_events_resource_version_allocates_nothing() {
+    let f = fifo(false);
+    let versions = versions();
+    let allocations = record(&f, &versions);
     assert_eq!(allocations, 0, "for {} versions", versions.len());
     assert_eq!(f.last_sync_resource_version(), "100100");
     assert!(f.is_empty(), "no bookmark entries without emit_bookmarks");
@@ -40,13 +47,8 @@ fn recording_each_events_resource_version_allocates_nothing() {
 #[test]
 fn with_bookmark_entries_each_version_is_copied_once_for_its_entry() {
     let f = fifo(true);
-    f.update_resource_version(&ResourceVersion::from("100000"));
     let versions = versions();
-    let ((), allocations) = allocations_of(|| {
-        for rv in &versions {
-            f.update_resource_version(rv);
-        }
-    });
+    let allocations = record(&f, &versions);
     assert_eq!(f.last_sync_resource_version(), "100100");
     assert_eq!(
         f.len(),

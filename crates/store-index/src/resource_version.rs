@@ -117,3 +117,21 @@ impl PartialEq<String> for ResourceVersion {
         &self.0 == other
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ResourceVersion;
+
+    /// A reflector records every watch event's version with `clone_from`: it keeps the buffer it
+    /// has when the new version fits, rather than allocating another.
+    #[test]
+    fn clone_from_keeps_the_buffer_it_holds() {
+        let mut recorded = ResourceVersion::from("100000");
+        let buffer = recorded.as_str().as_ptr();
+        for v in ["100001", "99", "100002"] {
+            recorded.clone_from(&ResourceVersion::from(v));
+            assert_eq!(recorded, v);
+            assert_eq!(recorded.as_str().as_ptr(), buffer, "after {v}");
+        }
+    }
+}
