@@ -19,6 +19,9 @@
 //!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only),
 //!   and the peer comparison drawn as `docs/img/peer-bench.svg` (`--chart-only` redraws it from
 //!   the recorded table without running anything).
+//! - `real-apiserver`: a real kube-apiserver and etcd, built from the Go module proxy into
+//!   `target/real-apiserver/` (`build`), started on 127.0.0.1 until Enter (`start`), started and
+//!   stopped once (`check`), or their build modules rewritten for other versions (`regenerate`).
 //! - `fuzz`: the coverage-guided fuzz targets of `fuzz/` (cargo-fuzz, installed when missing),
 //!   each for `--seconds N` (default 60) from seeds the library's encoders make; target names
 //!   pick some. Not part of `ci` (docs/fuzzing.md).
@@ -33,6 +36,7 @@ mod fuzz;
 mod integration;
 mod layering;
 mod modules;
+mod real_apiserver;
 mod rules;
 mod tools;
 
@@ -54,6 +58,8 @@ fn usage() -> &'static str {
        --only informers|others; --ci alone for CI's step: both queues at once)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
        (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg)\n  \
+       real-apiserver  build kube-apiserver and etcd from the Go module proxy (cached under target/),\n               \
+       or `start` them on 127.0.0.1, `check` that they start and stop, `regenerate` their build modules\n  \
        fuzz         run the fuzz targets of fuzz/ with cargo-fuzz, installing it when missing\n               \
        ([TARGET...] to pick some, --seconds N per target, 60 by default)\n"
 }
@@ -84,6 +90,7 @@ fn main() -> ExitCode {
         Some("integration") => integration::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
+        Some("real-apiserver") => real_apiserver::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;
