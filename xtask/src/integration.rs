@@ -1,8 +1,9 @@
 //! `cargo xtask integration`: builds the end-to-end suite (`tests/integration`, package
 //! `integration-suite`) in release mode and runs it, passing arguments through (a substring filter,
 //! `--list`, `--soak-seconds N`, `--queue in-order|delta-fifo|both`, `--only informers|others`).
-//! `cargo xtask ci` runs [`run_ci`] as its last step: the same scenarios as `--queue both`, with
-//! the two queues' rounds at once; `cargo xtask integration --ci` runs that step alone.
+//! `cargo xtask ci` runs [`run_ci`]: the same scenarios as `--queue both`, with the two queues'
+//! rounds at once; `cargo xtask integration --ci` runs that step alone. Its last step,
+//! [`run_real_ci`], runs the portable scenarios on a real kube-apiserver (`--server real`).
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -80,6 +81,21 @@ pub fn run_ci(soak_seconds: u64) -> Result<(), String> {
     } else {
         Err(format!("integration suite failed: {}", failures.join("; ")))
     }
+}
+
+/// CI's real-server step: the portable scenarios on a real kube-apiserver and etcd (each
+/// scenario starts its own), on each queue, one round after the other: a round holds one
+/// control plane at a time, and two at once would crowd 2 cores.
+pub fn run_real_ci() -> Result<(), String> {
+    println!("building the integration suite in release mode");
+    tools::run(
+        &tools::cargo(),
+        &["build", "--quiet", "--release", "--package", PACKAGE],
+    )?;
+    let binary = tools::target_dir().join("release").join(PACKAGE);
+    spawn_prefixed(&binary, &["--server", "real", "--queue", "both"], "real")
+        .and_then(Round::wait)
+        .map_err(|e| format!("the portable scenarios on the real server failed: {e}"))
 }
 
 /// A running suite process and the threads copying its output.

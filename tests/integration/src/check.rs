@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::backend::Backend;
 use parking_lot::Mutex;
 use serde_json::Value;
-use sim_apiserver::SimServer;
 use workqueue::shared_informer::reflector::store_index::{
     Object, ObjectOrTombstone, ReadOnlyIndexer,
 };
@@ -92,13 +92,13 @@ fn rv_of(rv: Option<&str>) -> u64 {
 }
 
 /// key → resourceVersion of everything the server holds for `resource`.
-pub fn server_state(sim: &SimServer, resource: &str) -> Result<BTreeMap<String, u64>, String> {
+pub fn server_state(sim: &dyn Backend, resource: &str) -> Result<BTreeMap<String, u64>, String> {
     server_state_where(sim, resource, |_| true)
 }
 
 /// key → resourceVersion of the server's objects of `resource` for which `keep` holds.
 pub fn server_state_where(
-    sim: &SimServer,
+    sim: &dyn Backend,
     resource: &str,
     keep: impl Fn(&Value) -> bool,
 ) -> Result<BTreeMap<String, u64>, String> {
@@ -391,15 +391,17 @@ impl<K: Object> ResourceEventHandler<K> for Recorder<K> {
     }
 }
 
-/// A named handler's sequences, for [`consistent`].
+/// A named handler's sequences, for [`consistent_where`].
 pub type Watched<'a> = (&'a str, &'a Arc<Mutex<Sequences>>);
 
-/// The quiescence check: the cache equals the server, and every handler's sequence is free of
-/// violations and ends in the server's state. `Err` says what differs (callers poll it with
-/// [`eventually`]); sequence violations are reported at once as [`Fatal`].
-pub fn consistent<K: Object>(
-    sim: &SimServer,
+/// The quiescence check: the cache equals the server's objects for which `keep` holds (all of
+/// them for an informer without a selector), and every handler's sequence is free of violations
+/// and ends in that state. `Err` says what differs (callers poll it with [`eventually`]);
+/// sequence violations are reported at once as [`Fatal`].
+pub fn consistent_where<K: Object>(
+    sim: &dyn Backend,
     resource: &str,
+    keep: &(dyn Fn(&Value) -> bool + Sync),
     indexer: &ReadOnlyIndexer<K>,
     handlers: &[Watched<'_>],
 ) -> Result<String, Fatal> {
@@ -413,7 +415,7 @@ pub fn consistent<K: Object>(
             )));
         }
     }
-    let server = server_state(sim, resource).map_err(Fatal::Now)?;
+    let server = server_state_where(sim, resource, keep).map_err(Fatal::Now)?;
     let cache = cache_state(indexer);
     if let Some(d) = diff(&server, &cache) {
         return Err(Fatal::NotYet(format!(
@@ -436,7 +438,7 @@ pub fn consistent<K: Object>(
     ))
 }
 
-/// Why [`consistent`] is not satisfied.
+/// Why [`consistent_where`] is not satisfied.
 #[derive(Debug)]
 pub enum Fatal {
     /// Not converged yet: keep polling.
@@ -445,17 +447,29 @@ pub enum Fatal {
     Now(String),
 }
 
-/// Waits (up to `timeout`) for [`consistent`], failing at once on a sequence violation.
+/// Waits (up to `timeout`) for [`consistent_where`] over every object, failing at once on a sequence violation.
 pub async fn converge<K: Object>(
-    sim: &SimServer,
+    sim: &dyn Backend,
     resource: &str,
+    indexer: &ReadOnlyIndexer<K>,
+    handlers: &[Watched<'_>],
+    timeout: Duration,
+) -> Result<String, Failure> {
+    converge_where(sim, resource, &|_| true, indexer, handlers, timeout).await
+}
+
+/// [`converge`] for an informer that sees only the objects for which `keep` holds.
+pub async fn converge_where<K: Object>(
+    sim: &dyn Backend,
+    resource: &str,
+    keep: &(dyn Fn(&Value) -> bool + Sync),
     indexer: &ReadOnlyIndexer<K>,
     handlers: &[Watched<'_>],
     timeout: Duration,
 ) -> Result<String, Failure> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        match consistent(sim, resource, indexer, handlers) {
+        match consistent_where(sim, resource, keep, indexer, handlers) {
             Ok(detail) => return Ok(detail),
             Err(Fatal::Now(reason)) => return Err(Failure(reason)),
             Err(Fatal::NotYet(reason)) if tokio::time::Instant::now() >= deadline => {

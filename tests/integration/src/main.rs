@@ -19,6 +19,7 @@
 //! that run informers, or only those that do not). `cargo xtask ci` runs the informer scenarios
 //! of each queue in a process of its own, the two at once, then the others alone.
 
+mod backend;
 mod check;
 mod harness;
 mod hostile;
@@ -41,6 +42,8 @@ use crate::check::{Outcome, INJECTED_PANIC};
 pub struct Opts {
     /// Length of the memory soak.
     pub soak_seconds: u64,
+    /// The server the portable scenarios run on (the others always run on the simulator).
+    pub server: backend::ServerKind,
 }
 
 /// One scenario: a name to filter on, a description, a time limit and the code.
@@ -54,6 +57,9 @@ pub struct Scenario {
     /// Whether it runs informers. One that does not (leader election: replicas, a Lease and
     /// writes) does not depend on the informers' queue and runs once with `--queue both`.
     pub informers: bool,
+    /// Whether it runs on a real kube-apiserver too (`--server real`): it drives the server
+    /// only through [`backend::Backend`], with no fault that only the simulator can inject.
+    pub portable: bool,
     /// Runs it.
     pub run: fn(Opts) -> BoxFuture<'static, Outcome>,
 }
@@ -61,11 +67,12 @@ pub struct Scenario {
 fn usage() -> &'static str {
     "usage: cargo xtask integration [FILTER...] [--list] [--soak-seconds N]\n\
      \x20                              [--queue in-order|delta-fifo|both]\n\
-     \x20                              [--only informers|others]\n\
+     \x20                              [--only informers|others] [--server sim|real]\n\
      Runs the end-to-end scenarios whose names contain any FILTER (all without one), with the\n\
      informers on the in-order queue (default), the DeltaFifo, or each in turn (`both`: the\n\
      scenarios without informers run once); `--only` keeps the scenarios that run informers,\n\
-     or those that do not."
+     or those that do not; `--server real` runs the portable scenarios on a real kube-apiserver\n\
+     and etcd (built from the Go module proxy when missing) instead of the simulator."
 }
 
 struct Args {
@@ -91,7 +98,10 @@ fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         filters: Vec::new(),
         list: false,
-        opts: Opts { soak_seconds: 120 },
+        opts: Opts {
+            soak_seconds: 120,
+            server: backend::ServerKind::Sim,
+        },
         queues: vec![IN_ORDER],
         only_informers: None,
     };
@@ -109,6 +119,16 @@ fn parse_args() -> Result<Args, String> {
                 if args.opts.soak_seconds < 6 {
                     return Err("--soak-seconds must be at least 6".into());
                 }
+            }
+            "--server" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| format!("--server needs a value\n{}", usage()))?;
+                args.opts.server = match v.as_str() {
+                    "sim" => backend::ServerKind::Sim,
+                    "real" => backend::ServerKind::Real,
+                    other => return Err(format!("--server {other:?}\n{}", usage())),
+                };
             }
             "--queue" => {
                 let v = it
@@ -217,6 +237,7 @@ fn main() -> ExitCode {
         .iter()
         .filter(|s| args.filters.is_empty() || args.filters.iter().any(|f| s.name.contains(f)))
         .filter(|s| args.only_informers.is_none_or(|only| s.informers == only))
+        .filter(|s| args.opts.server == backend::ServerKind::Sim || s.portable)
         .collect();
     if args.list {
         for s in &chosen {

@@ -180,6 +180,34 @@ impl RealServer {
         &self.kubeconfig
     }
 
+    /// Sends one HTTPS request as `user` (`method`, `path` with its query, an optional body with
+    /// its content type) and returns the status and the body: a client of its own, independent
+    /// of the client under test, for seeding a server and reading the truth back. Blocking.
+    pub fn request(
+        &self,
+        user: User,
+        method: &str,
+        path: &str,
+        body: Option<(&str, &[u8])>,
+    ) -> Result<(u16, String), Error> {
+        let port = self.port();
+        let tls = Arc::new(tls_config(&self.pki.ca_pem)?);
+        https_request(&tls, port, method, path, self.token(user), body).map_err(|detail| {
+            Error::Io {
+                what: format!("{method} {path}"),
+                source: std::io::Error::other(detail),
+            }
+        })
+    }
+
+    fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// The run directory: certificates, etcd's data, both servers' logs.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -346,27 +374,24 @@ impl RealServer {
 
     /// Waits for `/readyz`, then asks `/version`.
     fn wait_ready(&mut self, options: &ServerOptions) -> Result<String, Error> {
-        let port: u16 = self
-            .url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
+        let port = self.port();
         let tls = Arc::new(tls_config(&self.pki.ca_pem)?);
         let token = self.admin_token.0.clone();
         let apiserver = self.apiserver.as_mut().expect("started above");
         wait_until(apiserver, options.ready_timeout, || {
-            match https_get(&tls, port, "/readyz", &token)? {
+            match https_request(&tls, port, "GET", "/readyz", &token, None)? {
                 (200, _) => Ok(()),
                 (status, body) => Err(format!("{status} {}", crate::tail(body.trim(), 3))),
             }
         })?;
         let (status, body) =
-            https_get(&tls, port, "/version", &token).map_err(|last| Error::NotReady {
-                process: "kube-apiserver",
-                seconds: 0,
-                last,
-                log: apiserver.log.clone(),
+            https_request(&tls, port, "GET", "/version", &token, None).map_err(|last| {
+                Error::NotReady {
+                    process: "kube-apiserver",
+                    seconds: 0,
+                    last,
+                    log: apiserver.log.clone(),
+                }
             })?;
         let version: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
         Ok(version["gitVersion"]
@@ -462,54 +487,104 @@ fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .map_err(|e| e.to_string())?;
-    exchange(&mut stream, path, None)
+    exchange(&mut stream, "GET", path, None, None)
 }
 
-/// An HTTPS GET with a bearer token, verifying the server against the CA.
-fn https_get(
+/// An HTTPS request with a bearer token, verifying the server against the CA.
+fn https_request(
     tls: &Arc<rustls::ClientConfig>,
     port: u16,
+    method: &str,
     path: &str,
     token: &str,
+    body: Option<(&str, &[u8])>,
 ) -> Result<(u16, String), String> {
     let tcp = TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5)))
+    tcp.set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
     let name = rustls::pki_types::ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
     let connection = rustls::ClientConnection::new(tls.clone(), name).map_err(|e| e.to_string())?;
     let mut stream = rustls::StreamOwned::new(connection, tcp);
-    exchange(&mut stream, path, Some(token))
+    exchange(&mut stream, method, path, Some(token), body)
 }
 
-/// Sends one GET with `Connection: close` and reads the whole answer.
+/// The largest answer [`exchange`] reads.
+const MAX_ANSWER: u64 = 256 << 20;
+
+/// Sends one request with `Connection: close` and reads the whole answer (chunked or not).
 fn exchange(
     stream: &mut (impl Read + Write),
+    method: &str,
     path: &str,
     token: Option<&str>,
+    body: Option<(&str, &[u8])>,
 ) -> Result<(u16, String), String> {
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    if let Some((content_type, bytes)) = body {
+        head.push_str(&format!(
+            "Content-Type: {content_type}\r\nContent-Length: {}\r\n",
+            bytes.len()
+        ));
+    }
+    head.push_str("\r\n");
+    stream
+        .write_all(head.as_bytes())
+        .map_err(|e| e.to_string())?;
+    if let Some((_, bytes)) = body {
+        stream.write_all(bytes).map_err(|e| e.to_string())?;
+    }
+    stream.flush().map_err(|e| e.to_string())?;
     let mut answer = Vec::new();
     // A TLS peer that closes without close_notify ends the read with an error after the whole
     // answer arrived; what was read is still the answer.
-    let _ = stream.take(1 << 20).read_to_end(&mut answer);
-    let text = String::from_utf8_lossy(&answer);
-    let status = text
+    let _ = stream.take(MAX_ANSWER).read_to_end(&mut answer);
+    parse_answer(&answer)
+}
+
+/// The status and body of a whole HTTP/1.1 answer, its chunked coding undone.
+fn parse_answer(answer: &[u8]) -> Result<(u16, String), String> {
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| format!("no HTTP answer ({} bytes)", answer.len()))?;
+    let head = String::from_utf8_lossy(&answer[..split]);
+    let status = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no HTTP answer ({} bytes)", answer.len()))?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
+        .ok_or_else(|| format!("no status line in {:?}", head.lines().next()))?;
+    let chunked = head.lines().any(|line| {
+        let line = line.to_ascii_lowercase();
+        line.starts_with("transfer-encoding:") && line.contains("chunked")
+    });
+    let raw = &answer[split + 4..];
+    let body = if chunked { unchunk(raw)? } else { raw.to_vec() };
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Undoes HTTP/1.1 chunked coding.
+fn unchunk(mut raw: &[u8]) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    loop {
+        let line_end = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("a chunk size line without its end")?;
+        let size_text = String::from_utf8_lossy(&raw[..line_end]);
+        let size_text = size_text.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| format!("a bad chunk size {size_text:?}"))?;
+        raw = &raw[line_end + 2..];
+        if size == 0 {
+            return Ok(body);
+        }
+        let chunk = raw.get(..size).ok_or("a chunk cut short")?;
+        body.extend_from_slice(chunk);
+        raw = raw.get(size + 2..).ok_or("a chunk without its line end")?;
+    }
 }
 
 /// A rustls client configuration that trusts only `ca_pem`.
@@ -536,4 +611,24 @@ fn pem_body(pem: &str) -> Option<Vec<u8>> {
         .take_while(|line| !line.starts_with("-----END"))
         .collect();
     base64::engine::general_purpose::STANDARD.decode(body).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chunked_answer_is_read_whole_and_a_plain_one_as_it_is() {
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n7;x=y\r\n, world\r\n0\r\n\r\n";
+        assert_eq!(
+            parse_answer(chunked).unwrap(),
+            (200, "hello, world".to_string())
+        );
+        let plain = b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(parse_answer(plain).unwrap(), (404, "{}".to_string()));
+        assert!(
+            parse_answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").is_err()
+        );
+        assert!(parse_answer(b"garbage").is_err());
+    }
 }

@@ -8,6 +8,7 @@ mod handlers;
 mod hostile;
 mod leader;
 mod modes;
+mod portable;
 mod protobuf;
 mod resync;
 mod selectors;
@@ -40,6 +41,7 @@ macro_rules! hostile_scenarios {
             about: hostile::CASES[$i].about,
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| hostile::run(o, &hostile::CASES[$i]).boxed(),
         }),*]
     };
@@ -53,6 +55,7 @@ pub fn all() -> Vec<Scenario> {
             about: "10k-object initial list, then 1k events/s for 30 s",
             timeout: secs(180),
             informers: true,
+            portable: false,
             run: |o| churn::big_list_then_churn(o).boxed(),
         },
         Scenario {
@@ -60,6 +63,7 @@ pub fn all() -> Vec<Scenario> {
             about: "churn with cut watches, 1-byte chunks, resets, bad lines, ERROR events, stalls, compaction, refused requests; list and watch-list mode",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| churn::watch_faults(o).boxed(),
         },
         Scenario {
@@ -67,6 +71,7 @@ pub fn all() -> Vec<Scenario> {
             about: "compaction during a disconnect: 410, relist, deletions as tombstones exactly once",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| compaction::compaction_relist(o).boxed(),
         },
         Scenario {
@@ -74,6 +79,7 @@ pub fn all() -> Vec<Scenario> {
             about: "bookmarks on/off × watch-list mode on/off under churn",
             timeout: secs(180),
             informers: true,
+            portable: false,
             run: |o| modes::bookmarks_and_watch_list(o).boxed(),
         },
         Scenario {
@@ -81,6 +87,7 @@ pub fn all() -> Vec<Scenario> {
             about: "typed Pb<Pod>, PbView<Pod> and CompactObject informers and a controller on protobuf: cut watches, split frames, 410; then the three, and a typed write, on a server answering JSON",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| protobuf::protobuf_end_to_end(o).boxed(),
         },
         Scenario {
@@ -88,6 +95,7 @@ pub fn all() -> Vec<Scenario> {
             about: "HTTPS + bearer token (HTTP/1.1), HTTPS + client certificate (h2), h2c",
             timeout: secs(180),
             informers: true,
+            portable: false,
             run: |o| transports::transports(o).boxed(),
         },
         Scenario {
@@ -95,6 +103,7 @@ pub fn all() -> Vec<Scenario> {
             about: "five consumers of one factory: one list and one watch per resource",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| sharing::five_consumers(o).boxed(),
         },
         Scenario {
@@ -102,6 +111,7 @@ pub fn all() -> Vec<Scenario> {
             about: "a slow and a panicking handler beside healthy ones",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| handlers::slow_and_panicking(o).boxed(),
         },
         Scenario {
@@ -109,6 +119,7 @@ pub fn all() -> Vec<Scenario> {
             about: "workqueue controller with injected panics, errors and retries under churn",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| controller::controller_retries(o).boxed(),
         },
         Scenario {
@@ -116,6 +127,7 @@ pub fn all() -> Vec<Scenario> {
             about: "a controller reconciles widgets into child ConfigMaps and status through Api<K>, under churn and injected conflicts",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| writes::controller_writes(o).boxed(),
         },
         Scenario {
@@ -124,6 +136,7 @@ pub fn all() -> Vec<Scenario> {
             timeout: secs(120),
             // Replicas, a Lease and writes: no informer, so no queue to vary.
             informers: false,
+            portable: false,
             run: |o| leader::leader_election(o).boxed(),
         },
         Scenario {
@@ -132,6 +145,7 @@ pub fn all() -> Vec<Scenario> {
             timeout: secs(240),
             // The replicas are processes of their own, with their own informers.
             informers: false,
+            portable: false,
             run: |o| sharding::sharding(o).boxed(),
         },
         Scenario {
@@ -139,6 +153,7 @@ pub fn all() -> Vec<Scenario> {
             about: "a label selector while objects move in and out of it",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| selectors::selector_transitions(o).boxed(),
         },
         Scenario {
@@ -146,6 +161,7 @@ pub fn all() -> Vec<Scenario> {
             about: "handlers with no, 1 s and 3 s resync under churn and cut watches",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| resync::resync_under_churn(o).boxed(),
         },
         Scenario {
@@ -153,6 +169,7 @@ pub fn all() -> Vec<Scenario> {
             about: "a CRD created through the API, DynamicObject informers (all, label selector) on its resource, then the CRD deleted",
             timeout: secs(120),
             informers: true,
+            portable: false,
             run: |o| crd::crd_informer(o).boxed(),
         },
         Scenario {
@@ -160,7 +177,40 @@ pub fn all() -> Vec<Scenario> {
             about: "minutes of high churn with RSS sampled and checked for growth",
             timeout: |o| Duration::from_secs(o.soak_seconds + 180),
             informers: true,
+            portable: false,
             run: |o| soak::soak(o).boxed(),
+        },
+        Scenario {
+            name: "portable-informers",
+            about: "paginated list and watch-list, a label and a field selector, under churn (simulator or real server)",
+            timeout: secs(240),
+            informers: true,
+            portable: true,
+            run: |o| portable::informers(o).boxed(),
+        },
+        Scenario {
+            name: "portable-relist-410",
+            about: "a held watch resumed after compaction: 410, relist, each deletion one tombstone (simulator or real server)",
+            timeout: secs(180),
+            informers: true,
+            portable: true,
+            run: |o| portable::relist_410(o).boxed(),
+        },
+        Scenario {
+            name: "portable-crd",
+            about: "a CRD made through the API and a DynamicObject informer on it under churn (simulator or real server)",
+            timeout: secs(180),
+            informers: true,
+            portable: true,
+            run: |o| portable::crd(o).boxed(),
+        },
+        Scenario {
+            name: "portable-protobuf",
+            about: "PbView<Pod> and CompactObject informers on protobuf under churn (simulator or real server)",
+            timeout: secs(180),
+            informers: true,
+            portable: true,
+            run: |o| portable::protobuf(o).boxed(),
         },
     ];
     // Before the soak, which is last.

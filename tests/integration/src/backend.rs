@@ -1,0 +1,332 @@
+//! The server a portable scenario runs on, behind one face: the simulator, or a real
+//! kube-apiserver with etcd (`tests/real-apiserver`), chosen by `--server sim|real`.
+//!
+//! A [`Backend`] seeds objects, writes churn and reads the truth back, each through a path of its
+//! own rather than the client under test: the simulator's in-process test API, or a plain HTTPS
+//! client of the real server's. So the verdicts of [`crate::check`] (the cache equals the
+//! server's state, every handler's sequence is consistent) mean the same on both servers.
+//! Resources are named as the simulator names them: the plural, with the group after a dot
+//! outside the core group (`"configmaps"`, `"deployments.apps"`, `"gizmos.example.com"`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rand::Rng;
+use real_apiserver::{RealServer, ServerOptions, User};
+use serde_json::{json, Value};
+use sim_apiserver::SimServer;
+use workqueue::shared_informer::reflector::ClusterConfig;
+
+use crate::check::Failure;
+use crate::harness::config_for;
+
+/// Which server portable scenarios run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerKind {
+    /// The embedded simulator (the default).
+    Sim,
+    /// A real kube-apiserver and etcd, started per scenario.
+    Real,
+}
+
+/// What a portable scenario needs of a server.
+pub trait Backend: Send + Sync {
+    /// `sim` or `real`, for details and messages.
+    fn name(&self) -> &'static str;
+    /// A client configuration with full rights.
+    fn config(&self) -> Result<ClusterConfig, Failure>;
+    /// Every object of `resource` (in `namespace`, or in all).
+    fn list(&self, resource: &str, namespace: Option<&str>) -> Result<Vec<Value>, String>;
+    /// Creates `object`; returns it as stored.
+    fn create(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        object: Value,
+    ) -> Result<Value, String>;
+    /// Applies a JSON merge patch; returns the object as stored.
+    fn merge_patch(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        patch: Value,
+    ) -> Result<Value, String>;
+    /// Deletes the object.
+    fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<(), String>;
+    /// Returns once the server has compacted its history past `resource_version`: a watch or
+    /// an exact list from it is refused with 410 Gone.
+    fn compact_past(&self, resource: &str, resource_version: &str) -> Result<(), String>;
+}
+
+impl Backend for SimServer {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn config(&self) -> Result<ClusterConfig, Failure> {
+        config_for(self)
+    }
+
+    fn list(&self, resource: &str, namespace: Option<&str>) -> Result<Vec<Value>, String> {
+        SimServer::list(self, resource, namespace).map_err(|e| e.to_string())
+    }
+
+    fn create(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        object: Value,
+    ) -> Result<Value, String> {
+        SimServer::create(self, resource, namespace, object).map_err(|e| e.to_string())
+    }
+
+    fn merge_patch(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        patch: Value,
+    ) -> Result<Value, String> {
+        SimServer::patch(self, resource, namespace, name, &patch).map_err(|e| e.to_string())
+    }
+
+    fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<(), String> {
+        SimServer::delete(self, resource, namespace, name)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn compact_past(&self, _resource: &str, _resource_version: &str) -> Result<(), String> {
+        // The simulator compacts when told: to its current revision.
+        self.faults().compact();
+        Ok(())
+    }
+}
+
+/// A real kube-apiserver and etcd, and the versions its API groups prefer.
+pub struct Real {
+    server: RealServer,
+    versions: Mutex<HashMap<String, String>>,
+}
+
+impl Real {
+    /// Starts a control plane with `options` (on a blocking thread: a start takes seconds).
+    pub async fn start(options: ServerOptions) -> Result<Real, Failure> {
+        let server = tokio::task::spawn_blocking(move || RealServer::start(options))
+            .await
+            .map_err(|e| Failure(format!("starting the real server: {e}")))?
+            .map_err(|e| Failure(format!("starting the real server: {e}")))?;
+        Ok(Real {
+            server,
+            versions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// One request as the admin; an answer that is not 2xx is an error with its body.
+    pub fn call(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, String> {
+        let bytes = body.map(|b| b.to_string().into_bytes());
+        let body = bytes.as_deref().map(|b| (content_type, b));
+        // The request blocks on I/O for a few milliseconds: let the runtime move other tasks
+        // off this worker meanwhile.
+        let answer =
+            tokio::task::block_in_place(|| self.server.request(User::Admin, method, path, body));
+        let (status, text) = answer.map_err(|e| e.to_string())?;
+        if !(200..300).contains(&status) {
+            return Err(format!("{method} {path}: {status} {}", text.trim()));
+        }
+        serde_json::from_str(&text).map_err(|e| format!("{method} {path}: not JSON ({e})"))
+    }
+
+    /// `/api/v1` or `/apis/<group>/<preferred version>`, and the plural, of `resource`.
+    fn base(&self, resource: &str) -> Result<(String, String), String> {
+        let Some((plural, group)) = resource.split_once('.') else {
+            return Ok(("/api/v1".to_string(), resource.to_string()));
+        };
+        if let Some(version) = self.versions.lock().get(group) {
+            return Ok((format!("/apis/{group}/{version}"), plural.to_string()));
+        }
+        let discovered = self.call("GET", &format!("/apis/{group}"), "", None)?;
+        let version = discovered["preferredVersion"]["version"]
+            .as_str()
+            .ok_or_else(|| format!("/apis/{group} names no preferred version"))?
+            .to_string();
+        self.versions
+            .lock()
+            .insert(group.to_string(), version.clone());
+        Ok((format!("/apis/{group}/{version}"), plural.to_string()))
+    }
+
+    /// The collection's path.
+    pub fn path(&self, resource: &str, namespace: Option<&str>) -> Result<String, String> {
+        let (base, plural) = self.base(resource)?;
+        Ok(match namespace {
+            Some(ns) => format!("{base}/namespaces/{ns}/{plural}"),
+            None => format!("{base}/{plural}"),
+        })
+    }
+}
+
+impl Backend for Real {
+    fn name(&self) -> &'static str {
+        "real"
+    }
+
+    fn config(&self) -> Result<ClusterConfig, Failure> {
+        let mut config = ClusterConfig::new(self.server.url())?;
+        config.certificate_authority = Some(self.server.ca_pem().as_bytes().to_vec());
+        config.credentials = workqueue::shared_informer::reflector::Credentials::Token(
+            self.server.token(User::Admin).to_string().into(),
+        );
+        Ok(config)
+    }
+
+    fn list(&self, resource: &str, namespace: Option<&str>) -> Result<Vec<Value>, String> {
+        let path = self.path(resource, namespace)?;
+        let list = self.call("GET", &path, "", None)?;
+        // The items of a list carry no apiVersion and kind; the scenarios read metadata only.
+        match list["items"].as_array() {
+            Some(items) => Ok(items.clone()),
+            None => Err(format!("GET {path}: no items")),
+        }
+    }
+
+    fn create(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        object: Value,
+    ) -> Result<Value, String> {
+        if let Some(ns) = namespace {
+            self.ensure_namespace(ns)?;
+        }
+        let path = self.path(resource, namespace)?;
+        self.call("POST", &path, "application/json", Some(&object))
+    }
+
+    fn merge_patch(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        patch: Value,
+    ) -> Result<Value, String> {
+        let path = format!("{}/{name}", self.path(resource, namespace)?);
+        self.call("PATCH", &path, "application/merge-patch+json", Some(&patch))
+    }
+
+    fn delete(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<(), String> {
+        let path = format!("{}/{name}", self.path(resource, namespace)?);
+        self.call("DELETE", &path, "", None).map(|_| ())
+    }
+
+    fn compact_past(&self, resource: &str, resource_version: &str) -> Result<(), String> {
+        // kube-apiserver compacts etcd on its own clock (`--etcd-compaction-interval`): ask for
+        // an exact list at the version until the answer is 410 Gone.
+        let path = format!(
+            "{}?resourceVersion={resource_version}&resourceVersionMatch=Exact&limit=1",
+            self.path(resource, None)?
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, body) = tokio::task::block_in_place(|| {
+                self.server.request(User::Admin, "GET", &path, None)
+            })
+            .map_err(|e| e.to_string())?;
+            match status {
+                410 => return Ok(()),
+                200 if std::time::Instant::now() < deadline => {
+                    tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(250)))
+                }
+                _ => {
+                    return Err(format!(
+                        "an exact list at {resource_version} answered {status}: {}",
+                        body.trim()
+                    ))
+                }
+            }
+        }
+    }
+}
+
+impl Real {
+    /// Creates `namespace` unless it exists: the simulator takes objects in any namespace, a real
+    /// server only in one that exists.
+    fn ensure_namespace(&self, namespace: &str) -> Result<(), String> {
+        let known = self
+            .versions
+            .lock()
+            .contains_key(&format!("namespace/{namespace}"));
+        if known {
+            return Ok(());
+        }
+        let object =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        match self.call(
+            "POST",
+            "/api/v1/namespaces",
+            "application/json",
+            Some(&object),
+        ) {
+            Ok(_) => {}
+            Err(e) if e.contains(" 409 ") => {}
+            Err(e) => return Err(e),
+        }
+        self.versions
+            .lock()
+            .insert(format!("namespace/{namespace}"), String::new());
+        Ok(())
+    }
+}
+
+/// Starts the server `kind` names, for a portable scenario.
+pub async fn start(kind: ServerKind) -> Result<Arc<dyn Backend>, Failure> {
+    Ok(match kind {
+        ServerKind::Sim => Arc::new(SimServer::start().await?),
+        ServerKind::Real => Arc::new(Real::start(ServerOptions::default()).await?),
+    })
+}
+
+/// A churn written through a [`Backend`]: `rate` operations a second for `seconds` over `keys`
+/// names `churn-{i}` of `resource` in `namespace`, each a create, a merge patch or a delete as
+/// the key's state allows. Resolves to the number of operations done.
+pub fn churn(
+    backend: Arc<dyn Backend>,
+    resource: &'static str,
+    namespace: String,
+    keys: usize,
+    rate: f64,
+    seconds: f64,
+    template: fn(&str) -> Value,
+) -> tokio::task::JoinHandle<Result<u64, String>> {
+    tokio::spawn(async move {
+        let mut present = vec![false; keys];
+        let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
+        let total = (rate * seconds) as u64;
+        for op in 0..total {
+            ticker.tick().await;
+            let i = rand::rng().random_range(0..keys);
+            let name = format!("churn-{i}");
+            let ns = Some(namespace.as_str());
+            if !present[i] {
+                backend.create(resource, ns, template(&name))?;
+                present[i] = true;
+            } else if rand::rng().random_bool(0.25) {
+                backend.delete(resource, ns, &name)?;
+                present[i] = false;
+            } else {
+                let patch = json!({"metadata": {"annotations": {"op": op.to_string()}}});
+                backend.merge_patch(resource, ns, &name, patch)?;
+            }
+        }
+        Ok(total)
+    })
+}

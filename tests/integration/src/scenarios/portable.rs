@@ -1,0 +1,508 @@
+//! The portable scenarios: the same steps and the same verdicts on the simulator and on a real
+//! kube-apiserver with etcd (`--server sim|real`). Nothing here injects a fault that only the
+//! simulator can: the server is driven through [`Backend`] (seeding, churn, the truth read back)
+//! and the client under test sees whatever the server does.
+//!
+//! - `portable-informers`: paginated lists and watch-list streaming, a label and a field
+//!   selector, on both queues, under churn in three namespaces.
+//! - `portable-relist-410`: the informer's watch is held back (a wrapper around its
+//!   lister-watcher) while objects are deleted, updated and created and the server compacts past
+//!   its resource version; released, the watch gets 410 Gone, the reflector relists, and each
+//!   deletion arrives as a tombstone exactly once.
+//! - `portable-crd`: a CustomResourceDefinition made through the API, a `DynamicObject` informer
+//!   on the resource it serves, under churn.
+//! - `portable-protobuf`: `PbView<Pod>` and `CompactObject` informers on Kubernetes' protobuf.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use workqueue::shared_informer::reflector::protobuf::PbView;
+use workqueue::shared_informer::reflector::store_index::{CompactObject, DynamicObject};
+use workqueue::shared_informer::reflector::{
+    Encoding, HttpListerWatcher, ListOptions, ListerWatcher, ObjectList, ReflectorError,
+    ReflectorOptions, Resource, WatchOptions, WatchStream,
+};
+use workqueue::shared_informer::{InformerOptions, SharedIndexInformer};
+
+use crate::backend::{self, Backend, Real};
+use crate::check::{converge, converge_where, eventually, Failure, Outcome, Recorder};
+use crate::harness::{configmaps, factory, fast_backoff, pods, synced};
+use crate::{ensure, Opts};
+
+const NAMESPACES: usize = 3;
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"app": "churn"}}, "data": {"k": "v"}})
+}
+
+fn pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "churn"}},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/app:1"}]}})
+}
+
+/// Creates `per_namespace` objects `seed-{i}` in each of `prefix-0..NAMESPACES`, every other
+/// one labelled `tier=a` (else `tier=b`).
+fn seed(
+    backend: &dyn Backend,
+    resource: &str,
+    prefix: &str,
+    per_namespace: usize,
+    template: fn(&str) -> Value,
+) -> Result<(), Failure> {
+    for ns in 0..NAMESPACES {
+        let namespace = format!("{prefix}-{ns}");
+        for i in 0..per_namespace {
+            let mut object = template(&format!("seed-{i}"));
+            object["metadata"]["labels"] = json!({"tier": if i % 2 == 0 { "a" } else { "b" }});
+            backend
+                .create(resource, Some(&namespace), object)
+                .map_err(|e| Failure(format!("seeding {resource} in {namespace}: {e}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Churns every namespace at `rate` operations a second each for `seconds`; the total done.
+async fn churn_all(
+    backend: &Arc<dyn Backend>,
+    resource: &'static str,
+    prefix: &str,
+    rate: f64,
+    seconds: f64,
+    template: fn(&str) -> Value,
+) -> Result<u64, Failure> {
+    let churns: Vec<_> = (0..NAMESPACES)
+        .map(|ns| {
+            backend::churn(
+                backend.clone(),
+                resource,
+                format!("{prefix}-{ns}"),
+                40,
+                rate,
+                seconds,
+                template,
+            )
+        })
+        .collect();
+    let mut ops = 0;
+    for churn in churns {
+        ops += churn
+            .await
+            .map_err(|e| Failure(format!("churn task: {e}")))?
+            .map_err(|e| Failure(format!("churn: {e}")))?;
+    }
+    Ok(ops)
+}
+
+fn tier_a(object: &Value) -> bool {
+    object
+        .pointer("/metadata/labels/tier")
+        .and_then(Value::as_str)
+        == Some("a")
+}
+
+fn in_namespace_1(prefix: &'static str) -> impl Fn(&Value) -> bool {
+    move |object: &Value| {
+        object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            == Some(format!("{prefix}-1").as_str())
+    }
+}
+
+/// `portable-informers`: list (paginated 50 at a time) and watch-list modes, each with an
+/// informer on everything, one with a label selector and one with a field selector.
+pub async fn informers(opts: Opts) -> Outcome {
+    let mut details = Vec::new();
+    for watch_list in [false, true] {
+        let detail = informers_once(opts, watch_list)
+            .await
+            .map_err(|f| Failure(format!("watch-list {watch_list}: {f}")))?;
+        details.push(format!("[watch-list {watch_list}: {detail}]"));
+    }
+    Ok(details.join(" "))
+}
+
+async fn informers_once(opts: Opts, watch_list: bool) -> Outcome {
+    const PREFIX: &str = "pi";
+    let backend = backend::start(opts.server).await?;
+    seed(&*backend, "configmaps", PREFIX, 150, configmap)?;
+    let options = ReflectorOptions {
+        page_size: 50,
+        ..fast_backoff(watch_list)
+    };
+    let everything = factory(backend.config()?).reflector_options(options.clone());
+    let labelled = factory(backend.config()?)
+        .reflector_options(options.clone())
+        .label_selector("tier=a".parse()?);
+    let fielded = factory(backend.config()?)
+        .reflector_options(options)
+        .field_selector(format!("metadata.namespace={PREFIX}-1"));
+    let all = everything.informer::<CompactObject>(configmaps())?;
+    let tier = labelled.informer::<DynamicObject>(configmaps())?;
+    let ns1 = fielded.informer::<DynamicObject>(configmaps())?;
+    let (rec_all, seq_all) = Recorder::new();
+    let (rec_tier, seq_tier) = Recorder::new();
+    let (rec_ns1, seq_ns1) = Recorder::new();
+    all.add_event_handler(rec_all)?;
+    tier.add_event_handler(rec_tier)?;
+    ns1.add_event_handler(rec_ns1)?;
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    for factory in [&everything, &labelled, &fielded] {
+        factory.start(&cancel);
+    }
+    synced(&all, Duration::from_secs(60)).await?;
+    synced(&tier, Duration::from_secs(60)).await?;
+    synced(&ns1, Duration::from_secs(60)).await?;
+    // The churn's objects carry no tier label: they move the label informer's neighbours only.
+    let ops = churn_all(&backend, "configmaps", PREFIX, 40.0, 5.0, configmap).await?;
+    // Flip some seeds between tiers, so objects enter and leave the label selector.
+    for i in (0..150).step_by(3) {
+        let tier = if i % 2 == 0 { "b" } else { "a" };
+        backend
+            .merge_patch(
+                "configmaps",
+                Some(&format!("{PREFIX}-0")),
+                &format!("seed-{i}"),
+                json!({"metadata": {"labels": {"tier": tier}}}),
+            )
+            .map_err(Failure)?;
+    }
+    let timeout = Duration::from_secs(60);
+    let a = converge(
+        &*backend,
+        "configmaps",
+        all.indexer(),
+        &[("all", &seq_all)],
+        timeout,
+    )
+    .await?;
+    let t = converge_where(
+        &*backend,
+        "configmaps",
+        &tier_a,
+        tier.indexer(),
+        &[("tier=a", &seq_tier)],
+        timeout,
+    )
+    .await?;
+    let n = converge_where(
+        &*backend,
+        "configmaps",
+        &in_namespace_1(PREFIX),
+        ns1.indexer(),
+        &[("namespace", &seq_ns1)],
+        timeout,
+    )
+    .await?;
+    cancel.cancel();
+    for factory in [everything, labelled, fielded] {
+        factory.shutdown().await;
+    }
+    Ok(format!(
+        "{} on {ops} churn ops; {a}; {t}; {n}",
+        backend.name()
+    ))
+}
+
+/// A lister-watcher whose watches wait until a gate opens: the scenario holds the informer's
+/// watch back while the server moves on, as a client cut off for a while would be.
+struct GatedWatch<L> {
+    inner: L,
+    open: watch::Receiver<bool>,
+    /// The resource versions the held watches asked to start from.
+    asked: watch::Sender<Vec<String>>,
+}
+
+impl<K: Send + 'static, L: ListerWatcher<K>> ListerWatcher<K> for GatedWatch<L> {
+    async fn list(&self, options: ListOptions) -> Result<ObjectList<K>, ReflectorError> {
+        self.inner.list(options).await
+    }
+
+    async fn watch(&self, options: WatchOptions) -> Result<WatchStream<K>, ReflectorError> {
+        let from = options
+            .resource_version
+            .as_ref()
+            .map(|rv| rv.to_string())
+            .unwrap_or_default();
+        self.asked.send_modify(|asked| asked.push(from));
+        let mut open = self.open.clone();
+        // A closed gate (the scenario ended) lets the watch through: the informer is stopping.
+        let _ = open.wait_for(|open| *open).await;
+        self.inner.watch(options).await
+    }
+
+    fn supports_watch_list(&self) -> bool {
+        self.inner.supports_watch_list()
+    }
+
+    fn representation(&self) -> workqueue::shared_informer::reflector::Representation {
+        self.inner.representation()
+    }
+
+    fn resource(&self) -> Option<Resource> {
+        self.inner.resource()
+    }
+}
+
+/// `portable-relist-410`: see the module doc. On the real server the scenario runs without the
+/// watch cache and with compaction every 2 s, so that an old resource version is gone from etcd
+/// within seconds; on the simulator it compacts by hand.
+pub async fn relist_410(opts: Opts) -> Outcome {
+    const PREFIX: &str = "gone";
+    let backend: Arc<dyn Backend> = match opts.server {
+        backend::ServerKind::Sim => {
+            let sim = sim_apiserver::SimServer::builder()
+                .watch_cache(false)
+                .start()
+                .await?;
+            Arc::new(sim)
+        }
+        backend::ServerKind::Real => {
+            let mut options = real_apiserver::ServerOptions::default();
+            options.watch_cache = false;
+            options.compaction_interval = Duration::from_secs(2);
+            Arc::new(Real::start(options).await?)
+        }
+    };
+    seed(&*backend, "configmaps", PREFIX, 60, configmap)?;
+    // The gate starts closed: the informer lists, then its first watch waits.
+    let (open_tx, open_rx) = watch::channel(false);
+    let (asked_tx, mut asked_rx) = watch::channel(Vec::new());
+    let lw = GatedWatch {
+        inner: HttpListerWatcher::<DynamicObject>::new(&backend.config()?, configmaps())?,
+        open: open_rx,
+        asked: asked_tx,
+    };
+    let informer = SharedIndexInformer::new(
+        lw,
+        InformerOptions {
+            queue: crate::harness::queue(),
+            name: "relist-410".into(),
+            reflector: ReflectorOptions {
+                page_size: 50,
+                ..fast_backoff(false)
+            },
+            ..InformerOptions::default()
+        },
+    );
+    let (recorder, seq) = Recorder::new();
+    informer.add_event_handler(recorder)?;
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    synced(&informer, Duration::from_secs(60)).await?;
+    let held = tokio::time::timeout(
+        Duration::from_secs(30),
+        asked_rx.wait_for(|asked| !asked.is_empty()),
+    )
+    .await
+    .map_err(|_| Failure("the informer opened no watch after its list".into()))?
+    .map_err(|e| Failure(format!("the gate: {e}")))?[0]
+        .clone();
+    ensure!(
+        !held.is_empty(),
+        "the held watch asks for no resource version"
+    );
+
+    // While the watch is held: delete every third object, update the next, create new ones.
+    let present = crate::check::server_state(&*backend, "configmaps").map_err(Failure)?;
+    let mut deleted = BTreeSet::new();
+    for (i, key) in present.keys().filter(|k| k.starts_with(PREFIX)).enumerate() {
+        let Some((ns, name)) = key.split_once('/') else {
+            continue;
+        };
+        match i % 3 {
+            0 => {
+                backend
+                    .delete("configmaps", Some(ns), name)
+                    .map_err(Failure)?;
+                deleted.insert(key.clone());
+            }
+            1 => {
+                backend
+                    .merge_patch(
+                        "configmaps",
+                        Some(ns),
+                        name,
+                        json!({"data": {"k": "changed"}}),
+                    )
+                    .map_err(Failure)?;
+            }
+            _ => {}
+        }
+    }
+    for i in 0..20 {
+        backend
+            .create(
+                "configmaps",
+                Some(&format!("{PREFIX}-0")),
+                configmap(&format!("new-{i}")),
+            )
+            .map_err(Failure)?;
+    }
+    backend
+        .compact_past("configmaps", &held)
+        .map_err(|e| Failure(format!("compacting past {held}: {e}")))?;
+    open_tx
+        .send(true)
+        .map_err(|_| Failure("the gate's informer is gone".into()))?;
+    let detail = converge(
+        &*backend,
+        "configmaps",
+        informer.indexer(),
+        &[("relist", &seq)],
+        Duration::from_secs(60),
+    )
+    .await?;
+    // The resumed watch was refused (410), so the reflector relisted and opened a new watch
+    // from the relist's version.
+    let asked = asked_rx.borrow().clone();
+    ensure!(
+        asked.len() >= 2 && asked[1] != held,
+        "after the held watch from {held}, the watches asked for {asked:?}: no relist"
+    );
+    let tombstoned: Vec<String> = seq
+        .lock()
+        .tombstoned
+        .iter()
+        .map(|(k, _)| k.clone())
+        .collect();
+    let unique: BTreeSet<String> = tombstoned.iter().cloned().collect();
+    ensure!(
+        unique == deleted && tombstoned.len() == deleted.len(),
+        "{} deleted while the watch was held, tombstones for {} keys ({} in all)",
+        deleted.len(),
+        unique.len(),
+        tombstoned.len()
+    );
+    cancel.cancel();
+    Ok(format!(
+        "{}: watch from {held} refused, relisted; {} tombstones, each once; {detail}",
+        backend.name(),
+        deleted.len()
+    ))
+}
+
+/// `portable-crd`: a CRD through the API, then a `DynamicObject` informer on its resource under
+/// churn.
+pub async fn crd(opts: Opts) -> Outcome {
+    const PREFIX: &str = "pc";
+    let backend = backend::start(opts.server).await?;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]},
+    });
+    backend
+        .create("customresourcedefinitions.apiextensions.k8s.io", None, crd)
+        .map_err(Failure)?;
+    // A new resource is served once the CRD is Established and discovery lists it.
+    eventually(
+        "the CRD's resource to be served",
+        Duration::from_secs(30),
+        || backend.list("gadgets.example.com", None).map(|_| ()),
+    )
+    .await?;
+    fn gadget(name: &str) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Gadget",
+            "metadata": {"name": name}, "spec": {"size": 1}})
+    }
+    seed(&*backend, "gadgets.example.com", PREFIX, 50, gadget)?;
+    let factory = factory(backend.config()?).reflector_options(fast_backoff(false));
+    let informer =
+        factory.informer::<DynamicObject>(Resource::namespaced("example.com", "v1", "gadgets"))?;
+    let (recorder, seq) = Recorder::new();
+    informer.add_event_handler(recorder)?;
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    factory.start(&cancel);
+    synced(&informer, Duration::from_secs(60)).await?;
+    let ops = churn_all(&backend, "gadgets.example.com", PREFIX, 30.0, 4.0, gadget).await?;
+    let detail = converge(
+        &*backend,
+        "gadgets.example.com",
+        informer.indexer(),
+        &[("gadgets", &seq)],
+        Duration::from_secs(60),
+    )
+    .await?;
+    cancel.cancel();
+    factory.shutdown().await;
+    Ok(format!("{} on {ops} churn ops; {detail}", backend.name()))
+}
+
+/// `portable-protobuf`: `PbView<Pod>` and `CompactObject` informers asking for protobuf, under
+/// pod churn; both converge, and the typed view decoded real messages.
+pub async fn protobuf(opts: Opts) -> Outcome {
+    use workqueue::shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod;
+    const PREFIX: &str = "pp";
+    let backend = backend::start(opts.server).await?;
+    seed(&*backend, "pods", PREFIX, 60, pod)?;
+    let factory = factory(backend.config()?)
+        .reflector_options(fast_backoff(false))
+        .encoding(Encoding::Protobuf);
+    let viewed = factory.informer::<PbView<Pod>>(Resource::of_pb::<Pod>())?;
+    let compact = factory.informer::<CompactObject>(pods())?;
+    let (rec_view, seq_view) = Recorder::new();
+    let (rec_compact, seq_compact) = Recorder::new();
+    viewed.add_event_handler(rec_view)?;
+    compact.add_event_handler(rec_compact)?;
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    factory.start(&cancel);
+    synced(&viewed, Duration::from_secs(60)).await?;
+    synced(&compact, Duration::from_secs(60)).await?;
+    let ops = churn_all(&backend, "pods", PREFIX, 30.0, 4.0, pod).await?;
+    let timeout = Duration::from_secs(60);
+    let v = converge(
+        &*backend,
+        "pods",
+        viewed.indexer(),
+        &[("view", &seq_view)],
+        timeout,
+    )
+    .await?;
+    let c = converge(
+        &*backend,
+        "pods",
+        compact.indexer(),
+        &[("compact", &seq_compact)],
+        timeout,
+    )
+    .await?;
+    // Every cached view holds a real container list, decoded from the server's messages.
+    let images: BTreeSet<String> = viewed
+        .indexer()
+        .list()
+        .iter()
+        .filter_map(|p| {
+            p.view()
+                .spec()
+                .and_then(|s| s.containers().next())
+                .and_then(|c| c.image())
+                .map(str::to_string)
+        })
+        .collect();
+    ensure!(
+        images.len() == 1 && images.contains("registry.invalid/app:1"),
+        "the protobuf views hold images {images:?}"
+    );
+    cancel.cancel();
+    factory.shutdown().await;
+    Ok(format!("{} on {ops} churn ops; {v}; {c}", backend.name()))
+}
