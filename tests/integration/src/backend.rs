@@ -39,6 +39,8 @@ pub trait Backend: Send + Sync {
     fn config(&self) -> Result<ClusterConfig, Failure>;
     /// Every object of `resource` (in `namespace`, or in all).
     fn list(&self, resource: &str, namespace: Option<&str>) -> Result<Vec<Value>, String>;
+    /// One object, as stored.
+    fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<Value, String>;
     /// Creates `object`; returns it as stored.
     fn create(
         &self,
@@ -74,12 +76,24 @@ impl Backend for SimServer {
         SimServer::list(self, resource, namespace).map_err(|e| e.to_string())
     }
 
+    fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<Value, String> {
+        SimServer::get(self, resource, namespace, name).map_err(|e| e.to_string())
+    }
+
     fn create(
         &self,
         resource: &str,
         namespace: Option<&str>,
         object: Value,
     ) -> Result<Value, String> {
+        // The test API stores objects in any namespace, but HTTP writes (the client under test)
+        // need the namespace to exist, as on a real server.
+        if let Some(ns) = namespace {
+            if SimServer::get(self, "namespaces", None, ns).is_err() {
+                SimServer::create(self, "namespaces", None, json!({"metadata": {"name": ns}}))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
         SimServer::create(self, resource, namespace, object).map_err(|e| e.to_string())
     }
 
@@ -197,6 +211,11 @@ impl Backend for Real {
             Some(items) => Ok(items.clone()),
             None => Err(format!("GET {path}: no items")),
         }
+    }
+
+    fn get(&self, resource: &str, namespace: Option<&str>, name: &str) -> Result<Value, String> {
+        let path = format!("{}/{name}", self.path(resource, namespace)?);
+        self.call("GET", &path, "", None)
     }
 
     fn create(

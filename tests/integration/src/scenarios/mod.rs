@@ -212,6 +212,15 @@ pub fn all() -> Vec<Scenario> {
             portable: true,
             run: |o| portable::protobuf(o).boxed(),
         },
+        Scenario {
+            name: "portable-writes",
+            about: "Api writes: create, merge, JSON, strategic and apply patches, status, scale, dry run, conflicts and retry_on_conflict (simulator or real server)",
+            timeout: secs(120),
+            // Writes only: no informer, so no queue to vary.
+            informers: false,
+            portable: true,
+            run: |o| portable::writes(o).boxed(),
+        },
     ];
     // Before the soak, which is last.
     let soak = all.pop();

@@ -12,6 +12,7 @@
 //! - `portable-crd`: a CustomResourceDefinition made through the API, a `DynamicObject` informer
 //!   on the resource it serves, under churn.
 //! - `portable-protobuf`: `PbView<Pod>` and `CompactObject` informers on Kubernetes' protobuf.
+//! - `portable-writes`: `Api` writes of every kind, each read back through the backend.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -505,4 +506,233 @@ pub async fn protobuf(opts: Opts) -> Outcome {
     cancel.cancel();
     factory.shutdown().await;
     Ok(format!("{} on {ops} churn ops; {v}; {c}", backend.name()))
+}
+
+/// `portable-writes`: this project's `Api` writes (create, each patch type, status, scale, dry
+/// run, a stale replace and `retry_on_conflict`), each checked by reading the object back
+/// through the backend's own path.
+pub async fn writes(opts: Opts) -> Outcome {
+    use workqueue::shared_informer::reflector::{
+        retry_on_conflict, Api, Client, CreateOptions, Patch, PatchOptions, RetryBackoff,
+    };
+    const NS: &str = "pw";
+    let backend = backend::start(opts.server).await?;
+    backend
+        .create("configmaps", Some(NS), configmap("seed"))
+        .map_err(Failure)?;
+    let client = Client::new(&backend.config()?)?;
+    let maps: Api<DynamicObject> = Api::namespaced_with(client.clone(), configmaps(), NS);
+    let read = |name: &str| backend.get("configmaps", Some(NS), name).map_err(Failure);
+    let data = |object: &Value, key: &str| {
+        object
+            .pointer(&format!("/data/{key}"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    let mut done = Vec::new();
+
+    // Create, then a merge patch and a JSON patch whose test guards it.
+    let mut object = configmap("cm");
+    object["data"] = json!({"a": "1"});
+    maps.create(&CreateOptions::default(), &object).await?;
+    maps.patch(
+        "cm",
+        &PatchOptions::default(),
+        &Patch::Merge(json!({"data": {"b": "2"}})),
+    )
+    .await?;
+    let stored = read("cm")?;
+    ensure!(
+        data(&stored, "a").as_deref() == Some("1") && data(&stored, "b").as_deref() == Some("2"),
+        "after a merge patch: {}",
+        stored["data"]
+    );
+    let guarded = |expect: &str, to: &str| {
+        Patch::Json(json!([
+            {"op": "test", "path": "/data/a", "value": expect},
+            {"op": "replace", "path": "/data/a", "value": to},
+        ]))
+    };
+    maps.patch("cm", &PatchOptions::default(), &guarded("1", "3"))
+        .await?;
+    let refused = maps
+        .patch("cm", &PatchOptions::default(), &guarded("1", "4"))
+        .await;
+    ensure!(
+        refused.is_err(),
+        "a JSON patch whose test fails was applied"
+    );
+    ensure!(
+        data(&read("cm")?, "a").as_deref() == Some("3"),
+        "a JSON patch with a passing test did not apply, or a failing one did"
+    );
+    done.push("merge and JSON patch");
+
+    // A strategic merge patch merges a pod's containers by name.
+    let pods_api: Api<DynamicObject> = Api::namespaced_with(client.clone(), pods(), NS);
+    let mut two = pod("smp");
+    two["spec"]["containers"] = json!([
+        {"name": "a", "image": "registry.invalid/a:1"},
+        {"name": "b", "image": "registry.invalid/b:1"},
+    ]);
+    pods_api.create(&CreateOptions::default(), &two).await?;
+    pods_api
+        .patch(
+            "smp",
+            &PatchOptions::default(),
+            &Patch::Strategic(
+                json!({"spec": {"containers": [{"name": "b", "image": "registry.invalid/b:2"}]}}),
+            ),
+        )
+        .await?;
+    let stored = backend.get("pods", Some(NS), "smp").map_err(Failure)?;
+    let images: Vec<&str> = stored["spec"]["containers"]
+        .as_array()
+        .map(|cs| cs.iter().filter_map(|c| c["image"].as_str()).collect())
+        .unwrap_or_default();
+    ensure!(
+        images == ["registry.invalid/a:1", "registry.invalid/b:2"],
+        "a strategic merge patch left the containers' images {images:?}"
+    );
+    done.push("strategic merge patch");
+
+    // Server-side apply: a second manager conflicts unless it forces, and then owns the field.
+    let applied = |value: &str| {
+        Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "applied"}, "data": {"x": value}}))
+    };
+    maps.patch("applied", &PatchOptions::apply("manager-a"), &applied("1"))
+        .await?;
+    let conflict = maps
+        .patch("applied", &PatchOptions::apply("manager-b"), &applied("2"))
+        .await;
+    ensure!(
+        matches!(&conflict, Err(e) if e.is_conflict()),
+        "a second manager's apply of an owned field answered {conflict:?}, want a conflict"
+    );
+    maps.patch(
+        "applied",
+        &PatchOptions::apply("manager-b").force(),
+        &applied("2"),
+    )
+    .await?;
+    let stored = read("applied")?;
+    let managers: Vec<&str> = stored["metadata"]["managedFields"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|f| f["manager"].as_str()).collect())
+        .unwrap_or_default();
+    ensure!(
+        data(&stored, "x").as_deref() == Some("2") && managers.contains(&"manager-b"),
+        "after a forced apply: x = {:?}, managers {managers:?}",
+        data(&stored, "x")
+    );
+    done.push("server-side apply");
+
+    // Status and scale of a Deployment.
+    let deployments = Resource::namespaced("apps", "v1", "deployments");
+    let deploys: Api<DynamicObject> = Api::namespaced_with(client.clone(), deployments, NS);
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "registry.invalid/web:1"}]}}}});
+    deploys
+        .create(&CreateOptions::default(), &deployment)
+        .await?;
+    deploys
+        .patch_status(
+            "web",
+            &PatchOptions::default(),
+            &Patch::Merge(json!({"status": {"observedGeneration": 1, "replicas": 1}})),
+        )
+        .await?;
+    let scale = deploys.get_scale("web").await?;
+    ensure!(
+        scale.spec.replicas == Some(1),
+        "the scale subresource reads {:?} replicas",
+        scale.spec.replicas
+    );
+    deploys
+        .patch_scale(
+            "web",
+            &PatchOptions::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await?;
+    let stored = backend
+        .get("deployments.apps", Some(NS), "web")
+        .map_err(Failure)?;
+    ensure!(
+        stored["spec"]["replicas"] == 3 && stored["status"]["observedGeneration"] == 1,
+        "after status and scale writes: replicas {}, observedGeneration {}",
+        stored["spec"]["replicas"],
+        stored["status"]["observedGeneration"]
+    );
+    done.push("status and scale");
+
+    // Dry run: the answer comes back, nothing is stored.
+    let dry = CreateOptions {
+        dry_run: true,
+        ..CreateOptions::default()
+    };
+    maps.create(&dry, &configmap("dry")).await?;
+    ensure!(read("dry").is_err(), "a dry-run create stored the object");
+    maps.patch(
+        "cm",
+        &PatchOptions::default().dry_run(),
+        &Patch::Merge(json!({"data": {"a": "dry"}})),
+    )
+    .await?;
+    ensure!(
+        data(&read("cm")?, "a").as_deref() == Some("3"),
+        "a dry-run patch changed the object"
+    );
+    done.push("dry run");
+
+    // A replace from a stale read is refused; retry_on_conflict reads again and wins.
+    let stale = maps.get("cm").await?;
+    backend
+        .merge_patch(
+            "configmaps",
+            Some(NS),
+            "cm",
+            json!({"data": {"c": "meanwhile"}}),
+        )
+        .map_err(Failure)?;
+    let refused = maps.replace("cm", &CreateOptions::default(), &stale).await;
+    ensure!(
+        matches!(&refused, Err(e) if e.is_conflict()),
+        "a replace from a stale read answered {refused:?}, want a conflict"
+    );
+    let mut attempts = 0;
+    retry_on_conflict(RetryBackoff::DEFAULT_RETRY, || {
+        attempts += 1;
+        let maps = maps.clone();
+        let stale = stale.clone();
+        let first = attempts == 1;
+        async move {
+            // The first attempt writes the stale copy; later ones read afresh.
+            let mut current = if first { stale } else { maps.get("cm").await? };
+            let mut value = serde_json::to_value(&current).map_err(|e| {
+                workqueue::shared_informer::reflector::ClientError::InvalidRequest(e.to_string())
+            })?;
+            value["data"]["d"] = json!("retried");
+            current = serde_json::from_value(value).map_err(|e| {
+                workqueue::shared_informer::reflector::ClientError::InvalidRequest(e.to_string())
+            })?;
+            maps.replace("cm", &CreateOptions::default(), &current)
+                .await
+        }
+    })
+    .await?;
+    let stored = read("cm")?;
+    ensure!(
+        attempts >= 2
+            && data(&stored, "d").as_deref() == Some("retried")
+            && data(&stored, "c").as_deref() == Some("meanwhile"),
+        "retry_on_conflict: {attempts} attempts, data {}",
+        stored["data"]
+    );
+    done.push("conflict and retry_on_conflict");
+    Ok(format!("{}: {}", backend.name(), done.join(", ")))
 }
