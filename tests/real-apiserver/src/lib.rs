@@ -20,11 +20,28 @@
 //!   the pipe closes and the supervisor ends its server, so no server outlives the test binary;
 //!   the next start removes run directories left by dead processes.
 //!
+//! ```no_run
+//! use real_apiserver::{RealServer, ServerOptions, User};
+//!
+//! fn main() -> Result<(), real_apiserver::Error> {
+//!     let server = RealServer::start(ServerOptions::default())?;
+//!     println!("KUBECONFIG={}", server.kubeconfig().display());
+//!     let (status, body) = server.request(User::Admin, "GET", "/version", None)?;
+//!     assert_eq!(status, 200, "{body}");
+//!     server.stop()
+//! }
+//! ```
+//!
 //! Every failure is an [`Error`] naming the missing piece (no Go, the module proxy unreachable, a
 //! port in use, a server that exited, with the tail of its log). Tokens and keys never appear in
-//! `Debug` output or errors.
+//! `Debug` output or errors. docs/real-apiserver.md tells the whole story.
 
 #![deny(missing_docs)]
+
+// docs/real-apiserver.md's Rust snippet, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/real-apiserver.md")]
+struct RealApiserverDoc;
 
 mod build;
 mod pki;
