@@ -52,6 +52,7 @@ fn usage() -> &'static str {
        modules      check that no library module imports in a circle or through its crate's walls\n  \
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster;\n               \
+       --server real to start a real kube-apiserver, seed and churn it, and run the demo's informers on it;\n               \
        --replicas N [--widgets N] for a sharded controller in N processes, one joining, one leaving)\n  \
        integration  run the end-to-end scenarios against the simulated API server (about 7 minutes per queue)\n               \
        ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both,\n               \
@@ -64,19 +65,50 @@ fn usage() -> &'static str {
        ([TARGET...] to pick some, --seconds N per target, 60 by default)\n"
 }
 
-/// Builds and runs the demo in release mode, passing `args` through.
+/// Builds and runs the demo in release mode, passing `args` through; `--server real` runs it on
+/// a real kube-apiserver instead ([`real_apiserver::demo`]).
 fn demo(args: &[String]) -> Result<(), String> {
+    let mut args = args.to_vec();
+    let real = match args.iter().position(|a| a == "--server") {
+        Some(at) => {
+            let kind = args
+                .get(at + 1)
+                .cloned()
+                .ok_or("--server needs a value: sim or real")?;
+            args.drain(at..at + 2);
+            match kind.as_str() {
+                "sim" => false,
+                "real" => true,
+                other => return Err(format!("--server {other:?}: sim or real")),
+            }
+        }
+        None => false,
+    };
     println!("building the demo in release mode (the first build takes a few minutes)");
-    let mut command = vec![
-        "run",
-        "--quiet",
-        "--release",
-        "--package",
-        "informer-demo",
-        "--",
-    ];
-    command.extend(args.iter().map(String::as_str));
-    tools::run(&tools::cargo(), &command)
+    tools::run(
+        &tools::cargo(),
+        &[
+            "build",
+            "--quiet",
+            "--release",
+            "--package",
+            "informer-demo",
+        ],
+    )?;
+    let binary = tools::target_dir().join("release").join("informer-demo");
+    if real {
+        return real_apiserver::demo(&binary, &args);
+    }
+    let status = std::process::Command::new(&binary)
+        .args(&args)
+        .current_dir(tools::workspace_root())
+        .status()
+        .map_err(|e| format!("could not start {}: {e}", binary.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the demo exited with {status}"))
+    }
 }
 
 fn main() -> ExitCode {
