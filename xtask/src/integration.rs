@@ -43,12 +43,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// scenarios without informers bound takeover and reassignment times, so they run alone
 /// afterwards. Each line a round prints is prefixed with its queue's name.
 pub fn run_ci(soak_seconds: u64) -> Result<(), String> {
-    println!("building the integration suite in release mode");
-    tools::run(
-        &tools::cargo(),
-        &["build", "--quiet", "--release", "--package", PACKAGE],
-    )?;
-    let binary = tools::target_dir().join("release").join(PACKAGE);
+    let binary = build_suite()?;
     let soak = soak_seconds.to_string();
     println!("informer scenarios: the in-order queue's round and the DeltaFifo's, at once");
     let rounds: Vec<_> = ["in-order", "delta-fifo"]
@@ -87,15 +82,20 @@ pub fn run_ci(soak_seconds: u64) -> Result<(), String> {
 /// scenario starts its own), on each queue, one round after the other: a round holds one
 /// control plane at a time, and two at once would crowd 2 cores.
 pub fn run_real_ci() -> Result<(), String> {
+    let binary = build_suite()?;
+    spawn_prefixed(&binary, &["--server", "real", "--queue", "both"], "real")
+        .and_then(Round::wait)
+        .map_err(|e| format!("the portable scenarios on the real server failed: {e}"))
+}
+
+/// Builds the suite in release mode; returns its binary.
+fn build_suite() -> Result<std::path::PathBuf, String> {
     println!("building the integration suite in release mode");
     tools::run(
         &tools::cargo(),
         &["build", "--quiet", "--release", "--package", PACKAGE],
     )?;
-    let binary = tools::target_dir().join("release").join(PACKAGE);
-    spawn_prefixed(&binary, &["--server", "real", "--queue", "both"], "real")
-        .and_then(Round::wait)
-        .map_err(|e| format!("the portable scenarios on the real server failed: {e}"))
+    Ok(tools::target_dir().join("release").join(PACKAGE))
 }
 
 /// A running suite process and the threads copying its output.
