@@ -78,7 +78,7 @@ pub use client::{
 };
 #[allow(deprecated)]
 pub use client::{DeleteParams, PatchParams, PostParams};
-pub use error::{PaginationError, ReflectorError};
+pub use error::{PaginationError, ReflectorError, WatchEventType};
 pub use http_lister_watcher::HttpListerWatcher;
 pub use list::{
     page_byte_bound, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE, LIST_FROM_CACHE_BYTES,
