@@ -1,13 +1,14 @@
-//! The `tracing` events a test's code emits, each as its level and its fields by name, in the
-//! order written: tests read what a subscriber reads, field by field, not a formatted line.
+//! The `tracing` events a test's code emits, each as its level and its fields by name in the
+//! order written: tests read what a subscriber reads, field by field, so that two fields of one
+//! name (which a subscriber keeping the first would lose) show.
 
 use std::fmt;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tracing::field::{Field, Visit};
+use tracing::span;
 use tracing::subscriber::DefaultGuard;
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
 
 /// One event: its level and its fields (the text of a log line is its field `message`).
 #[derive(Debug, Clone)]
@@ -27,18 +28,49 @@ impl Captured {
     }
 }
 
-/// Captures the events of this thread (a current-thread runtime's tasks included) until the
-/// guard is dropped.
-pub(crate) fn capture() -> (Arc<Mutex<Vec<Captured>>>, DefaultGuard) {
-    let events = Arc::<Mutex<Vec<Captured>>>::default();
-    let subscriber = tracing_subscriber::registry().with(Capture(events.clone()));
-    (events, tracing::subscriber::set_default(subscriber))
+/// The events of the current thread while the guard lives (paused tests run on one thread,
+/// their spawned tasks included).
+pub(crate) struct LogCapture {
+    events: Arc<Mutex<Vec<Captured>>>,
+    _guard: DefaultGuard,
 }
 
-struct Capture(Arc<Mutex<Vec<Captured>>>);
+impl LogCapture {
+    pub(crate) fn start() -> Self {
+        let events = Arc::<Mutex<Vec<Captured>>>::default();
+        let subscriber = CaptureSubscriber(Arc::clone(&events));
+        LogCapture {
+            events,
+            _guard: tracing::subscriber::set_default(subscriber),
+        }
+    }
 
-impl<S: tracing::Subscriber> Layer<S> for Capture {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+    /// The events captured so far.
+    pub(crate) fn events(&self) -> Vec<Captured> {
+        self.events.lock().clone()
+    }
+
+    /// The events whose text (field `message`) is `text`.
+    pub(crate) fn with_message(&self, text: &str) -> Vec<Captured> {
+        self.events()
+            .into_iter()
+            .filter(|e| e.values("message").first() == Some(&text))
+            .collect()
+    }
+}
+
+struct CaptureSubscriber(Arc<Mutex<Vec<Captured>>>);
+
+impl tracing::Subscriber for CaptureSubscriber {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+        span::Id::from_u64(1)
+    }
+    fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+    fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
         let mut fields = Fields(Vec::new());
         event.record(&mut fields);
         self.0.lock().push(Captured {
@@ -46,6 +78,8 @@ impl<S: tracing::Subscriber> Layer<S> for Capture {
             fields: fields.0,
         });
     }
+    fn enter(&self, _: &span::Id) {}
+    fn exit(&self, _: &span::Id) {}
 }
 
 struct Fields(Vec<(String, String)>);

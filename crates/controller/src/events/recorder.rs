@@ -183,7 +183,9 @@ impl EventBroadcaster {
 
     /// Starts logging every recorded event through `tracing` at `level` (client-go's
     /// `StartStructuredLogging`): message `event recorded`, with the object (`namespace/name`),
-    /// its kind, API version and field path, and the event's type, reason and message as fields.
+    /// its kind, API version and field path, and the event's type, reason and message as the
+    /// fields `object`, `kind`, `api_version`, `field_path`, `type_`, `reason` and
+    /// `event_message` (not `message`, which is the log line's own text).
     /// A watcher like those of [`start_event_watcher`](Self::start_event_watcher). The message
     /// is logged as it is written to the API server, where anyone who can read Events sees it:
     /// neither should carry a secret.

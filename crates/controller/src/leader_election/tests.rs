@@ -707,7 +707,7 @@ impl LeaseLock for Objectless {
 async fn a_lock_without_an_object_records_no_event_and_warns_once_that_it_does_not() {
     use crate::events::{BroadcasterConfig, EventBroadcaster, EventSource, MemorySink};
 
-    let (logs, _guard) = crate::log_capture::capture();
+    let logs = crate::log_capture::LogCapture::start();
     let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
     let recorder = broadcaster.new_recorder(EventSource::new("my-controller"));
     let sink = MemorySink::new();
@@ -724,16 +724,10 @@ async fn a_lock_without_an_object_records_no_event_and_warns_once_that_it_does_n
 
     assert!(sink.events().is_empty(), "no object, no event");
     let warnings: Vec<_> = logs
-        .lock()
-        .iter()
+        .events()
+        .into_iter()
         .filter(|e| e.level == tracing::Level::WARN)
-        .flat_map(|e| {
-            e.values("message")
-                .into_iter()
-                .map(String::from)
-                .collect::<Vec<_>>()
-        })
-        .filter(|m| m.contains("leader-election events are not recorded"))
+        .filter(|e| e.values("message")[0].contains("leader-election events are not recorded"))
         .collect();
     assert_eq!(
         warnings.len(),
