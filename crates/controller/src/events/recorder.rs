@@ -17,10 +17,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::fanout::Fanout;
-use super::model::{event_name, Event, EventMeta, EventSource, EventType, ObjectReference};
+use super::model::{Event, EventSource, EventType, ObjectReference};
 use super::shared::{bump, BroadcasterConfig, Counters, EventStats, EventStatsHandle, Shared};
 use super::sink::EventSink;
-use super::timestamp::{Timestamp, WallClock};
+use super::timestamp::WallClock;
 use super::watcher::EventWatcher;
 use super::writer::write_to_sink;
 
@@ -211,31 +211,8 @@ impl EventRecorder {
     /// full misses it, which is counted in [`EventStats::dropped`].
     pub fn event(&self, object: &ObjectReference, type_: EventType, reason: &str, message: &str) {
         let now = self.shared.clock.now();
-        let timestamp = Some(Timestamp::from_system_time(now));
-        let namespace = if object.namespace.is_empty() {
-            "default".to_owned()
-        } else {
-            object.namespace.clone()
-        };
-        let event = Event {
-            metadata: EventMeta {
-                name: event_name(&object.name, now),
-                namespace,
-                resource_version: String::new(),
-            },
-            involved_object: object.clone(),
-            reason: reason.to_owned(),
-            message: message.to_owned(),
-            source: (*self.source).clone(),
-            first_timestamp: timestamp,
-            last_timestamp: timestamp,
-            count: 1,
-            type_,
-            event_time: None,
-            reporting_component: self.source.component.clone(),
-            reporting_instance: self.source.host.clone(),
-            action: None,
-        };
+        let event = Event::recorded_at(object, type_, reason.to_owned(), message.to_owned(), now)
+            .with_source((*self.source).clone());
         if !self.fanout.send(event) {
             let dropped = bump(&self.shared.counters.dropped);
             // Rate-limited: a full queue under load would otherwise log once per event.

@@ -860,3 +860,49 @@ async fn a_watcher_function_that_panics_ends_only_that_watcher() {
     writing.join().await.unwrap();
     assert_eq!(reasons(&sink), ["A", "B", "C"]);
 }
+
+/// `Event::new` makes the event a recorder records, for the correlator's public key functions
+/// and for sinks tested without a broadcaster: only the name's unique suffix and the times may
+/// differ (and the resource version the sink gave the one it stored).
+#[tokio::test(start_paused = true)]
+async fn event_new_makes_the_event_a_recorder_records() {
+    let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+    let source = EventSource::new("test-controller").with_host("node-1");
+    let recorder = broadcaster.new_recorder(source.clone());
+    let sink = MemorySink::new();
+    let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+    let node = ObjectReference::new("v1", "Node", "", "node-1");
+    recorder.event(
+        &node,
+        EventType::Warning,
+        "NotReady",
+        "kubelet stopped posting",
+    );
+    drop(recorder); // the last recorder: the writer drains the queue and returns
+    writer.await.unwrap();
+
+    let recorded = sink.events().remove(0);
+    let made = Event::new(
+        &node,
+        EventType::Warning,
+        "NotReady",
+        "kubelet stopped posting",
+    )
+    .with_source(source);
+    let comparable = |e: &Event| Event {
+        metadata: EventMeta {
+            name: e.metadata.name.split('.').next().unwrap_or("").to_owned(),
+            namespace: e.metadata.namespace.clone(),
+            resource_version: String::new(),
+        },
+        first_timestamp: None,
+        last_timestamp: None,
+        ..e.clone()
+    };
+    assert_eq!(comparable(&made), comparable(&recorded));
+    assert_eq!(made.metadata.namespace, "default");
+    assert_eq!(
+        CorrelatorKeys::default_aggregate_key(&made),
+        CorrelatorKeys::default_aggregate_key(&recorded)
+    );
+}
