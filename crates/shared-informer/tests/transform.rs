@@ -389,6 +389,9 @@ async fn without_a_key_function_values_without_metadata_are_a_key_error_retried_
     task.await.unwrap();
 }
 
+/// What a watch error handler heard: the error's text and its key error, if any.
+type Heard = (String, Option<KeyError>);
+
 /// A pod's metadata, except for pods labelled `anonymous`, whose value has none.
 #[derive(Debug)]
 struct MaybeMeta(Option<ObjectMeta>);
@@ -417,7 +420,7 @@ async fn a_watch_event_whose_value_cannot_be_keyed_reaches_the_error_handler_and
             ..Default::default()
         },
     );
-    let errors: Arc<Mutex<Vec<(String, Option<KeyError>)>>> = Arc::default();
+    let errors: Arc<Mutex<Vec<Heard>>> = Arc::default();
     informer
         .set_watch_error_handler(Arc::new({
             let errors = errors.clone();
