@@ -159,7 +159,7 @@ enum WatchEnd {
 /// let config = ClusterConfig::from_kubeconfig(None)?;
 /// let lw = HttpListerWatcher::new(&config, Resource::namespaced("", "v1", "pods"))?;
 /// let reflector = Reflector::new(lw, Queue, ReflectorOptions::default());
-/// let cancel = tokio_util::sync::CancellationToken::new();
+/// let cancel = reflector::CancellationToken::new();
 /// reflector.run(cancel.clone()).await;
 /// # Ok(()) }
 /// ```

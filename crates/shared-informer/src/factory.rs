@@ -90,7 +90,7 @@ struct State {
 /// use shared_informer::SharedInformerFactory;
 /// use shared_informer::reflector::Resource;
 /// use shared_informer::reflector::store_index::CompactObject;
-/// use tokio_util::sync::CancellationToken;
+/// use shared_informer::CancellationToken;
 ///
 /// let factory = SharedInformerFactory::new(config).default_resync(Duration::from_secs(600));
 /// let pods = factory.informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))?;
@@ -373,7 +373,7 @@ impl SharedInformerFactory {
     /// use shared_informer::SharedInformerFactory;
     /// use shared_informer::reflector::Resource;
     /// use shared_informer::reflector::store_index::{Object, Selector};
-    /// use tokio_util::sync::CancellationToken;
+    /// use shared_informer::CancellationToken;
     ///
     /// let factory = SharedInformerFactory::new(config);
     /// let pods = factory.metadata_informer(Resource::namespaced("", "v1", "pods"))?;
@@ -418,7 +418,7 @@ impl SharedInformerFactory {
     /// use shared_informer::{InformerThread, SharedInformerFactory};
     /// use shared_informer::reflector::Resource;
     /// use shared_informer::reflector::store_index::CompactObject;
-    /// use tokio_util::sync::CancellationToken;
+    /// use shared_informer::CancellationToken;
     ///
     /// let factory = SharedInformerFactory::new(config);
     /// let pods = factory.informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))?;

@@ -260,7 +260,7 @@ struct Inner<K, L> {
 /// use shared_informer::{EventHandlerFns, InformerOptions, SharedIndexInformer};
 /// use shared_informer::reflector::{HttpListerWatcher, Resource};
 /// use shared_informer::reflector::store_index::{DynamicObject, Object};
-/// use tokio_util::sync::CancellationToken;
+/// use shared_informer::CancellationToken;
 ///
 /// let lw = HttpListerWatcher::<DynamicObject>::new(&config, Resource::namespaced("", "v1", "pods"))?;
 /// let informer = SharedIndexInformer::new(lw, InformerOptions::default());
