@@ -54,6 +54,8 @@ pub use workqueue;
 mod civil;
 pub mod events;
 pub mod leader_election;
+#[cfg(test)]
+mod log_capture;
 pub mod owners;
 pub mod runner;
 pub mod sharding;

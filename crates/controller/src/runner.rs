@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use tokio_util::sync::CancellationToken;
+//! use controller::CancellationToken;
 //! use controller::{Action, Controller};
 //! use controller::workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 //!

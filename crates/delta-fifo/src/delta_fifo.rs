@@ -460,6 +460,9 @@ impl<K: Object> DeltaFifo<K> {
 }
 
 impl<K: Object> Store<K> for DeltaFifo<K> {
+    fn key(&self, obj: &K) -> Result<ObjectKey, FifoError> {
+        self.core.object_key(obj)
+    }
     fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
         DeltaFifo::add(self, obj)
     }

@@ -281,6 +281,9 @@ impl<K: Object> Fifo<K> {
 }
 
 impl<K: Object> Store<K> for Fifo<K> {
+    fn key(&self, obj: &K) -> Result<ObjectKey, FifoError> {
+        self.core.object_key(obj)
+    }
     fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
         Fifo::add(self, obj)
     }

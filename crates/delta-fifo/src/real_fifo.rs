@@ -743,6 +743,9 @@ impl<K: Object> RealFifo<K> {
 }
 
 impl<K: Object> Store<K> for RealFifo<K> {
+    fn key(&self, obj: &K) -> Result<ObjectKey, FifoError> {
+        self.core.object_key(obj)
+    }
     fn add(&self, obj: Arc<K>) -> Result<(), FifoError> {
         RealFifo::add(self, obj)
     }

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use store_index::ResourceVersion;
+use store_index::{describe, meta_namespace_key, Object, ObjectKey, ResourceVersion};
 
 use crate::error::FifoError;
 
@@ -52,6 +52,20 @@ pub trait Store<K>: Send + Sync {
     fn wait_for_room(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(std::future::ready(()))
     }
+    /// The key the store files `obj` under: its key function's answer, so that what the reflector
+    /// keys itself (the snapshot a watch-list stream builds before its `replace`, contract C13.2)
+    /// agrees with the store, whatever key function the store was given. Default: `namespace/name`
+    /// ([`meta_namespace_key`]), refusing an object without metadata with
+    /// [`FifoError::Key`].
+    fn key(&self, obj: &K) -> Result<ObjectKey, FifoError>
+    where
+        K: Object,
+    {
+        meta_namespace_key(obj).map_err(|source| FifoError::Key {
+            object: describe(obj),
+            source,
+        })
+    }
 }
 
 impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
@@ -85,5 +99,11 @@ impl<K, S: Store<K> + ?Sized> Store<K> for Arc<S> {
     }
     fn wait_for_room(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         (**self).wait_for_room()
+    }
+    fn key(&self, obj: &K) -> Result<ObjectKey, FifoError>
+    where
+        K: Object,
+    {
+        (**self).key(obj)
     }
 }

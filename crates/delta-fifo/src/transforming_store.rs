@@ -14,7 +14,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use store_index::{BoxError, Indexer, Object, ResourceVersion};
+use store_index::{BoxError, Indexer, Object, ObjectKey, ResourceVersion};
 
 use crate::error::FifoError;
 use crate::options::Transformer;
@@ -129,6 +129,12 @@ impl<S: Store<K>, K: Send + Sync> Store<K> for TransformingStore<S, K> {
     fn wait_for_room(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         self.inner.wait_for_room()
     }
+    fn key(&self, obj: &K) -> Result<ObjectKey, FifoError>
+    where
+        K: Object,
+    {
+        self.inner.key(obj)
+    }
 }
 
 /// A plain cache as a reflector's store (client-go's reflector writing into a `cache.Store`):
@@ -158,6 +164,9 @@ impl<K: Object> Store<K> for Indexer<K> {
     }
     fn update_resource_version(&self, resource_version: &ResourceVersion) {
         self.bookmark(resource_version.clone());
+    }
+    fn key(&self, obj: &K) -> Result<ObjectKey, FifoError> {
+        Ok(self.key_of(obj)?)
     }
 }
 

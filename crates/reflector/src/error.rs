@@ -1,6 +1,9 @@
 //! Errors of listing, watching and the ListAndWatch loop. A failed request is the client's
 //! [`ClientError`], wrapped; the rest are what the loop itself finds wrong.
 
+use std::fmt;
+
+use delta_fifo::store_index::KeyError;
 use delta_fifo::FifoError;
 use thiserror::Error;
 
@@ -38,9 +41,20 @@ pub enum ReflectorError {
         #[source]
         source: Box<ReflectorError>,
     },
-    /// The store rejected the list result (contract C7.1).
+    /// The store rejected the list result (contract C7.1), or a watch-list snapshot (C13.2).
     #[error("unable to sync list result: {0}")]
     SyncList(#[source] FifoError),
+    /// The store refused a watch event's object (contract C10.1): a key it cannot compute, a
+    /// failing transform. The change is missing from the store; the watch goes on. Never
+    /// returned: logged and handed to the watch error handler.
+    #[error("unable to apply a watch {event} event to the store: {source}")]
+    StoreRefused {
+        /// The event whose object was refused.
+        event: WatchEventType,
+        /// The store's error.
+        #[source]
+        source: FifoError,
+    },
     /// The list answered with a server-side Table (contract C6.4).
     #[error("unsupported list gvk: {0}")]
     UnsupportedListGvk(String),
@@ -89,6 +103,18 @@ impl ReflectorError {
         self.client_error().and_then(ClientError::status)
     }
 
+    /// The store's key error, when the store could not key an object of a list, a watch-list
+    /// snapshot or a watch event: an object without metadata under the default key function is
+    /// [`KeyError::NoMeta`] (give the store, or the informer, a key function of its own).
+    pub fn key_error(&self) -> Option<&KeyError> {
+        match self.inner() {
+            ReflectorError::SyncList(e) | ReflectorError::StoreRefused { source: e, .. } => {
+                e.key_error()
+            }
+            _ => None,
+        }
+    }
+
     /// 410 Expired / Gone.
     pub fn is_expired(&self) -> bool {
         self.status().is_some_and(Status::is_expired)
@@ -126,6 +152,28 @@ impl ReflectorError {
     pub fn is_not_acceptable(&self) -> bool {
         self.client_error()
             .is_some_and(ClientError::is_not_acceptable)
+    }
+}
+
+/// The type of a watch event whose object the store refused ([`ReflectorError::StoreRefused`]),
+/// shown as the API server names it (`ADDED`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatchEventType {
+    /// `ADDED`: the store's `add`.
+    Added,
+    /// `MODIFIED`: the store's `update`.
+    Modified,
+    /// `DELETED`: the store's `delete`.
+    Deleted,
+}
+
+impl fmt::Display for WatchEventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WatchEventType::Added => "ADDED",
+            WatchEventType::Modified => "MODIFIED",
+            WatchEventType::Deleted => "DELETED",
+        })
     }
 }
 

@@ -78,7 +78,7 @@ pub use client::{
 };
 #[allow(deprecated)]
 pub use client::{DeleteParams, PatchParams, PostParams};
-pub use error::{PaginationError, ReflectorError};
+pub use error::{PaginationError, ReflectorError, WatchEventType};
 pub use http_lister_watcher::HttpListerWatcher;
 pub use list::{
     page_byte_bound, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE, LIST_FROM_CACHE_BYTES,
@@ -109,6 +109,15 @@ pub mod protobuf {
 
 /// What a user of this layer needs, in one import (the layers below included, and
 /// `CancellationToken` to stop a reflector): `use reflector::prelude::*;`.
+///
+/// The old names `PostParams` and `PatchParams` stay here, deprecated, until the next breaking
+/// release, so that code written against earlier releases compiles with a warning:
+///
+/// ```compile_fail
+/// #![deny(deprecated)]
+/// use reflector::prelude::*;
+/// let _ = PatchParams::default();
+/// ```
 pub mod prelude {
     pub use crate::delta_fifo::prelude::*;
     pub use crate::{
@@ -116,6 +125,9 @@ pub mod prelude {
         ListerWatcher, Patch, PatchOptions, Reflector, ReflectorError, ReflectorOptions, Resource,
         WatchEvent,
     };
+    // Deprecated aliases: naming them warns; dropped with the next breaking release.
+    #[allow(deprecated)]
+    pub use crate::{PatchParams, PostParams};
     pub use tokio_util::sync::CancellationToken;
 }
 

@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use delta_fifo::store_index::{Object, ResourceVersion};
+use delta_fifo::store_index::{Object, ObjectKey, ResourceVersion};
 use delta_fifo::Store;
 use futures::{FutureExt as _, StreamExt as _};
 use parking_lot::Mutex;
@@ -31,7 +31,7 @@ use tracing::Instrument as _;
 use crate::backoff::{Backoff, BackoffConfig};
 use crate::client::{ListOptions, ResourceVersionMatch, WatchOptions};
 use crate::decode_lane::ReadingScope;
-use crate::error::ReflectorError;
+use crate::error::{ReflectorError, WatchEventType};
 use crate::list::{list_all, PageLimits, DEFAULT_MAX_LIST_PAGES, DEFAULT_PAGE_SIZE};
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::{ReflectorMetrics, ReflectorStats};
@@ -159,7 +159,7 @@ enum WatchEnd {
 /// let config = ClusterConfig::from_kubeconfig(None)?;
 /// let lw = HttpListerWatcher::new(&config, Resource::namespaced("", "v1", "pods"))?;
 /// let reflector = Reflector::new(lw, Queue, ReflectorOptions::default());
-/// let cancel = tokio_util::sync::CancellationToken::new();
+/// let cancel = reflector::CancellationToken::new();
 /// reflector.run(cancel.clone()).await;
 /// # Ok(()) }
 /// ```
@@ -191,10 +191,15 @@ impl<K, L, S> std::fmt::Debug for Reflector<K, L, S> {
     }
 }
 
-fn key_of<K: Object>(obj: &K) -> String {
-    match obj.namespace() {
-        Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.name()),
-        _ => obj.name().to_string(),
+/// The resource version a watch event's object moves the last-synced one to: its own (`""` when
+/// its metadata has none, as client-go reads it), or none at all for an object without metadata
+/// that reports none, which says nothing of where the watch is (a transform's value without
+/// metadata: `TransformingListerWatcher` follows it with a bookmark of its source's).
+fn event_resource_version<K: Object>(obj: &K) -> Option<ResourceVersion> {
+    match obj.resource_version() {
+        Some(rv) => Some(ResourceVersion::from(rv)),
+        None if obj.has_meta() => Some(ResourceVersion::default()),
+        None => None,
     }
 }
 
@@ -339,8 +344,11 @@ where
 
     /// Puts an object of a watch-list stream into the temporary snapshot, through the store's
     /// transformer as client-go's temporary store does (contract C13.2, C13.6).
-    fn stage(&self, temp: &mut BTreeMap<String, Arc<K>>, obj: K) {
-        let key = key_of(&obj);
+    /// Keyed by the store's own key function, so the snapshot holds what the store would: objects
+    /// without metadata under a custom key function included. A key the store cannot compute
+    /// fails the attempt, as it would fail the `replace` of a list (C7.1).
+    fn stage(&self, temp: &mut BTreeMap<ObjectKey, Arc<K>>, obj: K) -> Result<(), ReflectorError> {
+        let key = self.store.key(&obj).map_err(ReflectorError::SyncList)?;
         match self.store.transform(Arc::new(obj)) {
             Ok(obj) => {
                 temp.insert(key, obj);
@@ -349,6 +357,7 @@ where
                 tracing::warn!(%key, %error, "transforming a watch-list object failed; skipped")
             }
         }
+        Ok(())
     }
 
     /// Logs `error` and hands it to the watch error handler, if one is set. Called for every error
@@ -714,9 +723,12 @@ where
         }
     }
 
-    /// Whether the object is to be skipped (contract C10.1 steps 3–5). An object of the
+    /// Whether the object is to be skipped (contract C10.1 steps 3–4). An object of the
     /// representation the lister-watcher asked for (`PartialObjectMetadata`) is of the expected
-    /// type.
+    /// type. An object without metadata is not skipped: the store's key function decides
+    /// whether it can be filed (a transform may make values without metadata, keyed by a key
+    /// function of their own), and a refusal is an error the handler hears of, never a silent
+    /// gap.
     fn skip(&self, obj: &K) -> bool {
         if let Some((av, kind)) = &self.options.expected_gvk {
             let expected =
@@ -738,12 +750,11 @@ where
                 obj.api_version(),
                 Some("meta.k8s.io/v1" | "meta.k8s.io/v1beta1")
             );
-        table || !obj.has_meta()
+        table
     }
 
     /// Applies one event to the store (contract C10).
     fn apply(&self, event: WatchEvent<K>, propagate: &mut bool) -> Result<(), ReflectorError> {
-        let name = &self.options.name;
         let rv = match event {
             WatchEvent::Error(status) => {
                 self.metrics.add_errors(1);
@@ -752,7 +763,7 @@ where
             WatchEvent::Bookmark(b) => {
                 self.metrics.add_bookmarks(1);
                 *propagate = true;
-                b.resource_version
+                Some(b.resource_version)
             }
             WatchEvent::Added(obj) | WatchEvent::Modified(obj) | WatchEvent::Deleted(obj)
                 if self.skip(&obj) =>
@@ -761,36 +772,48 @@ where
             }
             WatchEvent::Added(obj) => {
                 self.metrics.add_added(1);
-                let rv = ResourceVersion::from(obj.resource_version().unwrap_or(""));
+                let rv = event_resource_version(&obj);
                 if let Err(e) = self.store.add(Arc::new(obj)) {
-                    tracing::error!(reflector = %name, error = %e, "unable to add watch event object to store");
+                    self.refused(WatchEventType::Added, e);
                 }
                 rv
             }
             WatchEvent::Modified(obj) => {
                 self.metrics.add_modified(1);
                 *propagate = true;
-                let rv = ResourceVersion::from(obj.resource_version().unwrap_or(""));
+                let rv = event_resource_version(&obj);
                 if let Err(e) = self.store.update(Arc::new(obj)) {
-                    tracing::error!(reflector = %name, error = %e, "unable to update watch event object in store");
+                    self.refused(WatchEventType::Modified, e);
                 }
                 rv
             }
             WatchEvent::Deleted(obj) => {
                 self.metrics.add_deleted(1);
                 *propagate = true;
-                let rv = ResourceVersion::from(obj.resource_version().unwrap_or(""));
+                let rv = event_resource_version(&obj);
                 if let Err(e) = self.store.delete(Arc::new(obj)) {
-                    tracing::error!(reflector = %name, error = %e, "unable to delete watch event object from store");
+                    self.refused(WatchEventType::Deleted, e);
                 }
                 rv
             }
         };
-        if *propagate {
+        if let Some(rv) = rv.filter(|_| *propagate) {
             self.state.lock().last_sync_rv.clone_from(&rv);
             self.store.update_resource_version(&rv);
         }
         Ok(())
+    }
+
+    /// The store refused a watch event's object (C10.1): logged, and handed to the watch error
+    /// handler, so that an application learns of a gap in its cache (a key its store cannot
+    /// compute, say) without reading logs; the watch goes on.
+    fn refused(&self, event: WatchEventType, source: delta_fifo::FifoError) {
+        let error = ReflectorError::StoreRefused { event, source };
+        tracing::error!(reflector = %self.options.name, %error, "watch event not applied");
+        let handler = self.error_handler.lock().clone();
+        if let Some(h) = handler {
+            h(&error);
+        }
     }
 
     /// Watch-list streaming (contract C13): `Ok(Some(stream))` once the initial state is in the
@@ -887,7 +910,7 @@ where
         started: Instant,
         cancel: &CancellationToken,
     ) -> InitialEvents<K> {
-        let mut temp: BTreeMap<String, Arc<K>> = BTreeMap::new();
+        let mut temp: BTreeMap<ObjectKey, Arc<K>> = BTreeMap::new();
         let mut seen_non_added = false;
         let mut snapshot_rv = ResourceVersion::default();
         let mut events = 0u64;
@@ -923,19 +946,26 @@ where
                 }
                 WatchEvent::Added(o) => {
                     let rv = ResourceVersion::from(o.resource_version().unwrap_or(""));
-                    self.stage(&mut temp, o);
+                    if let Err(e) = self.stage(&mut temp, o) {
+                        return InitialEvents::Failed(e);
+                    }
                     (rv, false)
                 }
                 WatchEvent::Modified(o) => {
                     seen_non_added = true;
                     let rv = ResourceVersion::from(o.resource_version().unwrap_or(""));
-                    self.stage(&mut temp, o);
+                    if let Err(e) = self.stage(&mut temp, o) {
+                        return InitialEvents::Failed(e);
+                    }
                     (rv, false)
                 }
                 WatchEvent::Deleted(o) => {
                     seen_non_added = true;
                     let rv = ResourceVersion::from(o.resource_version().unwrap_or(""));
-                    temp.remove(&key_of(&o));
+                    match self.store.key(&o) {
+                        Ok(key) => temp.remove(&key),
+                        Err(e) => return InitialEvents::Failed(ReflectorError::SyncList(e)),
+                    };
                     (rv, false)
                 }
                 WatchEvent::Bookmark(b) => {

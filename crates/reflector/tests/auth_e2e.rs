@@ -386,15 +386,13 @@ async fn issuer(reply: (u16, String)) -> TinyServer {
 }
 
 fn oidc(issuer: &TinyServer, id_token: &str) -> OidcConfig {
-    OidcConfig {
-        issuer_url: url::Url::parse(&format!("{}/realm", issuer.url)).unwrap(),
-        client_id: "kube client".into(),
-        client_secret: Some("client-secret-value".into()),
-        id_token: Some(id_token.into()),
-        refresh_token: Some("refresh-token-one".into()),
-        issuer_certificate_authority: None,
-        write_back: None,
-    }
+    OidcConfig::new(
+        url::Url::parse(&format!("{}/realm", issuer.url)).unwrap(),
+        "kube client",
+    )
+    .client_secret("client-secret-value".into())
+    .id_token(id_token.into())
+    .refresh_token("refresh-token-one".into())
 }
 
 #[tokio::test]

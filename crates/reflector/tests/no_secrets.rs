@@ -33,15 +33,13 @@ fn assert_clean(what: &str, text: &str) {
 }
 
 fn oidc() -> OidcConfig {
-    OidcConfig {
-        issuer_url: url::Url::parse("https://issuer.example").unwrap(),
-        client_id: "kubectl".into(),
-        client_secret: Some("CLIENT-SECRET-MARKER".into()),
-        id_token: Some("ID-TOKEN-MARKER".into()),
-        refresh_token: Some("REFRESH-MARKER".into()),
-        issuer_certificate_authority: None,
-        write_back: None,
-    }
+    OidcConfig::new(
+        url::Url::parse("https://issuer.example").unwrap(),
+        "kubectl",
+    )
+    .client_secret("CLIENT-SECRET-MARKER".into())
+    .id_token("ID-TOKEN-MARKER".into())
+    .refresh_token("REFRESH-MARKER".into())
 }
 
 fn exec() -> ExecConfig {

@@ -824,6 +824,39 @@ async fn watch_list_streams_into_a_temporary_store_then_keeps_the_stream() {
     assert_eq!(w[1].send_initial_events, None);
 }
 
+// C13.2: the snapshot is keyed as the store keys, so a store with a key function of its own gets
+// every object the stream sent, not one per namespace and name.
+#[tokio::test(start_paused = true)]
+async fn watch_list_keys_its_snapshot_with_the_stores_key_function() {
+    use reflector::store_index::{Indexer, Indexers, KeyError, KeyFn, ObjectKey};
+    let lw = FakeLw::default().watch(WatchScript::Close(vec![
+        Ok(WatchEvent::Added(pod("same", "1").with_label("id", "a"))),
+        Ok(WatchEvent::Added(pod("same", "2").with_label("id", "b"))),
+        Ok(WatchEvent::Deleted(pod("same", "3").with_label("id", "b"))),
+        Ok(WatchEvent::Added(pod("same", "4").with_label("id", "c"))),
+        bookmark("5", true),
+        Err(expired()),
+    ]));
+    let by_id: KeyFn<Obj> = Arc::new(|o: &Obj| {
+        o.label("id")
+            .map(ObjectKey::from)
+            .ok_or_else(|| KeyError::Custom("no id".into()))
+    });
+    let cache = Indexer::with_key_fn(by_id, Indexers::new());
+    let r = Reflector::new(
+        Lw(Arc::new(lw)),
+        cache.clone(),
+        ReflectorOptions {
+            watch_list: true,
+            ..no_jitter()
+        },
+    );
+    r.list_and_watch(&CancellationToken::new()).await.unwrap();
+    let mut keys = cache.list_keys();
+    keys.sort();
+    assert_eq!(keys, ["a", "c"]);
+}
+
 // C13.4
 #[tokio::test(start_paused = true)]
 async fn watch_list_stream_closing_before_the_end_bookmark_is_retried_with_nothing_applied() {

@@ -2,13 +2,15 @@
 //! ask (client-go's `SharedInformerFactory`, contract D13), including metadata-only informers
 //! (client-go's `metadatainformer`, D14).
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use reflector::store_index::{DynamicObject, Indexers, Object, PartialObjectMetadata, Selector};
+use reflector::store_index::{
+    meta_namespace_key, DynamicObject, Indexers, KeyFn, Object, PartialObjectMetadata, Selector,
+};
 use reflector::{
     Client, ClusterConfig, ConfigError, Decode, Encoding, HttpListerWatcher, ReflectorMetrics,
     ReflectorOptions, Resource,
@@ -88,7 +90,7 @@ struct State {
 /// use shared_informer::SharedInformerFactory;
 /// use shared_informer::reflector::Resource;
 /// use shared_informer::reflector::store_index::CompactObject;
-/// use tokio_util::sync::CancellationToken;
+/// use shared_informer::CancellationToken;
 ///
 /// let factory = SharedInformerFactory::new(config).default_resync(Duration::from_secs(600));
 /// let pods = factory.informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))?;
@@ -114,6 +116,8 @@ pub struct SharedInformerFactory {
     pacing: Option<Pacing>,
     informer_name: Option<InformerName>,
     encoding: Encoding,
+    /// The key functions given per object type, each a `KeyFn<K>` under `K`'s `TypeId`.
+    key_fns: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     state: Mutex<State>,
 }
 
@@ -141,6 +145,7 @@ impl SharedInformerFactory {
             pacing: Some(Pacing::default()),
             informer_name: None,
             encoding: Encoding::Auto,
+            key_fns: HashMap::new(),
             state: Mutex::new(State {
                 informers: BTreeMap::new(),
                 connection,
@@ -244,6 +249,37 @@ impl SharedInformerFactory {
         self
     }
 
+    /// The key function of every informer of objects of type `K` (see
+    /// [`InformerOptions::key_fn`]); informers of other types keep `namespace/name`, and an
+    /// informer created before keeps its own.
+    ///
+    /// ```
+    /// # fn demo(config: shared_informer::reflector::ClusterConfig) {
+    /// use std::sync::Arc;
+    /// use shared_informer::SharedInformerFactory;
+    /// use shared_informer::reflector::store_index::{CompactObject, KeyError, KeyFn, Object, ObjectKey};
+    ///
+    /// // Pods filed by UID, so a pod deleted and created again under its name is another key.
+    /// let by_uid: KeyFn<CompactObject> = Arc::new(|pod: &CompactObject| {
+    ///     pod.uid().map(ObjectKey::from).ok_or_else(|| KeyError::Custom("no uid".into()))
+    /// });
+    /// let factory = SharedInformerFactory::new(config).key_fn(by_uid);
+    /// # let _ = factory; }
+    /// ```
+    pub fn key_fn<K: Object>(mut self, key_fn: KeyFn<K>) -> Self {
+        self.key_fns.insert(TypeId::of::<K>(), Box::new(key_fn));
+        self
+    }
+
+    /// The key function given for `K`, else `namespace/name`.
+    fn key_fn_of<K: Object>(&self) -> KeyFn<K> {
+        self.key_fns
+            .get(&TypeId::of::<K>())
+            .and_then(|f| f.downcast_ref::<KeyFn<K>>())
+            .cloned()
+            .unwrap_or_else(|| Arc::new(|obj: &K| meta_namespace_key(obj)))
+    }
+
     /// The queue every informer runs on (default: in order; see [`InformerQueue`]).
     pub fn queue(mut self, queue: InformerQueue) -> Self {
         self.queue = queue;
@@ -292,6 +328,7 @@ impl SharedInformerFactory {
             lw,
             InformerOptions {
                 name: plural,
+                key_fn: self.key_fn_of::<K>(),
                 resync_period: resync,
                 indexers: Indexers::new().with_namespace_index(),
                 reflector: self.reflector.clone(),
@@ -336,7 +373,7 @@ impl SharedInformerFactory {
     /// use shared_informer::SharedInformerFactory;
     /// use shared_informer::reflector::Resource;
     /// use shared_informer::reflector::store_index::{Object, Selector};
-    /// use tokio_util::sync::CancellationToken;
+    /// use shared_informer::CancellationToken;
     ///
     /// let factory = SharedInformerFactory::new(config);
     /// let pods = factory.metadata_informer(Resource::namespaced("", "v1", "pods"))?;
@@ -381,7 +418,7 @@ impl SharedInformerFactory {
     /// use shared_informer::{InformerThread, SharedInformerFactory};
     /// use shared_informer::reflector::Resource;
     /// use shared_informer::reflector::store_index::CompactObject;
-    /// use tokio_util::sync::CancellationToken;
+    /// use shared_informer::CancellationToken;
     ///
     /// let factory = SharedInformerFactory::new(config);
     /// let pods = factory.informer::<CompactObject>(Resource::namespaced("", "v1", "pods"))?;
@@ -582,6 +619,33 @@ mod tests {
             let metadata = factory.metadata_informer(pods.clone()).unwrap();
             assert_eq!((full.queue(), metadata.queue()), (queue, queue));
         }
+    }
+
+    /// A key function given for one object type keys that type's informers, caches and queues
+    /// alike; other types keep `namespace/name`.
+    #[tokio::test]
+    async fn a_key_function_given_for_a_type_keys_that_types_informers() {
+        use reflector::store_index::{KeyError, ObjectKey};
+        let config = ClusterConfig::new("http://127.0.0.1:9").expect("config");
+        let pods = Resource::namespaced("", "v1", "pods");
+        let by_uid: KeyFn<DynamicObject> = Arc::new(|o: &DynamicObject| {
+            o.uid()
+                .map(ObjectKey::from)
+                .ok_or_else(|| KeyError::Custom("no uid".into()))
+        });
+        let factory = SharedInformerFactory::new(config).key_fn(by_uid);
+        let mut pod = DynamicObject::new("v1", "Pod").within("ns").named("p");
+        pod.metadata.uid = Some("u-1".into());
+        let dynamic = factory.informer::<DynamicObject>(pods.clone()).unwrap();
+        assert_eq!(dynamic.indexer().key_of(&pod).unwrap().as_str(), "u-1");
+        let metadata = factory.metadata_informer(pods).unwrap();
+        let partial: PartialObjectMetadata =
+            serde_json::from_str(r#"{"metadata":{"name":"p","namespace":"ns","uid":"u-1"}}"#)
+                .unwrap();
+        assert_eq!(
+            metadata.indexer().key_of(&partial).unwrap().as_str(),
+            "ns/p"
+        );
     }
 
     /// A named factory labels each informer with the name and its resource; only the first

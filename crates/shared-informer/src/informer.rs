@@ -16,8 +16,8 @@ use reflector::delta_fifo::{
     RealFifo, RealFifoOptions, Transformer, DEFAULT_BATCH_SIZE,
 };
 use reflector::store_index::{
-    BoxError, DeletedFinalStateUnknown, Indexer, Indexers, Lister, Object, ReadOnlyIndexer,
-    ResourceVersion, Transaction, TransactionError,
+    meta_namespace_key, BoxError, DeletedFinalStateUnknown, Indexer, Indexers, KeyError, KeyFn,
+    Lister, Object, ReadOnlyIndexer, ResourceVersion, Transaction, TransactionError,
 };
 use reflector::{
     HttpListerWatcher, ListerWatcher, Reclaim, Reflector, ReflectorMetrics, ReflectorOptions,
@@ -79,6 +79,41 @@ impl HandlerOptions {
 pub struct InformerOptions<K> {
     /// Name used, with the object type, in logs and stats (the informer's [`InformerId`]).
     pub name: String,
+    /// The key each object is filed under, in the queue and the cache alike (client-go's store
+    /// key function); default `namespace/name` ([`meta_namespace_key`]). A transform that makes
+    /// values without metadata ([`TransformingListerWatcher`](crate::TransformingListerWatcher))
+    /// needs one of its own: the default refuses them (`object has no meta`, a
+    /// [`KeyError::NoMeta`](reflector::store_index::KeyError::NoMeta) that the watch error
+    /// handler receives, the list retried after the reflector's backoff), and so does the
+    /// namespace index, which such a cache leaves out of its `indexers`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use shared_informer::{InformerOptions, SharedIndexInformer, TransformingListerWatcher};
+    /// use shared_informer::reflector::store_index::{BoxError, DynamicObject, Indexers, KeyFn, Object, ObjectKey};
+    /// # use shared_informer::reflector::{ListOptions, ListerWatcher, ObjectList, ReflectorError, WatchOptions, WatchStream};
+    /// # struct Never;
+    /// # impl ListerWatcher<DynamicObject> for Never {
+    /// #     async fn list(&self, _: ListOptions) -> Result<ObjectList<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// #     async fn watch(&self, _: WatchOptions) -> Result<WatchStream<DynamicObject>, ReflectorError> { std::future::pending().await }
+    /// # }
+    ///
+    /// /// What is cached of a node: its name and whether it is schedulable; no metadata.
+    /// struct NodeState { name: String, schedulable: bool }
+    /// impl Object for NodeState {}
+    ///
+    /// let lw = TransformingListerWatcher::new(Never, |node: DynamicObject| {
+    ///     let unschedulable = node.data.get("spec").and_then(|s| s["unschedulable"].as_bool());
+    ///     Ok::<_, BoxError>(NodeState { name: node.name().to_string(), schedulable: unschedulable != Some(true) })
+    /// });
+    /// let key_fn: KeyFn<NodeState> = Arc::new(|n: &NodeState| Ok(ObjectKey::from(n.name.as_str())));
+    /// let nodes = SharedIndexInformer::new(
+    ///     lw,
+    ///     InformerOptions { key_fn, indexers: Indexers::new(), ..Default::default() },
+    /// );
+    /// # let _ = nodes;
+    /// ```
+    pub key_fn: KeyFn<K>,
     /// Default resync period of handlers (zero: never resync).
     pub resync_period: Duration,
     /// Indexes of the cache (add the namespace index with `Indexers::new().with_namespace_index()`).
@@ -102,6 +137,7 @@ impl<K: Object> Default for InformerOptions<K> {
     fn default() -> Self {
         InformerOptions {
             name: "informer".into(),
+            key_fn: Arc::new(|obj: &K| meta_namespace_key(obj)),
             resync_period: Duration::ZERO,
             indexers: Indexers::new().with_namespace_index(),
             reflector: ReflectorOptions::default(),
@@ -189,6 +225,8 @@ struct Lifecycle<L> {
 
 struct Inner<K, L> {
     id: InformerId,
+    /// The queue's key function, the cache's too (`InformerOptions::key_fn`).
+    key_fn: KeyFn<K>,
     indexer: Indexer<K>,
     /// What users get of the cache: the informer alone writes it.
     view: ReadOnlyIndexer<K>,
@@ -222,7 +260,7 @@ struct Inner<K, L> {
 /// use shared_informer::{EventHandlerFns, InformerOptions, SharedIndexInformer};
 /// use shared_informer::reflector::{HttpListerWatcher, Resource};
 /// use shared_informer::reflector::store_index::{DynamicObject, Object};
-/// use tokio_util::sync::CancellationToken;
+/// use shared_informer::CancellationToken;
 ///
 /// let lw = HttpListerWatcher::<DynamicObject>::new(&config, Resource::namespaced("", "v1", "pods"))?;
 /// let informer = SharedIndexInformer::new(lw, InformerOptions::default());
@@ -264,11 +302,12 @@ where
         options: InformerOptions<K>,
         metrics: Arc<ReflectorMetrics>,
     ) -> Self {
-        let indexer = Indexer::new(options.indexers);
+        let indexer = Indexer::with_key_fn(Arc::clone(&options.key_fn), options.indexers);
         let reclaim = Arc::new(Reclaim::new());
         SharedIndexInformer {
             inner: Arc::new(Inner {
                 id: InformerId::new::<K>(options.name, options.informer_name),
+                key_fn: options.key_fn,
                 view: ReadOnlyIndexer::new(indexer.clone()),
                 indexer,
                 processor: Processor::new(Arc::clone(&reclaim)),
@@ -570,6 +609,7 @@ where
         match self.inner.queue_kind {
             InformerQueue::DeltaFifo => {
                 let mut options = DeltaFifoOptions::new()
+                    .key_fn(Arc::clone(&self.inner.key_fn))
                     .known_objects(self.inner.indexer.clone())
                     .emit_replaced(true)
                     .name(name);
@@ -590,7 +630,7 @@ where
                 } else {
                     RealFifoOptions::new(self.inner.indexer.clone())
                 };
-                options = options.name(name);
+                options = options.name(name).key_fn(Arc::clone(&self.inner.key_fn));
                 if let Some(t) = transform {
                     options = options.transformer_arc(t);
                 }
@@ -635,9 +675,7 @@ where
                 .with_metrics(Arc::clone(&self.inner.reflector_metrics))
                 .with_reclaim(Arc::clone(&self.inner.reclaim)),
         );
-        if let Some(h) = error_handler {
-            reflector.set_watch_error_handler(h);
-        }
+        reflector.set_watch_error_handler(self.watch_error_handler(error_handler));
         let _ = self.inner.reflector_rv.set({
             let fifo = fifo.clone();
             Box::new(move || fifo.last_sync_resource_version())
@@ -702,6 +740,23 @@ where
         self.inner.processor.stop().await;
         self.inner.synced.set_stopped();
         tracing::debug!("informer stopped");
+    }
+
+    /// The reflector's error handler: the user's, if set, after a warning, once per informer,
+    /// that says what to do about objects without metadata (each error is logged by the
+    /// reflector as well).
+    fn watch_error_handler(&self, user: Option<WatchErrorHandler>) -> WatchErrorHandler {
+        let id = self.inner.id.clone();
+        let warned = std::sync::atomic::AtomicBool::new(false);
+        Arc::new(move |error| {
+            if error.key_error() == Some(&KeyError::NoMeta) && !warned.swap(true, Ordering::Relaxed)
+            {
+                tracing::warn!(informer = %id, %error, "objects without metadata cannot be keyed by namespace and name: give the informer a key function of its own (InformerOptions::key_fn)");
+            }
+            if let Some(user) = &user {
+                user(error);
+            }
+        })
     }
 
     /// P3, P4: waits for the handlers over their high water to drain to half of it, for at most

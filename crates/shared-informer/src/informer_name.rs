@@ -133,6 +133,29 @@ impl Drop for NameInner {
 /// A reserved informer name (see the module documentation). Cheap to clone: clones share one
 /// reservation, released by [`release`](Self::release) or when the last clone is dropped.
 ///
+/// Keep the handle as long as the name is to stay reserved: unlike client-go, which keeps a name
+/// for the life of the process, a handle discarded at once (`let _ = InformerName::reserve(..)`)
+/// frees the name at once (rule D13.4). Hence `#[must_use]`: `InformerName::reserve("kcm")?;` as
+/// a statement is warned of.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// # fn main() -> Result<(), shared_informer::InformerNameError> {
+/// shared_informer::InformerName::reserve("doc-discarded")?; // freed again at once
+/// # Ok(()) }
+/// ```
+///
+/// ```
+/// # fn main() -> Result<(), shared_informer::InformerNameError> {
+/// use shared_informer::{InformerName, InformerNameRegistry};
+///
+/// let _ = InformerName::reserve("doc-discarded")?;
+/// assert!(!InformerNameRegistry::global().is_reserved("doc-discarded"), "dropped at once");
+/// let kept = InformerName::reserve("doc-discarded")?;
+/// assert!(InformerNameRegistry::global().is_reserved("doc-discarded"));
+/// # drop(kept); Ok(()) }
+/// ```
+///
 /// ```
 /// use shared_informer::{InformerName, InformerNameError};
 ///
@@ -151,6 +174,7 @@ impl Drop for NameInner {
 /// # Ok::<(), InformerNameError>(())
 /// ```
 #[derive(Clone)]
+#[must_use = "dropping the last handle releases the name: keep it for as long as the name is to stay reserved (client-go keeps a name for the process)"]
 pub struct InformerName {
     inner: Arc<NameInner>,
 }
@@ -313,7 +337,18 @@ mod tests {
         drop(clone);
         assert!(!registry.is_reserved("kcm"));
         assert!(!pods.is_reserved());
-        registry.reserve("kcm").unwrap();
+        let _again = registry.reserve("kcm").unwrap();
+    }
+
+    /// The difference from client-go (D13.4): a handle discarded at once frees the name at
+    /// once, where client-go keeps it for the process; the type is `#[must_use]` for this.
+    #[test]
+    fn a_handle_discarded_at_once_frees_the_name_at_once() {
+        let registry = InformerNameRegistry::new();
+        let _ = registry.reserve("kcm").unwrap();
+        assert!(!registry.is_reserved("kcm"));
+        let _kept = registry.reserve("kcm").unwrap();
+        assert!(registry.is_reserved("kcm"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reflector::delta_fifo::{FifoError, Queue, Store};
-use reflector::store_index::ResourceVersion;
+use reflector::store_index::{Object, ObjectKey, ResourceVersion};
 use tokio::sync::Notify;
 
 /// How far an informer reads ahead of its cache and its handlers (see
@@ -162,6 +162,12 @@ impl<K: Send + Sync, Q: Queue<K>> Store<K> for PacedQueue<Q> {
     }
     fn update_resource_version(&self, resource_version: &ResourceVersion) {
         self.queue.update_resource_version(resource_version)
+    }
+    fn key(&self, obj: &K) -> Result<ObjectKey, FifoError>
+    where
+        K: Object,
+    {
+        self.queue.key(obj)
     }
     fn has_room(&self) -> bool {
         self.room_now::<K>()

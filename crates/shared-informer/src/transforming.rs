@@ -18,6 +18,14 @@
 //! transforming: …`; the reflector retries the list after its backoff), and a watch event whose
 //! object fails is logged and dropped, its resource version kept (it goes on as a bookmark), as
 //! a reflector does with a watch event its store refuses.
+//!
+//! The result need not be a Kubernetes object: a value without metadata (`impl Object for T {}`)
+//! is cached under the informer's key function ([`InformerOptions::key_fn`], rule D10.3; the
+//! default, `namespace/name`, refuses it with `object has no meta`). Such a value carries no
+//! resource version, so each watch event of one is followed by a bookmark of its source's: the
+//! reflector resumes its watches where they were.
+//!
+//! [`InformerOptions::key_fn`]: crate::InformerOptions::key_fn
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -106,7 +114,7 @@ impl<L, S, T, F> ListerWatcher<T> for TransformingListerWatcher<L, S, F>
 where
     L: ListerWatcher<S>,
     S: Object,
-    T: Send + 'static,
+    T: Object,
     F: Fn(S) -> Result<T, BoxError> + Send + Sync + 'static,
 {
     async fn list(&self, options: ListOptions) -> Result<ObjectList<T>, ReflectorError> {
@@ -130,9 +138,12 @@ where
         let events = self.inner.watch(options).await?;
         let transform = Arc::clone(&self.transform);
         Ok(events
-            .filter_map(move |event| {
-                let converted = event.map(|event| convert(&*transform, event)).transpose();
-                std::future::ready(converted)
+            .flat_map(move |event| {
+                let converted = match event {
+                    Ok(event) => convert(&*transform, event),
+                    Err(e) => one(Err(e)),
+                };
+                futures::stream::iter(converted)
             })
             .boxed())
     }
@@ -150,34 +161,52 @@ where
     }
 }
 
-/// One watch event converted; a failed conversion becomes a bookmark of the object's resource
-/// version (nothing, if it has none), after an error log naming the object by key.
-fn convert<S: Object, T>(
+/// What one watch event becomes: nothing, the converted event, or the converted event and a
+/// bookmark of its source's resource version (for a value without metadata).
+type Converted<T> = std::iter::Flatten<std::array::IntoIter<Option<WatchItem<T>>, 2>>;
+
+type WatchItem<T> = Result<WatchEvent<T>, ReflectorError>;
+
+fn one<T>(item: WatchItem<T>) -> Converted<T> {
+    [Some(item), None].into_iter().flatten()
+}
+
+/// One watch event converted. A failed conversion becomes a bookmark of the object's resource
+/// version (nothing, if it has none), after an error log naming the object by key. A converted
+/// value without metadata that reports no resource version is followed by a bookmark of its
+/// source's, so the reflector still learns where the watch is (it records no resource version
+/// from such a value, C10.2).
+fn convert<S: Object, T: Object>(
     transform: &(impl Fn(S) -> Result<T, BoxError> + ?Sized),
     event: WatchEvent<S>,
-) -> Option<WatchEvent<T>> {
+) -> Converted<T> {
     let (kind, obj): (fn(T) -> WatchEvent<T>, S) = match event {
         WatchEvent::Added(obj) => (WatchEvent::Added, obj),
         WatchEvent::Modified(obj) => (WatchEvent::Modified, obj),
         WatchEvent::Deleted(obj) => (WatchEvent::Deleted, obj),
-        WatchEvent::Bookmark(b) => return Some(WatchEvent::Bookmark(b)),
-        WatchEvent::Error(status) => return Some(WatchEvent::Error(status)),
+        WatchEvent::Bookmark(b) => return one(Ok(WatchEvent::Bookmark(b))),
+        WatchEvent::Error(status) => return one(Ok(WatchEvent::Error(status))),
     };
     let resource_version = obj.resource_version().map(ResourceVersion::from);
     let key = match obj.namespace() {
         Some(ns) if !ns.is_empty() => format!("{ns}/{}", obj.name()),
         _ => obj.name().to_string(),
     };
+    let bookmark = |resource_version| {
+        Ok(WatchEvent::Bookmark(Bookmark {
+            resource_version,
+            initial_events_end: false,
+        }))
+    };
     match transform(obj) {
-        Ok(converted) => Some(kind(converted)),
+        Ok(converted) => {
+            let versionless = !converted.has_meta() && converted.resource_version().is_none();
+            let then = resource_version.filter(|_| versionless).map(bookmark);
+            [Some(Ok(kind(converted))), then].into_iter().flatten()
+        }
         Err(error) => {
             tracing::error!(%key, %error, "transforming a watch event's object failed; the event is dropped");
-            resource_version.map(|resource_version| {
-                WatchEvent::Bookmark(Bookmark {
-                    resource_version,
-                    initial_events_end: false,
-                })
-            })
+            [resource_version.map(bookmark), None].into_iter().flatten()
         }
     }
 }

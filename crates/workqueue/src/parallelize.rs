@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
-/// use tokio_util::sync::CancellationToken;
+/// use workqueue::CancellationToken;
 /// use workqueue::parallelize_until;
 ///
 /// let token = CancellationToken::new();

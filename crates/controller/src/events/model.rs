@@ -195,6 +195,84 @@ pub struct Event {
     pub action: Option<String>,
 }
 
+impl Event {
+    /// An event about `object`, as a recorder makes one (client-go's `makeEvent`): named
+    /// `<object name>.<unique hex>` in the object's namespace (`default` for a cluster-scoped
+    /// object), seen once, now; no source until [`with_source`](Self::with_source). For the
+    /// correlator's key functions, a sink or a test, without a broadcaster to record it.
+    ///
+    /// ```
+    /// use controller::events::{CorrelatorKeys, Event, EventSource, EventType, ObjectReference};
+    ///
+    /// let pod = ObjectReference::new("v1", "Pod", "default", "web-0");
+    /// let event = Event::new(&pod, EventType::Warning, "BackOff", "restarting failed container")
+    ///     .with_source(EventSource::new("kubelet").with_host("node-1"));
+    /// assert_eq!((event.metadata.namespace.as_str(), event.count), ("default", 1));
+    /// let normal = Event::new(&pod, EventType::Normal, "Pulled", "pulled")
+    ///     .with_source(EventSource::new("kubelet").with_host("node-1"));
+    /// // Normal events cannot use up a Warning's spam budget: the type is in the key.
+    /// assert_ne!(CorrelatorKeys::default_spam_key(&event), CorrelatorKeys::default_spam_key(&normal));
+    /// ```
+    pub fn new(
+        object: &ObjectReference,
+        type_: EventType,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::recorded_at(
+            object,
+            type_,
+            reason.into(),
+            message.into(),
+            SystemTime::now(),
+        )
+    }
+
+    /// [`new`](Self::new) at `now`, the recorder's clock's time.
+    pub(crate) fn recorded_at(
+        object: &ObjectReference,
+        type_: EventType,
+        reason: String,
+        message: String,
+        now: SystemTime,
+    ) -> Self {
+        let timestamp = Some(Timestamp::from_system_time(now));
+        let namespace = if object.namespace.is_empty() {
+            "default".to_owned()
+        } else {
+            object.namespace.clone()
+        };
+        Event {
+            metadata: EventMeta {
+                name: event_name(&object.name, now),
+                namespace,
+                resource_version: String::new(),
+            },
+            involved_object: object.clone(),
+            reason,
+            message,
+            source: EventSource::default(),
+            first_timestamp: timestamp,
+            last_timestamp: timestamp,
+            count: 1,
+            type_,
+            event_time: None,
+            reporting_component: String::new(),
+            reporting_instance: String::new(),
+            action: None,
+        }
+    }
+
+    /// Sets who reported it: `source`, and as a recorder does, the reporting controller and
+    /// instance from its component and host.
+    pub fn with_source(mut self, source: EventSource) -> Self {
+        self.reporting_component.clone_from(&source.component);
+        self.reporting_instance.clone_from(&source.host);
+        self.source = source;
+        self
+    }
+}
+
 /// `<involved name>.<hex>`: client-go's Event name, the hex being the time in nanoseconds since
 /// the epoch, made strictly increasing within the process so that two events recorded in the
 /// same nanosecond (or under a paused clock) still get different names.

@@ -17,10 +17,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::fanout::Fanout;
-use super::model::{event_name, Event, EventMeta, EventSource, EventType, ObjectReference};
+use super::model::{Event, EventSource, EventType, ObjectReference};
 use super::shared::{bump, BroadcasterConfig, Counters, EventStats, EventStatsHandle, Shared};
 use super::sink::EventSink;
-use super::timestamp::{Timestamp, WallClock};
+use super::timestamp::WallClock;
 use super::watcher::EventWatcher;
 use super::writer::write_to_sink;
 
@@ -183,7 +183,9 @@ impl EventBroadcaster {
 
     /// Starts logging every recorded event through `tracing` at `level` (client-go's
     /// `StartStructuredLogging`): message `event recorded`, with the object (`namespace/name`),
-    /// its kind, API version and field path, and the event's type, reason and message as fields.
+    /// its kind, API version and field path, and the event's type, reason and message as the
+    /// fields `object`, `kind`, `api_version`, `field_path`, `type_`, `reason` and
+    /// `event_message` (not `message`, which is the log line's own text).
     /// A watcher like those of [`start_event_watcher`](Self::start_event_watcher). The message
     /// is logged as it is written to the API server, where anyone who can read Events sees it:
     /// neither should carry a secret.
@@ -209,31 +211,8 @@ impl EventRecorder {
     /// full misses it, which is counted in [`EventStats::dropped`].
     pub fn event(&self, object: &ObjectReference, type_: EventType, reason: &str, message: &str) {
         let now = self.shared.clock.now();
-        let timestamp = Some(Timestamp::from_system_time(now));
-        let namespace = if object.namespace.is_empty() {
-            "default".to_owned()
-        } else {
-            object.namespace.clone()
-        };
-        let event = Event {
-            metadata: EventMeta {
-                name: event_name(&object.name, now),
-                namespace,
-                resource_version: String::new(),
-            },
-            involved_object: object.clone(),
-            reason: reason.to_owned(),
-            message: message.to_owned(),
-            source: (*self.source).clone(),
-            first_timestamp: timestamp,
-            last_timestamp: timestamp,
-            count: 1,
-            type_,
-            event_time: None,
-            reporting_component: self.source.component.clone(),
-            reporting_instance: self.source.host.clone(),
-            action: None,
-        };
+        let event = Event::recorded_at(object, type_, reason.to_owned(), message.to_owned(), now)
+            .with_source((*self.source).clone());
         if !self.fanout.send(event) {
             let dropped = bump(&self.shared.counters.dropped);
             // Rate-limited: a full queue under load would otherwise log once per event.

@@ -615,60 +615,6 @@ async fn cancellation_stops_the_writer_even_while_the_sink_hangs() {
     );
 }
 
-/// The `tracing` events of the current thread, as `field=value` lines, while the guard lives
-/// (paused tests run on one thread, watchers included).
-struct LogCapture {
-    lines: std::sync::Arc<parking_lot::Mutex<Vec<String>>>,
-    _guard: tracing::subscriber::DefaultGuard,
-}
-
-impl LogCapture {
-    fn start() -> Self {
-        let lines = std::sync::Arc::default();
-        let subscriber = CaptureSubscriber(std::sync::Arc::clone(&lines));
-        Self {
-            lines,
-            _guard: tracing::subscriber::set_default(subscriber),
-        }
-    }
-
-    /// The captured lines of events recorded by a logging watcher.
-    fn recorded(&self) -> Vec<String> {
-        self.lines
-            .lock()
-            .iter()
-            .filter(|line| line.contains("message=event recorded"))
-            .cloned()
-            .collect()
-    }
-}
-
-struct CaptureSubscriber(std::sync::Arc<parking_lot::Mutex<Vec<String>>>);
-
-impl tracing::Subscriber for CaptureSubscriber {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Line(String);
-        impl tracing::field::Visit for Line {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                self.0.push_str(&format!("{}={value:?} ", field.name()));
-            }
-        }
-        let mut line = Line(format!("level={} ", event.metadata().level()));
-        event.record(&mut line);
-        self.0.lock().push(line.0);
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
 fn broadcaster(config: BroadcasterConfig) -> (EventBroadcaster, EventRecorder) {
     let broadcaster = EventBroadcaster::new(config);
     let recorder = broadcaster.new_recorder(EventSource::new("test-controller"));
@@ -685,7 +631,7 @@ fn reasons(sink: &MemorySink) -> Vec<String> {
 /// EV7: every event reaches every watcher: two sinks, a function and the log.
 #[tokio::test(start_paused = true)]
 async fn two_sinks_a_function_and_the_log_each_receive_every_event() {
-    let log = LogCapture::start();
+    let log = crate::log_capture::LogCapture::start();
     let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
     let (a, b) = (MemorySink::new(), MemorySink::new());
     let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
@@ -710,20 +656,49 @@ async fn two_sinks_a_function_and_the_log_each_receive_every_event() {
     assert_eq!(reasons(&a), all);
     assert_eq!(reasons(&b), all);
     assert_eq!(*seen.lock(), all);
-    let logged = log.recorded();
+    let logged = log.with_message("event recorded");
     assert_eq!(logged.len(), 3, "{logged:?}");
-    for (line, reason) in logged.iter().zip(all) {
-        assert!(line.starts_with("level=INFO "), "{line}");
-        for field in [
-            "object=\"default/web-0\"".to_owned(),
-            "kind=Pod".to_owned(),
-            "type_=Warning".to_owned(),
-            format!("reason={reason} "),
-            "message=m ".to_owned(),
+    for (event, reason) in logged.iter().zip(all) {
+        assert_eq!(event.level, tracing::Level::INFO);
+        for (field, value) in [
+            ("object", "default/web-0"),
+            ("kind", "Pod"),
+            ("type_", "Warning"),
+            ("reason", reason),
+            ("event_message", "m"),
         ] {
-            assert!(line.contains(&field), "{field} not in {line}");
+            assert_eq!(event.values(field), [value], "{field} in {event:?}");
         }
     }
+}
+
+/// EV7: the logged event's message is a field of its own, `event_message`: a second field named
+/// `message` beside the log line's text is lost to a subscriber that reads the first.
+#[tokio::test(start_paused = true)]
+async fn the_log_gives_the_events_message_a_field_of_its_own() {
+    let log = crate::log_capture::LogCapture::start();
+    let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
+    let logging = broadcaster.start_logging(tracing::Level::WARN);
+    recorder.event(
+        &pod("web-0"),
+        EventType::Warning,
+        "BackOff",
+        "restarting failed container",
+    );
+    drop((broadcaster, recorder));
+    logging.join().await.unwrap();
+
+    let logged = log.events();
+    let event = logged
+        .iter()
+        .find(|e| e.values("reason") == ["BackOff"])
+        .expect("the event is logged");
+    assert_eq!(event.level, tracing::Level::WARN);
+    assert_eq!(event.values("message"), ["event recorded"], "{event:?}");
+    assert_eq!(
+        event.values("event_message"),
+        ["restarting failed container"]
+    );
 }
 
 /// EV7: each sink writes through a correlator of its own and counts in its own stats; the
@@ -765,7 +740,7 @@ async fn each_sink_correlates_on_its_own_and_the_broadcaster_sums_their_counts()
 /// stopped one no longer gets is not counted as dropped.
 #[tokio::test(start_paused = true)]
 async fn stopping_one_watcher_leaves_the_others_running() {
-    let log = LogCapture::start();
+    let log = crate::log_capture::LogCapture::start();
     let (broadcaster, recorder) = broadcaster(BroadcasterConfig::default());
     let (a, b) = (MemorySink::new(), MemorySink::new());
     let to_a = broadcaster.start_recording_to_sink(a.clone());
@@ -789,7 +764,7 @@ async fn stopping_one_watcher_leaves_the_others_running() {
 
     assert_eq!(reasons(&a), ["Before"]);
     assert_eq!(reasons(&b), ["Before", "After"]);
-    assert_eq!(log.recorded().len(), 2);
+    assert_eq!(log.with_message("event recorded").len(), 2);
 }
 
 /// EV7: a stalled sink fills its own queue and then misses events (counted), while the other
@@ -884,4 +859,50 @@ async fn a_watcher_function_that_panics_ends_only_that_watcher() {
     drop((broadcaster, recorder));
     writing.join().await.unwrap();
     assert_eq!(reasons(&sink), ["A", "B", "C"]);
+}
+
+/// `Event::new` makes the event a recorder records, for the correlator's public key functions
+/// and for sinks tested without a broadcaster: only the name's unique suffix and the times may
+/// differ (and the resource version the sink gave the one it stored).
+#[tokio::test(start_paused = true)]
+async fn event_new_makes_the_event_a_recorder_records() {
+    let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+    let source = EventSource::new("test-controller").with_host("node-1");
+    let recorder = broadcaster.new_recorder(source.clone());
+    let sink = MemorySink::new();
+    let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+    let node = ObjectReference::new("v1", "Node", "", "node-1");
+    recorder.event(
+        &node,
+        EventType::Warning,
+        "NotReady",
+        "kubelet stopped posting",
+    );
+    drop(recorder); // the last recorder: the writer drains the queue and returns
+    writer.await.unwrap();
+
+    let recorded = sink.events().remove(0);
+    let made = Event::new(
+        &node,
+        EventType::Warning,
+        "NotReady",
+        "kubelet stopped posting",
+    )
+    .with_source(source);
+    let comparable = |e: &Event| Event {
+        metadata: EventMeta {
+            name: e.metadata.name.split('.').next().unwrap_or("").to_owned(),
+            namespace: e.metadata.namespace.clone(),
+            resource_version: String::new(),
+        },
+        first_timestamp: None,
+        last_timestamp: None,
+        ..e.clone()
+    };
+    assert_eq!(comparable(&made), comparable(&recorded));
+    assert_eq!(made.metadata.namespace, "default");
+    assert_eq!(
+        CorrelatorKeys::default_aggregate_key(&made),
+        CorrelatorKeys::default_aggregate_key(&recorded)
+    );
 }

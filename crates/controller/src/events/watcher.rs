@@ -108,7 +108,9 @@ impl EventWatcher {
     }
 }
 
-/// One event as a `tracing` event at `level`.
+/// One event as a `tracing` event at `level`. The event's message is the field
+/// `event_message`: `tracing` names a log line's own text `message`, and a second field of that
+/// name is lost to every subscriber that keeps the first.
 pub(crate) fn log_event(level: tracing::Level, event: &Event) {
     let o = &event.involved_object;
     let object = if o.namespace.is_empty() {
@@ -126,7 +128,7 @@ pub(crate) fn log_event(level: tracing::Level, event: &Event) {
                 field_path = %o.field_path,
                 type_ = %event.type_,
                 reason = %event.reason,
-                message = %event.message,
+                event_message = %event.message,
                 "event recorded"
             )
         };

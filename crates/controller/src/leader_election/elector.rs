@@ -1,6 +1,7 @@
 //! The elector: acquire, renew, stop leading in time, release.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -128,6 +129,9 @@ pub struct LeaderElector<L> {
     description: String,
     pub(super) observed: Arc<Mutex<Observed>>,
     guard: LeaseGuard,
+    /// Whether the lock's lack of an object to record events against has been logged: once,
+    /// not at every event.
+    warned_no_reference: AtomicBool,
 }
 
 impl<L> std::fmt::Debug for LeaderElector<L> {
@@ -176,6 +180,7 @@ impl<L: LeaseLock> LeaderElector<L> {
                 reported_leader: None,
             })),
             guard: LeaseGuard::new(),
+            warned_no_reference: AtomicBool::new(false),
         })
     }
 
@@ -290,10 +295,20 @@ impl<L: LeaseLock> LeaderElector<L> {
 
     /// client-go's `RecordEvent`: a Normal `LeaderElection` event "`<identity>` `<what>`" on
     /// the lock's object, when a recorder is configured (never blocks).
+    /// A lock without an object records nothing, and says so once: an event missing without a
+    /// word is the gap a lock that does not forward its object would leave.
     fn record_event(&self, what: &str) {
-        let (Some(recorder), Some(object)) =
-            (&self.config.event_recorder, self.lock.object_reference())
-        else {
+        let Some(recorder) = &self.config.event_recorder else {
+            return;
+        };
+        let Some(object) = self.lock.object_reference() else {
+            if !self.warned_no_reference.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    identity = %self.config.identity,
+                    lock = %self.description,
+                    "leader-election events are not recorded: the lock has no object to record them against (LeaseLock::object_reference is None)"
+                );
+            }
             return;
         };
         recorder.eventf(

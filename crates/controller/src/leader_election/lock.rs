@@ -84,11 +84,11 @@ pub trait LeaseLock: Send + Sync {
     fn describe(&self) -> String;
 
     /// The object that leader-election events are recorded against (client-go's
-    /// `RecordEvent` subject: the Lease, as last read or written), if the lock has one. The
-    /// default has none, and then no event is recorded.
-    fn object_reference(&self) -> Option<ObjectReference> {
-        None
-    }
+    /// `RecordEvent` subject: the Lease, as last read or written). Required, with no default,
+    /// so that a lock wrapping another cannot forget to forward it: `None` only for a lock with
+    /// no Kubernetes object behind it, and then an elector with an event recorder records
+    /// nothing and warns once that it does not (rule L9).
+    fn object_reference(&self) -> Option<ObjectReference>;
 }
 
 /// A shared lock is a lock: one [`ApiLeaseLock`](crate::leader_election::ApiLeaseLock) can serve

@@ -29,6 +29,39 @@ pub struct LeaderElectionRecord {
     pub strategy: Option<String>,
 }
 
+/// No holder, no lease, the epoch for both times, no transitions: Go's zero record, so that a lock
+/// decoding its own storage writes `LeaderElectionRecord { .., ..Default::default() }` and a field
+/// added later breaks nothing.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use controller::leader_election::LeaderElectionRecord;
+///
+/// let now = SystemTime::now();
+/// let record = LeaderElectionRecord {
+///     holder_identity: Some("pod-a".into()),
+///     lease_duration: Duration::from_secs(15),
+///     acquire_time: now,
+///     renew_time: now,
+///     ..Default::default()
+/// };
+/// assert_eq!((record.holder(), record.leader_transitions), (Some("pod-a"), 0));
+/// assert_eq!(LeaderElectionRecord::default().holder(), None);
+/// ```
+impl Default for LeaderElectionRecord {
+    fn default() -> Self {
+        LeaderElectionRecord {
+            holder_identity: None,
+            lease_duration: Duration::ZERO,
+            acquire_time: SystemTime::UNIX_EPOCH,
+            renew_time: SystemTime::UNIX_EPOCH,
+            leader_transitions: 0,
+            preferred_holder: None,
+            strategy: None,
+        }
+    }
+}
+
 impl LeaderElectionRecord {
     /// The holder, if there is one (an empty identity counts as none).
     pub fn holder(&self) -> Option<&str> {

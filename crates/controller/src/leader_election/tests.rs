@@ -668,6 +668,74 @@ async fn a_lost_leadership_is_recorded_as_stopped_leading_and_no_recorder_means_
     assert_eq!(messages, ["a became leader", "a stopped leading"]);
 }
 
+/// A user-written lock over another, with no Kubernetes object of its own to name.
+struct Objectless(MemoryLock);
+
+impl LeaseLock for Objectless {
+    fn get(
+        &self,
+    ) -> impl std::future::Future<
+        Output = Result<Option<(LeaderElectionRecord, RawVersion)>, LockError>,
+    > + Send {
+        self.0.get()
+    }
+    fn create(
+        &self,
+        record: &LeaderElectionRecord,
+    ) -> impl std::future::Future<Output = Result<RawVersion, LockError>> + Send {
+        self.0.create(record)
+    }
+    fn update(
+        &self,
+        record: &LeaderElectionRecord,
+        version: &RawVersion,
+    ) -> impl std::future::Future<Output = Result<RawVersion, LockError>> + Send {
+        self.0.update(record, version)
+    }
+    fn identity(&self) -> &str {
+        self.0.identity()
+    }
+    fn describe(&self) -> String {
+        format!("objectless/{}", self.0.describe())
+    }
+    fn object_reference(&self) -> Option<crate::events::ObjectReference> {
+        None
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_without_an_object_records_no_event_and_warns_once_that_it_does_not() {
+    use crate::events::{BroadcasterConfig, EventBroadcaster, EventSource, MemorySink};
+
+    let logs = crate::log_capture::LogCapture::start();
+    let broadcaster = EventBroadcaster::new(BroadcasterConfig::default());
+    let recorder = broadcaster.new_recorder(EventSource::new("my-controller"));
+    let sink = MemorySink::new();
+    let writer = broadcaster.start(sink.clone(), CancellationToken::new());
+    let mut config = config("a");
+    config.event_recorder = Some(recorder);
+    let elector = LeaderElector::new(config, Objectless(lock().for_identity("a"))).unwrap();
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(elector.run(cancel.clone(), Recorder::default()));
+    sleep(Duration::from_secs(5)).await;
+    cancel.cancel();
+    assert_eq!(run.await.unwrap(), ElectionEnd::Cancelled);
+    writer.await.unwrap();
+
+    assert!(sink.events().is_empty(), "no object, no event");
+    let warnings: Vec<_> = logs
+        .events()
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::WARN)
+        .filter(|e| e.values("message")[0].contains("leader-election events are not recorded"))
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "one warning for two events: {warnings:?}"
+    );
+}
+
 /// Starts `identity` and returns its replica with a health handle on its elector.
 fn start_watched(lock: &MemoryLock, identity: &str) -> (Replica, ElectionHealth) {
     let elector = LeaderElector::new(config(identity), lock.for_identity(identity)).unwrap();

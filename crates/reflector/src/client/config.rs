@@ -163,6 +163,24 @@ pub enum Credentials {
 /// The OpenID Connect provider of kubeconfig's `auth-provider: {name: oidc}`. Tokens and the
 /// client secret are [`SecretString`]s. Refreshed tokens are used from memory and, as kubectl
 /// does, written back to the kubeconfig file the user came from ([`write_back`](Self::write_back)).
+///
+/// Build it with [`new`](Self::new) (the issuer and the client id, which have no default) and
+/// set the rest with the setters, by field, or as `OidcConfig { .., ..OidcConfig::new(..) }`: a
+/// field added later comes with its default there, so none of these break.
+///
+/// ```
+/// use reflector::{ClusterConfig, Credentials, OidcConfig};
+///
+/// let issuer = url::Url::parse("https://issuer.example/realms/k8s")?;
+/// let oidc = OidcConfig::new(issuer, "kubectl")
+///     .refresh_token("refresh-token".into())
+///     .client_secret("client-secret".into());
+/// assert!(oidc.id_token.is_none(), "refreshed at the first request");
+/// let mut config = ClusterConfig::new("https://10.0.0.1:6443")?;
+/// config.credentials = Credentials::Oidc(oidc);
+/// assert!(!format!("{config:?}").contains("refresh-token"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct OidcConfig {
     /// The issuer (`idp-issuer-url`); its `/.well-known/openid-configuration` names the token
@@ -185,6 +203,53 @@ pub struct OidcConfig {
     /// rotated it), the rest of the file kept, the file replaced atomically; a failure is
     /// logged, never the request's. `None`: tokens are kept in memory only.
     pub write_back: Option<KubeconfigUser>,
+}
+
+impl OidcConfig {
+    /// The provider `issuer_url` for the OAuth2 client `client_id`, with no client secret and no
+    /// tokens (give it an id token, a refresh token or both, as a kubeconfig's `auth-provider`
+    /// does), the system's trust roots for the issuer, and tokens kept in memory only.
+    pub fn new(issuer_url: url::Url, client_id: impl Into<String>) -> Self {
+        OidcConfig {
+            issuer_url,
+            client_id: client_id.into(),
+            client_secret: None,
+            id_token: None,
+            refresh_token: None,
+            issuer_certificate_authority: None,
+            write_back: None,
+        }
+    }
+
+    /// The OAuth2 client secret.
+    pub fn client_secret(mut self, secret: SecretString) -> Self {
+        self.client_secret = Some(secret);
+        self
+    }
+
+    /// The current id token.
+    pub fn id_token(mut self, token: SecretString) -> Self {
+        self.id_token = Some(token);
+        self
+    }
+
+    /// The refresh token.
+    pub fn refresh_token(mut self, token: SecretString) -> Self {
+        self.refresh_token = Some(token);
+        self
+    }
+
+    /// A PEM bundle trusted for the issuer instead of the system's roots.
+    pub fn issuer_certificate_authority(mut self, pem: Vec<u8>) -> Self {
+        self.issuer_certificate_authority = Some(pem);
+        self
+    }
+
+    /// Where refreshed tokens are written back.
+    pub fn write_back(mut self, user: KubeconfigUser) -> Self {
+        self.write_back = Some(user);
+        self
+    }
 }
 
 /// A user entry of a kubeconfig file: the file and the user's name (`users[].name`).
