@@ -173,14 +173,6 @@ pub fn all() -> Vec<Scenario> {
             run: |o| crd::crd_informer(o).boxed(),
         },
         Scenario {
-            name: "soak",
-            about: "minutes of high churn with RSS sampled and checked for growth",
-            timeout: |o| Duration::from_secs(o.soak_seconds + 180),
-            informers: true,
-            portable: false,
-            run: |o| soak::soak(o).boxed(),
-        },
-        Scenario {
             name: "portable-informers",
             about: "paginated list and watch-list, a label and a field selector, under churn (simulator or real server)",
             timeout: secs(240),
@@ -220,6 +212,14 @@ pub fn all() -> Vec<Scenario> {
             informers: false,
             portable: true,
             run: |o| portable::writes(o).boxed(),
+        },
+        Scenario {
+            name: "soak",
+            about: "minutes of high churn with RSS sampled and checked for growth",
+            timeout: |o| Duration::from_secs(o.soak_seconds + 180),
+            informers: true,
+            portable: false,
+            run: |o| soak::soak(o).boxed(),
         },
     ];
     // Before the soak, which is last.
