@@ -124,7 +124,7 @@ impl BuildModule {
              (cold: {}; once built: seconds)",
             out.display(),
             match self {
-                BuildModule::KubeApiserver => "about 15 minutes on 2 cores",
+                BuildModule::KubeApiserver => "about 5 minutes on 2 cores",
                 BuildModule::Etcd => "a few minutes",
             }
         );

@@ -9,7 +9,7 @@
 //! - [`Binaries::ensure`] finds the two binaries: `KUBE_APISERVER` and `ETCD` when set, else the
 //!   ones built into `target/real-apiserver/bin/`, named by the versions the committed build
 //!   modules pin; missing ones are built with the installed Go from the Go module proxy (a cold
-//!   kube-apiserver build takes about a quarter of an hour on 2 cores; a second call, seconds).
+//!   kube-apiserver build took under five minutes on 2 cores; a second call, seconds).
 //! - [`RealServer::start`] generates a CA, serving and client certificates, bearer tokens and a
 //!   service-account key; starts etcd and kube-apiserver on free ports of 127.0.0.1 with RBAC and
 //!   the feature gates this project tests ([`ServerOptions`]); waits for etcd's `/health` and the
