@@ -9,6 +9,7 @@
 //! outside the core group (`"configmaps"`, `"deployments.apps"`, `"gizmos.example.com"`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,6 +62,58 @@ pub trait Backend: Send + Sync {
     /// Returns once the server has compacted its history past `resource_version`: a watch or
     /// an exact list from it is refused with 410 Gone.
     fn compact_past(&self, resource: &str, resource_version: &str) -> Result<(), String>;
+    /// Starts recording every version of the objects of `resource` in `namespace`, in the
+    /// server's order of writes, from now on.
+    fn record(&self, resource: &str, namespace: &str) -> Result<Box<dyn History>, String>;
+}
+
+/// Every version of some objects as the server wrote them: what a checker of "who wrote what,
+/// when" reads instead of a server's private write log.
+pub trait History: Send + Sync {
+    /// The versions of the object `name`, oldest first.
+    fn versions(&self, name: &str) -> Vec<Value>;
+}
+
+/// The simulator keeps every version itself.
+struct SimHistory {
+    sim: SimServer,
+    resource: String,
+    namespace: String,
+}
+
+impl History for SimHistory {
+    fn versions(&self, name: &str) -> Vec<Value> {
+        self.sim
+            .history(&self.resource, Some(&self.namespace), name)
+    }
+}
+
+/// A watch on a real server, from a list's version on, on a thread of its own; stopped and
+/// joined when dropped.
+struct WatchHistory {
+    seen: Arc<Mutex<Vec<Value>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl History for WatchHistory {
+    fn versions(&self, name: &str) -> Vec<Value> {
+        self.seen
+            .lock()
+            .iter()
+            .filter(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Drop for WatchHistory {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl Backend for SimServer {
@@ -118,11 +171,19 @@ impl Backend for SimServer {
         self.faults().compact();
         Ok(())
     }
+
+    fn record(&self, resource: &str, namespace: &str) -> Result<Box<dyn History>, String> {
+        Ok(Box::new(SimHistory {
+            sim: self.clone(),
+            resource: resource.to_string(),
+            namespace: namespace.to_string(),
+        }))
+    }
 }
 
 /// A real kube-apiserver and etcd, and the versions its API groups prefer.
 pub struct Real {
-    server: RealServer,
+    server: Arc<RealServer>,
     versions: Mutex<HashMap<String, String>>,
 }
 
@@ -134,7 +195,7 @@ impl Real {
             .map_err(|e| Failure(format!("starting the real server: {e}")))?
             .map_err(|e| Failure(format!("starting the real server: {e}")))?;
         Ok(Real {
-            server,
+            server: Arc::new(server),
             versions: Mutex::new(HashMap::new()),
         })
     }
@@ -273,6 +334,43 @@ impl Backend for Real {
                 }
             }
         }
+    }
+    fn record(&self, resource: &str, namespace: &str) -> Result<Box<dyn History>, String> {
+        if self
+            .versions
+            .lock()
+            .get(&format!("namespace/{namespace}"))
+            .is_none()
+        {
+            self.ensure_namespace(namespace)?;
+        }
+        let path = self.path(resource, Some(namespace))?;
+        let list = self.call("GET", &path, "", None)?;
+        let from = list["metadata"]["resourceVersion"]
+            .as_str()
+            .ok_or_else(|| format!("GET {path}: no resourceVersion"))?
+            .to_string();
+        let seen = Arc::new(Mutex::new(
+            list["items"].as_array().cloned().unwrap_or_default(),
+        ));
+        let stop = Arc::new(AtomicBool::new(false));
+        let watch = format!("{path}?watch=1&resourceVersion={from}&timeoutSeconds=3600");
+        let thread = std::thread::spawn({
+            let (server, seen, stop) = (self.server.clone(), seen.clone(), stop.clone());
+            move || {
+                let result = server.watch(User::Admin, &watch, &stop, |event| {
+                    seen.lock().push(event["object"].clone());
+                });
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "the history's watch ended");
+                }
+            }
+        });
+        Ok(Box::new(WatchHistory {
+            seen,
+            stop,
+            thread: Some(thread),
+        }))
     }
 }
 

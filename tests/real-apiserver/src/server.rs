@@ -200,6 +200,61 @@ impl RealServer {
         })
     }
 
+    /// Streams a watch (`path` with `watch=1` and its parameters) as `user`, handing each event
+    /// (one JSON document) to `on_event` until the server ends the watch or `stop` is set
+    /// (checked at least every 200 ms). An observer of its own, independent of the client under
+    /// test. Blocking: run it on a thread of its own.
+    pub fn watch(
+        &self,
+        user: User,
+        path: &str,
+        stop: &std::sync::atomic::AtomicBool,
+        mut on_event: impl FnMut(serde_json::Value),
+    ) -> Result<(), Error> {
+        let fail = |detail: String| Error::Io {
+            what: format!("watching {path}"),
+            source: std::io::Error::other(detail),
+        };
+        let tls = Arc::new(tls_config(&self.pki.ca_pem)?);
+        let tcp =
+            TcpStream::connect(("127.0.0.1", self.port())).map_err(|e| fail(e.to_string()))?;
+        tcp.set_read_timeout(Some(Duration::from_millis(200)))
+            .map_err(|e| fail(e.to_string()))?;
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1")
+            .map_err(|e| fail(e.to_string()))?;
+        let connection =
+            rustls::ClientConnection::new(tls, name).map_err(|e| fail(e.to_string()))?;
+        let mut stream = rustls::StreamOwned::new(connection, tcp);
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nConnection: close\r\n\r\n",
+            self.token(user)
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        stream.flush().map_err(|e| fail(e.to_string()))?;
+        let mut events = WatchLines::default();
+        let mut buffer = [0u8; 64 * 1024];
+        while !stop.load(Ordering::Relaxed) {
+            match stream.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(n) => {
+                    for event in events.feed(&buffer[..n]).map_err(fail)? {
+                        on_event(event);
+                    }
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                // A peer that closes without close_notify: the watch has ended.
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(fail(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+
     fn port(&self) -> u16 {
         self.url
             .rsplit(':')
@@ -508,6 +563,97 @@ fn https_request(
     exchange(&mut stream, method, path, Some(token), body)
 }
 
+/// A watch answer read as it arrives: the head, then HTTP/1.1 chunks, then one JSON event per
+/// line. Holds at most one chunk and one line beyond what was handed on.
+#[derive(Default)]
+struct WatchLines {
+    raw: Vec<u8>,
+    head_done: bool,
+    /// Bytes of the current chunk still to come.
+    chunk_left: usize,
+    /// Bytes of the CRLF that ends the current chunk still to skip.
+    crlf_left: usize,
+    /// The last (empty) chunk came: nothing more is read.
+    ended: bool,
+    line: Vec<u8>,
+}
+
+impl WatchLines {
+    /// The longest line (event) accepted.
+    const MAX_LINE: usize = 16 << 20;
+
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<serde_json::Value>, String> {
+        let mut events = Vec::new();
+        if self.ended {
+            return Ok(events);
+        }
+        self.raw.extend_from_slice(bytes);
+        if !self.head_done {
+            let Some(end) = self.raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return Ok(events);
+            };
+            let head = String::from_utf8_lossy(&self.raw[..end]).into_owned();
+            let status = head.split_whitespace().nth(1).unwrap_or("");
+            if status != "200" {
+                return Err(format!(
+                    "the watch answered {}",
+                    head.lines().next().unwrap_or("")
+                ));
+            }
+            self.raw.drain(..end + 4);
+            self.head_done = true;
+        }
+        loop {
+            if self.chunk_left == 0 {
+                // The CRLF that ended the previous chunk, perhaps cut between two reads.
+                let skip = self.crlf_left.min(self.raw.len());
+                self.raw.drain(..skip);
+                self.crlf_left -= skip;
+                if self.crlf_left > 0 {
+                    return Ok(events);
+                }
+                // A chunk's size line.
+                let Some(end) = self.raw.windows(2).position(|w| w == b"\r\n") else {
+                    return Ok(events);
+                };
+                let text = String::from_utf8_lossy(&self.raw[..end]).into_owned();
+                let size = usize::from_str_radix(text.split(';').next().unwrap_or("").trim(), 16)
+                    .map_err(|_| format!("a bad chunk size {text:?}"))?;
+                self.raw.drain(..end + 2);
+                if size == 0 {
+                    self.ended = true;
+                    return Ok(events);
+                }
+                self.chunk_left = size;
+            }
+            if self.raw.is_empty() {
+                return Ok(events);
+            }
+            let take = self.chunk_left.min(self.raw.len());
+            for &byte in &self.raw[..take] {
+                if byte == b'\n' {
+                    let line = std::mem::take(&mut self.line);
+                    if !line.is_empty() {
+                        events.push(
+                            serde_json::from_slice(&line)
+                                .map_err(|e| format!("a watch event that is not JSON: {e}"))?,
+                        );
+                    }
+                } else if self.line.len() < Self::MAX_LINE {
+                    self.line.push(byte);
+                } else {
+                    return Err("a watch event over 16 MiB".into());
+                }
+            }
+            self.raw.drain(..take);
+            self.chunk_left -= take;
+            if self.chunk_left == 0 {
+                self.crlf_left = 2;
+            }
+        }
+    }
+}
+
 /// The largest answer [`exchange`] reads.
 const MAX_ANSWER: u64 = 256 << 20;
 
@@ -616,6 +762,21 @@ fn pem_body(pem: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watch_events_are_read_across_chunks_cut_anywhere() {
+        let stream = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+            d\r\n{\"type\":\"A\"}\n\r\n8\r\n{\"type\":\r\n5\r\n\"B\"}\n\r\n0\r\n\r\n";
+        for cut in 1..stream.len() {
+            let mut lines = WatchLines::default();
+            let mut events = lines.feed(&stream[..cut]).unwrap();
+            events.extend(lines.feed(&stream[cut..]).unwrap());
+            let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+            assert_eq!(types, ["A", "B"], "cut at {cut}");
+        }
+        let mut refused = WatchLines::default();
+        assert!(refused.feed(b"HTTP/1.1 410 Gone\r\n\r\n").is_err());
+    }
 
     #[test]
     fn a_chunked_answer_is_read_whole_and_a_plain_one_as_it_is() {

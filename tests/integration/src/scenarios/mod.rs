@@ -136,7 +136,8 @@ pub fn all() -> Vec<Scenario> {
             timeout: secs(120),
             // Replicas, a Lease and writes: no informer, so no queue to vary.
             informers: false,
-            portable: false,
+            // On a real server without the partition and the slowing (see the module doc).
+            portable: true,
             run: |o| leader::leader_election(o).boxed(),
         },
         Scenario {
