@@ -152,7 +152,11 @@ async fn lease_candidates_are_served_at_coordination_v1beta1_beside_leases() {
     assert_eq!(seen["spec"]["pingTime"], "2026-01-01T00:00:05.000000Z");
     assert_eq!(seen["spec"]["renewTime"], "2026-01-01T00:00:00.000000Z");
     let stored = sim
-        .get("leasecandidates.coordination.k8s.io", Some("default"), "pod-a")
+        .get(
+            "leasecandidates.coordination.k8s.io",
+            Some("default"),
+            "pod-a",
+        )
         .unwrap();
     assert_eq!(stored["spec"]["leaseName"], "my-controller");
 }
