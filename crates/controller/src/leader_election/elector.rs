@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use tokio::time::{sleep, sleep_until, timeout_at, Instant};
@@ -609,6 +609,11 @@ impl<L: LeaseLock> LeaderElector<L> {
         }
         let mut record = ours(current.acquire_time, current.leader_transitions);
         record.strategy = current.strategy;
+        // The coordinator names a holder without an acquire time: our first renew's, rather
+        // than the epoch.
+        if record.acquire_time == UNIX_EPOCH {
+            record.acquire_time = record.renew_time;
+        }
         let version = self.lock.update(&record, &version).await?;
         self.observe(record, version, callbacks);
         Ok(Attempt::Held)

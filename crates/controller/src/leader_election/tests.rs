@@ -874,12 +874,20 @@ async fn a_coordinated_elector_leads_once_assigned_and_stops_at_the_end_of_its_t
     let lock = lock();
     let a = start_with(&lock, "a", coordinated);
     sleep(ms(1)).await;
-    coordinator_writes(&lock, &assigned("a", None)).await;
+    // kube-apiserver's coordinator writes no acquire time.
+    let mut named = assigned("a", None);
+    named.acquire_time = SystemTime::UNIX_EPOCH;
+    coordinator_writes(&lock, &named).await;
     sleep(max_acquire_wait()).await;
     let started = a
         .recorder
         .started_at()
         .expect("a leads the lease assigned to it");
+    let first = last_write_by(&lock, "a").record;
+    assert_eq!(
+        first.acquire_time, first.renew_time,
+        "the first renew's time"
+    );
     sleep(Duration::from_secs(10)).await;
     let renewal = last_write_by(&lock, "a");
     assert!(renewal.at > started);
@@ -888,6 +896,7 @@ async fn a_coordinated_elector_leads_once_assigned_and_stops_at_the_end_of_its_t
         Some("OldestEmulationVersion")
     );
     assert_eq!(renewal.record.leader_transitions, 1);
+    assert_eq!(renewal.record.acquire_time, first.acquire_time, "kept");
 
     // The coordinator names a preferred holder: a does not renew again, and stops leading at
     // its next renew attempt; the lease runs out for the coordinator to hand it to b.
