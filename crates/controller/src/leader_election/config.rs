@@ -282,6 +282,30 @@ impl LeaderElectionConfig {
 
     /// Turns coordinated election on with `candidacy` (see
     /// [`coordinated`](LeaderElectionConfig::coordinated)).
+    ///
+    /// ```no_run
+    /// use controller::leader_election::{
+    ///     ApiLeaseLock, Candidacy, LeaderElectionConfig, LeaderElector,
+    /// };
+    /// use controller::CancellationToken;
+    /// use workqueue::shared_informer::reflector::{Client, ClusterConfig};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = Client::new(&ClusterConfig::from_kubeconfig(None)?)?;
+    /// // An object name: it names this replica's LeaseCandidate.
+    /// let identity = std::env::var("POD_NAME")?;
+    /// let lock = ApiLeaseLock::new(client, "kube-system", "my-controller", identity.clone());
+    /// let config = LeaderElectionConfig::new("my-controller", identity)
+    ///     .coordinated(Candidacy::new("1.36.3", "1.36.0"));
+    /// let elector = LeaderElector::new(config, lock)?;
+    /// // Announces the candidate, waits to be named holder by kube-apiserver, then leads.
+    /// elector
+    ///     .run_leading(CancellationToken::new(), |leader, _guard| async move {
+    ///         leader.cancelled().await; // ... run the controller until then ...
+    ///     })
+    ///     .await;
+    /// # Ok(()) }
+    /// ```
     pub fn coordinated(mut self, candidacy: Candidacy) -> Self {
         self.coordinated = Some(candidacy);
         self
