@@ -164,7 +164,8 @@ pub struct Registry {
 impl Registry {
     /// core/v1 pods (with status), configmaps, namespaces (with status), events and services
     /// (with status);
-    /// `coordination.k8s.io/v1` leases; `events.k8s.io/v1` events; `apps/v1` deployments (with
+    /// `coordination.k8s.io/v1` leases and `coordination.k8s.io/v1beta1` leasecandidates
+    /// (coordinated leader election's candidates); `events.k8s.io/v1` events; `apps/v1` deployments (with
     /// status and scale); the self reviews of `authorization.k8s.io/v1` and
     /// `authentication.k8s.io/v1` (see [`crate::authz`]). Short names and categories are
     /// kube-apiserver's (`po`, `cm`, `ns`, `ev`, `deploy`; pods and deployments are in `all`).
@@ -209,6 +210,14 @@ impl Registry {
         // Served so that `kubectl cluster-info` (which lists kube-system's Services) works.
         r.register(ResourceDef::new("", "v1", "Service", "services", true).with_status());
         r.register(crate::crd::definition_resource());
+        // Registered last, so that every resource above keeps its index.
+        r.register(ResourceDef::new(
+            "coordination.k8s.io",
+            "v1beta1",
+            "LeaseCandidate",
+            "leasecandidates",
+            true,
+        ));
         r
     }
 

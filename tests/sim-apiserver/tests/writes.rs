@@ -106,6 +106,61 @@ async fn leases_events_and_deployments_are_built_in_and_discovered_with_subresou
     assert!(sim.get("events", Some("default"), "e1").is_ok());
 }
 
+/// Coordinated leader election's candidates: `coordination.k8s.io/v1beta1` LeaseCandidates, as
+/// a candidate uses them (one object read and watched by name, renewed by update) and as the
+/// coordinator pings them (an update of `spec.pingTime`).
+#[tokio::test]
+async fn lease_candidates_are_served_at_coordination_v1beta1_beside_leases() {
+    const CANDIDATES: &str = "/apis/coordination.k8s.io/v1beta1/namespaces/default/leasecandidates";
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let group = c.get("/apis/coordination.k8s.io").await.body;
+    assert_eq!(group["preferredVersion"]["version"], "v1", "{group}");
+    let resources = c.get("/apis/coordination.k8s.io/v1beta1").await.body;
+    assert_eq!(resources["resources"][0]["name"], "leasecandidates");
+    assert_eq!(resources["resources"][0]["kind"], "LeaseCandidate");
+
+    let candidate = |name: &str| {
+        json!({"metadata": {"name": name}, "spec": {
+            "leaseName": "my-controller", "binaryVersion": "1.36.3", "emulationVersion": "1.36.0",
+            "strategy": "OldestEmulationVersion", "renewTime": "2026-01-01T00:00:00.000000Z"}})
+    };
+    let r = c.post(CANDIDATES, candidate("pod-a")).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["apiVersion"], "coordination.k8s.io/v1beta1");
+    assert_eq!(r.body["kind"], "LeaseCandidate");
+    c.post(CANDIDATES, candidate("pod-b")).await;
+
+    let by_name = format!("{CANDIDATES}?fieldSelector=metadata.name%3Dpod-a");
+    let list = c.get(&by_name).await.body;
+    assert_eq!(list["kind"], "LeaseCandidateList");
+    assert_eq!(list["items"].as_array().unwrap().len(), 1, "{list}");
+    let mut watch = c
+        .watch(&format!(
+            "{by_name}&watch=true&resourceVersion={}",
+            list["metadata"]["resourceVersion"].as_str().unwrap()
+        ))
+        .await;
+    let mut pinged = list["items"][0].clone();
+    pinged["spec"]["pingTime"] = json!("2026-01-01T00:00:05.000000Z");
+    let url = format!("{CANDIDATES}/pod-a");
+    let r = c
+        .send(Method::PUT, &url, Some(("application/json", pinged)))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let seen = watch.expect("MODIFIED").await;
+    assert_eq!(seen["spec"]["pingTime"], "2026-01-01T00:00:05.000000Z");
+    assert_eq!(seen["spec"]["renewTime"], "2026-01-01T00:00:00.000000Z");
+    let stored = sim
+        .get(
+            "leasecandidates.coordination.k8s.io",
+            Some("default"),
+            "pod-a",
+        )
+        .unwrap();
+    assert_eq!(stored["spec"]["leaseName"], "my-controller");
+}
+
 #[tokio::test]
 async fn the_status_subresource_changes_only_status_and_the_main_resource_keeps_it() {
     let sim = SimServer::start().await.unwrap();

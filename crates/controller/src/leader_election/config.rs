@@ -45,12 +45,171 @@ pub struct LeaderElectionConfig {
     /// "`<identity>` stopped leading" against the lock's object (client-go's
     /// `ResourceLockConfig.EventRecorder`); `None`: no events.
     pub event_recorder: Option<EventRecorder>,
-    /// Coordinated leader election (client-go's `Coordinated`, alpha in Kubernetes): the API
-    /// server picks the holder and writes it into the Lease; this elector never creates nor
-    /// takes a lease, only renews one that names it, and stops renewing once the Lease names a
-    /// `preferredHolder`. Off by default. The candidates must announce themselves to the
-    /// coordinator with `LeaseCandidate` objects, which this crate does not write.
-    pub coordinated: bool,
+    /// Coordinated leader election (client-go's `Coordinated`, alpha in Kubernetes), on when
+    /// `Some`: the API server's coordinator picks the holder among the candidates and writes it
+    /// into the Lease. The elector announces itself as a candidate with a
+    /// [`LeaseCandidate`](crate::leader_election::LeaseCandidate) named after its identity and
+    /// written by its lock
+    /// ([`LeaseLock::candidate`](crate::leader_election::LeaseLock::candidate)), for as long as it
+    /// runs; it never creates nor takes the Lease, only renews it once it names us, and stops
+    /// renewing once the Lease names a `preferredHolder`. `None` by default; set it with
+    /// [`coordinated`](Self::coordinated).
+    pub coordinated: Option<Candidacy>,
+}
+
+/// The strategy of coordinated election that kube-apiserver's coordinator implements: the
+/// candidate with the oldest emulation version leads, then the one with the oldest binary
+/// version, then the one created first, so that during an upgrade the leader is one that every
+/// replica can follow.
+pub const OLDEST_EMULATION_VERSION: &str = "OldestEmulationVersion";
+
+/// How often a candidate renews its `LeaseCandidate` when the coordinator does not ping it:
+/// client-go's five minutes. The coordinator forgets a candidate not renewed for 30 minutes.
+pub const CANDIDATE_RENEW_INTERVAL: Duration = Duration::from_secs(5 * 60);
+
+/// What a candidate of coordinated election announces about itself in its `LeaseCandidate`
+/// (client-go's `CandidateConfig`, minus where the object lives, which the lock knows).
+///
+/// ```
+/// use controller::leader_election::{Candidacy, LeaderElectionConfig, OLDEST_EMULATION_VERSION};
+///
+/// let config = LeaderElectionConfig::new("my-controller", "pod-a")
+///     .coordinated(Candidacy::new("1.36.3", "1.36.0"));
+/// assert_eq!(config.validate(), Ok(()));
+/// assert_eq!(config.coordinated.unwrap().strategy, OLDEST_EMULATION_VERSION);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidacy {
+    /// This binary's version (`spec.binaryVersion`), a semantic version without a `v`
+    /// (`1.36.3`). Required.
+    pub binary_version: String,
+    /// The version whose behaviour this binary emulates (`spec.emulationVersion`), at most the
+    /// binary version; required by [`OLDEST_EMULATION_VERSION`].
+    pub emulation_version: String,
+    /// How the coordinator picks the holder (`spec.strategy`); default
+    /// [`OLDEST_EMULATION_VERSION`], the only one kube-apiserver implements. Others must be a
+    /// qualified name with a `/` (`example.com/mine`), for a coordinator of one's own.
+    pub strategy: String,
+    /// How long the candidate waits between two renewals when nobody pings it; default
+    /// [`CANDIDATE_RENEW_INTERVAL`]. Must be well under the coordinator's 30 minutes.
+    pub renew_interval: Duration,
+}
+
+impl Candidacy {
+    /// A candidacy with the [`OLDEST_EMULATION_VERSION`] strategy and client-go's renew
+    /// interval.
+    pub fn new(binary_version: impl Into<String>, emulation_version: impl Into<String>) -> Self {
+        Self {
+            binary_version: binary_version.into(),
+            emulation_version: emulation_version.into(),
+            strategy: OLDEST_EMULATION_VERSION.to_string(),
+            renew_interval: CANDIDATE_RENEW_INTERVAL,
+        }
+    }
+
+    /// Sets [`strategy`](Self::strategy).
+    pub fn strategy(mut self, strategy: impl Into<String>) -> Self {
+        self.strategy = strategy.into();
+        self
+    }
+
+    /// Sets [`renew_interval`](Self::renew_interval).
+    pub fn renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = interval;
+        self
+    }
+
+    /// Checks what kube-apiserver would refuse, so that a candidate is refused at once rather
+    /// than by every write: `name` (the candidate's, the elector's identity) a DNS subdomain,
+    /// the binary version a semantic version, the emulation version one too (required by
+    /// [`OLDEST_EMULATION_VERSION`]) and not newer than the binary's, a strategy, and a positive
+    /// renew interval of at most [`MAX_DURATION`].
+    pub fn validate(&self, name: &str) -> Result<(), LeaderElectionConfigError> {
+        if !is_dns_subdomain(name) {
+            return Err(LeaderElectionConfigError::NotAnObjectName(name.to_string()));
+        }
+        if self.renew_interval.is_zero() {
+            return Err(LeaderElectionConfigError::NotPositive("renew_interval"));
+        }
+        if self.renew_interval > MAX_DURATION {
+            return Err(LeaderElectionConfigError::TooLong("renew_interval"));
+        }
+        if self.strategy.is_empty() {
+            return Err(LeaderElectionConfigError::Empty("strategy"));
+        }
+        let binary = semantic_version("binary_version", &self.binary_version)?;
+        if self.emulation_version.is_empty() {
+            if self.strategy == OLDEST_EMULATION_VERSION {
+                return Err(LeaderElectionConfigError::Empty("emulation_version"));
+            }
+            return Ok(());
+        }
+        let emulation = semantic_version("emulation_version", &self.emulation_version)?;
+        if binary < emulation {
+            return Err(LeaderElectionConfigError::EmulationNewerThanBinary);
+        }
+        Ok(())
+    }
+}
+
+/// The major, minor and patch numbers of a semantic version (`1.36.3`, `1.36.0-beta.0+abc`), as
+/// kube-apiserver parses them (no `v`, no leading zeros); the pre-release and build parts are
+/// checked for their characters only.
+fn semantic_version(
+    field: &'static str,
+    text: &str,
+) -> Result<(u64, u64, u64), LeaderElectionConfigError> {
+    let invalid = || LeaderElectionConfigError::NotASemanticVersion {
+        field,
+        value: text.to_string(),
+    };
+    if text.is_empty() {
+        return Err(LeaderElectionConfigError::Empty(field));
+    }
+    let (rest, build) = match text.split_once('+') {
+        Some((rest, build)) => (rest, Some(build)),
+        None => (text, None),
+    };
+    let (core, pre) = match rest.split_once('-') {
+        Some((core, pre)) => (core, Some(pre)),
+        None => (rest, None),
+    };
+    let suffix_ok = |part: Option<&str>| {
+        part.is_none_or(|p| {
+            !p.is_empty()
+                && p.split('.').all(|id| {
+                    !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                })
+        })
+    };
+    if !suffix_ok(pre) || !suffix_ok(build) {
+        return Err(invalid());
+    }
+    let numbers: Vec<u64> = core
+        .split('.')
+        .map(|n| {
+            let digits = !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit());
+            let leading_zero = n.len() > 1 && n.starts_with('0');
+            (digits && !leading_zero).then(|| n.parse().ok()).flatten()
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(invalid)?;
+    match numbers[..] {
+        [major, minor, patch] => Ok((major, minor, patch)),
+        _ => Err(invalid()),
+    }
+}
+
+/// A Kubernetes object name (RFC 1123 subdomain): at most 253 lower-case letters, digits, `-`
+/// and `.`, starting and ending with a letter or digit.
+fn is_dns_subdomain(name: &str) -> bool {
+    let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 253
+        && bytes.iter().all(|&b| alnum(b) || b == b'-' || b == b'.')
+        && alnum(bytes[0])
+        && alnum(bytes[bytes.len() - 1])
 }
 
 /// Why a [`LeaderElectionConfig`] was refused.
@@ -75,6 +234,24 @@ pub enum LeaderElectionConfigError {
     /// The identity is empty.
     #[error("identity must not be empty")]
     EmptyIdentity,
+    /// Coordinated election: the identity, which names the `LeaseCandidate`, is not a
+    /// Kubernetes object name (lower-case letters, digits, `-` and `.`).
+    #[error("identity {0:?} must be a Kubernetes object name (lower-case letters, digits, '-' and '.') to name a LeaseCandidate")]
+    NotAnObjectName(String),
+    /// Coordinated election: a required field of the [`Candidacy`] is empty.
+    #[error("{0} must not be empty")]
+    Empty(&'static str),
+    /// Coordinated election: a version is not a semantic version (`1.36.3`).
+    #[error("{field} {value:?} must be a semantic version such as 1.36.3")]
+    NotASemanticVersion {
+        /// `binary_version` or `emulation_version`.
+        field: &'static str,
+        /// The text given.
+        value: String,
+    },
+    /// Coordinated election: the emulation version is newer than the binary version.
+    #[error("emulation_version must not be newer than binary_version")]
+    EmulationNewerThanBinary,
     /// The lock writes another identity than the configured one.
     #[error("the lock's identity {lock:?} differs from the configured identity {config:?}")]
     IdentityMismatch {
@@ -99,8 +276,39 @@ impl LeaderElectionConfig {
             release_on_cancel: true,
             guard_margin: None,
             event_recorder: None,
-            coordinated: false,
+            coordinated: None,
         }
+    }
+
+    /// Turns coordinated election on with `candidacy` (see
+    /// [`coordinated`](LeaderElectionConfig::coordinated)).
+    ///
+    /// ```no_run
+    /// use controller::leader_election::{
+    ///     ApiLeaseLock, Candidacy, LeaderElectionConfig, LeaderElector,
+    /// };
+    /// use controller::CancellationToken;
+    /// use workqueue::shared_informer::reflector::{Client, ClusterConfig};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = Client::new(&ClusterConfig::from_kubeconfig(None)?)?;
+    /// // An object name: it names this replica's LeaseCandidate.
+    /// let identity = std::env::var("POD_NAME")?;
+    /// let lock = ApiLeaseLock::new(client, "kube-system", "my-controller", identity.clone());
+    /// let config = LeaderElectionConfig::new("my-controller", identity)
+    ///     .coordinated(Candidacy::new("1.36.3", "1.36.0"));
+    /// let elector = LeaderElector::new(config, lock)?;
+    /// // Announces the candidate, waits to be named holder by kube-apiserver, then leads.
+    /// elector
+    ///     .run_leading(CancellationToken::new(), |leader, _guard| async move {
+    ///         leader.cancelled().await; // ... run the controller until then ...
+    ///     })
+    ///     .await;
+    /// # Ok(()) }
+    /// ```
+    pub fn coordinated(mut self, candidacy: Candidacy) -> Self {
+        self.coordinated = Some(candidacy);
+        self
     }
 
     /// The guard margin in effect.
@@ -110,7 +318,8 @@ impl LeaderElectionConfig {
 
     /// Checks client-go's rules: all durations positive, and
     /// `lease_duration > renew_deadline > retry_period × JITTER_FACTOR`; plus a non-empty
-    /// identity, durations at most [`MAX_DURATION`] and a guard margin shorter than the lease.
+    /// identity, durations at most [`MAX_DURATION`], a guard margin shorter than the lease and,
+    /// in coordinated election, the candidacy ([`Candidacy::validate`]).
     ///
     /// ```
     /// use std::time::Duration;
@@ -145,6 +354,9 @@ impl LeaderElectionConfig {
         }
         if self.identity.is_empty() {
             return Err(LeaderElectionConfigError::EmptyIdentity);
+        }
+        if let Some(candidacy) = &self.coordinated {
+            candidacy.validate(&self.identity)?;
         }
         Ok(())
     }

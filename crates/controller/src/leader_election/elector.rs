@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use tokio::time::{sleep, sleep_until, timeout_at, Instant};
@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{LeaderElectionConfig, LeaderElectionConfigError, JITTER_FACTOR};
 use super::guard::LeaseGuard;
+use super::lease_candidate::LeaseCandidate;
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::record::LeaderElectionRecord;
 use crate::events::EventType;
@@ -132,6 +133,8 @@ pub struct LeaderElector<L> {
     /// Whether the lock's lack of an object to record events against has been logged: once,
     /// not at every event.
     warned_no_reference: AtomicBool,
+    /// Coordinated election: our candidate, run for as long as the elector runs.
+    candidate: Option<LeaseCandidate>,
 }
 
 impl<L> std::fmt::Debug for LeaderElector<L> {
@@ -140,6 +143,10 @@ impl<L> std::fmt::Debug for LeaderElector<L> {
             .field("config", &self.config)
             .field("lock", &self.description)
             .field("guard", &self.guard)
+            .field(
+                "candidate",
+                &self.candidate.as_ref().map(LeaseCandidate::name),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -160,7 +167,8 @@ enum Attempt {
 
 impl<L: LeaseLock> LeaderElector<L> {
     /// An elector for `config` over `lock`, after [`LeaderElectionConfig::validate`] and a check
-    /// that the lock writes the configured identity.
+    /// that the lock writes the configured identity. In coordinated election, the lock's
+    /// [`candidate`](LeaseLock::candidate) is taken now, to run with the elector.
     pub fn new(config: LeaderElectionConfig, lock: L) -> Result<Self, LeaderElectionConfigError> {
         config.validate()?;
         if lock.identity() != config.identity {
@@ -169,7 +177,19 @@ impl<L: LeaseLock> LeaderElector<L> {
                 lock: lock.identity().to_string(),
             });
         }
+        let candidate = config.coordinated.as_ref().and_then(|candidacy| {
+            let candidate = lock.candidate(candidacy);
+            if candidate.is_none() {
+                tracing::warn!(
+                    identity = %config.identity,
+                    lock = %lock.describe(),
+                    "coordinated election with a lock that announces no LeaseCandidate: the coordinator elects only announced candidates"
+                );
+            }
+            candidate
+        });
         Ok(Self {
+            candidate,
             description: lock.describe(),
             config,
             lock,
@@ -248,8 +268,36 @@ impl<L: LeaseLock> LeaderElector<L> {
         self.elect(cancel, &(), lead).await
     }
 
+    /// One term, with our candidate announced (coordinated election) from its start until the
+    /// term is over, the lease released included (rule LC1).
     async fn elect<C, F, Fut>(
-        self,
+        mut self,
+        cancel: CancellationToken,
+        callbacks: &C,
+        lead: F,
+    ) -> ElectionEnd
+    where
+        C: LeaderCallbacks,
+        F: FnOnce(CancellationToken, LeaseGuard) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let Some(candidate) = self.candidate.take() else {
+            return self.term(cancel, callbacks, lead).await;
+        };
+        let announcing = CancellationToken::new();
+        let announce = candidate.run(announcing.clone());
+        let term = async {
+            let end = self.term(cancel, callbacks, lead).await;
+            announcing.cancel();
+            end
+        };
+        let (end, ()) = futures::join!(term, announce);
+        end
+    }
+
+    /// Acquire, lead while renewing, stop, release.
+    async fn term<C, F, Fut>(
+        &self,
         cancel: CancellationToken,
         callbacks: &C,
         lead: F,
@@ -497,7 +545,7 @@ impl<L: LeaseLock> LeaderElector<L> {
             preferred_holder: None,
             strategy: None,
         };
-        if self.config.coordinated {
+        if self.config.coordinated.is_some() {
             return self.try_coordinated_renew(callbacks, ours).await;
         }
         if let Some((last, version)) = self.fast_path_basis() {
@@ -561,6 +609,11 @@ impl<L: LeaseLock> LeaderElector<L> {
         }
         let mut record = ours(current.acquire_time, current.leader_transitions);
         record.strategy = current.strategy;
+        // The coordinator names a holder without an acquire time: our first renew's, rather
+        // than the epoch.
+        if record.acquire_time == UNIX_EPOCH {
+            record.acquire_time = record.renew_time;
+        }
         let version = self.lock.update(&record, &version).await?;
         self.observe(record, version, callbacks);
         Ok(Attempt::Held)

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 use workqueue::shared_informer::reflector::store_index::{Object, ObjectMeta};
 use workqueue::shared_informer::reflector::{Api, Client, ClientError, CreateOptions, Resource};
 
+use super::config::Candidacy;
+use super::lease_candidate::LeaseCandidate;
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::micro_time;
 use super::record::LeaderElectionRecord;
@@ -289,6 +291,17 @@ impl LeaseLock for ApiLeaseLock {
             reference.resource_version = metadata.resource_version.clone().unwrap_or_default();
         }
         Some(reference)
+    }
+
+    /// The LeaseCandidate `namespace/<identity>` for this Lease, through this lock's client.
+    fn candidate(&self, candidacy: &Candidacy) -> Option<LeaseCandidate> {
+        Some(LeaseCandidate::unchecked(
+            self.api.client().clone(),
+            &self.namespace,
+            self.identity.clone(),
+            self.name.clone(),
+            candidacy.clone(),
+        ))
     }
 }
 

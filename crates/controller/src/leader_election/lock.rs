@@ -5,6 +5,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use super::config::Candidacy;
+use super::lease_candidate::LeaseCandidate;
 use super::record::LeaderElectionRecord;
 use crate::events::ObjectReference;
 
@@ -89,6 +91,16 @@ pub trait LeaseLock: Send + Sync {
     /// no Kubernetes object behind it, and then an elector with an event recorder records
     /// nothing and warns once that it does not (rule L9).
     fn object_reference(&self) -> Option<ObjectReference>;
+
+    /// Coordinated election: the [`LeaseCandidate`] announcing this lock's identity, with
+    /// `candidacy`, as a candidate for this lock's Lease (same namespace, the Lease's name as
+    /// `spec.leaseName`). Called once by an elector whose configuration is
+    /// [`coordinated`](crate::leader_election::LeaderElectionConfig::coordinated), after the
+    /// candidacy was validated; the elector runs it for as long as it runs. Required, with no
+    /// default, for the reason [`object_reference`](Self::object_reference) is: `None` only for a
+    /// lock with no Kubernetes object behind it, and then the elector warns that no candidate is
+    /// announced, so the coordinator will not elect it unless one is announced otherwise.
+    fn candidate(&self, candidacy: &Candidacy) -> Option<LeaseCandidate>;
 }
 
 /// A shared lock is a lock: one [`ApiLeaseLock`](crate::leader_election::ApiLeaseLock) can serve
@@ -127,5 +139,9 @@ impl<L: LeaseLock + ?Sized> LeaseLock for Arc<L> {
 
     fn object_reference(&self) -> Option<ObjectReference> {
         (**self).object_reference()
+    }
+
+    fn candidate(&self, candidacy: &Candidacy) -> Option<LeaseCandidate> {
+        (**self).candidate(candidacy)
     }
 }

@@ -9,6 +9,8 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::config::Candidacy;
+use super::lease_candidate::LeaseCandidate;
 use super::lock::{LeaseLock, LockError, RawVersion};
 use super::record::LeaderElectionRecord;
 use crate::events::ObjectReference;
@@ -303,5 +305,10 @@ impl LeaseLock for MemoryLock {
             "",
             self.shared.name.clone(),
         ))
+    }
+
+    /// None: tests of coordinated election play the coordinator on the record themselves.
+    fn candidate(&self, _candidacy: &Candidacy) -> Option<LeaseCandidate> {
+        None
     }
 }

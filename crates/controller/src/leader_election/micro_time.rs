@@ -6,8 +6,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SECONDS_PER_DAY: i64 = 86_400;
 
-/// `t` in UTC with microseconds; times before 1970 are written as the epoch.
-pub(crate) fn format(t: SystemTime) -> String {
+/// `t` in UTC with microseconds (`2026-11-23T16:25:51.123456Z`), as a Lease's or a
+/// LeaseCandidate's times are written; times before 1970 are written as the epoch.
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use controller::leader_election::{format_micro_time, parse_micro_time};
+///
+/// let t = UNIX_EPOCH + Duration::from_micros(1_795_451_151_123_456);
+/// assert_eq!(format_micro_time(t), "2026-11-23T16:25:51.123456Z");
+/// assert_eq!(parse_micro_time(&format_micro_time(t)), Some(t));
+/// ```
+pub fn format(t: SystemTime) -> String {
     let since_epoch = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     let secs = i64::try_from(since_epoch.as_secs()).unwrap_or(i64::MAX / 2);
     let (days, second_of_day) = (

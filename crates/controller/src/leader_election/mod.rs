@@ -26,9 +26,17 @@
 //! electors ever lead at once under random failures, hangs, slow answers and lost answers of
 //! the lock.
 //!
-//! Coordinated election (`LeaderElectionConfig::coordinated`, client-go's alpha `Coordinated`):
-//! the API server assigns the holder; the elector only renews a Lease naming it and stops at
-//! the end of its term (a `preferredHolder` set).
+//! Coordinated election ([`LeaderElectionConfig::coordinated`], client-go's alpha `Coordinated`):
+//! the elector announces itself with a [`LeaseCandidate`] (written by its lock, answering the
+//! coordinator's pings), the API server's coordinator assigns the holder, and the elector only
+//! renews a Lease naming it and stops at the end of its term (a `preferredHolder` set).
+//!
+//! ```text
+//!   LeaseCandidate <ns>/<identity>  ◄─ ping (pingTime) ── kube-apiserver's coordinator
+//!     renew: at once after a ping, else every 5 min  ──►  elects among those that answered
+//!   Lease <ns>/<name>               ◄─ holderIdentity ──┘ (never created nor taken by us)
+//!     LeaderElector: leads while the Lease names it, renewing it as usual
+//! ```
 //!
 //! Locks: [`ApiLeaseLock`] on a `coordination.k8s.io/v1` Lease (interoperable with client-go's),
 //! and [`MemoryLock`] for tests.
@@ -38,20 +46,25 @@ mod elector;
 mod guard;
 mod health;
 mod lease;
+mod lease_candidate;
 mod lock;
 mod memory;
 mod micro_time;
 mod record;
 
-pub use config::{LeaderElectionConfig, LeaderElectionConfigError, JITTER_FACTOR, MAX_DURATION};
+pub use config::{
+    Candidacy, LeaderElectionConfig, LeaderElectionConfigError, CANDIDATE_RENEW_INTERVAL,
+    JITTER_FACTOR, MAX_DURATION, OLDEST_EMULATION_VERSION,
+};
 pub use elector::{ElectionEnd, LeaderCallbacks, LeaderElector};
 pub use guard::{LeadershipLost, LeaseGuard};
 pub use health::{ElectionHealth, HealthzAdaptor, LeaseNotRenewed};
 pub use lease::ApiLeaseLock;
 pub(crate) use lease::{leases_api, lock_error};
+pub use lease_candidate::LeaseCandidate;
 pub use lock::{LeaseLock, LockError, RawVersion};
 pub use memory::{Fault, InjectedFailure, LockCall, LockOp, LockWrite, MemoryLock};
-pub use micro_time::parse as parse_micro_time;
+pub use micro_time::{format as format_micro_time, parse as parse_micro_time};
 pub use record::LeaderElectionRecord;
 
 #[cfg(test)]

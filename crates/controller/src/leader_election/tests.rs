@@ -701,6 +701,9 @@ impl LeaseLock for Objectless {
     fn object_reference(&self) -> Option<crate::events::ObjectReference> {
         None
     }
+    fn candidate(&self, candidacy: &Candidacy) -> Option<LeaseCandidate> {
+        self.0.candidate(candidacy)
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -847,7 +850,7 @@ async fn coordinator_writes(lock: &MemoryLock, record: &LeaderElectionRecord) {
 }
 
 fn coordinated(config: &mut LeaderElectionConfig) {
-    config.coordinated = true;
+    config.coordinated = Some(Candidacy::new("1.36.3", "1.36.0"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -871,12 +874,20 @@ async fn a_coordinated_elector_leads_once_assigned_and_stops_at_the_end_of_its_t
     let lock = lock();
     let a = start_with(&lock, "a", coordinated);
     sleep(ms(1)).await;
-    coordinator_writes(&lock, &assigned("a", None)).await;
+    // kube-apiserver's coordinator writes no acquire time.
+    let mut named = assigned("a", None);
+    named.acquire_time = SystemTime::UNIX_EPOCH;
+    coordinator_writes(&lock, &named).await;
     sleep(max_acquire_wait()).await;
     let started = a
         .recorder
         .started_at()
         .expect("a leads the lease assigned to it");
+    let first = last_write_by(&lock, "a").record;
+    assert_eq!(
+        first.acquire_time, first.renew_time,
+        "the first renew's time"
+    );
     sleep(Duration::from_secs(10)).await;
     let renewal = last_write_by(&lock, "a");
     assert!(renewal.at > started);
@@ -885,6 +896,7 @@ async fn a_coordinated_elector_leads_once_assigned_and_stops_at_the_end_of_its_t
         Some("OldestEmulationVersion")
     );
     assert_eq!(renewal.record.leader_transitions, 1);
+    assert_eq!(renewal.record.acquire_time, first.acquire_time, "kept");
 
     // The coordinator names a preferred holder: a does not renew again, and stops leading at
     // its next renew attempt; the lease runs out for the coordinator to hand it to b.
@@ -967,6 +979,84 @@ fn config_validation_follows_client_go() {
         Err(LeaderElectionConfigError::EmptyIdentity)
     );
     assert_eq!(valid.effective_guard_margin(), Duration::from_secs(3));
+}
+
+#[test]
+fn a_candidacy_is_refused_for_what_kube_apiserver_would_refuse() {
+    let valid = config("pod-a").coordinated(Candidacy::new("1.36.3", "1.36.0"));
+    assert_eq!(valid.validate(), Ok(()));
+    let with = |tweak: fn(&mut LeaderElectionConfig, &mut Candidacy)| {
+        let mut config = valid.clone();
+        let mut candidacy = config.coordinated.take().unwrap();
+        tweak(&mut config, &mut candidacy);
+        config.coordinated(candidacy).validate()
+    };
+    use LeaderElectionConfigError as E;
+    assert_eq!(
+        with(|c, _| c.identity = "Pod_A".into()),
+        Err(E::NotAnObjectName("Pod_A".into())),
+        "the identity names the LeaseCandidate"
+    );
+    assert_eq!(
+        with(|c, _| c.identity = "pod-a-".into()),
+        Err(E::NotAnObjectName("pod-a-".into()))
+    );
+    assert_eq!(with(|c, _| c.identity = "pod-a.x1".into()), Ok(()));
+    assert_eq!(
+        with(|_, k| k.binary_version.clear()),
+        Err(E::Empty("binary_version"))
+    );
+    for (version, ok) in [
+        ("1.36", false),
+        ("v1.36.3", false),
+        ("1.036.3", false),
+        ("1.36.3-beta.0+abc", true),
+        ("1.36.3-", false),
+        ("1.36.3+a_b", false),
+    ] {
+        let mut candidacy = Candidacy::new(version, "1.0.0");
+        candidacy.strategy = OLDEST_EMULATION_VERSION.into();
+        let result = candidacy.validate("pod-a");
+        assert_eq!(result.is_ok(), ok, "{version}: {result:?}");
+    }
+    assert_eq!(
+        with(|_, k| k.emulation_version.clear()),
+        Err(E::Empty("emulation_version")),
+        "the oldest-emulation-version strategy needs one"
+    );
+    assert_eq!(
+        with(|_, k| {
+            k.emulation_version.clear();
+            k.strategy = "example.com/mine".into();
+        }),
+        Ok(())
+    );
+    assert_eq!(
+        with(|_, k| k.emulation_version = "1.37.0".into()),
+        Err(E::EmulationNewerThanBinary)
+    );
+    assert_eq!(with(|_, k| k.strategy.clear()), Err(E::Empty("strategy")));
+    assert_eq!(
+        with(|_, k| k.renew_interval = Duration::ZERO),
+        Err(E::NotPositive("renew_interval"))
+    );
+    assert_eq!(
+        Candidacy::new("1.36.3", "1.36.0").renew_interval,
+        CANDIDATE_RENEW_INTERVAL
+    );
+}
+
+#[tokio::test]
+async fn a_coordinated_elector_on_a_lock_without_candidates_warns_that_none_is_announced() {
+    let logs = crate::log_capture::LogCapture::start();
+    let config = config("a").coordinated(Candidacy::new("1.36.3", "1.36.0"));
+    let elector = LeaderElector::new(config, MemoryLock::new("election", "a")).unwrap();
+    assert!(format!("{elector:?}").contains("candidate: None"));
+    let warnings = logs.with_message(
+        "coordinated election with a lock that announces no LeaseCandidate: the coordinator elects only announced candidates",
+    );
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].level, tracing::Level::WARN);
 }
 
 #[tokio::test]
