@@ -140,7 +140,9 @@
 //!   one sent (none; `phase: Pending` for pods, `Active` for namespaces; the test API's
 //!   [`SimServer::create`] stores what it is given). **Update** (PUT): a set `metadata.resourceVersion` must be current (409
 //!   `Conflict`); a missing object is 404. `generation` is bumped when something outside
-//!   `metadata` and `status` changes. `metadata.managedFields` left out of a write are kept.
+//!   `metadata` and `status` changes (kinds without one, ConfigMaps, Namespaces, Services,
+//!   Events and Leases, get none); an update that changes nothing stores nothing (the
+//!   resourceVersion stays, no watch event), as kube-apiserver's. `metadata.managedFields` left out of a write are kept.
 //! * **Patch**: `application/merge-patch+json`, `application/strategic-merge-patch+json`
 //!   (built-in kinds only, by their merge keys and strategies and with `$patch`,
 //!   `$setElementOrder`, `$retainKeys` and `$deleteFromPrimitiveList`, see [`smp`]; a custom

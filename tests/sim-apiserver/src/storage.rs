@@ -631,7 +631,11 @@ impl Storage {
         }
         m.insert("uid".into(), Value::String(new_uid()));
         m.insert("creationTimestamp".into(), Value::String(rfc3339_now()));
-        m.insert("generation".into(), Value::from(1));
+        if def.generation {
+            m.insert("generation".into(), Value::from(1));
+        } else {
+            m.remove("generation");
+        }
         m.remove("deletionTimestamp");
         let key = key_of(ns, &name);
         let mut i = self.inner.lock();
@@ -762,14 +766,24 @@ impl Storage {
                 None => m.remove(k),
             };
         }
-        m.insert(
-            "generation".into(),
-            Value::from(if bump { generation + 1 } else { generation }),
-        );
+        if def.generation {
+            m.insert(
+                "generation".into(),
+                Value::from(if bump { generation + 1 } else { generation }),
+            );
+        } else {
+            m.remove("generation");
+        }
         if !m.contains_key("managedFields") {
             if let Some(mf) = old_meta.get("managedFields") {
                 m.insert("managedFields".into(), mf.clone());
             }
+        }
+        set_rv(&mut obj, old.rv());
+        if obj == old.value {
+            // kube-apiserver writes nothing when an update changes nothing: no new
+            // resourceVersion, no watch event.
+            return Ok(old);
         }
         if opts.dry_run {
             set_rv(&mut obj, old.rv());
