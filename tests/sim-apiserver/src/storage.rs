@@ -578,8 +578,12 @@ impl Storage {
         if opts.scope == WriteScope::Main && def.status_subresource {
             // Status is the controllers' to set: kube-apiserver's strategies reset it on create.
             let initial = match (def.group.as_str(), def.kind.as_str()) {
-                ("", "Pod") => Some(serde_json::json!({"phase": "Pending"})),
+                ("", "Pod") => Some(serde_json::json!({"phase": "Pending",
+                    "qosClass": crate::defaults::pod_qos_class(&obj)})),
                 ("", "Namespace") => Some(serde_json::json!({"phase": "Active"})),
+                // Built-in kinds whose status is a struct: kube-apiserver writes it empty.
+                ("apps", "Deployment") => Some(serde_json::json!({})),
+                ("", "Service") => Some(serde_json::json!({"loadBalancer": {}})),
                 _ => None,
             };
             let o = obj.as_object_mut().expect("checked to be an object");

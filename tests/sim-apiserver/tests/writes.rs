@@ -111,7 +111,11 @@ async fn the_status_subresource_changes_only_status_and_the_main_resource_keeps_
     let sim = SimServer::start().await.unwrap();
     let c = Client::new(&sim);
     let created = c.post(DEPLOYS, deployment("web", 2)).await.body;
-    assert!(created.get("status").is_none(), "a create sets no status");
+    assert_eq!(
+        created["status"],
+        json!({}),
+        "a create sets an empty status"
+    );
     let url = format!("{DEPLOYS}/web");
     let status_url = format!("{url}/status");
     let created = c
@@ -891,7 +895,10 @@ async fn concurrent_patches_without_a_resource_version_all_apply_and_one_with_a_
     let sim = SimServer::start().await.unwrap();
     let c = Client::new(&sim);
     let created = c.post(PODS, pod("a", json!({}))).await.body;
-    assert_eq!(created["status"], json!({"phase": "Pending"}));
+    assert_eq!(
+        created["status"],
+        json!({"phase": "Pending", "qosClass": "BestEffort"})
+    );
     let url = format!("{PODS}/a");
     let tasks: Vec<_> = (0..16)
         .map(|i| {
