@@ -44,15 +44,17 @@
 //!   then one line `{"type":"ERROR","object":{"kind":"Status",..,"reason":"Expired","code":410,
 //!   "message":"too old resource version: X (C)"}}` and the stream ends. A future `X` waits for
 //!   it. DELETED carries the final state at the delete revision. With selectors, an object that
-//!   stops matching arrives as DELETED and one that starts matching as ADDED.
+//!   stops matching arrives as DELETED (the object as it last matched, at the change's
+//!   resourceVersion) and one that starts matching as ADDED.
 //! * **Bookmarks** only with `allowWatchBookmarks=true`: `{"kind":"Pod","apiVersion":"v1",
 //!   "metadata":{"resourceVersion":"N","creationTimestamp":null}}` every bookmark interval
 //!   (default 60 s) and 2 s before the deadline. `timeoutSeconds` (default 30 min) ends the
 //!   stream cleanly (end of body).
-//! * **sendInitialEvents=true** needs `resourceVersionMatch=NotOlderThan` and
-//!   `allowWatchBookmarks=true` (422 otherwise): ADDED for the current state, then a BOOKMARK at
-//!   the current revision with `metadata.annotations["k8s.io/initial-events-end"] = "true"`,
-//!   then live changes on the same stream.
+//! * **sendInitialEvents=true** needs `resourceVersionMatch=NotOlderThan` (422 otherwise, each
+//!   broken rule of `ValidateListOptions` a cause): ADDED for the current state, then (with
+//!   `allowWatchBookmarks=true`) a BOOKMARK at the current revision with
+//!   `metadata.annotations["k8s.io/initial-events-end"] = "true"`, then live changes on the
+//!   same stream.
 //! * **Slow watchers**: each has a bounded buffer (default 1024 events); on overflow the server
 //!   drops it and closes the stream (no ERROR event), like kube-apiserver's cacher.
 //! * **Compression** (opt-in, [`SimServerBuilder::gzip_responses`], `--gzip`): a response with
@@ -214,6 +216,7 @@ pub mod discovery;
 pub mod events_convert;
 pub mod faults;
 pub mod fixtures;
+pub mod go_json;
 pub mod list;
 pub mod metrics;
 pub mod openapi;

@@ -144,8 +144,14 @@ fn list_shaped(
 ) -> Result<Bytes, ApiError> {
     p.validate()?;
     let mut limit = p.limit;
+    // kube-apiserver's watch cache serves a list at resourceVersion 0 whole: it ignores the
+    // limit, also of the rest of a list a continue token resumes.
+    if watch_cache && p.resource_version.as_deref() == Some("0") {
+        limit = None;
+    }
     if let Some(tok) = &p.continue_token {
-        let t = ContinueToken::decode(tok).map_err(ApiError::bad_request)?;
+        let t = ContinueToken::decode(tok)
+            .map_err(|e| ApiError::bad_request(format!("invalid continue token: {e}")))?;
         let at = (t.rv != -1).then_some(t.rv as u64);
         let start = t.start.clone();
         let out = storage.read(res, at, |rev, map| {

@@ -93,6 +93,15 @@ impl Obj {
     pub fn rv(&self) -> u64 {
         rv_of(&self.value).unwrap_or(0)
     }
+
+    /// This object at resourceVersion `rv`, announced as `line_type`: the DELETED event of a
+    /// watch whose selector the object stopped matching carries the object as it last matched,
+    /// at the revision of the change, as kube-apiserver's watch cache sends it.
+    pub(crate) fn at_revision(&self, rv: u64, line_type: EventType) -> Arc<Obj> {
+        let mut value = self.value.clone();
+        set_rv(&mut value, rv);
+        Obj::new(value, line_type)
+    }
 }
 
 fn rv_of(v: &Value) -> Option<u64> {
@@ -896,12 +905,13 @@ impl Storage {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if u != have {
+                // kube-apiserver names the kind, not the resource, in precondition failures.
                 return Err(ApiError::conflict_because(
-                    &def.plural,
+                    &def.kind,
                     &def.group,
                     name,
                     &format!(
-                        "Precondition failed: UID in precondition: {u}, UID in object meta: {have}"
+                        "the UID in the precondition ({u}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
                     ),
                 ));
             }
@@ -909,11 +919,11 @@ impl Storage {
         if let Some(p) = pre.resource_version.as_deref().filter(|p| !p.is_empty()) {
             if p.parse::<u64>().ok() != Some(old.rv()) {
                 return Err(ApiError::conflict_because(
-                    &def.plural,
+                    &def.kind,
                     &def.group,
                     name,
                     &format!(
-                        "Precondition failed: ResourceVersion in precondition: {p}, ResourceVersion in object meta: {}",
+                        "the ResourceVersion in the precondition ({p}) does not match the ResourceVersion in record ({}). The object might have been modified",
                         old.rv()
                     ),
                 ));

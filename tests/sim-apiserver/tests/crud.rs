@@ -265,7 +265,11 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
     let g = c.get("/apis/example.com/v1").await.body;
     assert_eq!(g["groupVersion"], "example.com/v1");
     assert_eq!(g["resources"][0]["kind"], "Widget");
+    // A group the server does not serve is no API path: kube-apiserver's mux answers it in
+    // plain text; an unknown version of a served group is a 404 Status.
     let missing = c.get("/apis/nope/v1").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let missing = c.get("/apis/apps/v7").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert_status(&missing.body, 404, "NotFound");
 }

@@ -364,8 +364,9 @@ async fn json_patch_applies_rfc6902_and_refuses_what_cannot_be_applied() {
 
     for unapplicable in [
         json!([{"op": "test", "path": "/metadata/labels/app", "value": "y"}]),
-        json!([{"op": "replace", "path": "/spec/nope", "value": 1}]),
+        json!([{"op": "replace", "path": "/spec/nope/deeper", "value": 1}]),
         json!([{"op": "remove", "path": "/metadata/labels/nope"}]),
+        json!([{"op": "nope", "path": "/a"}]),
     ] {
         let r = c
             .send(Method::PATCH, &url, Some((JSON_PATCH, unapplicable)))
@@ -373,11 +374,7 @@ async fn json_patch_applies_rfc6902_and_refuses_what_cannot_be_applied() {
         assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.body);
         assert_status(&r.body, 422, "Invalid");
     }
-    for malformed in [
-        json!({"op": "add"}),
-        json!([{"op": "nope", "path": "/a"}]),
-        json!([{"op": "add", "path": "/a"}]),
-    ] {
+    for malformed in [json!({"op": "add"}), json!([{"op": "add", "path": "/a"}])] {
         let r = c
             .send(Method::PATCH, &url, Some((JSON_PATCH, malformed)))
             .await;
@@ -731,7 +728,7 @@ async fn dry_run_answers_like_the_write_but_stores_nothing_and_sends_no_event() 
     assert_status(&r.body, 422, "Invalid");
     assert_eq!(
         r.body["message"],
-        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Some\"}: supported values: \"All\""
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: [\"Some\"]: supported values: \"All\""
     );
     let r = c
         .send(Method::DELETE, &format!("{url}?dryRun=x"), None)
@@ -771,7 +768,7 @@ async fn delete_options_are_validated_and_preconditions_enforced() {
     assert_eq!(
         r.body["message"],
         format!(
-            "Operation cannot be fulfilled on pods \"a\": Precondition failed: UID in precondition: not-the-uid, UID in object meta: {}",
+            "Operation cannot be fulfilled on Pod \"a\": the UID in the precondition (not-the-uid) does not match the UID in record ({}). The object might have been deleted and then recreated",
             a["metadata"]["uid"].as_str().unwrap()
         )
     );
@@ -851,7 +848,8 @@ async fn create_and_update_validate_names_as_kube_apiserver_does() {
     let d = &r.body["details"];
     assert_eq!(d["kind"], "Lease");
     assert_eq!(d["group"], "coordination.k8s.io");
-    assert_eq!(d["name"], "");
+    // Go leaves the empty name out of `details`.
+    assert!(d.get("name").is_none(), "{d}");
     assert_eq!(d["causes"][0]["reason"], "FieldValueRequired");
     assert_eq!(d["causes"][0]["field"], "metadata.name");
 
