@@ -235,6 +235,7 @@ pub mod storage;
 mod table;
 pub mod tls;
 pub mod users;
+mod validation;
 mod watch;
 pub mod write_log;
 mod writes;

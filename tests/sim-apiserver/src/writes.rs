@@ -57,6 +57,14 @@ fn parse_query(query: Option<&str>, options_kind: &str) -> Result<WriteQuery, Ap
             "force" => q.force = Some(parse_bool("force", &v)?),
             "propagationPolicy" => q.propagation_policy = Some(v.to_string()),
             "gracePeriodSeconds" => q.grace_period = Some(v.to_string()),
+            "fieldValidation" if !matches!(v.as_ref(), "" | "Ignore" | "Strict" | "Warn") => {
+                return Err(ApiError::invalid_options(
+                    options_kind,
+                    "fieldValidation",
+                    "FieldValueNotSupported",
+                    &format!("Unsupported value: {v:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""),
+                ));
+            }
             _ => {}
         }
     }
@@ -261,6 +269,22 @@ pub(crate) async fn write_request(
             ))
         }
         (&Method::PUT, Some(name)) => {
+            let unconditional = body
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
+            if unconditional && !def.is_core() {
+                // Custom resources, unlike most built-in kinds, refuse an update that does not
+                // say which version it replaces.
+                return Err(ApiError::invalid(
+                    &def.plural,
+                    &def.group,
+                    name,
+                    "metadata.resourceVersion",
+                    "FieldValueInvalid",
+                    "Invalid value: 0: must be specified for an update",
+                ));
+            }
             let mut body = body;
             crate::defaults::apply(def, &mut body);
             let o = storage.update_with(rp.idx, def, ns, name, body, opts)?;

@@ -70,7 +70,11 @@ async fn create_without_a_name_is_422_invalid_and_generate_name_works() {
     assert_status(&r.body, 422, "Invalid");
     assert_eq!(r.body["details"]["causes"][0]["field"], "metadata.name");
     let g = c
-        .post(PODS, json!({"metadata": {"generateName": "web-"}}))
+        .post(
+            PODS,
+            json!({"metadata": {"generateName": "web-"},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+        )
         .await;
     assert_eq!(g.status, StatusCode::CREATED);
     assert!(common::name(&g.body).starts_with("web-"));

@@ -27,7 +27,8 @@ fn deployment(name: &str, replicas: i64) -> Value {
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name},
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                 "template": {"metadata": {"labels": {"app": name}}}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"containers": [{"name": "app", "image": "nginx:1"}]}}},
         "status": {"replicas": 0},
     })
 }
@@ -339,13 +340,13 @@ async fn json_patch_applies_rfc6902_and_refuses_what_cannot_be_applied() {
     let sim = SimServer::start().await.unwrap();
     let c = Client::new(&sim);
     let mut p = pod("a", json!({"app": "x"}));
-    p["metadata"]["annotations"] = json!({"example.com/a~b": "1"});
+    p["metadata"]["annotations"] = json!({"example.com/ab": "1"});
     c.post(PODS, p).await;
     let url = format!("{PODS}/a");
     let patch = json!([
         {"op": "test", "path": "/metadata/labels/app", "value": "x"},
         {"op": "add", "path": "/metadata/labels/tier", "value": "web"},
-        {"op": "remove", "path": "/metadata/annotations/example.com~1a~0b"},
+        {"op": "remove", "path": "/metadata/annotations/example.com~1ab"},
         {"op": "add", "path": "/spec/containers/-", "value": {"name": "d", "image": "nginx"}},
         {"op": "copy", "from": "/metadata/labels/app", "path": "/metadata/labels/copy"},
         {"op": "move", "from": "/metadata/labels/copy", "path": "/metadata/labels/moved"},
@@ -424,7 +425,10 @@ async fn server_side_apply_creates_merges_tracks_owners_and_conflicts() {
         let mut d = json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "labels": {"team": "a"}},
-            "spec": {"replicas": replicas, "paused": false},
+            "spec": {"replicas": replicas, "paused": false,
+                     "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "app", "image": "nginx:1"}]}}},
         });
         if let Value::Object(m) = extra {
             for (k, v) in m {
@@ -462,7 +466,10 @@ async fn server_side_apply_creates_merges_tracks_owners_and_conflicts() {
     assert_eq!(
         mf[0]["fieldsV1"],
         json!({"f:metadata": {"f:labels": {"f:team": {}}},
-               "f:spec": {"f:replicas": {}, "f:paused": {}, "f:minReadySeconds": {}}})
+               "f:spec": {"f:replicas": {}, "f:paused": {}, "f:minReadySeconds": {},
+                   "f:selector": {"f:matchLabels": {"f:app": {}}},
+                   "f:template": {"f:metadata": {"f:labels": {"f:app": {}}},
+                       "f:spec": {"f:containers": {}}}}})
     );
 
     // Another manager applying the same value shares the field; a different value conflicts.
@@ -506,19 +513,19 @@ async fn server_side_apply_creates_merges_tracks_owners_and_conflicts() {
     };
     assert_eq!(
         owners(&r.body, "ci"),
-        Some(
-            json!({"f:metadata": {"f:labels": {"f:team": {}}}, "f:spec": {"f:minReadySeconds": {}}})
-        )
+        Some(json!({"f:metadata": {"f:labels": {"f:team": {}}},
+            "f:spec": {"f:minReadySeconds": {},
+                "f:selector": {"f:matchLabels": {"f:app": {}}},
+                "f:template": {"f:metadata": {"f:labels": {"f:app": {}}},
+                    "f:spec": {"f:containers": {}}}}}))
     );
 
     // ci omits minReadySeconds now: removed (nobody else owns it); it still owns the label.
-    let r = apply(
-        &c,
-        &url,
-        "fieldManager=ci",
-        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"team": "a"}}}),
-    )
-    .await;
+    let mut without = cfg(4, json!({}));
+    for field in ["replicas", "paused"] {
+        without["spec"].as_object_mut().unwrap().remove(field);
+    }
+    let r = apply(&c, &url, "fieldManager=ci", without).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert!(
         r.body["spec"].get("minReadySeconds").is_none(),
@@ -661,7 +668,15 @@ async fn dry_run_answers_like_the_write_but_stores_nothing_and_sends_no_event() 
     assert_eq!(r.body["spec"]["replicas"], 7);
     let r = apply(&c, &url, "fieldManager=m&dryRun=All", json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 8}})).await;
     assert_eq!(r.body["spec"]["replicas"], 8, "{}", r.body);
-    let r = apply(&c, &format!("{DEPLOYS}/other"), "fieldManager=m&dryRun=All", json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "other"}, "spec": {"replicas": 8}})).await;
+    let mut other = deployment("other", 8);
+    other.as_object_mut().unwrap().remove("status");
+    let r = apply(
+        &c,
+        &format!("{DEPLOYS}/other"),
+        "fieldManager=m&dryRun=All",
+        other,
+    )
+    .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let r = c
         .send(
