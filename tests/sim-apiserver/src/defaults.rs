@@ -29,12 +29,38 @@ pub fn apply(def: &ResourceDef, obj: &mut Value) {
     if !def.is_core() || !obj.is_object() {
         return;
     }
+    omit_empty(obj, true);
     match (def.group.as_str(), def.kind.as_str()) {
         ("", "Pod") => pod(obj),
         ("apps", "Deployment") => deployment(obj),
         ("", "Namespace") => namespace(obj),
         ("", "Service") => service(obj),
         _ => {}
+    }
+}
+
+/// Drops the empty maps and lists Go leaves out of a built-in kind's JSON (`omitempty`): labels,
+/// annotations, finalizers and owner references at any depth (templates have them too), and a
+/// ConfigMap's `data` and `binaryData`, so that a patch that removes the last label answers
+/// the object kube-apiserver answers.
+fn omit_empty(v: &mut Value, top: bool) {
+    let Some(m) = v.as_object_mut() else {
+        return;
+    };
+    m.retain(|k, child| {
+        let empty = match child {
+            Value::Object(o) => o.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        };
+        let omitted = matches!(
+            k.as_str(),
+            "labels" | "annotations" | "finalizers" | "ownerReferences"
+        ) || (top && matches!(k.as_str(), "data" | "binaryData"));
+        !(empty && omitted)
+    });
+    for child in m.values_mut() {
+        omit_empty(child, false);
     }
 }
 

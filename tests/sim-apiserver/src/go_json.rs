@@ -39,6 +39,31 @@ pub fn type_name(value: &serde_json::Value) -> &'static str {
     }
 }
 
+/// `value` as Go's `%v` prints a decoded JSON value: `map[k:v k2:v2]` (keys sorted), `[a b]`,
+/// strings unquoted, `<nil>`, as kube-apiserver quotes a patch fragment in its messages.
+pub fn go_format(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(go_format).collect::<Vec<_>>().join(" ")
+        ),
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{k}:{}", go_format(&m[k])))
+                .collect();
+            format!("map[{}]", parts.join(" "))
+        }
+    }
+}
+
 /// Go's `quoteChar`: `'x'`, with `'` and `"` escaped as Go escapes them.
 fn quote_char(c: char) -> String {
     match c {
@@ -385,6 +410,12 @@ fn literal_context(word: &'static str, at: usize) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_print_as_go_prints_them() {
+        let v = serde_json::json!({"name": "only", "$patch": "x", "l": [1, "a"], "n": null});
+        assert_eq!(go_format(&v), "map[$patch:x l:[1 a] n:<nil> name:only]");
+    }
 
     #[test]
     fn messages_are_gos() {

@@ -47,7 +47,7 @@
 //!   stops matching arrives as DELETED (the object as it last matched, at the change's
 //!   resourceVersion) and one that starts matching as ADDED.
 //! * **Bookmarks** only with `allowWatchBookmarks=true`: `{"kind":"Pod","apiVersion":"v1",
-//!   "metadata":{"resourceVersion":"N","creationTimestamp":null}}` every bookmark interval
+//!   "metadata":{"resourceVersion":"N"}}` every bookmark interval
 //!   (default 60 s) and 2 s before the deadline. `timeoutSeconds` (default 30 min) ends the
 //!   stream cleanly (end of body).
 //! * **sendInitialEvents=true** needs `resourceVersionMatch=NotOlderThan` (422 otherwise, each

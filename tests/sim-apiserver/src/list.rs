@@ -17,7 +17,7 @@ use crate::resources::ResourceDef;
 use crate::status::ApiError;
 use crate::storage::{Obj, Storage};
 
-const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue parameter from this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// Deviations from the real list metadata, for the list faults.
 #[derive(Debug, Default, Clone, Copy)]
@@ -245,6 +245,10 @@ fn render(
     }
     if let Some(token) = shape.fixed_continue {
         meta["continue"] = json!(token);
+    }
+    if !more && !def.is_core() {
+        // A custom resource's list is written from an unstructured map that always holds it.
+        meta["continue"] = json!("");
     }
     if shape.omit_resource_version {
         if let Some(m) = meta.as_object_mut() {

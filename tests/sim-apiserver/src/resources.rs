@@ -226,6 +226,8 @@ impl Registry {
         r.register(
             ResourceDef::new("", "v1", "Service", "services", true)
                 .with_status()
+                .with_short_names(&["svc"])
+                .with_categories(&["all"])
                 .without_generation(),
         );
         r.register(crate::crd::definition_resource());

@@ -1084,6 +1084,12 @@ async fn respond_as(
                 .get(header::ACCEPT)
                 .and_then(|a| a.to_str().ok());
             let trimmed = path.trim_end_matches('/');
+            if (trimmed == "/api" || trimmed == "/apis") && !discovery::acceptable(accept) {
+                return error_response(
+                    &shared,
+                    &ApiError::not_acceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"),
+                );
+            }
             if (trimmed == "/api" || trimmed == "/apis") && discovery::wants_aggregated(accept) {
                 let doc = discovery::aggregated(&shared.registry.read(), trimmed == "/api");
                 let mut r = value_response(&shared, StatusCode::OK, &doc);

@@ -593,6 +593,11 @@ impl Storage {
                 // Built-in kinds whose status is a struct: kube-apiserver writes it empty.
                 ("apps", "Deployment") => Some(serde_json::json!({})),
                 ("", "Service") => Some(serde_json::json!({"loadBalancer": {}})),
+                // What a CRD answers before apiextensions' controllers (the simulator's
+                // reconcile, right after) accept its names.
+                ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                    Some(crate::crd::initial_status(&obj))
+                }
                 _ => None,
             };
             let o = obj.as_object_mut().expect("checked to be an object");
@@ -813,6 +818,9 @@ impl Storage {
         if is_terminating(&obj) && !has_finalizers(&obj) {
             // The last finalizer is gone from an object being deleted: it goes now.
             let o = Obj::new(obj, EventType::Deleted);
+            // The writer is answered the object at the version it replaced, as kube-apiserver
+            // answers it; the DELETED event carries the revision of the deletion.
+            let answered = o.at_revision(old.rv(), EventType::Deleted);
             i.history.remove(&(res, key.clone()));
             if let Some(m) = i.objects.get_mut(&res) {
                 m.remove(&key);
@@ -825,11 +833,11 @@ impl Storage {
                     res,
                     key,
                     ns: ns.to_string(),
-                    obj: o.clone(),
+                    obj: o,
                     prev: Some(old),
                 },
             );
-            return Ok(o);
+            return Ok(answered);
         }
         Ok(self.store_modified(&mut i, res, key, ns, rev, obj, old))
     }
@@ -868,7 +876,8 @@ impl Storage {
         o
     }
 
-    /// Deletes an object; returns its final state (at the delete revision).
+    /// Deletes an object; returns its final state: as it was last stored (a pod: marked for
+    /// deletion at the delete revision), as kube-apiserver answers a delete.
     pub fn delete(
         &self,
         res: usize,
@@ -960,7 +969,21 @@ impl Storage {
         let rev = i.rev;
         let mut v = old.value.clone();
         set_rv(&mut v, rev);
+        let pod = def.group.is_empty() && def.kind == "Pod";
+        if pod {
+            // A pod no kubelet runs goes at once, but as kube-apiserver deletes a pod: marked
+            // for deletion first (a new generation), its last state says so.
+            let m = meta_mut(&mut v);
+            let generation = m.get("generation").and_then(Value::as_i64).unwrap_or(1);
+            m.insert("deletionTimestamp".into(), Value::String(rfc3339_now()));
+            m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+            m.insert("generation".into(), Value::from(generation + 1));
+        }
         let o = Obj::new(v, EventType::Deleted);
+        // kube-apiserver answers a delete with the object as it was last stored (a pod's
+        // marking for deletion is a write of its own); the DELETED event carries the revision
+        // of the deletion.
+        let answered = if pod { o.clone() } else { old.clone() };
         if let Some(m) = i.objects.get_mut(&res) {
             m.remove(&key);
         }
@@ -972,11 +995,11 @@ impl Storage {
                 res,
                 key,
                 ns: ns.to_string(),
-                obj: o.clone(),
+                obj: o,
                 prev: Some(old),
             },
         );
-        Ok(o)
+        Ok(answered)
     }
 
     /// Deletes every object of a resource (one DELETED event each, as a deleted

@@ -281,7 +281,7 @@ impl Stream {
     }
 
     async fn bookmark(&mut self, rv: u64, initial_end: bool) -> Result<(), Stop> {
-        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        let mut meta = json!({"resourceVersion": rv.to_string()});
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }

@@ -392,13 +392,24 @@ pub(crate) async fn write_request(
                     &Preconditions::default(),
                     dry_run,
                 ) {
-                    Ok(d) => items.push(d.value.clone()),
+                    Ok(d) => {
+                        let mut item = d.value.clone();
+                        if def.is_core() {
+                            // Items of a built-in kind's list carry no kind or apiVersion.
+                            if let Some(m) = item.as_object_mut() {
+                                m.remove("kind");
+                                m.remove("apiVersion");
+                            }
+                        }
+                        items.push(item)
+                    }
                     // Deleted meanwhile by someone else.
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
                 }
             }
-            let rev = if dry_run { rev } else { storage.revision() };
+            // The revision of the list the deleted objects were found in, as kube-apiserver
+            // answers a delete of a collection.
             let list = json!({
                 "kind": def.list_kind(), "apiVersion": def.api_version(),
                 "metadata": {"resourceVersion": rev.to_string()}, "items": items,

@@ -46,6 +46,21 @@ pub fn definition_resource() -> ResourceDef {
         .with_categories(&["api-extensions"])
 }
 
+/// The status a CustomResourceDefinition is created with: no names accepted, no conditions,
+/// its storage version stored.
+pub(crate) fn initial_status(crd: &Value) -> Value {
+    let storage: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    serde_json::json!({"acceptedNames": {"kind": "", "plural": ""}, "conditions": null,
+        "storedVersions": storage})
+}
+
 /// Whether `def` is the CustomResourceDefinition resource.
 pub fn is_definition(def: &ResourceDef) -> bool {
     def.group == GROUP && def.plural == PLURAL
