@@ -164,13 +164,15 @@ pub fn orphan_problems(dir: &Path, groups: &[Group]) -> Vec<String> {
 
 /// Replays `groups` on `target` and compares the answers with the golden files in `dir`,
 /// excusing what `entries` list; `strict` makes unused entries fail the comparison (what the
-/// simulator's comparison wants; the real server's own has no entries).
+/// simulator's comparison wants; the real server's own has no entries). With `save`, the
+/// normalised answers are also written there, as golden files are, to read them whole.
 pub async fn compare(
     target: &Target,
     groups: &[Group],
     dir: &Path,
     entries: Vec<allowlist::Entry>,
     strict: bool,
+    save: Option<&Path>,
 ) -> Result<Report, Error> {
     let goldens: Vec<Golden> = groups
         .iter()
@@ -184,6 +186,16 @@ pub async fn compare(
     for (group, golden) in groups.iter().zip(&goldens) {
         let answers = replay_group(target, group).await?;
         report.add_group(golden, &answers);
+        if let Some(save) = save {
+            golden::write(
+                save,
+                &Golden {
+                    group: group.name.clone(),
+                    recorded_from: target.description.clone(),
+                    answers,
+                },
+            )?;
+        }
     }
     Ok(report)
 }

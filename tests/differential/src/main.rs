@@ -7,7 +7,7 @@ use differential::target::{Kind, Target};
 use differential::{allowlist, corpus, golden, Error};
 
 const USAGE: &str = "usage: differential record [GROUP...]\n       \
-                     differential compare --server real|sim [GROUP...]";
+                     differential compare --server real|sim [--save DIR] [GROUP...]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -50,6 +50,12 @@ async fn run(args: &[String]) -> Result<bool, Error> {
                 [flag, kind, names @ ..] if flag == "--server" => (kind.parse::<Kind>()?, names),
                 _ => return Err(Error::Usage(USAGE.into())),
             };
+            let (save, names) = match names {
+                [flag, dir, names @ ..] if flag == "--save" => {
+                    (Some(std::path::PathBuf::from(dir)), names)
+                }
+                _ => (None, names),
+            };
             let groups = select(&all, names)?;
             let entries = match kind {
                 Kind::Sim => allowlist::load(&allowlist::default_path())?,
@@ -60,7 +66,9 @@ async fn run(args: &[String]) -> Result<bool, Error> {
             let strict = kind == Kind::Sim && groups.len() == all.len();
             let target = Target::start(kind).await?;
             let dir = golden::default_dir();
-            let mut report = differential::compare(&target, &groups, &dir, entries, strict).await?;
+            let mut report =
+                differential::compare(&target, &groups, &dir, entries, strict, save.as_deref())
+                    .await?;
             if groups.len() == all.len() {
                 report
                     .problems
