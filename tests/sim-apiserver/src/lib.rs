@@ -217,6 +217,7 @@ pub mod events_convert;
 pub mod faults;
 pub mod fixtures;
 pub mod go_json;
+mod label_syntax;
 pub mod list;
 pub mod metrics;
 pub mod openapi;

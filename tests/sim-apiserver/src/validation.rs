@@ -28,6 +28,7 @@ const DNS1123_SUBDOMAIN: &str = "a lowercase RFC 1123 subdomain must consist of 
 const DNS1123_LABEL: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const NAME_PART: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 const QUALIFIED_NAME: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
+const LABEL_KEY: &str = "a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
 const LABEL_VALUE: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const CONFIG_KEY: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
 
@@ -181,47 +182,61 @@ fn label_name(s: &str) -> bool {
 }
 
 fn qualified_name(field: &str, key: &str) -> Vec<Cause> {
+    qualified_name_errors(key, QUALIFIED_NAME)
+        .iter()
+        .map(|why| invalid(field, key, why))
+        .collect()
+}
+
+/// Why `key` is no qualified name, in apimachinery's words (`whole` is the message for a key
+/// of more than two parts).
+fn qualified_name_errors(key: &str, whole: &str) -> Vec<String> {
     let parts: Vec<&str> = key.split('/').collect();
     let (prefix, name) = match parts.as_slice() {
         [name] => (None, *name),
         [prefix, name] => (Some(*prefix), *name),
-        _ => return vec![invalid(field, key, QUALIFIED_NAME)],
+        _ => return vec![whole.to_string()],
     };
     let mut out = Vec::new();
     if let Some(prefix) = prefix {
         if prefix.is_empty() {
-            out.push(invalid(field, key, "prefix part must be non-empty"));
+            out.push("prefix part must be non-empty".to_string());
         } else if !dns1123_subdomain(prefix) {
-            out.push(invalid(
-                field,
-                key,
-                &format!("prefix part {DNS1123_SUBDOMAIN}"),
-            ));
+            out.push(format!("prefix part {DNS1123_SUBDOMAIN}"));
         }
     }
     if name.is_empty() {
-        out.push(invalid(field, key, "name part must be non-empty"));
+        out.push("name part must be non-empty".to_string());
     } else if name.len() > 63 {
-        out.push(invalid(
-            field,
-            key,
-            "name part must be no more than 63 characters",
-        ));
+        out.push("name part must be no more than 63 characters".to_string());
     } else if !label_name(name) {
-        out.push(invalid(field, key, NAME_PART));
+        out.push(NAME_PART.to_string());
+    }
+    out
+}
+
+/// Why `key` is no label key (a selector's), in apimachinery's words.
+pub(crate) fn label_key_errors(key: &str) -> Vec<String> {
+    qualified_name_errors(key, LABEL_KEY)
+}
+
+/// Why `value` is no label value, in apimachinery's words.
+pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if value.len() > 63 {
+        out.push("must be no more than 63 characters".to_string());
+    }
+    if !value.is_empty() && !label_name(value) {
+        out.push(LABEL_VALUE.to_string());
     }
     out
 }
 
 fn label_value(field: &str, value: &str) -> Vec<Cause> {
-    let mut out = Vec::new();
-    if value.len() > 63 {
-        out.push(invalid(field, value, "must be no more than 63 characters"));
-    }
-    if !value.is_empty() && !label_name(value) {
-        out.push(invalid(field, value, LABEL_VALUE));
-    }
-    out
+    label_value_errors(value)
+        .iter()
+        .map(|why| invalid(field, value, why))
+        .collect()
 }
 
 fn config_map(obj: &Value) -> Vec<Cause> {

@@ -360,7 +360,7 @@ pub(crate) async fn write_request(
         (&Method::DELETE, Some(name)) => {
             let (pre, dry_run) = delete_options(&body, &q)?;
             let o = storage.delete_with(rp.idx, def, ns, name, &pre, dry_run)?;
-            match crate::deletion::answer(def, &o.value) {
+            match crate::deletion::answer(def, &o.value, storage.revision()) {
                 Some(status) => Ok(value_response(shared, StatusCode::OK, &status)),
                 None => Ok(respond(shared, StatusCode::OK, &o)),
             }
