@@ -5,6 +5,10 @@
 //! what byte equality would judge once values are set aside: a field written that the other
 //! server leaves out, or fields written in another order, shows there even where the decoded
 //! JSON is the same.
+//!
+//! In the decoded object, zero values (`false`, `0`, `""`, empty maps and lists) are left out:
+//! protobuf decodes an absent field and a zero one alike (Go writes most zeros, a `proto3`-style
+//! encoder none), so the object compares what a client reads, and the shape what was sent.
 
 use serde_json::{json, Value};
 
@@ -53,7 +57,10 @@ pub fn describe(body: &[u8]) -> Value {
         }
     }
     let object = match reflector::protobuf::transcode::decode_message_as(&api_version, &kind, raw) {
-        Ok(object) => object,
+        Ok(mut object) => {
+            drop_zeros(&mut object);
+            object
+        }
         Err(e) => json!({"undecodable": e.to_string()}),
     };
     json!({
@@ -66,6 +73,31 @@ pub fn describe(body: &[u8]) -> Value {
         "shape": shape(raw, 0),
         "object": object,
     })
+}
+
+/// Removes the members of `value` (at any depth) that protobuf cannot tell from absent.
+fn drop_zeros(value: &mut Value) {
+    match value {
+        Value::Object(members) => {
+            for child in members.values_mut() {
+                drop_zeros(child);
+            }
+            members.retain(|_, v| !is_zero(v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_zeros),
+        _ => {}
+    }
+}
+
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
 }
 
 /// One field of a message as written.
@@ -190,6 +222,14 @@ mod tests {
         // seconds and nanos, both written as Go writes them);
         // data (2) is a map entry of key (1) and value (2).
         assert_eq!(described["shape"], json!(["1{1 3 8{1 2}}", "2{1 2}"]));
+    }
+
+    #[test]
+    fn zeros_are_absent() {
+        let mut v =
+            json!({"a": 0, "b": false, "c": "", "d": {"e": []}, "f": 1, "g": [0, {"h": ""}]});
+        drop_zeros(&mut v);
+        assert_eq!(v, json!({"f": 1, "g": [0, {}]}));
     }
 
     #[test]

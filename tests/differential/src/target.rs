@@ -93,12 +93,18 @@ impl Target {
         let viewer = "differential-viewer-token".to_string();
         let server = SimServer::builder()
             .tls(true)
+            // Named, with uids and groups, as tests/real-apiserver's token file names them.
             .user(
                 SimUser::new(User::Admin.name())
+                    .uid("admin-uid")
                     .token(&admin)
                     .group("system:masters"),
             )
-            .user(SimUser::new(User::Viewer.name()).token(&viewer))
+            .user(
+                SimUser::new(User::Viewer.name())
+                    .uid("viewer-uid")
+                    .token(&viewer),
+            )
             .start()
             .await
             .map_err(|e| Error::Setup(format!("starting the simulator: {e}")))?;
