@@ -235,6 +235,7 @@ pub mod status;
 pub mod storage;
 mod table;
 pub mod tls;
+mod unknown_fields;
 pub mod users;
 mod validation;
 mod watch;

@@ -608,6 +608,10 @@ impl Storage {
         }
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
+        if opts.scope != WriteScope::Whole {
+            let unknown = crate::unknown_fields::prune(def, &mut obj);
+            crate::crd::report_unknown_fields(def, &unknown)?;
+        }
         let m = meta_mut(&mut obj);
         let mut name = m
             .get("name")
@@ -761,6 +765,10 @@ impl Storage {
                     }
                 }
             }
+        }
+        if opts.scope != WriteScope::Whole {
+            let unknown = crate::unknown_fields::prune(def, &mut obj);
+            crate::crd::report_unknown_fields(def, &unknown)?;
         }
         crate::crd::admit(def, &mut obj, Some(&old.value))?;
         if opts.scope != WriteScope::Whole {
