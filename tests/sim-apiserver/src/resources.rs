@@ -144,6 +144,8 @@ impl ResourceDef {
         const BUILTIN_GROUPS: &[&str] = &[
             "",
             "apps",
+            "authentication.k8s.io",
+            "authorization.k8s.io",
             "batch",
             "autoscaling",
             "policy",

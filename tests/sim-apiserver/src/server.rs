@@ -1249,7 +1249,22 @@ async fn resource_request(
         }
         (&Method::GET, Some(name)) => {
             Counters::inc(&shared.counters.gets);
-            let representation = negotiate(Target::Object)?;
+            let representation = negotiate(Target::Object).map_err(|mut e| {
+                if e.message.ends_with("is not a list") {
+                    // kube-apiserver names the Go type it holds.
+                    let internal = if !def.is_core() {
+                        "unstructured.Unstructured".to_string()
+                    } else {
+                        let group = match def.group.split('.').next() {
+                            Some("") | None => "core",
+                            Some(g) => g,
+                        };
+                        format!("{group}.{}", def.kind)
+                    };
+                    e.message = format!("{} (*{internal})", e.message);
+                }
+                e
+            })?;
             if let Some(e) = shared.faults.take_failure(RequestKind::Get) {
                 return Err(e);
             }
