@@ -29,6 +29,11 @@ pub struct Entry {
     pub steps: Vec<String>,
     /// The places in their answers, path patterns.
     pub paths: Vec<String>,
+    /// Covers only what the simulator's answer leaves out (kube-apiserver has it, the
+    /// simulator has nothing there): for what the simulator does not serve, so that a wrong
+    /// value where both answer still fails.
+    #[serde(default)]
+    pub absent_only: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,10 +70,11 @@ pub fn load(path: &Path) -> Result<Vec<Entry>, Error> {
 }
 
 impl Entry {
-    /// Whether this entry covers a difference at `path` in the answer of `step`
-    /// (`group/step`).
-    pub fn covers(&self, step: &str, path: &str) -> bool {
-        self.steps.iter().any(|p| glob(p, step)) && self.paths.iter().any(|p| covers_path(p, path))
+    /// Whether this entry covers `difference` in the answer of `step` (`group/step`).
+    pub fn covers(&self, step: &str, difference: &crate::diff::Difference) -> bool {
+        (!self.absent_only || difference.actual.is_none())
+            && self.steps.iter().any(|p| glob(p, step))
+            && self.paths.iter().any(|p| covers_path(p, &difference.path))
     }
 }
 
@@ -112,18 +118,40 @@ mod tests {
             reason: "y".into(),
             steps: steps.iter().map(|s| s.to_string()).collect(),
             paths: paths.iter().map(|s| s.to_string()).collect(),
+            absent_only: false,
+        }
+    }
+
+    fn at(path: &str) -> crate::diff::Difference {
+        crate::diff::Difference {
+            path: path.into(),
+            golden: Some(serde_json::json!(1)),
+            actual: Some(serde_json::json!(2)),
         }
     }
 
     #[test]
     fn a_path_covers_what_is_under_it_and_stars_match_runs() {
         let e = entry(&["discovery/*"], &["/body/groups"]);
-        assert!(e.covers("discovery/apis", "/body/groups/[name=batch]"));
-        assert!(e.covers("discovery/apis", "/body/groups"));
-        assert!(!e.covers("discovery/apis", "/body/groupsx"));
-        assert!(!e.covers("lists/apis", "/body/groups"));
+        assert!(e.covers("discovery/apis", &at("/body/groups/[name=batch]")));
+        assert!(e.covers("discovery/apis", &at("/body/groups")));
+        assert!(!e.covers("discovery/apis", &at("/body/groupsx")));
+        assert!(!e.covers("lists/apis", &at("/body/groups")));
         let e = entry(&["*/table-*"], &["/body/rows/*/cells/2"]);
-        assert!(e.covers("tables/table-list", "/body/rows/0/cells/2"));
-        assert!(!e.covers("tables/table-list", "/body/rows/0/cells/1"));
+        assert!(e.covers("tables/table-list", &at("/body/rows/0/cells/2")));
+        assert!(!e.covers("tables/table-list", &at("/body/rows/0/cells/1")));
+    }
+
+    #[test]
+    fn an_absent_only_entry_covers_only_what_the_simulator_leaves_out() {
+        let mut e = entry(&["discovery/*"], &["/body/resources"]);
+        e.absent_only = true;
+        let mut missing = at("/body/resources/[name=nodes]");
+        missing.actual = None;
+        assert!(e.covers("discovery/core-v1", &missing));
+        assert!(!e.covers(
+            "discovery/core-v1",
+            &at("/body/resources/[name=pods]/verbs/0")
+        ));
     }
 }

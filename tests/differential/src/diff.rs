@@ -1,8 +1,8 @@
 //! The structural difference of two normalised answers, as a list of places where they differ.
 //!
 //! A place is a path of object keys and array positions (`/body/items/0/data`). An array whose
-//! elements each carry a distinct key (`name`, `metadata.name`, `resource`, `version`, or
-//! `type` as conditions do) is compared by key instead (`/body/resources/[name=pods]/verbs`),
+//! elements each carry a distinct key (`name`, `metadata.name`, `resource`, `subresource`,
+//! `version`, or `type` as conditions do) is compared by key instead (`/body/resources/[name=pods]/verbs`),
 //! so that one resource more on one side shows as that resource, not as every later position
 //! shifted; a different order of the same keys is one difference of its own at
 //! `<array>/(order)`. A watch's events (`/events`) are always compared by position. The paths
@@ -11,7 +11,14 @@
 use serde_json::Value;
 
 /// The keys an array's elements may be matched by, tried in order.
-const KEYS: [&str; 5] = ["name", "metadata.name", "resource", "version", "type"];
+const KEYS: [&str; 6] = [
+    "name",
+    "metadata.name",
+    "resource",
+    "subresource",
+    "version",
+    "type",
+];
 
 /// One place where two answers differ.
 #[derive(Debug, Clone, PartialEq)]

@@ -93,7 +93,7 @@ impl Report {
             let differences = diff(g, a)
                 .into_iter()
                 .map(|d| {
-                    let entry = self.entries.iter().position(|e| e.covers(&step, &d.path));
+                    let entry = self.entries.iter().position(|e| e.covers(&step, &d));
                     (d, entry)
                 })
                 .collect();
