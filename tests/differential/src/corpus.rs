@@ -4,7 +4,7 @@
 //!
 //! A group file is `{"about": "...", "steps": [...]}`; a step is one of
 //!
-//! - a request: `{"name", "method" (GET), "path", "user" ("admin" | "viewer"), "headers",
+//! - a request: `{"name", "note" (a comment, not sent), "method" (GET), "path", "user" ("admin" | "viewer"), "headers",
 //!   "body" (JSON) or "body_text" (sent as is), "capture": {"var": "/json/pointer"}}`, its
 //!   whole answer compared; with `"watch": N` the answer is a watch whose first N events are
 //!   read (or as many as come in `timeout_ms`, 10 s by default) and compared; with
@@ -193,9 +193,9 @@ pub struct Until {
 #[serde(deny_unknown_fields)]
 struct StepText {
     name: String,
-    #[serde(default)]
-    #[allow(dead_code)]
-    note: Option<String>,
+    /// A comment for the reader of the corpus; not sent.
+    #[serde(default, rename = "note")]
+    _note: Option<String>,
     #[serde(default)]
     method: Option<String>,
     #[serde(default)]

@@ -136,7 +136,7 @@ impl Target {
 
     /// Compacts the server's history so that `probe` (a read at an old resourceVersion)
     /// answers 410: the simulator compacts at once; the real server's compactor runs on its
-    /// own, so its answer is asked again until it turns (at most [`COMPACTION_WAIT`]).
+    /// own, so its answer is asked again until it turns (for at most a minute).
     pub async fn compact(&self, probe: &Outgoing) -> Result<(), Error> {
         if let Running::Sim(sim) = &self.running {
             sim.faults().compact();

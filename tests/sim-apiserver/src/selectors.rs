@@ -23,7 +23,7 @@ pub struct LabelSelector {
 
 impl LabelSelector {
     /// Parses the `labelSelector` query parameter as kube-apiserver does (see
-    /// [`crate::label_syntax`] for the grammar and its error messages).
+    /// `label_syntax.rs` for the grammar and its error messages).
     pub fn parse(s: &str) -> Result<Self, String> {
         use crate::label_syntax::Op;
         let reqs = crate::label_syntax::parse(s)?
