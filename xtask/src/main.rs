@@ -22,6 +22,9 @@
 //! - `real-apiserver`: a real kube-apiserver and etcd, built from the Go module proxy into
 //!   `target/real-apiserver/` (`build`), started on 127.0.0.1 until Enter (`start`), started and
 //!   stopped once (`check`), or their build modules rewritten for other versions (`regenerate`).
+//! - `differential`: the differential corpus (`tests/differential`): `record` the real
+//!   kube-apiserver's normalised answers as golden files, or `compare --server real|sim` a
+//!   server's answers with them and print the report.
 //! - `fuzz`: the coverage-guided fuzz targets of `fuzz/` (cargo-fuzz, installed when missing),
 //!   each for `--seconds N` (default 60) from seeds the library's encoders make; target names
 //!   pick some. Not part of `ci` (docs/fuzzing.md).
@@ -32,6 +35,7 @@
 mod bench;
 mod chart;
 mod ci;
+mod differential;
 mod fuzz;
 mod integration;
 mod layering;
@@ -61,6 +65,8 @@ fn usage() -> &'static str {
        (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg)\n  \
        real-apiserver  build kube-apiserver and etcd from the Go module proxy (cached under target/),\n               \
        or `start` them on 127.0.0.1, `check` that they start and stop, `regenerate` their build modules\n  \
+       differential  hold the simulator to kube-apiserver: `record` the golden answers from a real server,\n               \
+       or `compare --server real|sim` a server's answers with them ([GROUP...] to pick corpus groups)\n  \
        fuzz         run the fuzz targets of fuzz/ with cargo-fuzz, installing it when missing\n               \
        ([TARGET...] to pick some, --seconds N per target, 60 by default)\n"
 }
@@ -123,6 +129,7 @@ fn main() -> ExitCode {
         Some("bench") => bench::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("real-apiserver") => real_apiserver::run(&args[1..]),
+        Some("differential") => differential::run(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{}", usage());
             return ExitCode::SUCCESS;

@@ -497,7 +497,9 @@ async fn the_scale_subresource_reads_and_sets_replicas() {
     d.metadata.name = Some("web".into());
     d.data.insert(
         "spec".into(),
-        json!({"replicas": 2, "selector": {"matchLabels": {"app": "web"}}}),
+        json!({"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "web", "image": "nginx"}]}}}),
     );
     deployments
         .create(&CreateOptions::default(), &d)

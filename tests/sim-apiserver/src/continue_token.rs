@@ -21,14 +21,25 @@ impl ContinueToken {
         URL_SAFE_NO_PAD.encode(j.to_string())
     }
 
-    /// Decodes a token; the error text follows kube-apiserver's `continue key is not valid`.
+    /// Decodes a token; the error text follows kube-apiserver's `continue key is not valid`
+    /// (Go's words for a token that is not base64 or not JSON).
     pub fn decode(s: &str) -> Result<Self, String> {
         let bad = |why: &str| format!("continue key is not valid: {why}");
-        let raw = URL_SAFE_NO_PAD
-            .decode(s.trim_end_matches('='))
-            .map_err(|_| bad("illegal base64 data"))?;
-        let v: Value = serde_json::from_slice(&raw)
-            .map_err(|_| bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))?;
+        let trimmed = s.trim_end_matches('=');
+        let raw = URL_SAFE_NO_PAD.decode(trimmed).map_err(|e| {
+            // Go's words, with the offset of the first byte it could not read.
+            let at = match e {
+                base64::DecodeError::InvalidByte(at, _)
+                | base64::DecodeError::InvalidLastSymbol(at, _) => at,
+                _ => trimmed.len(),
+            };
+            bad(&format!("illegal base64 data at input byte {at}"))
+        })?;
+        let v: Value =
+            serde_json::from_slice(&raw).map_err(|_| match crate::go_json::syntax_error(&raw) {
+                Some(go) => bad(&go),
+                None => bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"),
+            })?;
         if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
             return Err(bad("server does not recognize this encoded version"));
         }

@@ -9,6 +9,32 @@
 use serde_json::{json, Map, Value};
 
 use crate::resources::ResourceDef;
+
+/// What kube-apiserver answers the delete of a CustomResourceDefinition: the definition marked
+/// for deletion, held by apiextensions' cleanup finalizer, `Terminating`. The simulator has
+/// removed it and its objects already, as that cleanup does a moment later.
+fn terminating_definition(obj: &Value, rev: u64) -> Value {
+    let mut crd = obj.clone();
+    let now = crate::storage::rfc3339_now();
+    if let Some(meta) = crd.get_mut("metadata").and_then(Value::as_object_mut) {
+        // Marking it is a write of its own.
+        meta.insert("resourceVersion".into(), json!(rev.to_string()));
+        meta.insert("deletionTimestamp".into(), json!(now));
+        meta.insert(
+            "finalizers".into(),
+            json!(["customresourcecleanup.apiextensions.k8s.io"]),
+        );
+    }
+    if let Some(conditions) = crd
+        .pointer_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    {
+        conditions.push(json!({"type": "Terminating", "status": "True", "lastTransitionTime": now,
+            "reason": "InstanceDeletionPending",
+            "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"}));
+    }
+    crd
+}
 use crate::storage::{has_finalizers, is_terminating};
 
 /// Whether the resource's store answers a delete with the deleted object.
@@ -16,8 +42,12 @@ fn returns_deleted_object(def: &ResourceDef) -> bool {
     def.group.is_empty() && matches!(def.plural.as_str(), "pods" | "namespaces")
 }
 
-/// The answer to a DELETE of one object whose state after the delete is `obj`.
-pub(crate) fn answer(def: &ResourceDef, obj: &Value) -> Option<Value> {
+/// The answer to a DELETE of one object whose state after the delete is `obj`, the store at
+/// revision `rev` after it.
+pub(crate) fn answer(def: &ResourceDef, obj: &Value, rev: u64) -> Option<Value> {
+    if crate::crd::is_definition(def) {
+        return Some(terminating_definition(obj, rev));
+    }
     if returns_deleted_object(def) || (is_terminating(obj) && has_finalizers(obj)) {
         return None;
     }

@@ -26,9 +26,30 @@ pub fn api(server_address: &str) -> Value {
     })
 }
 
-/// The verbs discovery lists for a resource.
+/// The verbs discovery lists for a resource: the reviews only `create`; Namespaces no
+/// `deletecollection`; a custom resource in the order apiextensions writes them.
 fn verbs_of(d: &ResourceDef) -> &'static [&'static str] {
-    crate::authz::discovery_verbs(d).unwrap_or(&[
+    if let Some(verbs) = crate::authz::discovery_verbs(d) {
+        return verbs;
+    }
+    if d.group.is_empty() && d.kind == "Namespace" {
+        return &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ];
+    }
+    if !d.is_core() {
+        return &[
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "create",
+            "update",
+            "watch",
+        ];
+    }
+    &[
         "create",
         "delete",
         "deletecollection",
@@ -37,7 +58,64 @@ fn verbs_of(d: &ResourceDef) -> &'static [&'static str] {
         "patch",
         "update",
         "watch",
-    ])
+    ]
+}
+
+/// kube-apiserver's `storageVersionHash` of a stored resource: the first 8 bytes of the SHA-256
+/// of `group/version/kind`, in base64 (none for the reviews, which store nothing).
+fn storage_version_hash(d: &ResourceDef) -> Option<String> {
+    use base64::Engine;
+    if crate::authz::discovery_verbs(d).is_some() {
+        return None;
+    }
+    // The version and group it is stored in, where that is not the one it is served at.
+    let stored = match (d.group.as_str(), d.kind.as_str()) {
+        ("events.k8s.io", "Event") => "/v1/Event".to_string(),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            "apiextensions.k8s.io/v1beta1/CustomResourceDefinition".to_string()
+        }
+        _ => format!("{}/{}/{}", d.group, d.version, d.kind),
+    };
+    let digest = ring::digest::digest(&ring::digest::SHA256, stored.as_bytes());
+    Some(base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8]))
+}
+
+/// The order kube-apiserver lists its groups in (its group priorities); other groups, the
+/// custom resources' ones, follow by name.
+const GROUP_ORDER: &[&str] = &[
+    "apiregistration.k8s.io",
+    "apps",
+    "events.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "networking.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "storage.k8s.io",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "scheduling.k8s.io",
+    "coordination.k8s.io",
+    "node.k8s.io",
+    "discovery.k8s.io",
+    "resource.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+];
+
+/// The registry's groups in kube-apiserver's order.
+fn ordered_groups(reg: &Registry) -> Vec<(String, Vec<String>)> {
+    let mut groups = reg.groups();
+    groups.sort_by_key(|(g, _)| {
+        let rank = GROUP_ORDER
+            .iter()
+            .position(|known| known == g)
+            .unwrap_or(GROUP_ORDER.len());
+        (rank, g.clone())
+    });
+    groups
 }
 
 /// A resource's subresources as discovery lists them, by name (`scale`, then `status`), each
@@ -65,8 +143,11 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
     let verbs = verbs_of(d);
     let mut main = json!({
         "name": d.plural, "singularName": d.singular(), "namespaced": d.namespaced,
-        "kind": d.kind, "verbs": verbs, "storageVersionHash": "",
+        "kind": d.kind, "verbs": verbs,
     });
+    if let Some(hash) = storage_version_hash(d) {
+        main["storageVersionHash"] = json!(hash);
+    }
     // kubectl resolves `po` and expands `all` from these (kube-apiserver omits them when empty).
     if !d.short_names.is_empty() {
         main["shortNames"] = json!(d.short_names);
@@ -75,8 +156,12 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
         main["categories"] = json!(d.categories);
     }
     let mut out = vec![main];
-    // kube-apiserver lists `status` before `scale` here.
-    for (sub, [group, version, kind]) in subresources(d).into_iter().rev() {
+    let mut subresources = subresources(d);
+    if !d.is_core() {
+        // apiextensions lists `status` before `scale`.
+        subresources.reverse();
+    }
+    for (sub, [group, version, kind]) in subresources {
         let mut entry = json!({
             "name": format!("{}/{sub}", d.plural), "singularName": "", "namespaced": d.namespaced,
             "kind": kind, "verbs": SUBRESOURCE_VERBS,
@@ -92,7 +177,7 @@ fn resource_entries(d: &ResourceDef) -> Vec<Value> {
 
 /// `/api/v1` or `/apis/{group}/{version}` (APIResourceList); `None` if nothing is served there.
 pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
-    let resources: Vec<Value> = reg
+    let mut resources: Vec<Value> = reg
         .all()
         .iter()
         .filter(|d| d.group == group && d.version == version)
@@ -101,14 +186,22 @@ pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value
     if resources.is_empty() {
         return None;
     }
+    // kube-apiserver sorts its own by name (subresources after their resource); a custom
+    // resource keeps the order apiextensions writes.
+    if reg.all().iter().any(|d| d.group == group && d.is_core()) {
+        resources.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    }
     let gv = if group.is_empty() {
         version.to_string()
     } else {
         format!("{group}/{version}")
     };
-    Some(
-        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
-    )
+    let mut list = json!({"kind": "APIResourceList", "groupVersion": gv, "resources": resources});
+    // kube-apiserver's core list carries no apiVersion; the groups' lists do.
+    if !group.is_empty() {
+        list["apiVersion"] = json!("v1");
+    }
+    Some(list)
 }
 
 fn group_entry(group: &str, versions: &[String]) -> Value {
@@ -121,8 +214,7 @@ fn group_entry(group: &str, versions: &[String]) -> Value {
 
 /// `/apis` (APIGroupList).
 pub fn apis(reg: &Registry) -> Value {
-    let groups: Vec<Value> = reg
-        .groups()
+    let groups: Vec<Value> = ordered_groups(reg)
         .iter()
         .map(|(g, vs)| group_entry(g, vs))
         .collect();
@@ -145,6 +237,30 @@ pub fn api_group(reg: &Registry, group: &str) -> Option<Value> {
 /// The media type of aggregated discovery, as kube-apiserver names it in `Content-Type`.
 pub const AGGREGATED_MEDIA_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an `Accept` header names a representation of discovery this server (or
+/// kube-apiserver) has: a plain JSON or protobuf range, a wildcard, or aggregated discovery v2.
+/// Otherwise the answer is 406.
+pub fn acceptable(accept: Option<&str>) -> bool {
+    let Some(accept) = accept else { return true };
+    accept.split(',').any(|range| {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        let params: Vec<&str> = parts.collect();
+        let has = |p: &str| params.iter().any(|x| x.replace(' ', "") == p);
+        let plain = !params.iter().any(|p| p.starts_with("as="));
+        match media {
+            "*/*" | "application/*" => true,
+            "application/json" | "application/vnd.kubernetes.protobuf" => {
+                plain
+                    || (has("as=APIGroupDiscoveryList")
+                        && has("g=apidiscovery.k8s.io")
+                        && has("v=v2"))
+            }
+            _ => false,
+        }
+    })
+}
 
 /// Whether an `Accept` header asks for aggregated discovery: its first range this server can
 /// answer is `application/json` with `g=apidiscovery.k8s.io`, `v=v2` and
@@ -170,7 +286,14 @@ pub fn wants_aggregated(accept: Option<&str>) -> bool {
 
 /// One resource of aggregated discovery (`APIResourceDiscovery`), its subresources inside it.
 fn aggregated_resource(d: &ResourceDef) -> Value {
-    let kind = |group: &str, version: &str, kind: &str| json!({"group": group, "version": version, "kind": kind});
+    // kube-apiserver names a built-in response kind's group and version only where they differ
+    // from the resource's (a Scale); a custom resource's always.
+    let custom = !d.is_core();
+    let kind = |group: &str, version: &str, kind: &str| {
+        let same = group == d.group && version == d.version && !custom;
+        let (g, v) = if same { ("", "") } else { (group, version) };
+        json!({"group": g, "version": v, "kind": kind})
+    };
     let mut r = json!({
         "resource": d.plural,
         "responseKind": kind(&d.group, &d.version, &d.kind),
@@ -184,7 +307,12 @@ fn aggregated_resource(d: &ResourceDef) -> Value {
     if !d.categories.is_empty() {
         r["categories"] = json!(d.categories);
     }
-    let subs: Vec<Value> = subresources(d)
+    let mut subresources = subresources(d);
+    if custom {
+        // apiextensions lists `status` before `scale`.
+        subresources.reverse();
+    }
+    let subs: Vec<Value> = subresources
         .into_iter()
         .map(|(sub, [group, version, k])| {
             json!({"subresource": sub, "responseKind": kind(group, version, k), "verbs": SUBRESOURCE_VERBS})
@@ -201,16 +329,17 @@ fn aggregated_group(reg: &Registry, group: &str, versions: &[String]) -> Value {
     let versions: Vec<Value> = versions
         .iter()
         .map(|v| {
-            let resources: Vec<Value> = reg
+            let mut resources: Vec<&ResourceDef> = reg
                 .all()
                 .iter()
                 .filter(|d| d.group == group && &d.version == v)
-                .map(aggregated_resource)
                 .collect();
+            resources.sort_by(|a, b| a.plural.cmp(&b.plural));
+            let resources: Vec<Value> = resources.into_iter().map(aggregated_resource).collect();
             json!({"version": v, "resources": resources, "freshness": "Current"})
         })
         .collect();
-    let mut metadata = json!({"creationTimestamp": null});
+    let mut metadata = json!({});
     if !group.is_empty() {
         metadata["name"] = json!(group);
     }
@@ -222,7 +351,7 @@ pub fn aggregated(reg: &Registry, core: bool) -> Value {
     let items: Vec<Value> = if core {
         vec![aggregated_group(reg, "", &["v1".to_string()])]
     } else {
-        reg.groups()
+        ordered_groups(reg)
             .iter()
             .map(|(g, vs)| aggregated_group(reg, g, vs))
             .collect()

@@ -44,15 +44,17 @@
 //!   then one line `{"type":"ERROR","object":{"kind":"Status",..,"reason":"Expired","code":410,
 //!   "message":"too old resource version: X (C)"}}` and the stream ends. A future `X` waits for
 //!   it. DELETED carries the final state at the delete revision. With selectors, an object that
-//!   stops matching arrives as DELETED and one that starts matching as ADDED.
+//!   stops matching arrives as DELETED (the object as it last matched, at the change's
+//!   resourceVersion) and one that starts matching as ADDED.
 //! * **Bookmarks** only with `allowWatchBookmarks=true`: `{"kind":"Pod","apiVersion":"v1",
-//!   "metadata":{"resourceVersion":"N","creationTimestamp":null}}` every bookmark interval
+//!   "metadata":{"resourceVersion":"N"}}` every bookmark interval
 //!   (default 60 s) and 2 s before the deadline. `timeoutSeconds` (default 30 min) ends the
 //!   stream cleanly (end of body).
-//! * **sendInitialEvents=true** needs `resourceVersionMatch=NotOlderThan` and
-//!   `allowWatchBookmarks=true` (422 otherwise): ADDED for the current state, then a BOOKMARK at
-//!   the current revision with `metadata.annotations["k8s.io/initial-events-end"] = "true"`,
-//!   then live changes on the same stream.
+//! * **sendInitialEvents=true** needs `resourceVersionMatch=NotOlderThan` (422 otherwise, each
+//!   broken rule of `ValidateListOptions` a cause): ADDED for the current state, then (with
+//!   `allowWatchBookmarks=true`) a BOOKMARK at the current revision with
+//!   `metadata.annotations["k8s.io/initial-events-end"] = "true"`, then live changes on the
+//!   same stream.
 //! * **Slow watchers**: each has a bounded buffer (default 1024 events); on overflow the server
 //!   drops it and closes the stream (no ERROR event), like kube-apiserver's cacher.
 //! * **Compression** (opt-in, [`SimServerBuilder::gzip_responses`], `--gzip`): a response with
@@ -140,7 +142,9 @@
 //!   one sent (none; `phase: Pending` for pods, `Active` for namespaces; the test API's
 //!   [`SimServer::create`] stores what it is given). **Update** (PUT): a set `metadata.resourceVersion` must be current (409
 //!   `Conflict`); a missing object is 404. `generation` is bumped when something outside
-//!   `metadata` and `status` changes. `metadata.managedFields` left out of a write are kept.
+//!   `metadata` and `status` changes (kinds without one, ConfigMaps, Namespaces, Services,
+//!   Events and Leases, get none); an update that changes nothing stores nothing (the
+//!   resourceVersion stays, no watch event), as kube-apiserver's. `metadata.managedFields` left out of a write are kept.
 //! * **Patch**: `application/merge-patch+json`, `application/strategic-merge-patch+json`
 //!   (built-in kinds only, by their merge keys and strategies and with `$patch`,
 //!   `$setElementOrder`, `$retainKeys` and `$deleteFromPrimitiveList`, see [`smp`]; a custom
@@ -212,6 +216,8 @@ pub mod discovery;
 pub mod events_convert;
 pub mod faults;
 pub mod fixtures;
+pub mod go_json;
+mod label_syntax;
 pub mod list;
 pub mod metrics;
 pub mod openapi;
@@ -229,7 +235,9 @@ pub mod status;
 pub mod storage;
 mod table;
 pub mod tls;
+mod unknown_fields;
 pub mod users;
+mod validation;
 mod watch;
 pub mod write_log;
 mod writes;

@@ -17,7 +17,7 @@ use crate::resources::ResourceDef;
 use crate::status::ApiError;
 use crate::storage::{Obj, Storage};
 
-const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue parameter from this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// Deviations from the real list metadata, for the list faults.
 #[derive(Debug, Default, Clone, Copy)]
@@ -144,8 +144,14 @@ fn list_shaped(
 ) -> Result<Bytes, ApiError> {
     p.validate()?;
     let mut limit = p.limit;
+    // kube-apiserver's watch cache serves a list at resourceVersion 0 whole: it ignores the
+    // limit, also of the rest of a list a continue token resumes.
+    if watch_cache && p.resource_version.as_deref() == Some("0") {
+        limit = None;
+    }
     if let Some(tok) = &p.continue_token {
-        let t = ContinueToken::decode(tok).map_err(ApiError::bad_request)?;
+        let t = ContinueToken::decode(tok)
+            .map_err(|e| ApiError::bad_request(format!("invalid continue token: {e}")))?;
         let at = (t.rv != -1).then_some(t.rv as u64);
         let start = t.start.clone();
         let out = storage.read(res, at, |rev, map| {
@@ -239,6 +245,10 @@ fn render(
     }
     if let Some(token) = shape.fixed_continue {
         meta["continue"] = json!(token);
+    }
+    if !more && !def.is_core() {
+        // A custom resource's list is written from an unstructured map that always holds it.
+        meta["continue"] = json!("");
     }
     if shape.omit_resource_version {
         if let Some(m) = meta.as_object_mut() {

@@ -42,12 +42,10 @@ pub fn parse_bool(name: &str, v: &str) -> Result<bool, ApiError> {
     }
 }
 
-fn parse_int(name: &str, v: &str) -> Result<u64, ApiError> {
+fn parse_int(v: &str) -> Result<u64, ApiError> {
     v.parse::<i64>()
         .map_err(|_| {
-            ApiError::bad_request(format!(
-                "invalid value for {name}: strconv.ParseInt: parsing {v:?}: invalid syntax"
-            ))
+            ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
         })
         .map(|n| n.max(0) as u64)
 }
@@ -70,7 +68,7 @@ impl ListParams {
                 "resourceVersionMatch" => {
                     p.rv_match = Some(v.to_string()).filter(|s| !s.is_empty())
                 }
-                "limit" => p.limit = Some(parse_int("limit", &v)? as usize).filter(|n| *n > 0),
+                "limit" => p.limit = Some(parse_int(&v)? as usize).filter(|n| *n > 0),
                 "continue" => p.continue_token = Some(v.to_string()).filter(|s| !s.is_empty()),
                 "labelSelector" => {
                     p.selectors.labels = LabelSelector::parse(&v).map_err(ApiError::bad_request)?
@@ -81,9 +79,7 @@ impl ListParams {
                 }
                 "watch" => p.watch = parse_bool("watch", &v)?,
                 "allowWatchBookmarks" => p.allow_bookmarks = parse_bool("allowWatchBookmarks", &v)?,
-                "timeoutSeconds" => {
-                    p.timeout_seconds = Some(parse_int("timeoutSeconds", &v)?).filter(|n| *n > 0)
-                }
+                "timeoutSeconds" => p.timeout_seconds = Some(parse_int(&v)?).filter(|n| *n > 0),
                 "sendInitialEvents" => {
                     p.send_initial_events = Some(parse_bool("sendInitialEvents", &v)?)
                 }
@@ -93,72 +89,46 @@ impl ListParams {
         Ok(p)
     }
 
-    /// The resourceVersion as a number, if set and not "0"; 400 if not a number.
+    /// The resourceVersion as a number, if set and not "0"; 400 if not a number (in
+    /// kube-apiserver's words for a list).
     pub fn rv_number(&self) -> Result<Option<u64>, ApiError> {
         match self.resource_version.as_deref() {
             None | Some("0") => Ok(None),
-            Some(s) => s
-                .parse::<u64>()
-                .map(Some)
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}"))),
+            Some(s) => s.parse::<u64>().map(Some).map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version: {}", unparsable_rv(s)))
+            }),
         }
     }
 
-    /// `ValidateListOptions` as kube-apiserver applies it (422 Invalid, kind ListOptions).
+    /// [`ListParams::rv_number`] for a get or a watch, where kube-apiserver answers a
+    /// malformed resourceVersion with a 500 that has no reason.
+    pub fn rv_number_or_500(&self) -> Result<Option<u64>, ApiError> {
+        self.rv_number().map_err(|_| {
+            ApiError::unclassified(unparsable_rv(
+                self.resource_version.as_deref().unwrap_or(""),
+            ))
+        })
+    }
+
+    /// `ValidateListOptions` as kube-apiserver applies it (422 Invalid, kind ListOptions,
+    /// every broken rule a cause of its own), then the continue rule of its storage (400).
     pub fn validate(&self) -> Result<(), ApiError> {
-        let invalid = |field: &str, reason: &str, detail: &str| {
-            Err(ApiError::invalid(
+        let errors = if self.watch {
+            self.watch_errors()
+        } else {
+            self.list_errors()
+        };
+        if !errors.is_empty() {
+            let causes: Vec<(&str, String, String)> = errors
+                .into_iter()
+                .map(|(field, reason, detail)| (reason, field.to_string(), detail))
+                .collect();
+            return Err(ApiError::invalid_causes(
                 "ListOptions",
                 "meta.k8s.io",
                 "",
-                field,
-                reason,
-                detail,
-            ))
-        };
-        if let Some(m) = &self.rv_match {
-            if !matches!(m.as_str(), "Exact" | "NotOlderThan") {
-                return invalid(
-                    "resourceVersionMatch",
-                    "FieldValueNotSupported",
-                    &format!("Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""),
-                );
-            }
-            if self.watch && self.send_initial_events != Some(true) {
-                return invalid("resourceVersionMatch", "FieldValueForbidden", "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided");
-            }
-            if self.continue_token.is_some() {
-                return invalid(
-                    "resourceVersionMatch",
-                    "FieldValueForbidden",
-                    "Forbidden: resourceVersionMatch is forbidden when continue is provided",
-                );
-            }
-            if self.resource_version.is_none() && !self.watch {
-                return invalid("resourceVersionMatch", "FieldValueForbidden", "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided");
-            }
-            if m == "Exact" && self.resource_version.as_deref() == Some("0") {
-                return invalid("resourceVersionMatch", "FieldValueForbidden", "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"");
-            }
-        }
-        if let Some(sie) = self.send_initial_events {
-            if !self.watch {
-                return invalid(
-                    "sendInitialEvents",
-                    "FieldValueForbidden",
-                    "Forbidden: sendInitialEvents is forbidden for list",
-                );
-            }
-            if self.rv_match.as_deref() != Some("NotOlderThan") {
-                return invalid("resourceVersionMatch", "FieldValueForbidden", "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan");
-            }
-            if sie && !self.allow_bookmarks {
-                return invalid(
-                    "allowWatchBookmarks",
-                    "FieldValueForbidden",
-                    "Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true",
-                );
-            }
+                &causes,
+            ));
         }
         if self.continue_token.is_some()
             && self.resource_version.as_deref().is_some_and(|rv| rv != "0")
@@ -169,4 +139,87 @@ impl ListParams {
         }
         Ok(())
     }
+
+    /// The rules of a list: `(field, cause reason, detail)` for each one broken.
+    fn list_errors(&self) -> Vec<(&'static str, &'static str, String)> {
+        let mut out = Vec::new();
+        if let Some(m) = &self.rv_match {
+            if self.resource_version.is_none() {
+                out.push(forbidden(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if self.continue_token.is_some() {
+                out.push(forbidden(
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if !matches!(m.as_str(), "Exact" | "NotOlderThan") {
+                out.push(not_supported(m, "\"Exact\", \"NotOlderThan\", \"\""));
+            }
+            if m == "Exact" && self.resource_version.as_deref() == Some("0") {
+                out.push(forbidden(
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if self.send_initial_events.is_some() {
+            out.push((
+                "sendInitialEvents",
+                "FieldValueForbidden",
+                "Forbidden: sendInitialEvents is forbidden for list".into(),
+            ));
+        }
+        out
+    }
+
+    /// The rules of a watch (WatchList enabled, as kube-apiserver 1.34 and later have it).
+    fn watch_errors(&self) -> Vec<(&'static str, &'static str, String)> {
+        let mut out = Vec::new();
+        let m = self.rv_match.as_deref();
+        if self.send_initial_events.is_some() && m != Some("NotOlderThan") {
+            out.push(forbidden(
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if let Some(m) = m {
+            if self.send_initial_events.is_none() {
+                out.push(forbidden(
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if m != "NotOlderThan" {
+                out.push(not_supported(m, "\"NotOlderThan\""));
+            }
+            if self.continue_token.is_some() {
+                out.push(forbidden(
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn forbidden(detail: &str) -> (&'static str, &'static str, String) {
+    (
+        "resourceVersionMatch",
+        "FieldValueForbidden",
+        format!("Forbidden: {detail}"),
+    )
+}
+
+fn not_supported(value: &str, supported: &str) -> (&'static str, &'static str, String) {
+    (
+        "resourceVersionMatch",
+        "FieldValueNotSupported",
+        format!("Unsupported value: {value:?}: supported values: {supported}"),
+    )
+}
+
+/// Why `rv` is no resourceVersion, as kube-apiserver says it (Go's `strconv.ParseUint`).
+pub fn unparsable_rv(rv: &str) -> String {
+    format!(
+        "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: invalid syntax"
+    )
 }

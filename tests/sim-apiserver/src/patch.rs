@@ -2,9 +2,10 @@
 //!
 //! Operations `add`, `remove`, `replace`, `move`, `copy` and `test`; pointers unescape `~1` to
 //! `/` and `~0` to `~`; `-` as the last token of `add` (or of a `move`/`copy` target) appends to
-//! an array. Errors come in two kinds, as kube-apiserver answers them: a document that is not a
+//! an array; a `replace` of a key an object lacks adds it, as the library kube-apiserver uses
+//! does. Errors come in two kinds, as kube-apiserver answers them: a document that is not a
 //! patch ([`JsonPatchError::Malformed`], 400 BadRequest) and a patch that cannot be applied to
-//! the object — a failed `test`, a missing path, an index out of range
+//! the object — a failed `test`, a missing path, an index out of range, an unknown `op`
 //! ([`JsonPatchError::Unapplicable`], 422 Invalid, whose Status says only kube-apiserver's
 //! `the server rejected our request due to an error in our request`, with empty `details`).
 
@@ -158,9 +159,10 @@ fn pointer_field(op: &Value, name: &str, n: usize) -> Result<Vec<String>, JsonPa
 /// Checks that `patch` is a JSON patch document (an array of well-formed operations).
 pub fn validate(patch: &Value) -> Result<(), JsonPatchError> {
     let Value::Array(ops) = patch else {
-        return Err(JsonPatchError::Malformed(
-            "a JSON patch must be an array of operations".into(),
-        ));
+        return Err(JsonPatchError::Malformed(format!(
+            "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+            crate::go_json::type_name(patch)
+        )));
     };
     for (n, op) in ops.iter().enumerate() {
         if !op.is_object() {
@@ -178,8 +180,10 @@ pub fn validate(patch: &Value) -> Result<(), JsonPatchError> {
             "move" | "copy" => {
                 pointer_field(op, "from", n)?;
             }
+            // kube-apiserver decodes the document before it looks at the operations: an
+            // operation it does not know fails as the patch is applied, a 422.
             other => {
-                return Err(JsonPatchError::Malformed(format!(
+                return Err(JsonPatchError::Unapplicable(format!(
                     "unexpected kind of operation {other:?} in operation {n}"
                 )))
             }
@@ -200,12 +204,17 @@ pub fn apply_json_patch(doc: &mut Value, patch: &Value) -> Result<(), JsonPatchE
                 remove(&mut out, &path)?;
             }
             "replace" => {
-                get(&out, &path)?;
                 if path.is_empty() {
                     out = op["value"].clone();
-                } else {
+                } else if get(&out, &path).is_ok() {
                     remove(&mut out, &path)?;
                     add(&mut out, &path, op["value"].clone())?;
+                } else if parent_mut(&mut out, &path).is_ok_and(|p| p.is_object()) {
+                    // The JSON-patch library kube-apiserver uses replaces a key an object
+                    // lacks by adding it (RFC 6902 would refuse).
+                    add(&mut out, &path, op["value"].clone())?;
+                } else {
+                    return Err(missing(&path));
                 }
             }
             "move" => {
@@ -269,7 +278,8 @@ mod tests {
         let mut d = json!({"a": 1});
         let unapplicable = [
             json!([{"op": "test", "path": "/a", "value": 2}]),
-            json!([{"op": "replace", "path": "/b", "value": 2}]),
+            json!([{"op": "replace", "path": "/b/c", "value": 2}]),
+            json!([{"op": "frobnicate", "path": "/a"}]),
             json!([{"op": "remove", "path": "/b"}]),
             json!([{"op": "add", "path": "/x/y", "value": 2}]),
             json!([{"op": "add", "path": "/a", "value": 5}, {"op": "test", "path": "/a", "value": 1}]),
@@ -282,7 +292,6 @@ mod tests {
         }
         let malformed = [
             json!({"op": "add"}),
-            json!([{"op": "frobnicate", "path": "/a"}]),
             json!([{"op": "add", "path": "/a"}]),
             json!([{"op": "add", "path": "a", "value": 1}]),
             json!([{"op": "move", "path": "/a"}]),
@@ -294,5 +303,12 @@ mod tests {
             ));
         }
         assert_eq!(d, json!({"a": 1}));
+        // A replace of a key the object lacks adds it, as kube-apiserver's library does.
+        apply_json_patch(
+            &mut d,
+            &json!([{"op": "replace", "path": "/b", "value": 2}]),
+        )
+        .unwrap();
+        assert_eq!(d, json!({"a": 1, "b": 2}));
     }
 }

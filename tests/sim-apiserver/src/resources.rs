@@ -26,6 +26,10 @@ pub struct ResourceDef {
     /// `openAPIV3Schema`), when the resource has one of its own; built-in kinds take theirs
     /// from the OpenAPI module instead.
     pub schema: Option<std::sync::Arc<serde_json::Value>>,
+    /// Whether its objects carry `metadata.generation` (default true). kube-apiserver's
+    /// strategies set it only for kinds with a spec a controller acts on: not ConfigMaps,
+    /// Namespaces, Services, Events or Leases ([`ResourceDef::without_generation`]).
+    pub generation: bool,
 }
 
 /// Where a resource's `scale` subresource finds its numbers (JSON pointers into the object),
@@ -65,7 +69,14 @@ impl ResourceDef {
             short_names: Vec::new(),
             categories: Vec::new(),
             schema: None,
+            generation: true,
         }
+    }
+
+    /// Its objects carry no `metadata.generation` (see [`ResourceDef::generation`]).
+    pub fn without_generation(mut self) -> Self {
+        self.generation = false;
+        self
     }
 
     /// Sets the short names discovery advertises (`["po"]`).
@@ -133,6 +144,8 @@ impl ResourceDef {
         const BUILTIN_GROUPS: &[&str] = &[
             "",
             "apps",
+            "authentication.k8s.io",
+            "authorization.k8s.io",
             "batch",
             "autoscaling",
             "policy",
@@ -178,24 +191,29 @@ impl Registry {
                 .with_categories(&["all"]),
         );
         r.register(
-            ResourceDef::new("", "v1", "ConfigMap", "configmaps", true).with_short_names(&["cm"]),
+            ResourceDef::new("", "v1", "ConfigMap", "configmaps", true)
+                .with_short_names(&["cm"])
+                .without_generation(),
         );
         r.register(
             ResourceDef::new("", "v1", "Namespace", "namespaces", false)
                 .with_status()
-                .with_short_names(&["ns"]),
+                .with_short_names(&["ns"])
+                .without_generation(),
         );
-        r.register(ResourceDef::new("", "v1", "Event", "events", true).with_short_names(&["ev"]));
-        r.register(ResourceDef::new(
-            "coordination.k8s.io",
-            "v1",
-            "Lease",
-            "leases",
-            true,
-        ));
+        r.register(
+            ResourceDef::new("", "v1", "Event", "events", true)
+                .with_short_names(&["ev"])
+                .without_generation(),
+        );
+        r.register(
+            ResourceDef::new("coordination.k8s.io", "v1", "Lease", "leases", true)
+                .without_generation(),
+        );
         r.register(
             ResourceDef::new("events.k8s.io", "v1", "Event", "events", true)
-                .with_short_names(&["ev"]),
+                .with_short_names(&["ev"])
+                .without_generation(),
         );
         r.register(
             ResourceDef::new("apps", "v1", "Deployment", "deployments", true)
@@ -208,7 +226,13 @@ impl Registry {
             r.register(d);
         }
         // Served so that `kubectl cluster-info` (which lists kube-system's Services) works.
-        r.register(ResourceDef::new("", "v1", "Service", "services", true).with_status());
+        r.register(
+            ResourceDef::new("", "v1", "Service", "services", true)
+                .with_status()
+                .with_short_names(&["svc"])
+                .with_categories(&["all"])
+                .without_generation(),
+        );
         r.register(crate::crd::definition_resource());
         // Registered last, so that every resource above keeps its index.
         r.register(ResourceDef::new(

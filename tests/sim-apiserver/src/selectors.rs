@@ -11,6 +11,8 @@ enum LabelReq {
     NotIn(String, Vec<String>),
     Exists(String),
     NotExists(String),
+    GreaterThan(String, i64),
+    LessThan(String, i64),
 }
 
 /// A parsed label selector; empty matches everything.
@@ -19,88 +21,28 @@ pub struct LabelSelector {
     reqs: Vec<LabelReq>,
 }
 
-fn split_top_level(s: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, c) in s.char_indices() {
-        match c {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(&s[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&s[start..]);
-    out
-}
-
-fn valid_key(k: &str) -> bool {
-    !k.is_empty()
-        && k.len() <= 316
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-}
-
-fn valid_value(v: &str) -> bool {
-    v.len() <= 63
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-fn parse_set(rest: &str) -> Option<Vec<String>> {
-    let rest = rest.trim();
-    let inner = rest.strip_prefix('(')?.strip_suffix(')')?;
-    let vals: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).collect();
-    if vals.iter().all(|v| valid_value(v)) {
-        Some(vals)
-    } else {
-        None
-    }
-}
-
 impl LabelSelector {
-    /// Parses the `labelSelector` query parameter.
+    /// Parses the `labelSelector` query parameter as kube-apiserver does (see
+    /// `label_syntax.rs` for the grammar and its error messages).
     pub fn parse(s: &str) -> Result<Self, String> {
-        let mut reqs = Vec::new();
-        if s.trim().is_empty() {
-            return Ok(Self { reqs });
-        }
-        for part in split_top_level(s) {
-            let p = part.trim();
-            let err = || format!("unable to parse requirement: {p:?}");
-            let req = if let Some(k) = p.strip_prefix('!') {
-                let k = k.trim();
-                if !valid_key(k) {
-                    return Err(err());
+        use crate::label_syntax::Op;
+        let reqs = crate::label_syntax::parse(s)?
+            .into_iter()
+            .map(|r| {
+                let first = r.values.first().cloned().unwrap_or_default();
+                let number = first.parse::<i64>().unwrap_or_default();
+                match r.op {
+                    Op::Equals => LabelReq::Eq(r.key, first),
+                    Op::NotEquals => LabelReq::NotEq(r.key, first),
+                    Op::In => LabelReq::In(r.key, r.values),
+                    Op::NotIn => LabelReq::NotIn(r.key, r.values),
+                    Op::Exists => LabelReq::Exists(r.key),
+                    Op::DoesNotExist => LabelReq::NotExists(r.key),
+                    Op::GreaterThan => LabelReq::GreaterThan(r.key, number),
+                    Op::LessThan => LabelReq::LessThan(r.key, number),
                 }
-                LabelReq::NotExists(k.into())
-            } else if let Some((k, v)) = p.split_once("!=") {
-                LabelReq::NotEq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = p.split_once("==") {
-                LabelReq::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = p.split_once('=') {
-                LabelReq::Eq(k.trim().into(), v.trim().into())
-            } else if let Some((k, rest)) = p.split_once(" notin ") {
-                LabelReq::NotIn(k.trim().into(), parse_set(rest).ok_or_else(err)?)
-            } else if let Some((k, rest)) = p.split_once(" in ") {
-                LabelReq::In(k.trim().into(), parse_set(rest).ok_or_else(err)?)
-            } else {
-                LabelReq::Exists(p.into())
-            };
-            let ok = match &req {
-                LabelReq::Eq(k, v) | LabelReq::NotEq(k, v) => valid_key(k) && valid_value(v),
-                LabelReq::In(k, _) | LabelReq::NotIn(k, _) => valid_key(k),
-                LabelReq::Exists(k) | LabelReq::NotExists(k) => valid_key(k),
-            };
-            if !ok {
-                return Err(err());
-            }
-            reqs.push(req);
-        }
+            })
+            .collect();
         Ok(Self { reqs })
     }
 
@@ -125,6 +67,12 @@ impl LabelSelector {
             LabelReq::NotIn(k, vs) => !get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
             LabelReq::Exists(k) => get(k).is_some(),
             LabelReq::NotExists(k) => get(k).is_none(),
+            LabelReq::GreaterThan(k, n) => get(k)
+                .and_then(|x| x.parse::<i64>().ok())
+                .is_some_and(|x| x > *n),
+            LabelReq::LessThan(k, n) => get(k)
+                .and_then(|x| x.parse::<i64>().ok())
+                .is_some_and(|x| x < *n),
         })
     }
 }
@@ -156,8 +104,15 @@ impl FieldSelector {
         if s.trim().is_empty() {
             return Ok(Self { reqs });
         }
-        for part in s.split(',') {
+        // kube-apiserver reads the terms in sorted order, so the first it cannot understand
+        // is the first in that order.
+        let mut parts: Vec<&str> = s.split(',').collect();
+        parts.sort_unstable();
+        for part in parts {
             let p = part.trim();
+            if p.is_empty() {
+                continue;
+            }
             let (k, v, negate) = if let Some((k, v)) = p.split_once("!=") {
                 (k, v, true)
             } else if let Some((k, v)) = p.split_once("==") {
@@ -195,8 +150,18 @@ impl FieldSelector {
                 ],
                 _ => &[],
             };
-            if !matches!(field, "metadata.name" | "metadata.namespace") && !extra.contains(&field) {
-                return Err(format!("field label not supported: {field}"));
+            // A kind with field conversions of its own refuses what it does not convert in
+            // its words; the others in the generic ones. Namespaces have no namespace.
+            let generic = ["metadata.name", "metadata.namespace"];
+            let known = extra.contains(&field)
+                || (generic.contains(&field)
+                    && !(kind == "Namespace" && field == "metadata.namespace"));
+            if !known {
+                return Err(if extra.is_empty() {
+                    format!("{field:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\"")
+                } else {
+                    format!("field label not supported: {field}")
+                });
             }
             // An event's `source` field is the component that reported it.
             let path = if kind == "Event" && field == "source" {

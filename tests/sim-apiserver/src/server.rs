@@ -888,6 +888,8 @@ enum Route {
     Text(&'static str),
     Json(Value),
     NotFound,
+    /// A path outside every served group: kube-apiserver's mux answers it in plain text.
+    NoHandler,
     Resource(Box<ResourcePath>),
 }
 
@@ -904,6 +906,7 @@ fn route(shared: &Shared, path: &str) -> Route {
                 .map(Route::Json)
                 .unwrap_or(Route::NotFound)
         }
+        ["apis", g, ..] if discovery::api_group(&reg, g).is_none() => return Route::NoHandler,
         ["apis", g] => {
             return discovery::api_group(&reg, g)
                 .map(Route::Json)
@@ -923,7 +926,7 @@ fn route(shared: &Shared, path: &str) -> Route {
         }
         ["api", v, rest @ ..] => ("", *v, rest),
         ["apis", g, v, rest @ ..] => (*g, *v, rest),
-        _ => return Route::NotFound,
+        _ => return Route::NoHandler,
     };
     let (ns, plural, name, sub) = match rest {
         // `namespaces/{name}/status` is the namespace's status unless `status` is a resource.
@@ -1081,6 +1084,12 @@ async fn respond_as(
                 .get(header::ACCEPT)
                 .and_then(|a| a.to_str().ok());
             let trimmed = path.trim_end_matches('/');
+            if (trimmed == "/api" || trimmed == "/apis") && !discovery::acceptable(accept) {
+                return error_response(
+                    &shared,
+                    &ApiError::not_acceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"),
+                );
+            }
             if (trimmed == "/api" || trimmed == "/apis") && discovery::wants_aggregated(accept) {
                 let doc = discovery::aggregated(&shared.registry.read(), trimmed == "/api");
                 let mut r = value_response(&shared, StatusCode::OK, &doc);
@@ -1096,6 +1105,18 @@ async fn respond_as(
             value_response(&shared, StatusCode::OK, &v)
         }
         Route::NotFound => error_response(&shared, &ApiError::path_not_found()),
+        Route::NoHandler => {
+            let mut r = json_response(
+                &shared,
+                StatusCode::NOT_FOUND,
+                Bytes::from_static(b"404 page not found\n"),
+            );
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            r
+        }
         Route::Resource(rp) => {
             if crate::authz::reviews::is_review(&rp.def) {
                 let (parts, body) = req.into_parts();
@@ -1228,13 +1249,36 @@ async fn resource_request(
         }
         (&Method::GET, Some(name)) => {
             Counters::inc(&shared.counters.gets);
-            let representation = negotiate(Target::Object)?;
+            let representation = negotiate(Target::Object).map_err(|mut e| {
+                if e.message.ends_with("is not a list") {
+                    // kube-apiserver names the Go type it holds.
+                    let internal = if !def.is_core() {
+                        "unstructured.Unstructured".to_string()
+                    } else {
+                        let group = match def.group.split('.').next() {
+                            Some("") | None => "core",
+                            Some(g) => g,
+                        };
+                        format!("{group}.{}", def.kind)
+                    };
+                    e.message = format!("{} (*{internal})", e.message);
+                }
+                e
+            })?;
             if let Some(e) = shared.faults.take_failure(RequestKind::Get) {
                 return Err(e);
             }
             let ns = ns.unwrap_or("");
             if def.namespaced && ns.is_empty() {
                 return Err(ApiError::path_not_found());
+            }
+            // A get is served at the latest revision; a resourceVersion asks for at least
+            // that one, so one from the future is refused as a list's is.
+            let p = ListParams::parse_for(&def.kind, query.as_deref())?;
+            if let Some(x) = p.rv_number_or_500()? {
+                if x > storage.revision() {
+                    return Err(ApiError::too_large_resource_version(x, storage.revision()));
+                }
             }
             let o = storage
                 .get(rp.idx, &key_of(ns, name))

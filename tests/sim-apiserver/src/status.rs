@@ -86,11 +86,11 @@ impl ApiError {
     }
 
     /// 405 MethodNotAllowed.
-    pub fn method_not_allowed(method: &str) -> Self {
+    pub fn method_not_allowed(_method: &str) -> Self {
         Self::new(
             405,
             "MethodNotAllowed",
-            format!("the server does not allow this method on the requested resource: {method}"),
+            "the server does not allow this method on the requested resource",
         )
         .with_details(json!({}))
     }
@@ -224,6 +224,22 @@ impl ApiError {
         .with_details(json!({}))
     }
 
+    /// 415 for a create or update body in a media type the server does not decode (`accepted`
+    /// lists those it does).
+    pub fn unsupported_media_type_of(accepted: &str) -> Self {
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!("the body of the request was in an unknown format - accepted media types include: {accepted}"),
+        )
+    }
+
+    /// 415 for a PATCH whose `Content-Type` is no patch type, in kube-apiserver's words.
+    pub fn unsupported_patch_media_type() -> Self {
+        Self::new(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+            .with_details(json!({}))
+    }
+
     /// 422 Invalid with one field cause.
     pub fn invalid(
         kind: &str,
@@ -243,6 +259,13 @@ impl ApiError {
             "name": name, "group": group, "kind": kind,
             "causes": [{"reason": cause_reason, "message": detail, "field": field}],
         }))
+    }
+
+    /// 500 without a reason: what kube-apiserver answers for an error it did not classify
+    /// (a strategic merge patch directive it does not know, a get at a malformed
+    /// resourceVersion).
+    pub fn unclassified(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
     }
 
     /// 422 Invalid for a request that cannot be carried out on this object, e.g. a JSON patch
@@ -343,9 +366,11 @@ impl ApiError {
         m.insert("metadata".into(), Value::Object(metadata));
         m.insert("status".into(), "Failure".into());
         m.insert("message".into(), Value::String(self.message.clone()));
-        m.insert("reason".into(), self.reason.into());
+        if !self.reason.is_empty() {
+            m.insert("reason".into(), self.reason.into());
+        }
         if let Some(d) = &self.details {
-            m.insert("details".into(), d.clone());
+            m.insert("details".into(), omit_empty(d));
         }
         m.insert("code".into(), self.code.into());
         Value::Object(m)
@@ -366,6 +391,26 @@ fn qualified(resource: &str, group: &str) -> String {
     } else {
         format!("{resource}.{group}")
     }
+}
+
+/// `details` as Go writes `StatusDetails`: its empty strings, zero numbers and empty lists are
+/// left out (`omitempty`).
+fn omit_empty(details: &Value) -> Value {
+    let Value::Object(fields) = details else {
+        return details.clone();
+    };
+    let kept = fields
+        .iter()
+        .filter(|(_, v)| match v {
+            Value::String(s) => !s.is_empty(),
+            Value::Number(n) => n.as_f64() != Some(0.0),
+            Value::Array(a) => !a.is_empty(),
+            Value::Null => false,
+            _ => true,
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Value::Object(kept)
 }
 
 fn details(name: &str, group: &str, resource: &str) -> Value {

@@ -93,6 +93,15 @@ impl Obj {
     pub fn rv(&self) -> u64 {
         rv_of(&self.value).unwrap_or(0)
     }
+
+    /// This object at resourceVersion `rv`, announced as `line_type`: the DELETED event of a
+    /// watch whose selector the object stopped matching carries the object as it last matched,
+    /// at the revision of the change, as kube-apiserver's watch cache sends it.
+    pub(crate) fn at_revision(&self, rv: u64, line_type: EventType) -> Arc<Obj> {
+        let mut value = self.value.clone();
+        set_rv(&mut value, rv);
+        Obj::new(value, line_type)
+    }
 }
 
 fn rv_of(v: &Value) -> Option<u64> {
@@ -578,8 +587,17 @@ impl Storage {
         if opts.scope == WriteScope::Main && def.status_subresource {
             // Status is the controllers' to set: kube-apiserver's strategies reset it on create.
             let initial = match (def.group.as_str(), def.kind.as_str()) {
-                ("", "Pod") => Some(serde_json::json!({"phase": "Pending"})),
+                ("", "Pod") => Some(serde_json::json!({"phase": "Pending",
+                    "qosClass": crate::defaults::pod_qos_class(&obj)})),
                 ("", "Namespace") => Some(serde_json::json!({"phase": "Active"})),
+                // Built-in kinds whose status is a struct: kube-apiserver writes it empty.
+                ("apps", "Deployment") => Some(serde_json::json!({})),
+                ("", "Service") => Some(serde_json::json!({"loadBalancer": {}})),
+                // What a CRD answers before apiextensions' controllers (the simulator's
+                // reconcile, right after) accept its names.
+                ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                    Some(crate::crd::initial_status(&obj))
+                }
                 _ => None,
             };
             let o = obj.as_object_mut().expect("checked to be an object");
@@ -590,6 +608,10 @@ impl Storage {
         }
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
+        if opts.scope != WriteScope::Whole {
+            let unknown = crate::unknown_fields::prune(def, &mut obj);
+            crate::crd::report_unknown_fields(def, &unknown)?;
+        }
         let m = meta_mut(&mut obj);
         let mut name = m
             .get("name")
@@ -611,16 +633,16 @@ impl Storage {
                 }
             }
         }
-        if !valid_name(&name) {
-            return Err(ApiError::invalid(
-                &def.kind,
-                &def.group,
-                &name,
-                "metadata.name",
-                "FieldValueInvalid",
-                &format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"),
-            ));
+        let generate_name = m
+            .get("generateName")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let mut causes = crate::validation::name_causes(def, &name, generate_name.as_deref());
+        if opts.scope != WriteScope::Whole {
+            causes.extend(crate::validation::object_causes(def, &obj));
         }
+        crate::validation::check(def, &name, causes)?;
+        let m = meta_mut(&mut obj);
         m.insert("name".into(), Value::String(name.clone()));
         crate::crd::admit(def, &mut obj, None)?;
         let m = meta_mut(&mut obj);
@@ -631,7 +653,11 @@ impl Storage {
         }
         m.insert("uid".into(), Value::String(new_uid()));
         m.insert("creationTimestamp".into(), Value::String(rfc3339_now()));
-        m.insert("generation".into(), Value::from(1));
+        if def.generation {
+            m.insert("generation".into(), Value::from(1));
+        } else {
+            m.remove("generation");
+        }
         m.remove("deletionTimestamp");
         let key = key_of(ns, &name);
         let mut i = self.inner.lock();
@@ -740,7 +766,16 @@ impl Storage {
                 }
             }
         }
+        if opts.scope != WriteScope::Whole {
+            let unknown = crate::unknown_fields::prune(def, &mut obj);
+            crate::crd::report_unknown_fields(def, &unknown)?;
+        }
         crate::crd::admit(def, &mut obj, Some(&old.value))?;
+        if opts.scope != WriteScope::Whole {
+            let mut causes = crate::validation::object_causes(def, &obj);
+            causes.extend(crate::validation::finalizer_causes(&old.value, &obj));
+            crate::validation::check(def, name, causes)?;
+        }
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
         let old_meta = old.value["metadata"].clone();
@@ -762,14 +797,24 @@ impl Storage {
                 None => m.remove(k),
             };
         }
-        m.insert(
-            "generation".into(),
-            Value::from(if bump { generation + 1 } else { generation }),
-        );
+        if def.generation {
+            m.insert(
+                "generation".into(),
+                Value::from(if bump { generation + 1 } else { generation }),
+            );
+        } else {
+            m.remove("generation");
+        }
         if !m.contains_key("managedFields") {
             if let Some(mf) = old_meta.get("managedFields") {
                 m.insert("managedFields".into(), mf.clone());
             }
+        }
+        set_rv(&mut obj, old.rv());
+        if obj == old.value {
+            // kube-apiserver writes nothing when an update changes nothing: no new
+            // resourceVersion, no watch event.
+            return Ok(old);
         }
         if opts.dry_run {
             set_rv(&mut obj, old.rv());
@@ -781,6 +826,9 @@ impl Storage {
         if is_terminating(&obj) && !has_finalizers(&obj) {
             // The last finalizer is gone from an object being deleted: it goes now.
             let o = Obj::new(obj, EventType::Deleted);
+            // The writer is answered the object at the version it replaced, as kube-apiserver
+            // answers it; the DELETED event carries the revision of the deletion.
+            let answered = o.at_revision(old.rv(), EventType::Deleted);
             i.history.remove(&(res, key.clone()));
             if let Some(m) = i.objects.get_mut(&res) {
                 m.remove(&key);
@@ -793,11 +841,11 @@ impl Storage {
                     res,
                     key,
                     ns: ns.to_string(),
-                    obj: o.clone(),
+                    obj: o,
                     prev: Some(old),
                 },
             );
-            return Ok(o);
+            return Ok(answered);
         }
         Ok(self.store_modified(&mut i, res, key, ns, rev, obj, old))
     }
@@ -836,7 +884,8 @@ impl Storage {
         o
     }
 
-    /// Deletes an object; returns its final state (at the delete revision).
+    /// Deletes an object; returns its final state: as it was last stored (a pod: marked for
+    /// deletion at the delete revision), as kube-apiserver answers a delete.
     pub fn delete(
         &self,
         res: usize,
@@ -878,12 +927,13 @@ impl Storage {
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if u != have {
+                // kube-apiserver names the kind, not the resource, in precondition failures.
                 return Err(ApiError::conflict_because(
-                    &def.plural,
+                    &def.kind,
                     &def.group,
                     name,
                     &format!(
-                        "Precondition failed: UID in precondition: {u}, UID in object meta: {have}"
+                        "the UID in the precondition ({u}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
                     ),
                 ));
             }
@@ -891,11 +941,11 @@ impl Storage {
         if let Some(p) = pre.resource_version.as_deref().filter(|p| !p.is_empty()) {
             if p.parse::<u64>().ok() != Some(old.rv()) {
                 return Err(ApiError::conflict_because(
-                    &def.plural,
+                    &def.kind,
                     &def.group,
                     name,
                     &format!(
-                        "Precondition failed: ResourceVersion in precondition: {p}, ResourceVersion in object meta: {}",
+                        "the ResourceVersion in the precondition ({p}) does not match the ResourceVersion in record ({}). The object might have been modified",
                         old.rv()
                     ),
                 ));
@@ -927,7 +977,21 @@ impl Storage {
         let rev = i.rev;
         let mut v = old.value.clone();
         set_rv(&mut v, rev);
+        let pod = def.group.is_empty() && def.kind == "Pod";
+        if pod {
+            // A pod no kubelet runs goes at once, but as kube-apiserver deletes a pod: marked
+            // for deletion first (a new generation), its last state says so.
+            let m = meta_mut(&mut v);
+            let generation = m.get("generation").and_then(Value::as_i64).unwrap_or(1);
+            m.insert("deletionTimestamp".into(), Value::String(rfc3339_now()));
+            m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+            m.insert("generation".into(), Value::from(generation + 1));
+        }
         let o = Obj::new(v, EventType::Deleted);
+        // kube-apiserver answers a delete with the object as it was last stored (a pod's
+        // marking for deletion is a write of its own); the DELETED event carries the revision
+        // of the deletion.
+        let answered = if pod { o.clone() } else { old.clone() };
         if let Some(m) = i.objects.get_mut(&res) {
             m.remove(&key);
         }
@@ -939,11 +1003,11 @@ impl Storage {
                 res,
                 key,
                 ns: ns.to_string(),
-                obj: o.clone(),
+                obj: o,
                 prev: Some(old),
             },
         );
-        Ok(o)
+        Ok(answered)
     }
 
     /// Deletes every object of a resource (one DELETED event each, as a deleted
@@ -1167,21 +1231,49 @@ fn check_type(obj: &Value, def: &ResourceDef) -> Result<(), ApiError> {
     }
     let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if (!kind.is_empty() && kind != def.kind) || (!av.is_empty() && av != def.api_version()) {
-        return Err(ApiError::bad_request(format!(
-            "the object provided is unrecognized (must be of type {}): {kind} in version {av:?}",
-            def.kind
-        )));
+    let other_kind = !kind.is_empty() && kind != def.kind;
+    let other_version = !av.is_empty() && av != def.api_version();
+    if !other_kind && !other_version {
+        return Ok(());
     }
-    Ok(())
-}
-
-fn valid_name(n: &str) -> bool {
-    n.len() <= 253
-        && n.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && n.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && n.ends_with(|c: char| c.is_ascii_alphanumeric())
+    if !def.is_core() && !other_version {
+        // A custom resource's body is decoded whatever its kind, then validated.
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Err(ApiError::invalid(
+            kind,
+            &def.group,
+            name,
+            "kind",
+            "FieldValueInvalid",
+            &format!("Invalid value: {kind:?}: must be {}", def.kind),
+        ));
+    }
+    // kube-apiserver's scheme, in its words: no such kind in that version, or no conversion
+    // from the kind sent to the resource's (`core` is the internal name of the core group).
+    let version = av.rsplit('/').next().unwrap_or(av);
+    let why = if other_version {
+        format!(
+            "no kind {:?} is registered for version {av:?} in scheme \"pkg/runtime/scheme.go:111\"",
+            if kind.is_empty() { &def.kind } else { kind }
+        )
+    } else {
+        let internal = match def.group.split('.').next() {
+            Some("") | None => "core",
+            Some(g) => g,
+        };
+        format!(
+            "converting ({version}.{kind}) to ({internal}.{}): unknown conversion",
+            def.kind
+        )
+    };
+    Err(ApiError::bad_request(format!(
+        "{} in version {av:?} cannot be handled as a {}: {why}",
+        if kind.is_empty() { &def.kind } else { kind },
+        def.kind
+    )))
 }
 
 /// Applies an RFC 7386 JSON merge patch.

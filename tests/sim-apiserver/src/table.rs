@@ -172,7 +172,7 @@ impl TableView {
                     "Object" => Include::Object,
                     other => {
                         return Err(ApiError::bad_request(format!(
-                            "includeObject: unsupported value {other:?}; supported values: \"Metadata\", \"None\", \"Object\""
+                            "Unable to convert to Table as requested: includeObject: Invalid value: {other:?}: must be 'Metadata', 'Object', 'None', or empty"
                         )))
                     }
                 };
@@ -242,7 +242,8 @@ impl TableView {
         }
         let mut row = json!({"cells": cells});
         match self.include {
-            Include::None => {}
+            // kube-apiserver writes the row's object as null.
+            Include::None => row["object"] = Value::Null,
             Include::Metadata => {
                 row["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": self.api_version,
                     "metadata": obj.get("metadata").cloned().unwrap_or(json!({}))});
@@ -282,8 +283,14 @@ impl TableView {
             .unwrap_or_default();
         let mut meta = Map::new();
         for k in ["resourceVersion", "continue", "remainingItemCount"] {
-            if let Some(v) = list.pointer(&format!("/metadata/{k}")) {
-                meta.insert(k.into(), v.clone());
+            // An empty continue (a custom resource's list writes one) is left out, as
+            // kube-apiserver's Table writes it.
+            match list.pointer(&format!("/metadata/{k}")) {
+                Some(Value::String(s)) if s.is_empty() => {}
+                Some(v) => {
+                    meta.insert(k.into(), v.clone());
+                }
+                None => {}
             }
         }
         Ok(Bytes::from(
@@ -382,24 +389,24 @@ fn builtin_columns(kind: &str) -> Vec<(&'static str, &'static str, i64, &'static
             ("Status", "string", 0, "The aggregate status of the containers in this pod."),
             ("Restarts", "string", 0, "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted."),
             AGE,
-            ("IP", "string", 1, "The IP address assigned to the pod"),
-            ("Node", "string", 1, "The name of the node the pod is scheduled on"),
-            ("Nominated Node", "string", 1, "The node that the pod is nominated to run on"),
-            ("Readiness Gates", "string", 1, "The readiness gates of the pod"),
+            ("IP", "string", 1, "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated."),
+            ("Node", "string", 1, "NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate for scheduling by the scheduler defined in schedulerName. Once this field is set, the kubelet for this node becomes responsible for the lifecycle of this pod. This field should not be used to express a desire for the pod to be scheduled on a specific node. https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename"),
+            ("Nominated Node", "string", 1, "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods. This field does not guarantee that the pod will be scheduled on this node. Scheduler may decide to place the pod elsewhere if other nodes become available sooner. Scheduler may also decide to give the resources on this node to a higher priority pod that is created after preemption. As a result, this field may be different than PodSpec.nodeName when the pod is scheduled."),
+            ("Readiness Gates", "string", 1, "If specified, all readiness gates will be evaluated for pod readiness. A pod is ready when all its containers are ready AND all conditions specified in the readiness gates have status equal to \"True\" More info: https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates"),
         ],
-        "ConfigMap" => vec![NAME, ("Data", "integer", 0, "Data contains the configuration data."), AGE],
+        "ConfigMap" => vec![NAME, ("Data", "string", 0, "Data contains the configuration data. Each key must consist of alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The keys stored in Data must not overlap with the keys in the BinaryData field, this is enforced during validation process."), AGE],
         "Namespace" => vec![NAME, ("Status", "string", 0, "The status of the namespace"), AGE],
         "Deployment" => vec![
             NAME,
             ("Ready", "string", 0, "Number of the pod with ready state"),
-            ("Up-to-date", "integer", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-            ("Available", "integer", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+            ("Up-to-date", "string", 0, "Total number of non-terminating pods targeted by this deployment that have the desired template spec."),
+            ("Available", "string", 0, "Total number of available non-terminating pods (ready for at least minReadySeconds) targeted by this deployment."),
             AGE,
             ("Containers", "string", 1, "Names of each container in the template."),
             ("Images", "string", 1, "Images referenced by each container in the template."),
-            ("Selector", "string", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment."),
+            ("Selector", "string", 1, "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment. It must match the pod template's labels."),
         ],
-        "Lease" => vec![NAME, ("Holder", "string", 0, "The holder of the lease"), AGE],
+        "Lease" => vec![NAME, ("Holder", "string", 0, "holderIdentity contains the identity of the holder of a current lease. If Coordinated Leader Election is used, the holder identity must be equal to the elected LeaseCandidate.metadata.name field."), AGE],
         "Event" => vec![
             ("Last Seen", "string", 0, "Time when last this event was observed."),
             ("Type", "string", 0, "Type of this event (Normal, Warning), new types could be added in the future."),

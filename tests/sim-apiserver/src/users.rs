@@ -19,6 +19,7 @@ pub const MASTERS_GROUP: &str = "system:masters";
 #[derive(Clone, PartialEq, Eq)]
 pub struct User {
     name: String,
+    uid: Option<String>,
     token: Option<String>,
     groups: Vec<String>,
 }
@@ -27,6 +28,7 @@ impl std::fmt::Debug for User {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("User")
             .field("name", &self.name)
+            .field("uid", &self.uid)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("groups", &self.groups)
             .finish()
@@ -39,9 +41,17 @@ impl User {
     pub fn new(name: impl Into<String>) -> Self {
         Self {
             name: name.into(),
+            uid: None,
             token: None,
             groups: Vec::new(),
         }
+    }
+
+    /// Gives the user a uid, which `kubectl auth whoami` (a SelfSubjectReview) shows, as a
+    /// `--token-auth-file` line's third field does.
+    pub fn uid(mut self, uid: impl Into<String>) -> Self {
+        self.uid = Some(uid.into());
+        self
     }
 
     /// Authenticates this user by `Authorization: Bearer <token>`.
@@ -109,8 +119,8 @@ impl User {
 }
 
 /// Parses a users file in the CSV format of kube-apiserver's `--token-auth-file`: one user a
-/// line, `token,user,uid[,"group1,group2"]` (the uid is read and ignored; blank lines and
-/// lines starting with `#` are skipped). Errors name the line, never the token.
+/// line, `token,user,uid[,"group1,group2"]` (blank lines and lines starting with `#` are
+/// skipped). Errors name the line, never the token.
 pub fn parse_users_file(text: &str) -> Result<Vec<User>, String> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
@@ -130,6 +140,9 @@ pub fn parse_users_file(text: &str) -> Result<Vec<User>, String> {
             return Err(format!("line {}: empty token or user name", n + 1));
         }
         let mut u = User::new(fields[1].clone()).token(fields[0].clone());
+        if !fields[2].is_empty() {
+            u = u.uid(fields[2].clone());
+        }
         if let Some(g) = fields.get(3) {
             u = u.groups(g.split(',').map(str::trim).filter(|g| !g.is_empty()));
         }
@@ -169,6 +182,8 @@ pub struct UserInfo {
     pub name: String,
     /// Its groups, `system:authenticated` included.
     pub groups: Vec<String>,
+    /// Its uid, if it was given one ([`User::uid`]).
+    pub uid: Option<String>,
 }
 
 impl UserInfo {
@@ -181,6 +196,7 @@ impl UserInfo {
         Self {
             name: name.into(),
             groups: g,
+            uid: None,
         }
     }
 
@@ -201,8 +217,11 @@ impl Directory {
         let by_token = users
             .iter()
             .filter_map(|u| {
-                u.token_str()
-                    .map(|t| (t.to_string(), Arc::new(UserInfo::new(&u.name, &u.groups))))
+                u.token_str().map(|t| {
+                    let mut info = UserInfo::new(&u.name, &u.groups);
+                    info.uid = u.uid.clone();
+                    (t.to_string(), Arc::new(info))
+                })
             })
             .collect();
         Self { by_token }
@@ -313,10 +332,13 @@ mod tests {
     fn users_file_and_flag_parse_and_debug_hides_tokens() {
         let users =
             parse_users_file("# comment\nt1,alice,1\n\"t,2\",bob,2,\"dev, ops\"\n").unwrap();
-        assert_eq!(users[0], User::new("alice").token("t1"));
+        assert_eq!(users[0], User::new("alice").uid("1").token("t1"));
         assert_eq!(
             users[1],
-            User::new("bob").token("t,2").groups(["dev", "ops"])
+            User::new("bob")
+                .uid("2")
+                .token("t,2")
+                .groups(["dev", "ops"])
         );
         assert!(parse_users_file("t1,alice").unwrap_err().contains("line 1"));
         assert!(parse_users_file("\"t1,alice,1").is_err());

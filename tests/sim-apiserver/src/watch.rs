@@ -53,7 +53,7 @@ pub(crate) fn open(
     p: &ListParams,
 ) -> Result<mpsc::Receiver<Chunk>, ApiError> {
     p.validate()?;
-    let rv = p.rv_number()?;
+    let rv = p.rv_number_or_500()?;
     let start = if p.send_initial_events == Some(true) {
         if let Some(x) = rv {
             let cur = ctx.storage.revision();
@@ -65,7 +65,8 @@ pub(crate) fn open(
         Start::Registered {
             reg,
             min_rv: 0,
-            initial_end_bookmark: true,
+            // Bookmarks, this one too, only for a client that allows them.
+            initial_end_bookmark: p.allow_bookmarks,
         }
     } else {
         let from = match (rv, p.send_initial_events) {
@@ -280,7 +281,7 @@ impl Stream {
     }
 
     async fn bookmark(&mut self, rv: u64, initial_end: bool) -> Result<(), Stop> {
-        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        let mut meta = json!({"resourceVersion": rv.to_string()});
         if initial_end {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
@@ -316,6 +317,13 @@ impl Stream {
         };
         self.last_rv = self.last_rv.max(ev.rv);
         match etype {
+            Some(EventType::Deleted) if ev.etype == EventType::Modified => {
+                let last_matching = ev.prev.as_ref().expect("it matched before");
+                let line = last_matching
+                    .at_revision(ev.rv, EventType::Deleted)
+                    .event_line_as(EventType::Deleted, self.representation);
+                self.write_event(line, flush).await
+            }
             Some(t) => {
                 let line = ev.obj.event_line_as(t, self.representation);
                 self.write_event(line, flush).await

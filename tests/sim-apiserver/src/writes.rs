@@ -41,7 +41,7 @@ fn unsupported_dry_run(options_kind: &str, values: &[String]) -> ApiError {
         "dryRun",
         "FieldValueNotSupported",
         &format!(
-            "Unsupported value: []string{{{}}}: supported values: \"All\"",
+            "Unsupported value: [{}]: supported values: \"All\"",
             quoted.join(", ")
         ),
     )
@@ -57,6 +57,14 @@ fn parse_query(query: Option<&str>, options_kind: &str) -> Result<WriteQuery, Ap
             "force" => q.force = Some(parse_bool("force", &v)?),
             "propagationPolicy" => q.propagation_policy = Some(v.to_string()),
             "gracePeriodSeconds" => q.grace_period = Some(v.to_string()),
+            "fieldValidation" if !matches!(v.as_ref(), "" | "Ignore" | "Strict" | "Warn") => {
+                return Err(ApiError::invalid_options(
+                    options_kind,
+                    "fieldValidation",
+                    "FieldValueNotSupported",
+                    &format!("Unsupported value: {v:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""),
+                ));
+            }
             _ => {}
         }
     }
@@ -82,12 +90,84 @@ async fn read_body(req: Request<Incoming>) -> Result<(Option<String>, Bytes), Ap
     Ok((ct, body))
 }
 
-fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Value::Null);
+/// The media types a create or update body may be in, as kube-apiserver lists them.
+const OBJECT_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// The body of a request that is not protobuf, decoded by its content type, with
+/// kube-apiserver's errors: Go's JSON messages, a 415 for a media type the method does not
+/// take.
+fn decode_text(
+    method: &Method,
+    content_type: Option<&str>,
+    raw: &[u8],
+    def: &ResourceDef,
+) -> Result<Value, ApiError> {
+    let blank = raw.iter().all(u8::is_ascii_whitespace);
+    match *method {
+        Method::DELETE => {
+            if blank {
+                return Ok(Value::Null);
+            }
+            json(raw).map_err(|m| ApiError::bad_request(format!("error decoding body: {m}")))
+        }
+        Method::PATCH => match content_type.unwrap_or("") {
+            "application/apply-patch+yaml" => yaml(raw).map_err(|m| {
+                ApiError::bad_request(format!(
+                    "error decoding YAML: error converting YAML to JSON: {m}"
+                ))
+            }),
+            "application/merge-patch+json" | "application/json-patch+json" => {
+                json(raw).map_err(|m| ApiError::bad_request(format!("error decoding patch: {m}")))
+            }
+            "application/strategic-merge-patch+json" => json(raw).map_err(ApiError::bad_request),
+            _ => Err(ApiError::unsupported_patch_media_type()),
+        },
+        _ => {
+            let decoded = match content_type.unwrap_or("application/json") {
+                "application/json" => json(raw),
+                "application/yaml" => yaml(raw),
+                _ => {
+                    return Err(ApiError::unsupported_media_type_of(OBJECT_MEDIA_TYPES));
+                }
+            };
+            decoded.map_err(|m| {
+                ApiError::bad_request(format!(
+                    "the object provided is unrecognized (must be of type {}): couldn't get version/kind; json parse error: {m} ({})",
+                    def.kind,
+                    quoted_body(raw)
+                ))
+            })
+        }
     }
-    serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the object provided is unrecognized: {e}")))
+}
+
+/// A JSON body, or Go's message for why it is not JSON.
+fn json(raw: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(raw)
+        .map_err(|e| crate::go_json::syntax_error(raw).unwrap_or_else(|| e.to_string()))
+}
+
+/// A YAML body (JSON is YAML), or the parser's message.
+fn yaml(raw: &[u8]) -> Result<Value, String> {
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        return Err("empty document".into());
+    }
+    serde_saphyr::from_slice::<Value>(raw).map_err(|e| e.to_string())
+}
+
+/// The body as kube-apiserver quotes it in a decoding error: `<empty>`, or its first 1 KiB.
+fn quoted_body(raw: &[u8]) -> String {
+    const SHOWN: usize = 1024;
+    if raw.is_empty() {
+        return "<empty>".into();
+    }
+    let text = String::from_utf8_lossy(&raw[..raw.len().min(SHOWN)]).into_owned();
+    if raw.len() > SHOWN {
+        format!("{text}...")
+    } else {
+        text
+    }
 }
 
 fn respond(shared: &Shared, code: StatusCode, o: &Obj) -> Response<SimBody> {
@@ -127,7 +207,7 @@ pub(crate) async fn write_request(
         shared.speaks_protobuf(),
     ) {
         Some(decoded) => decoded?,
-        None => parse_json(&raw)?,
+        None => decode_text(&method, ct.as_deref(), &raw, def)?,
     };
     if shared.faults.take_conflict() {
         let name = rp
@@ -189,6 +269,22 @@ pub(crate) async fn write_request(
             ))
         }
         (&Method::PUT, Some(name)) => {
+            let unconditional = body
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty);
+            if unconditional && !def.is_core() {
+                // Custom resources, unlike most built-in kinds, refuse an update that does not
+                // say which version it replaces.
+                return Err(ApiError::invalid(
+                    &def.plural,
+                    &def.group,
+                    name,
+                    "metadata.resourceVersion",
+                    "FieldValueInvalid",
+                    "Invalid value: 0: must be specified for an update",
+                ));
+            }
             let mut body = body;
             crate::defaults::apply(def, &mut body);
             let o = storage.update_with(rp.idx, def, ns, name, body, opts)?;
@@ -214,7 +310,10 @@ pub(crate) async fn write_request(
                     }
                     "application/merge-patch+json" => {
                         if !body.is_object() {
-                            return Err(ApiError::bad_request("the patch is not a JSON object"));
+                            return Err(ApiError::bad_request(format!(
+                                "error decoding patch: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                                crate::go_json::type_name(&body)
+                            )));
                         }
                         merge_patch(v, &body);
                         Ok(())
@@ -247,10 +346,12 @@ pub(crate) async fn write_request(
             let o = read_modify_write(storage, &rp, name, opts, |cur| {
                 let mut v = cur.clone();
                 patch(&mut v)?;
-                if v.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
-                    return Err(ApiError::bad_request(
-                        "metadata.name: the name may not be changed by a patch",
-                    ));
+                let patched = v.pointer("/metadata/name").and_then(Value::as_str);
+                if patched != Some(name) {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        patched.unwrap_or("")
+                    )));
                 }
                 Ok(v)
             })?;
@@ -259,7 +360,7 @@ pub(crate) async fn write_request(
         (&Method::DELETE, Some(name)) => {
             let (pre, dry_run) = delete_options(&body, &q)?;
             let o = storage.delete_with(rp.idx, def, ns, name, &pre, dry_run)?;
-            match crate::deletion::answer(def, &o.value) {
+            match crate::deletion::answer(def, &o.value, storage.revision()) {
                 Some(status) => Ok(value_response(shared, StatusCode::OK, &status)),
                 None => Ok(respond(shared, StatusCode::OK, &o)),
             }
@@ -291,13 +392,24 @@ pub(crate) async fn write_request(
                     &Preconditions::default(),
                     dry_run,
                 ) {
-                    Ok(d) => items.push(d.value.clone()),
+                    Ok(d) => {
+                        let mut item = d.value.clone();
+                        if def.is_core() {
+                            // Items of a built-in kind's list carry no kind or apiVersion.
+                            if let Some(m) = item.as_object_mut() {
+                                m.remove("kind");
+                                m.remove("apiVersion");
+                            }
+                        }
+                        items.push(item)
+                    }
                     // Deleted meanwhile by someone else.
                     Err(e) if e.code == 404 => {}
                     Err(e) => return Err(e),
                 }
             }
-            let rev = if dry_run { rev } else { storage.revision() };
+            // The revision of the list the deleted objects were found in, as kube-apiserver
+            // answers a delete of a collection.
             let list = json!({
                 "kind": def.list_kind(), "apiVersion": def.api_version(),
                 "metadata": {"resourceVersion": rev.to_string()}, "items": items,
@@ -342,7 +454,7 @@ fn delete_options(body: &Value, q: &WriteQuery) -> Result<(Preconditions, bool),
     if let Some(g) = &q.grace_period {
         if g.parse::<i64>().is_err() {
             return Err(ApiError::bad_request(format!(
-                "gracePeriodSeconds: invalid value {g:?}: not an integer"
+                "strconv.ParseInt: parsing {g:?}: invalid syntax"
             )));
         }
     }
@@ -464,6 +576,12 @@ fn server_side_apply(
             skip_status: def.status_subresource,
         },
     };
+    if kind.is_empty() || av.is_empty() {
+        let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+        return Err(ApiError::bad_request(format!(
+            "invalid object type: {group}/{version}, Kind={kind}"
+        )));
+    }
     if kind != def.kind || av != def.api_version() {
         return Err(ApiError::bad_request(format!(
             "the API version in the data ({av}) does not match the expected API version ({}), or the kind ({kind}) is not {}",

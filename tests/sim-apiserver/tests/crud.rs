@@ -70,7 +70,11 @@ async fn create_without_a_name_is_422_invalid_and_generate_name_works() {
     assert_status(&r.body, 422, "Invalid");
     assert_eq!(r.body["details"]["causes"][0]["field"], "metadata.name");
     let g = c
-        .post(PODS, json!({"metadata": {"generateName": "web-"}}))
+        .post(
+            PODS,
+            json!({"metadata": {"generateName": "web-"},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}),
+        )
         .await;
     assert_eq!(g.status, StatusCode::CREATED);
     assert!(common::name(&g.body).starts_with("web-"));
@@ -224,20 +228,21 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
         .iter()
         .map(|r| r["name"].as_str().unwrap())
         .collect();
+    // Sorted by name, as kube-apiserver lists them.
     assert_eq!(
         names,
         [
-            "pods",
-            "pods/status",
             "configmaps",
+            "events",
             "namespaces",
             "namespaces/status",
-            "events",
+            "pods",
+            "pods/status",
             "services",
             "services/status"
         ]
     );
-    assert_eq!(core["resources"][3]["namespaced"], false);
+    assert_eq!(core["resources"][2]["namespaced"], false);
     let apis = c.get("/apis").await.body;
     assert_eq!(apis["kind"], "APIGroupList");
     let groups: Vec<&str> = apis["groups"]
@@ -246,15 +251,16 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
+    // In kube-apiserver's group order, then the others by name.
     assert_eq!(
         groups,
         [
-            "coordination.k8s.io",
-            "events.k8s.io",
             "apps",
+            "events.k8s.io",
             "authentication.k8s.io",
             "authorization.k8s.io",
             "apiextensions.k8s.io",
+            "coordination.k8s.io",
             "example.com"
         ]
     );
@@ -265,7 +271,11 @@ async fn discovery_documents_list_builtin_and_registered_resources() {
     let g = c.get("/apis/example.com/v1").await.body;
     assert_eq!(g["groupVersion"], "example.com/v1");
     assert_eq!(g["resources"][0]["kind"], "Widget");
+    // A group the server does not serve is no API path: kube-apiserver's mux answers it in
+    // plain text; an unknown version of a served group is a 404 Status.
     let missing = c.get("/apis/nope/v1").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    let missing = c.get("/apis/apps/v7").await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
     assert_status(&missing.body, 404, "NotFound");
 }
@@ -295,16 +305,22 @@ async fn aggregated_discovery_is_one_document_per_root_when_asked_first() {
     let v1 = &items[0]["versions"][0];
     assert_eq!(v1["version"], "v1");
     assert_eq!(v1["freshness"], "Current");
-    let pods = &v1["resources"][0];
+    let pods = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "pods")
+        .unwrap();
+    // kube-apiserver names a response kind's group and version only where they differ.
     assert_eq!(
         pods,
         &json!({
-            "resource": "pods", "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": "pods", "responseKind": {"group": "", "version": "", "kind": "Pod"},
             "scope": "Namespaced", "singularResource": "pod",
             "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
             "shortNames": ["po"], "categories": ["all"],
             "subresources": [{"subresource": "status",
-                              "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
+                              "responseKind": {"group": "", "version": "", "kind": "Pod"},
                               "verbs": ["get", "patch", "update"]}],
         })
     );

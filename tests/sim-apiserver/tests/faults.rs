@@ -438,7 +438,7 @@ async fn list_repeat_continue_returns_the_same_token_so_a_pager_never_ends() {
     assert!(r.body["message"]
         .as_str()
         .unwrap()
-        .starts_with("continue key is not valid"));
+        .contains("continue key is not valid"));
     // Without a limit the page is the whole list, still with the token.
     sim.faults().list_body(ListFault::RepeatContinue, 1);
     let r = c.get(PODS).await;

@@ -41,10 +41,22 @@ spec:
     )
 }
 
+/// The deployment's containers, without the fields the server defaults.
 fn containers(sim: &SimServer) -> Value {
-    sim.get("deployments.apps", Some("default"), "web").unwrap()["spec"]["template"]["spec"]
-        ["containers"]
-        .clone()
+    let stored = sim.get("deployments.apps", Some("default"), "web").unwrap();
+    let mut containers = stored["spec"]["template"]["spec"]["containers"].clone();
+    for c in containers.as_array_mut().into_iter().flatten() {
+        let c = c.as_object_mut().unwrap();
+        for defaulted in [
+            "imagePullPolicy",
+            "resources",
+            "terminationMessagePath",
+            "terminationMessagePolicy",
+        ] {
+            c.remove(defaulted);
+        }
+    }
+    containers
 }
 
 async fn exercise(bin: &Path) {

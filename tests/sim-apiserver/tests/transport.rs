@@ -73,10 +73,14 @@ async fn a_client_certificate_signed_by_the_ca_authenticates_without_a_token() {
 }
 
 #[tokio::test]
-async fn unknown_paths_and_methods_answer_with_status_objects() {
+async fn unknown_paths_and_methods_answer_as_kube_apiserver() {
     let sim = SimServer::start().await.unwrap();
     let c = Client::new(&sim);
+    // Outside the API, kube-apiserver's mux answers in plain text; inside, with a Status.
     let r = c.get("/no/such/path").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    assert_eq!(r.headers["content-type"], "text/plain; charset=utf-8");
+    let r = c.get("/api/v1/nosuchresources").await;
     assert_eq!(r.status, StatusCode::NOT_FOUND);
     assert_eq!(r.body["kind"], "Status");
     let r = c.send(http::Method::POST, "/version", None).await;

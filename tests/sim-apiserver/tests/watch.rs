@@ -180,13 +180,14 @@ async fn send_initial_events_streams_state_then_the_annotated_bookmark() {
     assert_eq!(rv(&b), sim.revision());
     sim.create("pods", None, pod("c", json!({}))).unwrap();
     assert_eq!(name(&w.expect("ADDED").await), "c");
-    // Without bookmarks, or without NotOlderThan, the request is invalid.
-    let r = c
-        .get(&format!(
+    // Without bookmarks the state is streamed all the same (kube-apiserver 1.34 and later);
+    // without NotOlderThan the request is invalid.
+    let mut w = c
+        .watch(&format!(
             "{PODS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
         ))
         .await;
-    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(name(&w.expect("ADDED").await), "a");
     let r = c
         .get(&format!(
             "{PODS}?watch=true&sendInitialEvents=true&allowWatchBookmarks=true"
@@ -210,8 +211,10 @@ async fn an_object_that_stops_matching_the_selector_is_delivered_as_deleted() {
     let mut m = a.clone();
     m["metadata"]["labels"]["app"] = json!("db");
     sim.update("pods", None, m).unwrap();
+    // The object as it last matched, at the revision of the change.
     let d = w.expect("DELETED").await;
-    assert_eq!(d["metadata"]["labels"]["app"], "db");
+    assert_eq!(d["metadata"]["labels"]["app"], "web");
+    assert_eq!(rv(&d), sim.revision());
     let mut back = sim.get("pods", None, "a").unwrap();
     back["metadata"]["labels"]["app"] = json!("web");
     sim.update("pods", None, back).unwrap();

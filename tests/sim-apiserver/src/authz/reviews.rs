@@ -89,16 +89,32 @@ pub(crate) async fn handle(
         )));
     }
     let status = match def.plural.as_str() {
-        "selfsubjectreviews" => json!({"userInfo": {"username": u.name, "groups": u.groups}}),
+        "selfsubjectreviews" => {
+            let mut user = json!({"username": u.name, "groups": u.groups});
+            if let Some(uid) = &u.uid {
+                user["uid"] = json!(uid);
+            }
+            json!({"userInfo": user})
+        }
         "selfsubjectaccessreviews" => access_review(policy, u, &review)?,
-        _ => rules_review(policy, u, &review),
+        _ => {
+            let status = rules_review(policy, u, &review);
+            // kube-apiserver answers the spec without the namespace it asked about.
+            if let Some(spec) = review.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("namespace");
+            }
+            status
+        }
     };
     review["kind"] = json!(def.kind);
     review["apiVersion"] = json!(def.api_version());
     if !review["metadata"].is_object() {
         review["metadata"] = json!({});
     }
-    review["metadata"]["creationTimestamp"] = Value::Null;
+    if def.plural == "selfsubjectreviews" {
+        // A SelfSubjectReview is stamped with the time it was made; the access reviews are not.
+        review["metadata"]["creationTimestamp"] = json!(crate::storage::rfc3339_now());
+    }
     review["status"] = status;
     Ok((StatusCode::CREATED, review))
 }
@@ -119,21 +135,38 @@ fn access_review(policy: &Policy, u: &UserInfo, review: &Value) -> Result<Value,
                 namespace: s(ra, "namespace"),
                 name: s(ra, "name"),
             };
-            let allowed = policy.allows(u, &a) || self_review_allowed(&a);
-            Ok(json!({"allowed": allowed}))
+            if u.is_master() || policy.allows(u, &a) {
+                return Ok(json!({"allowed": true}));
+            }
+            if self_review_allowed(&a) {
+                return Ok(json!({"allowed": true, "reason": default_binding_reason("system:basic-user")}));
+            }
+            Ok(json!({"allowed": false}))
         }
         (None, Some(nra)) => {
-            let allowed = u.is_master()
-                || (s(nra, "verb") == "get" && discovery_path(&s(nra, "path")));
-            Ok(json!({"allowed": allowed}))
+            if u.is_master() {
+                return Ok(json!({"allowed": true}));
+            }
+            let (verb, path) = (s(nra, "verb"), s(nra, "path"));
+            let role = [
+                ("system:discovery", DISCOVERY_PATHS),
+                ("system:public-info-viewer", PUBLIC_INFO_PATHS),
+            ]
+            .into_iter()
+            .find(|(_, paths)| verb == "get" && matches_path(paths, &path));
+            Ok(match role {
+                Some((role, _)) => json!({"allowed": true, "reason": default_binding_reason(role)}),
+                None => json!({"allowed": false}),
+            })
         }
+        // kube-apiserver's validation names no kind here.
         _ => Err(ApiError::invalid(
-            "SelfSubjectAccessReview",
+            "",
             AUTHORIZATION,
             "",
             "spec.resourceAttributes",
             "FieldValueInvalid",
-            "Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            "Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified",
         )),
     }
 }
@@ -150,8 +183,15 @@ fn self_review_allowed(a: &Attributes) -> bool {
             || (a.group == AUTHENTICATION && a.resource == "selfsubjectreviews"))
 }
 
-/// The non-resource paths every authenticated user may get (kube's `system:discovery`,
-/// `system:public-info-viewer`).
+/// RBAC's reason for what a default ClusterRole bound to `system:authenticated` allows.
+fn default_binding_reason(role: &str) -> String {
+    format!("RBAC: allowed by ClusterRoleBinding {role:?} of ClusterRole {role:?} to Group \"system:authenticated\"")
+}
+
+/// The non-resource paths kube's `system:public-info-viewer` lets everyone get.
+const PUBLIC_INFO_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/version/"];
+
+/// The non-resource paths kube's `system:discovery` lets every authenticated user get.
 const DISCOVERY_PATHS: &[&str] = &[
     "/api",
     "/api/*",
@@ -166,8 +206,8 @@ const DISCOVERY_PATHS: &[&str] = &[
     "/version/",
 ];
 
-fn discovery_path(p: &str) -> bool {
-    DISCOVERY_PATHS.iter().any(|d| match d.strip_suffix('*') {
+fn matches_path(paths: &[&str], p: &str) -> bool {
+    paths.iter().any(|d| match d.strip_suffix('*') {
         Some(prefix) => p.starts_with(prefix),
         None => p == *d,
     })
@@ -178,17 +218,23 @@ fn rules_review(policy: &Policy, u: &UserInfo, review: &Value) -> Value {
         .pointer("/spec/namespace")
         .and_then(Value::as_str)
         .unwrap_or("");
-    if u.is_master() {
-        return json!({
-            "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-            "incomplete": false,
-        });
-    }
+    // Every authenticated user's default roles (system:basic-user, system:discovery,
+    // system:public-info-viewer), then what it is granted; system:masters everything besides.
     let mut rules = vec![
         json!({"verbs": ["create"], "apiGroups": [AUTHORIZATION], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]}),
         json!({"verbs": ["create"], "apiGroups": [AUTHENTICATION], "resources": ["selfsubjectreviews"]}),
     ];
+    let mut non_resource = vec![
+        json!({"verbs": ["get"], "nonResourceURLs": DISCOVERY_PATHS}),
+        json!({"verbs": ["get"], "nonResourceURLs": PUBLIC_INFO_PATHS}),
+    ];
+    if u.is_master() {
+        rules.insert(
+            0,
+            json!({"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}),
+        );
+        non_resource.insert(0, json!({"verbs": ["*"], "nonResourceURLs": ["*"]}));
+    }
     for r in policy.rules_in(u, ns) {
         let mut v = json!({"verbs": r.verbs, "apiGroups": r.api_groups, "resources": r.resources});
         if !r.resource_names.is_empty() {
@@ -198,7 +244,7 @@ fn rules_review(policy: &Policy, u: &UserInfo, review: &Value) -> Value {
     }
     json!({
         "resourceRules": rules,
-        "nonResourceRules": [{"verbs": ["get"], "nonResourceURLs": DISCOVERY_PATHS}],
+        "nonResourceRules": non_resource,
         "incomplete": false,
     })
 }

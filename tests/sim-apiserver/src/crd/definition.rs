@@ -154,16 +154,20 @@ fn validate(crd: &Value) -> Vec<Cause> {
         if v.get("storage").and_then(Value::as_bool) == Some(true) {
             storage += 1;
         }
+        // apiextensions validates a schema every version shares (a single version's) as the
+        // CRD's top-level `spec.validation`, and names it so in its causes.
+        let schema_path = if versions.len() == 1 {
+            "spec.validation.openAPIV3Schema".to_string()
+        } else {
+            format!("{at}.schema.openAPIV3Schema")
+        };
         match v.pointer("/schema/openAPIV3Schema") {
             None | Some(Value::Null) => out.push(cause(
                 "FieldValueRequired",
                 format!("{at}.schema.openAPIV3Schema"),
-                "Required value: schemas are required",
+                "Required value",
             )),
-            Some(sch) => out.extend(schema::structural_errors(
-                sch,
-                &format!("{at}.schema.openAPIV3Schema"),
-            )),
+            Some(sch) => out.extend(schema::structural_errors(sch, &schema_path)),
         }
         for (j, c) in v
             .get("additionalPrinterColumns")
@@ -447,7 +451,7 @@ mod tests {
             .collect();
         assert_eq!(got, vec![
             r#"metadata.name: Invalid value: "widget.example.com": must be spec.names.plural+"."+spec.group"#.to_string(),
-            "spec.versions[0].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields".into(),
+            "spec.validation.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields".into(),
             "spec.versions: Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version marked as storage version".into(),
         ]);
         let mut crd = widget_crd();
@@ -457,6 +461,6 @@ mod tests {
             .remove("schema");
         let got = admit(&mut crd, None);
         assert_eq!(got[0].field, "spec.versions[0].schema.openAPIV3Schema");
-        assert_eq!(got[0].message, "Required value: schemas are required");
+        assert_eq!(got[0].message, "Required value");
     }
 }

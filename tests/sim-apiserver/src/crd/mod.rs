@@ -46,6 +46,21 @@ pub fn definition_resource() -> ResourceDef {
         .with_categories(&["api-extensions"])
 }
 
+/// The status a CustomResourceDefinition is created with: no names accepted, no conditions,
+/// its storage version stored.
+pub(crate) fn initial_status(crd: &Value) -> Value {
+    let storage: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    serde_json::json!({"acceptedNames": {"kind": "", "plural": ""}, "conditions": null,
+        "storedVersions": storage})
+}
+
 /// Whether `def` is the CustomResourceDefinition resource.
 pub fn is_definition(def: &ResourceDef) -> bool {
     def.group == GROUP && def.plural == PLURAL
@@ -64,18 +79,7 @@ pub(crate) fn admit(
         definition::admit(obj, old)
     } else if let Some(schema) = &def.schema {
         let (causes, unknown) = schema::admit_reporting_unknown(schema, obj);
-        if !unknown.is_empty() && unknown_fields_refused(&unknown) {
-            let list: Vec<String> = unknown
-                .iter()
-                .map(|u| format!("unknown field {u:?}"))
-                .collect();
-            return Err(ApiError::bad_request(format!(
-                "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
-                list.join(", "),
-                kind = def.kind,
-                version = def.version,
-            )));
-        }
+        report_unknown_fields(def, &unknown)?;
         causes
     } else {
         return Ok(());
@@ -94,7 +98,25 @@ pub(crate) fn admit(
     Err(ApiError::invalid_causes(&def.kind, &def.group, name, &list))
 }
 
-/// What a write request's `fieldValidation` asks for unknown fields of a custom resource.
+/// Reports the unknown fields a write dropped, as its `fieldValidation` asks: a `Warning`
+/// each (the default), nothing (`Ignore`), or (`Strict`) kube-apiserver's 400.
+pub(crate) fn report_unknown_fields(def: &ResourceDef, unknown: &[String]) -> Result<(), ApiError> {
+    if unknown.is_empty() || !unknown_fields_refused(unknown) {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown
+        .iter()
+        .map(|u| format!("unknown field {u:?}"))
+        .collect();
+    Err(ApiError::bad_request(format!(
+        "{kind} in version {version:?} cannot be handled as a {kind}: strict decoding error: {}",
+        list.join(", "),
+        kind = def.kind,
+        version = def.version,
+    )))
+}
+
+/// What a write request's `fieldValidation` asks for unknown fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FieldValidation {
     /// Pruned silently.

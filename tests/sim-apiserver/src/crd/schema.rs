@@ -349,17 +349,24 @@ fn validate(
                     );
                 }
             }
-            if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-                if len > max {
-                    push(
-                        causes,
-                        "FieldValueTooLong",
-                        path,
-                        format!("Too long: may not be more than {max} bytes"),
-                    );
-                }
+            let too_long = schema
+                .get("maxLength")
+                .and_then(Value::as_u64)
+                .filter(|max| len > *max);
+            if let Some(max) = too_long {
+                push(
+                    causes,
+                    "FieldValueTooLong",
+                    path,
+                    format!("Too long: may not be more than {max} bytes"),
+                );
             }
-            if let Some(p) = schema.get("pattern").and_then(Value::as_str) {
+            // kube-apiserver does not match a pattern against a string already too long.
+            if let Some(p) = schema
+                .get("pattern")
+                .and_then(Value::as_str)
+                .filter(|_| too_long.is_none())
+            {
                 if let Some(re) = compile(p) {
                     if !re.is_match(s) {
                         invalid(

@@ -80,7 +80,7 @@ fn bad(m: impl Into<String>) -> SmpError {
 fn no_merge_key(m: &Map<String, Value>, key: &str) -> SmpError {
     bad(format!(
         "map: {} does not contain declared merge key: {key}",
-        Value::Object(m.clone())
+        crate::go_json::go_format(&Value::Object(m.clone()))
     ))
 }
 
@@ -88,7 +88,7 @@ fn unknown_patch_type(d: &Value, m: &Map<String, Value>) -> SmpError {
     let d = d.as_str().map_or_else(|| d.to_string(), str::to_string);
     bad(format!(
         "unknown patch type: {d} in map: {}",
-        Value::Object(m.clone())
+        crate::go_json::go_format(&Value::Object(m.clone()))
     ))
 }
 
@@ -207,9 +207,9 @@ pub fn patch_resource(
     patch: &Value,
 ) -> Result<(), ApiError> {
     let Some(name) = crate::openapi::builtin_definition(def, sub) else {
-        let mut e = ApiError::unsupported_media_type("application/strategic-merge-patch+json");
-        e.message = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into();
-        return Err(e);
+        return Err(ApiError::unsupported_media_type_of(
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        ));
     };
     let defs = crate::openapi::definitions();
     let schema = defs
