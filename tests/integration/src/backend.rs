@@ -8,7 +8,7 @@
 //! Resources are named as the simulator names them: the plural, with the group after a dot
 //! outside the core group (`"configmaps"`, `"deployments.apps"`, `"gizmos.example.com"`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -181,10 +181,12 @@ impl Backend for SimServer {
     }
 }
 
-/// A real kube-apiserver and etcd, and the versions its API groups prefer.
+/// A real kube-apiserver and etcd, the versions its API groups prefer, and the namespaces known
+/// to exist.
 pub struct Real {
     server: Arc<RealServer>,
     versions: Mutex<HashMap<String, String>>,
+    namespaces: Mutex<HashSet<String>>,
 }
 
 impl Real {
@@ -197,6 +199,7 @@ impl Real {
         Ok(Real {
             server: Arc::new(server),
             versions: Mutex::new(HashMap::new()),
+            namespaces: Mutex::new(HashSet::new()),
         })
     }
 
@@ -336,14 +339,7 @@ impl Backend for Real {
         }
     }
     fn record(&self, resource: &str, namespace: &str) -> Result<Box<dyn History>, String> {
-        if self
-            .versions
-            .lock()
-            .get(&format!("namespace/{namespace}"))
-            .is_none()
-        {
-            self.ensure_namespace(namespace)?;
-        }
+        self.ensure_namespace(namespace)?;
         let path = self.path(resource, Some(namespace))?;
         let list = self.call("GET", &path, "", None)?;
         let from = list["metadata"]["resourceVersion"]
@@ -378,10 +374,7 @@ impl Real {
     /// Creates `namespace` unless it exists: the simulator takes objects in any namespace, a real
     /// server only in one that exists.
     fn ensure_namespace(&self, namespace: &str) -> Result<(), String> {
-        let known = self
-            .versions
-            .lock()
-            .contains_key(&format!("namespace/{namespace}"));
+        let known = self.namespaces.lock().contains(namespace);
         if known {
             return Ok(());
         }
@@ -397,9 +390,7 @@ impl Real {
             Err(e) if e.contains(" 409 ") => {}
             Err(e) => return Err(e),
         }
-        self.versions
-            .lock()
-            .insert(format!("namespace/{namespace}"), String::new());
+        self.namespaces.lock().insert(namespace.to_string());
         Ok(())
     }
 }
