@@ -16,7 +16,8 @@ use crate::error::ReflectorError;
 use crate::list::request_byte_bound;
 use crate::lister_watcher::{ListerWatcher, WatchStream};
 use crate::metrics::ReflectorMetrics;
-use crate::store_index::Selector;
+use crate::shard_filter::ShardFilter;
+use crate::store_index::{Selector, ShardSelector};
 use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body_on;
 use crate::wire::decoder::{WatchDecoder, DEFAULT_MAX_EVENT_SIZE};
@@ -25,7 +26,7 @@ use crate::wire::list_page::ObjectList;
 use crate::wire::object::Decode;
 
 /// Lists and watches one resource of an API server (client-go's `ListWatch` from a REST client,
-/// contract C15): namespace or all, label and field selectors applied to every request, and the
+/// contract C15): namespace or all, label, field and shard selectors applied to every request, and the
 /// `Accept` header of `K`'s [`Representation`] (`HttpListerWatcher<PartialObjectMetadata>` lists
 /// and watches metadata only, as client-go's metadata informers do), in the [`Encoding`] chosen
 /// for `K` and the resource (by default protobuf for typed protobuf objects, JSON otherwise;
@@ -48,6 +49,8 @@ pub struct HttpListerWatcher<K> {
     namespace: Option<String>,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    /// Sent as `shardSelector`, and applied again to every object received.
+    shard: Option<Arc<ShardFilter>>,
     max_event_size: usize,
     watch_list: bool,
     max_list_page_bytes: usize,
@@ -83,6 +86,7 @@ impl<K> HttpListerWatcher<K> {
             namespace: None,
             label_selector: None,
             field_selector: None,
+            shard: None,
             max_event_size: DEFAULT_MAX_EVENT_SIZE,
             watch_list: true,
             max_list_page_bytes: DEFAULT_MAX_BODY_BYTES,
@@ -113,6 +117,40 @@ impl<K> HttpListerWatcher<K> {
     pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
         self
+    }
+
+    /// Only the objects of one shard: those whose uid (or namespace) hashes into `selector`'s
+    /// ranges, as kube-apiserver's server-side sharded list and watch selects them (the
+    /// `ShardedListAndWatch` feature, alpha in Kubernetes 1.36). The selector is sent as
+    /// `shardSelector` on every list and watch (replacing one given in the options), and every
+    /// object received is checked against it with the server's hash: a server without the
+    /// feature ignores the parameter and sends every object, and the client then keeps only the
+    /// shard's, says so once in a warning, and counts what it dropped in
+    /// [`ReflectorStats::shard_filtered`](crate::ReflectorStats::shard_filtered) (and the pages
+    /// the server did not shard in [`shard_unapplied`](crate::ReflectorStats::shard_unapplied)).
+    /// Either way the cache and handlers see only the shard.
+    ///
+    /// ```no_run
+    /// use reflector::{ClusterConfig, HttpListerWatcher, Resource};
+    /// use reflector::store_index::{DynamicObject, ShardField, ShardRange, ShardSelector};
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = ClusterConfig::new("https://10.0.0.1:6443")?;
+    /// // The first of three equal shards of the pods, by uid.
+    /// let shard = ShardSelector::new(ShardField::Uid, [ShardRange::equal_part(0, 3)?])?;
+    /// let lw: HttpListerWatcher<DynamicObject> =
+    ///     HttpListerWatcher::new(&config, Resource::namespaced("", "v1", "pods"))?
+    ///         .shard_selector(shard);
+    /// # Ok(()) }
+    /// ```
+    pub fn shard_selector(mut self, selector: ShardSelector) -> Self {
+        let resource = self.resource.path(self.namespace.as_deref());
+        self.shard = Some(Arc::new(ShardFilter::new(selector, resource)));
+        self
+    }
+
+    /// The shard selector set by [`shard_selector`](Self::shard_selector), if any.
+    pub fn shard(&self) -> Option<&ShardSelector> {
+        self.shard.as_deref().map(ShardFilter::selector)
     }
 
     /// Largest accepted watch event (default 16 MiB).
@@ -166,6 +204,17 @@ impl<K> HttpListerWatcher<K> {
         self
     }
 
+    /// `list` with only the shard's objects, when there is a shard selector.
+    fn shard_of(&self, mut list: ObjectList<K>) -> ObjectList<K>
+    where
+        K: Decode,
+    {
+        if let Some(shard) = &self.shard {
+            shard.filter_list(&mut list, self.metrics.as_deref());
+        }
+        list
+    }
+
     fn path(&self, query: &str) -> String {
         let mut p = self.resource.path(self.namespace.as_deref());
         if !query.is_empty() {
@@ -184,6 +233,9 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         options.field_selector = options
             .field_selector
             .or_else(|| self.field_selector.clone());
+        if let Some(shard) = &self.shard {
+            options.shard_selector = Some(shard.parameter().to_string());
+        }
         let (body, content_type) = self
             .client
             .get_body_accepting(
@@ -204,10 +256,12 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
                 .run(move || ObjectList::from_body(&page, ct.as_deref()))
                 .await
             {
-                return list.map_err(ReflectorError::from);
+                return list.map_err(ReflectorError::from).map(|l| self.shard_of(l));
             }
         }
-        ObjectList::from_body(&body, content_type.as_deref()).map_err(ReflectorError::from)
+        ObjectList::from_body(&body, content_type.as_deref())
+            .map_err(ReflectorError::from)
+            .map(|l| self.shard_of(l))
     }
 
     async fn watch(&self, mut options: WatchOptions) -> Result<WatchStream<K>, ReflectorError> {
@@ -217,6 +271,9 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         options.field_selector = options
             .field_selector
             .or_else(|| self.field_selector.clone());
+        if let Some(shard) = &self.shard {
+            options.shard_selector = Some(shard.parameter().to_string());
+        }
         let idle = self
             .watch_idle_timeout
             .unwrap_or_else(|| idle_timeout_for(options.timeout_seconds));
@@ -247,7 +304,20 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             // Read from a socket through this runtime: its I/O driver runs (M6).
             true,
         );
-        Ok(with_idle_timeout(events, activity, idle))
+        let events = with_idle_timeout(events, activity, idle);
+        let Some(shard) = self.shard.clone() else {
+            return Ok(events);
+        };
+        let metrics = self.metrics.clone();
+        Ok(events
+            .filter(move |event| {
+                let keep = match event {
+                    Ok(event) => shard.keep_event(event, metrics.as_deref()),
+                    Err(_) => true,
+                };
+                std::future::ready(keep)
+            })
+            .boxed())
     }
 
     fn supports_watch_list(&self) -> bool {

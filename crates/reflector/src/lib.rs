@@ -61,6 +61,7 @@ mod lister_watcher;
 mod metrics;
 mod reclaim;
 mod reflector;
+mod shard_filter;
 mod watch_idle;
 mod watch_stream;
 mod wire;

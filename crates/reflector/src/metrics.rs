@@ -18,6 +18,8 @@ pub struct ReflectorMetrics {
     expired: AtomicU64,
     backoff_waits: AtomicU64,
     bytes: AtomicU64,
+    shard_filtered: AtomicU64,
+    shard_unapplied: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -49,6 +51,13 @@ pub struct ReflectorStats {
     pub backoff_waits: u64,
     /// Body bytes received (where the lister-watcher reports them).
     pub bytes: u64,
+    /// Objects of list pages and watch events outside the lister-watcher's shard selector, which
+    /// the server sent anyway and the client dropped (a server that does not apply shard
+    /// selectors sends every object).
+    pub shard_filtered: u64,
+    /// List pages the server answered without applying the shard selector (no `shardInfo`
+    /// echo, or the echo of another selector).
+    pub shard_unapplied: u64,
 }
 
 macro_rules! incr {
@@ -72,6 +81,18 @@ impl ReflectorMetrics {
         self.bytes.fetch_add(n, Relaxed);
     }
 
+    /// Counts objects outside the shard selector dropped on the client (called by
+    /// lister-watchers).
+    pub fn add_shard_filtered(&self, n: u64) {
+        self.shard_filtered.fetch_add(n, Relaxed);
+    }
+
+    /// Counts list pages on which the server did not apply the shard selector (called by
+    /// lister-watchers).
+    pub fn add_shard_unapplied(&self, n: u64) {
+        self.shard_unapplied.fetch_add(n, Relaxed);
+    }
+
     /// The counters now.
     pub fn snapshot(&self) -> ReflectorStats {
         ReflectorStats {
@@ -88,6 +109,8 @@ impl ReflectorMetrics {
             expired: self.expired.load(Relaxed),
             backoff_waits: self.backoff_waits.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
+            shard_filtered: self.shard_filtered.load(Relaxed),
+            shard_unapplied: self.shard_unapplied.load(Relaxed),
         }
     }
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use reflector::store_index::{
     meta_namespace_key, DynamicObject, Indexers, KeyFn, Object, PartialObjectMetadata, Selector,
+    ShardSelector,
 };
 use reflector::{
     Client, ClusterConfig, ConfigError, Decode, Encoding, HttpListerWatcher, ReflectorMetrics,
@@ -109,6 +110,7 @@ pub struct SharedInformerFactory {
     namespace: Option<String>,
     label_selector: Option<Selector>,
     field_selector: Option<String>,
+    shard_selector: Option<ShardSelector>,
     default_resync: Duration,
     resync_overrides: HashMap<String, Duration>,
     reflector: ReflectorOptions,
@@ -138,6 +140,7 @@ impl SharedInformerFactory {
             namespace: None,
             label_selector: None,
             field_selector: None,
+            shard_selector: None,
             default_resync: Duration::ZERO,
             resync_overrides: HashMap::new(),
             reflector: ReflectorOptions::default(),
@@ -185,6 +188,14 @@ impl SharedInformerFactory {
     /// Apply this field selector to every list and watch.
     pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Apply this shard selector to every list and watch: each informer's cache holds only the
+    /// objects whose uid (or namespace) hashes into its ranges, whether or not the server
+    /// applies it (see [`HttpListerWatcher::shard_selector`]), metadata informers included.
+    pub fn shard_selector(mut self, selector: ShardSelector) -> Self {
+        self.shard_selector = Some(selector);
         self
     }
 
@@ -317,6 +328,9 @@ impl SharedInformerFactory {
         }
         if let Some(f) = &self.field_selector {
             lw = lw.field_selector(f.clone());
+        }
+        if let Some(shard) = &self.shard_selector {
+            lw = lw.shard_selector(shard.clone());
         }
         let plural = resource.plural.clone();
         let resync = self

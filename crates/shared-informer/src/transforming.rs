@@ -131,6 +131,7 @@ where
             continue_token: page.continue_token,
             kind: page.kind,
             api_version: page.api_version,
+            shard_info: page.shard_info,
         })
     }
 

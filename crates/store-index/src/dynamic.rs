@@ -58,6 +58,12 @@ impl DynamicObject {
         self
     }
 
+    /// Sets the uid.
+    pub fn with_uid(mut self, uid: impl Into<String>) -> Self {
+        self.metadata.uid = Some(uid.into());
+        self
+    }
+
     /// Sets the resource version.
     pub fn with_resource_version(mut self, rv: impl Into<String>) -> Self {
         self.metadata.resource_version = Some(rv.into());

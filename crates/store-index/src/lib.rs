@@ -64,6 +64,7 @@ pub mod protobuf;
 mod read_only;
 mod resource_version;
 mod selector;
+mod shard_selector;
 mod thread_safe_store;
 pub mod time;
 mod tombstone;
@@ -95,6 +96,9 @@ pub use ::k8s_pb;
 #[cfg(feature = "k8s-pb")]
 pub use pb_object::Pb;
 pub use selector::{Operator, Requirement, Selector, SelectorError};
+pub use shard_selector::{
+    shard_hash, RangeBound, ShardField, ShardRange, ShardSelector, ShardSelectorError,
+};
 pub use tombstone::{deletion_handling_key, DeletedFinalStateUnknown, ObjectOrTombstone};
 pub use transaction::{Transaction, TransactionError, TransactionKind};
 pub use undelta_store::UndeltaStore;
@@ -105,7 +109,7 @@ pub mod prelude {
         CompactObject, DeletedFinalStateUnknown, DeletedObject, DynamicObject, ExpirationCache,
         Heap, IndexFn, Indexer, Indexers, Lister, MutationCache, Object, ObjectKey, ObjectMeta,
         ObjectOrTombstone, PartialObjectMetadata, ReadOnlyIndexer, ResourceVersion, Selector,
-        StoreError, Transaction, UndeltaStore,
+        ShardSelector, StoreError, Transaction, UndeltaStore,
     };
 }
 

@@ -230,6 +230,7 @@ pub mod representation;
 pub mod resources;
 pub mod selectors;
 mod server;
+pub mod shard_selector;
 pub mod smp;
 pub mod status;
 pub mod storage;

@@ -240,8 +240,16 @@ fn render(
         }
         .encode());
         if p.selectors.is_empty() {
-            meta["remainingItemCount"] = json!(1 + matching.count());
+            // Counted over the objects after the page whether or not they are in the shard, as
+            // kube-apiserver 1.36.3 counts them for a sharded list.
+            let after = map
+                .range::<str, _>((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded))
+                .filter(|(k, _)| prefix.as_deref().is_none_or(|pfx| k.starts_with(pfx)));
+            meta["remainingItemCount"] = json!(after.count());
         }
+    }
+    if let Some(shard) = &p.selectors.shard {
+        meta["shardInfo"] = json!({"selector": shard.to_string()});
     }
     if let Some(token) = shape.fixed_continue {
         meta["continue"] = json!(token);

@@ -2,6 +2,7 @@
 
 use crate::representation::Representation;
 use crate::selectors::{FieldSelector, LabelSelector, Selectors};
+use crate::shard_selector::ShardSelector;
 use crate::status::ApiError;
 
 /// Parsed list/watch options.
@@ -25,6 +26,9 @@ pub struct ListParams {
     pub timeout_seconds: Option<u64>,
     /// `sendInitialEvents`.
     pub send_initial_events: Option<bool>,
+    /// `shardSelector` as sent (absent or empty → `None`); read into
+    /// [`Selectors::shard`] by [`apply_shard_selector`](Self::apply_shard_selector).
+    pub shard_selector: Option<String>,
     /// How the objects are written: not a query parameter but negotiated from the `Accept`
     /// header (see [`representation`](crate::representation)); the objects as they are unless
     /// set.
@@ -80,6 +84,7 @@ impl ListParams {
                 "watch" => p.watch = parse_bool("watch", &v)?,
                 "allowWatchBookmarks" => p.allow_bookmarks = parse_bool("allowWatchBookmarks", &v)?,
                 "timeoutSeconds" => p.timeout_seconds = Some(parse_int(&v)?).filter(|n| *n > 0),
+                "shardSelector" => p.shard_selector = Some(v.to_string()).filter(|s| !s.is_empty()),
                 "sendInitialEvents" => {
                     p.send_initial_events = Some(parse_bool("sendInitialEvents", &v)?)
                 }
@@ -87,6 +92,16 @@ impl ListParams {
             }
         }
         Ok(p)
+    }
+
+    /// Reads `shardSelector` into the selectors when the server serves sharded lists and
+    /// watches (`enabled`); a server without the feature ignores it. A selector that does not
+    /// parse is kube-apiserver's answer: a 500 with no reason.
+    pub fn apply_shard_selector(&mut self, enabled: bool) -> Result<(), ApiError> {
+        if let (true, Some(text)) = (enabled, &self.shard_selector) {
+            self.selectors.shard = Some(ShardSelector::parse(text)?);
+        }
+        Ok(())
     }
 
     /// The resourceVersion as a number, if set and not "0"; 400 if not a number (in

@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use crate::shard_selector::ShardSelector;
+
 #[derive(Debug, Clone, PartialEq)]
 enum LabelReq {
     Eq(String, String),
@@ -192,22 +194,27 @@ impl FieldSelector {
     }
 }
 
-/// A label and a field selector together.
+/// A label and a field selector together, and the shard selector of a sharded list or watch.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Selectors {
     /// The label selector.
     pub labels: LabelSelector,
     /// The field selector.
     pub fields: FieldSelector,
+    /// The shard selector, when the request has one and the server serves it.
+    pub shard: Option<ShardSelector>,
 }
 
 impl Selectors {
-    /// Whether both match.
+    /// Whether all match.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.labels.matches(obj) && self.fields.matches(obj)
+        self.labels.matches(obj)
+            && self.fields.matches(obj)
+            && self.shard.as_ref().is_none_or(|s| s.matches(obj))
     }
 
-    /// Whether both are empty.
+    /// Whether the label and field selectors are both empty (a shard selector aside: it does not
+    /// keep kube-apiserver from counting the remaining items of a page).
     pub fn is_empty(&self) -> bool {
         self.labels.is_empty() && self.fields.is_empty()
     }

@@ -63,6 +63,7 @@ pub struct SimServerBuilder {
     watch_cache: bool,
     partial_object_metadata: bool,
     protobuf: bool,
+    sharded_list_and_watch: bool,
     resources: Vec<ResourceDef>,
     readonly_tokens: Vec<String>,
     user_tokens: Vec<(String, String)>,
@@ -106,6 +107,7 @@ impl Default for SimServerBuilder {
             watch_cache: true,
             partial_object_metadata: true,
             protobuf: true,
+            sharded_list_and_watch: true,
             resources: Vec::new(),
             readonly_tokens: Vec::new(),
             user_tokens: Vec::new(),
@@ -192,6 +194,16 @@ impl SimServerBuilder {
     /// body is 415.
     pub fn protobuf(mut self, on: bool) -> Self {
         self.protobuf = on;
+        self
+    }
+
+    /// Serve server-side sharded lists and watches (the `shardSelector` parameter; see
+    /// [`crate::shard_selector`]), standing for kube-apiserver's `ShardedListAndWatch` feature
+    /// gate. Default on, as on the project's real kube-apiserver; off, the server behaves as one
+    /// without the gate (or older): it ignores the parameter, so lists and watches carry every
+    /// object and no list echoes `shardInfo`.
+    pub fn sharded_list_and_watch(mut self, on: bool) -> Self {
+        self.sharded_list_and_watch = on;
         self
     }
 
@@ -406,6 +418,11 @@ impl Drop for Shared {
 }
 
 impl Shared {
+    /// Whether `shardSelector` is served (the simulator's stand-in for the feature gate).
+    pub(crate) fn sharded_list_and_watch(&self) -> bool {
+        self.cfg.sharded_list_and_watch
+    }
+
     /// Whether protobuf is spoken ([`SimServerBuilder::protobuf`]).
     pub(crate) fn speaks_protobuf(&self) -> bool {
         self.cfg.protobuf
@@ -1201,6 +1218,9 @@ async fn resource_request(
     match (&method, rp.name.as_deref()) {
         (&Method::GET, None) => {
             let mut p = ListParams::parse_for(&def.kind, query.as_deref())?;
+            // Read where kube-apiserver's storage reads it: after the options are validated.
+            p.validate()?;
+            p.apply_shard_selector(shared.cfg.sharded_list_and_watch)?;
             p.representation = negotiate(if p.watch {
                 Target::Object
             } else {

@@ -367,7 +367,8 @@ pub(crate) async fn write_request(
         }
         (&Method::DELETE, None) => {
             let (_, dry_run) = delete_options(&body, &q)?;
-            let p = ListParams::parse_for(&def.kind, query.as_deref())?;
+            let mut p = ListParams::parse_for(&def.kind, query.as_deref())?;
+            p.apply_shard_selector(shared.sharded_list_and_watch())?;
             let (rev, map) = storage.snapshot(rp.idx, None)?;
             let mut items = Vec::new();
             for o in map.values() {

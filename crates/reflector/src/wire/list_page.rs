@@ -30,6 +30,9 @@ pub struct ObjectList<K> {
     pub kind: Option<String>,
     /// `apiVersion`.
     pub api_version: Option<String>,
+    /// `metadata.shardInfo.selector`: the shard selector the server applied to this list, as it
+    /// echoes it (`None`: the list is not a shard, or the server ignored the selector).
+    pub shard_info: Option<String>,
 }
 
 impl<K> ObjectList<K> {
@@ -41,6 +44,7 @@ impl<K> ObjectList<K> {
             continue_token: None,
             kind: None,
             api_version: None,
+            shard_info: None,
         }
     }
 
@@ -184,6 +188,7 @@ impl<K: Decode> ObjectList<K> {
                     let meta = pb_meta::list_meta(meta).map_err(|e| not_a_list(e.to_string()))?;
                     list.resource_version = meta.resource_version.into();
                     list.continue_token = meta.continue_token;
+                    list.shard_info = meta.shard_selector;
                 }
                 Field::Bytes(2, item) => {
                     let item = K::decode_protobuf(&envelope.raw.slice_ref(item), &source).map_err(
@@ -273,6 +278,13 @@ enum ListField {
 struct ListMeta {
     resource_version: Option<String>,
     continue_token: Option<String>,
+    shard_info: Option<ShardInfo>,
+}
+
+/// A list's `metadata.shardInfo`.
+#[derive(Deserialize)]
+struct ShardInfo {
+    selector: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for ListMeta {
@@ -282,6 +294,7 @@ impl<'de> Deserialize<'de> for ListMeta {
         enum MetaField {
             ResourceVersion,
             Continue,
+            ShardInfo,
             #[serde(other)]
             Other,
         }
@@ -297,6 +310,7 @@ impl<'de> Deserialize<'de> for ListMeta {
                     match field {
                         MetaField::ResourceVersion => meta.resource_version = map.next_value()?,
                         MetaField::Continue => meta.continue_token = map.next_value()?,
+                        MetaField::ShardInfo => meta.shard_info = map.next_value()?,
                         MetaField::Other => {
                             map.next_value::<IgnoredAny>()?;
                         }
@@ -337,6 +351,10 @@ impl<'de, K: Decode> Visitor<'de> for ListSeed<'_, 'de, K> {
                     let meta = meta.unwrap_or_default();
                     list.resource_version = meta.resource_version.unwrap_or_default().into();
                     list.continue_token = meta.continue_token.filter(|c| !c.is_empty());
+                    list.shard_info = meta
+                        .shard_info
+                        .and_then(|info| info.selector)
+                        .filter(|s| !s.is_empty());
                 }
                 ListField::Items => {
                     shape.items = true;

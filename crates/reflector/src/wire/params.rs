@@ -27,6 +27,9 @@ pub struct ListOptions {
     pub label_selector: Option<String>,
     /// `fieldSelector`.
     pub field_selector: Option<String>,
+    /// `shardSelector` (server-side sharded lists; render one with
+    /// [`ShardSelector`](crate::store_index::ShardSelector)'s `to_string`).
+    pub shard_selector: Option<String>,
     /// `limit` (0: none).
     pub limit: u32,
     /// `continue`.
@@ -46,6 +49,9 @@ pub struct WatchOptions {
     pub label_selector: Option<String>,
     /// `fieldSelector`.
     pub field_selector: Option<String>,
+    /// `shardSelector` (server-side sharded watches; render one with
+    /// [`ShardSelector`](crate::store_index::ShardSelector)'s `to_string`).
+    pub shard_selector: Option<String>,
     /// `resourceVersion` to watch from.
     pub resource_version: Option<ResourceVersion>,
     /// `resourceVersionMatch` (watch-list mode only).
@@ -84,6 +90,7 @@ impl ListOptions {
         let mut q = url::form_urlencoded::Serializer::new(String::new());
         push(&mut q, "labelSelector", self.label_selector.as_deref());
         push(&mut q, "fieldSelector", self.field_selector.as_deref());
+        push(&mut q, "shardSelector", self.shard_selector.as_deref());
         if self.limit > 0 {
             q.append_pair("limit", &self.limit.to_string());
         }
@@ -103,6 +110,7 @@ impl WatchOptions {
         q.append_pair("watch", "true");
         push(&mut q, "labelSelector", self.label_selector.as_deref());
         push(&mut q, "fieldSelector", self.field_selector.as_deref());
+        push(&mut q, "shardSelector", self.shard_selector.as_deref());
         push_version(&mut q, &self.resource_version, self.resource_version_match);
         if self.allow_watch_bookmarks {
             q.append_pair("allowWatchBookmarks", "true");
@@ -126,6 +134,10 @@ mod tests {
         let o = ListOptions {
             label_selector: Some("app=web,tier!=db".into()),
             field_selector: Some("spec.nodeName=n1".into()),
+            shard_selector: Some(
+                "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"
+                    .into(),
+            ),
             limit: 500,
             continue_token: Some("abc=".into()),
             resource_version: Some("0".into()),
@@ -134,7 +146,7 @@ mod tests {
         };
         assert_eq!(
             o.to_query(),
-            "labelSelector=app%3Dweb%2Ctier%21%3Ddb&fieldSelector=spec.nodeName%3Dn1&limit=500&continue=abc%3D&resourceVersion=0&resourceVersionMatch=NotOlderThan&timeoutSeconds=10"
+            "labelSelector=app%3Dweb%2Ctier%21%3Ddb&fieldSelector=spec.nodeName%3Dn1&shardSelector=shardRange%28object.metadata.uid%2C+%270x0000000000000000%27%2C+%270x8000000000000000%27%29&limit=500&continue=abc%3D&resourceVersion=0&resourceVersionMatch=NotOlderThan&timeoutSeconds=10"
         );
         assert_eq!(ListOptions::default().to_query(), "");
     }

@@ -12,7 +12,8 @@ fn string(bytes: &[u8], what: &'static str) -> Result<Option<String>, ProtobufEr
     Ok((!s.is_empty()).then(|| s.to_string()))
 }
 
-/// A `meta.v1.ListMeta`: `resourceVersion`, `continue` and `remainingItemCount`.
+/// A `meta.v1.ListMeta`: `resourceVersion`, `continue`, `remainingItemCount` and
+/// `shardInfo.selector`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListMeta {
     /// `resourceVersion` (empty when absent).
@@ -21,6 +22,8 @@ pub struct ListMeta {
     pub continue_token: Option<String>,
     /// `remainingItemCount`.
     pub remaining_item_count: Option<i64>,
+    /// `shardInfo.selector` (`None` when absent or empty: not a shard).
+    pub shard_selector: Option<String>,
 }
 
 /// Decodes a `meta.v1.ListMeta` message.
@@ -33,8 +36,22 @@ pub fn list_meta(bytes: &[u8]) -> Result<ListMeta, ProtobufError> {
             Field::Bytes(2, b) => l.resource_version = utf8(b, WHAT)?.to_string(),
             Field::Bytes(3, b) => l.continue_token = string(b, WHAT)?,
             Field::Varint(4, v) => l.remaining_item_count = Some(v as i64),
+            Field::Bytes(5, b) => l.shard_selector = shard_info_selector(b)?,
             _ => {}
         }
     }
     Ok(l)
+}
+
+/// The `selector` (field 1) of a `meta.v1.ShardInfo` message.
+fn shard_info_selector(bytes: &[u8]) -> Result<Option<String>, ProtobufError> {
+    const WHAT: &str = "meta.v1.ShardInfo";
+    let mut fields = Reader::new(bytes, WHAT);
+    let mut selector = None;
+    while let Some(f) = fields.next_field()? {
+        if let Field::Bytes(1, b) = f {
+            selector = string(b, WHAT)?;
+        }
+    }
+    Ok(selector)
 }

@@ -31,6 +31,9 @@ fn object_meta_reads_as_its_json_does() {
     assert_eq!(meta::object_meta_of(&raw_of(&pod)).unwrap(), expected);
 }
 
+/// A shard selector as kube-apiserver 1.36.3 echoes it.
+const SHARD: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+
 #[test]
 fn list_meta_and_status_read_as_their_json_does() {
     let list = json!({"apiVersion": "v1", "kind": "ConfigMapList",
@@ -45,8 +48,20 @@ fn list_meta_and_status_read_as_their_json_does() {
         meta::ListMeta {
             resource_version: "7".into(),
             continue_token: Some("tok".into()),
-            remaining_item_count: Some(3)
+            remaining_item_count: Some(3),
+            shard_selector: None,
         }
+    );
+    let sharded = json!({"apiVersion": "v1", "kind": "ConfigMapList",
+        "metadata": {"resourceVersion": "8", "shardInfo": {"selector": SHARD}}, "items": []});
+    let raw = raw_of(&sharded);
+    let mut fields = wire::Reader::new(&raw, "list");
+    let Some(wire::Field::Bytes(1, lm)) = fields.next_field().unwrap() else {
+        panic!("no list meta")
+    };
+    assert_eq!(
+        meta::list_meta(lm).unwrap().shard_selector.as_deref(),
+        Some(SHARD)
     );
     let status = json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
         "message": "too old resource version: 1 (5)", "reason": "Expired",
