@@ -145,7 +145,7 @@ fn now_us() -> u64 {
 /// The latencies a handler saw: from the server's stamp to the handler's call, as a histogram of
 /// fixed size made before the watch starts. (Keeping every latency in a growing list added its
 /// own memory to the client's RSS during a paced watch: 2 MB over 480k events, part of the
-/// `CompactObject` rise examined in docs/benchmarks.md.)
+/// `CompactObject` rise examined in docs/benchmarks-archive.md.)
 pub struct Latencies(std::sync::Mutex<Vec<u32>>);
 
 /// Latencies below this many µs are counted to the microsecond.
