@@ -65,7 +65,9 @@ fn every_document_with_snippets_is_compiled_as_this_crates_doctests() {
 fn the_readme_keeps_its_controller_and_the_guide_one_example_per_layer() {
     let readme = snippets_of(DOCUMENTS[0].1);
     assert!(
-        readme.iter().any(|(_, code)| code.contains("Controller::new")),
+        readme
+            .iter()
+            .any(|(_, code)| code.contains("Controller::new")),
         "the README's example is a controller"
     );
     let guide = snippets_of(DOCUMENTS[1].1);
