@@ -128,7 +128,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         )
     })?;
     // End to end, in release mode: every scenario of tests/integration that runs informers on
-    // the in-order queue and on the DeltaFifo (issue 19: every informer test on both), the two
+    // the in-order queue and on the DeltaFifo (every informer test runs on both queues), the two
     // rounds at once in processes of their own; then leader election and sharding, which run no
     // informer, once. The soak runs 90 s on each queue (the default is 120 s): a leak of 1 KiB
     // per event still grows the fitted line by about 90 MiB over its last 60 s, against a limit
