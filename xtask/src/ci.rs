@@ -4,8 +4,8 @@
 //! warning when a clean run may not fit); install missing tools;
 //! layering; `cargo fmt --check`; clippy with `-D warnings`; `cargo doc --workspace --no-deps
 //! --all-features` with rustdoc warnings denied (broken or private intra-doc links, bad code
-//! block attributes); every test with `--all-features`, doctests included (the README's Rust
-//! snippets run as doctests of `workqueue`); then the integration suite in release mode, with
+//! block attributes); every test with `--all-features`, doctests included (the Rust
+//! snippets of the README and of docs/guide.md run as doctests of `controller`); then the integration suite in release mode, with
 //! every scenario that runs informers on both queues (the two rounds at once); last, a real
 //! kube-apiserver and etcd built from the Go module proxy, and the portable scenarios on them.
 

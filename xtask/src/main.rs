@@ -2,9 +2,8 @@
 //!
 //! Commands:
 //! - `ci`: everything CI checks, in order of increasing cost: tools, layering, rules, modules, fmt,
-//!   clippy, doc
-//!   (rustdoc warnings denied), tests (doctests and the README's snippets included), then the
-//!   integration suite on both informer queues.
+//!   clippy, doc (rustdoc warnings denied), tests (doctests and the README's and the guide's
+//!   snippets included), then the integration suite on both informer queues.
 //! - `layering`: only the crate layering check.
 //! - `rules`: only the rule-id check (every rule id and invariant label cited is defined once in
 //!   docs/semantics.md) and the issue-number check (no file cites a tracker's issue number); it
