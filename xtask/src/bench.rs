@@ -223,8 +223,8 @@ const PEER_FRAMINGS: [(&str, &str); 2] = [("per-event", ""), ("coalesced", ", co
 
 /// The table's comparisons: one of our clients, how the table names it, and the kube-rs client it
 /// is set against with that one's name. kube-rs's `Pod` reflector is the baseline of every type
-/// (issue 18's); `DynamicObject` is also set against kube-rs's reflector of its own
-/// `DynamicObject`, the client a user of dynamic objects would pick instead.
+/// (since the first comparison with kube-rs); `DynamicObject` is also set against kube-rs's
+/// reflector of its own `DynamicObject`, the client a user of dynamic objects would pick instead.
 const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
     (
         "ours-pod",
@@ -250,7 +250,7 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
         "kube-pod",
         "kube-rs reflector, Pod",
     ),
-    // Issue 32: the informers on protobuf against kube-rs's JSON reflector, and the
+    // The protobuf goals: the informers on protobuf against kube-rs's JSON reflector, and the
     // CompactObject informer on protobuf against the same on JSON.
     (
         "ours-pod-pb",
@@ -313,7 +313,7 @@ const PEER_PAIRS: &[(&str, &str, &str, &str)] = &[
 /// The large initial list's timings: a client, its name, its baseline client and that one's name
 /// (each run once at [`PEER_LARGE_LIST`] pods). A protobuf informer goes against our JSON one.
 const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
-    // Issue 32: the 100k-pod list on protobuf in at most half our JSON list's time.
+    // The protobuf goal: the 100k-pod list on protobuf in at most half our JSON list's time.
     (
         "ours-pod-pb",
         "informer Pod, protobuf",
@@ -340,9 +340,10 @@ const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
     ),
 ];
 
-/// The paced peer comparison's rates (events/s, issue 34's everyday rates) and the clients it runs:
-/// kube-rs's `Pod` reflector and our three representations, the typed and the compact ones also
-/// on an `InformerThread`, with and without a batching window, one HTTP chunk per event.
+/// The paced peer comparison's rates (events/s, the everyday rates a quiet cluster sends) and the
+/// clients it runs: kube-rs's `Pod` reflector and our three representations, the typed and the
+/// compact ones also on an `InformerThread`, with and without a batching window, one HTTP chunk per
+/// event.
 const PEER_RATES: [u32; 2] = [200, 2000];
 const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
     ("kube-pod", "kube-rs reflector, Pod"),
@@ -390,33 +391,35 @@ const PEER_LARGE_LIST: usize = 100_000;
 
 /// Targets of the custom benches' figures: the first whose text the figure's name contains.
 const CUSTOM_TARGETS: &[(&str, &str)] = &[
-    // Against client-go: no issue sets a target (and the issue-32 ones below are against kube-rs).
+    // Against client-go: no goal sets a target (and the protobuf ones below are against kube-rs).
     ("against client-go", ""),
-    // Issue 32: protobuf's typed informer at least 5x kube-rs's JSON reflector; its bytes on the
-    // wire at most 0.6x JSON's (JSON's over protobuf's: at least 1.67).
+    // The protobuf goals: protobuf's typed informer at least 5x kube-rs's JSON reflector; its bytes
+    // on the wire at most 0.6x JSON's (JSON's over protobuf's: at least 1.67).
     ("peer: watch, informer Pod, protobuf", "≥ 5.0"),
     ("peer: watch, informer Pod view", "≥ 5.0"),
     ("peer: initial list time, informer Pod view", "≥ 2.0"),
     ("peer: watch, informer CompactObject, protobuf", "≥ 1.3"),
     ("peer: initial list time, informer Pod, protobuf", "≥ 2.0"),
     ("peer: bytes on the wire", "≥ 1.67"),
-    // Issue 18: watch throughput against kube-rs's reflector, same run, same server.
+    // The kube-rs comparison: watch throughput against kube-rs's reflector, same run, same server.
     ("peer: watch, informer Pod", "≥ 2.0"),
     ("peer: watch, informer DynamicObject", "≥ 1.5"),
     ("peer: watch, informer CompactObject", "≥ 4.5"),
     ("peer: watch peak RSS", "peak ≤ 1.1x RSS at sync"),
     ("peer: soak", "≤ 1.1"),
-    // Issue 34: at everyday rates, a typed informer at most half kube-rs's CPU per event.
+    // The everyday-rate goals: a typed informer at most half kube-rs's CPU per event.
     ("peer: paced CPU per event, informer Pod", "≥ 2.0"),
     (
         "peer: paced CPU per event, informer CompactObject",
         "≤ 15 µs at 2000/s",
     ),
-    // Issue 18: the large typed list's peak at most 0.8x kube-rs's (kube-rs's peak over ours).
+    // The kube-rs comparison: the large typed list's peak at most 0.8x kube-rs's (kube-rs's peak
+    // over ours).
     ("peer: initial list peak RSS", "≥ 1.25"),
-    // Issue 19: batched in-order processing must not be slower than the DeltaFifo.
+    // The in-order queue's condition for becoming the default: batched in-order processing must
+    // not be slower than the DeltaFifo.
     ("in-order queue", "≥ 1.0"),
-    // A diagnostic second baseline, not what issue 6's target is set against.
+    // A diagnostic second baseline, not what the informer's watch target is set against.
     ("against decode + replace", ""),
     ("informer watch", "≥ 0.75"),
     ("informer initial sync", "≥ 0.75"),
@@ -545,7 +548,7 @@ fn write_chart(clients: Vec<chart::Client>, table: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The sharding benchmark (issue 31): replica processes of a sharded controller against the
+/// The sharding benchmark: replica processes of a sharded controller against the
 /// simulator, run by the integration suite's binary (`integration-suite shard-bench`, which
 /// re-executes itself as the replicas). Run it alone with
 /// `cargo run --release -p integration-suite -- shard-bench [--quick]`. Echoes its output and

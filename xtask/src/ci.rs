@@ -4,8 +4,8 @@
 //! warning when a clean run may not fit); install missing tools;
 //! layering; `cargo fmt --check`; clippy with `-D warnings`; `cargo doc --workspace --no-deps
 //! --all-features` with rustdoc warnings denied (broken or private intra-doc links, bad code
-//! block attributes); every test with `--all-features`, doctests included (the README's Rust
-//! snippets run as doctests of `workqueue`); then the integration suite in release mode, with
+//! block attributes); every test with `--all-features`, doctests included (the Rust
+//! snippets of the README and of docs/guide.md run as doctests of `controller`); then the integration suite in release mode, with
 //! every scenario that runs informers on both queues (the two rounds at once); last, a real
 //! kube-apiserver and etcd built from the Go module proxy, and the portable scenarios on them.
 
@@ -128,7 +128,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         )
     })?;
     // End to end, in release mode: every scenario of tests/integration that runs informers on
-    // the in-order queue and on the DeltaFifo (issue 19: every informer test on both), the two
+    // the in-order queue and on the DeltaFifo (every informer test runs on both queues), the two
     // rounds at once in processes of their own; then leader election and sharding, which run no
     // informer, once. The soak runs 90 s on each queue (the default is 120 s): a leak of 1 KiB
     // per event still grows the fitted line by about 90 MiB over its last 60 s, against a limit

@@ -2,12 +2,12 @@
 //!
 //! Commands:
 //! - `ci`: everything CI checks, in order of increasing cost: tools, layering, rules, modules, fmt,
-//!   clippy, doc
-//!   (rustdoc warnings denied), tests (doctests and the README's snippets included), then the
-//!   integration suite on both informer queues.
+//!   clippy, doc (rustdoc warnings denied), tests (doctests and the README's and the guide's
+//!   snippets included), then the integration suite on both informer queues.
 //! - `layering`: only the crate layering check.
 //! - `rules`: only the rule-id check (every rule id and invariant label cited is defined once in
-//!   docs/semantics.md); it reads files and builds nothing.
+//!   docs/semantics.md) and the issue-number check (no file cites a tracker's issue number); it
+//!   reads files and builds nothing.
 //! - `modules`: only the module check (no import circle inside a library crate, no import through
 //!   a crate's walls); it reads files and builds nothing.
 //! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
@@ -38,6 +38,7 @@ mod ci;
 mod differential;
 mod fuzz;
 mod integration;
+mod issue_numbers;
 mod layering;
 mod modules;
 mod real_apiserver;
@@ -52,7 +53,8 @@ fn usage() -> &'static str {
      commands:\n  \
        ci           install missing tools, then layering, fmt, clippy, doc, all tests and the integration suite on both queues\n  \
        layering     check that each workspace crate depends only on the crate below it\n  \
-       rules        check that every rule id and invariant label cited is defined once in docs/semantics.md\n  \
+       rules        check that every rule id and invariant label cited is defined once in docs/semantics.md,\n               \
+       and that no file cites a tracker's issue number\n  \
        modules      check that no library module imports in a circle or through its crate's walls\n  \
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster;\n               \

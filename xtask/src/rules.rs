@@ -11,6 +11,9 @@
 //! own defines it (writes it in bold, `**Q1**`, as definitions are written); and when a token with
 //! a known prefix (`D2.1`, `X7`) is cited in a source file or a document but defined nowhere.
 //! It reads files only, so it runs before anything is built.
+//!
+//! `cargo xtask rules` also runs the issue-number check ([`crate::issue_numbers`]): no file cites
+//! a tracker's issue number.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,12 +22,15 @@ use std::path::{Path, PathBuf};
 pub const SEMANTICS: &str = "docs/semantics.md";
 
 /// The documents checked for citations besides every `.rs` file (relative to the workspace root).
-const DOCUMENTS: [&str; 6] = [
+const DOCUMENTS: [&str; 9] = [
     "README.md",
     "CHANGELOG.md",
     "docs/architecture.md",
     "docs/semantics.md",
     "docs/benchmarks.md",
+    "docs/benchmarks-archive.md",
+    "docs/guide.md",
+    "docs/performance.md",
     "docs/sharding.md",
 ];
 
@@ -349,18 +355,23 @@ pub fn run() -> Result<(), String> {
         files.push((path.display().to_string(), read(path)?));
     }
     let problems = check(&semantics, &files)?;
-    if problems.is_empty() {
+    let (read, issue_numbers) = crate::issue_numbers::check(&crate::tools::workspace_root())?;
+    if problems.is_empty() && issue_numbers.is_empty() {
         println!(
-            "rules: {} files cite only ids and labels that {SEMANTICS} defines once",
+            "rules: {} files cite only ids and labels that {SEMANTICS} defines once; \
+             {read} files cite no issue number",
             files.len()
         );
-        Ok(())
-    } else {
-        for p in &problems {
-            println!("  {p}");
-        }
-        Err(format!("{} rule-id problem(s)", problems.len()))
+        return Ok(());
     }
+    for p in problems.iter().chain(&issue_numbers) {
+        println!("  {p}");
+    }
+    Err(format!(
+        "{} rule-id problem(s), {} issue number(s) cited",
+        problems.len(),
+        issue_numbers.len()
+    ))
 }
 
 #[cfg(test)]

@@ -53,11 +53,11 @@
 //! (events/s) as the other custom benches print them, and every figure of the run; `cargo xtask
 //! bench` runs each client three times and tables the medians with ratios against kube-rs.
 //!
-//! `PEER_RATE=<events/s>` paces the watch instead (issue 34's everyday rates): the server sends the
-//! events at that steady rate, one HTTP chunk each, from a thread of its own, each stamped (an
-//! annotation, `informer-rs.bench/sent-us`) with the microseconds since the UNIX epoch at which it
-//! left; the handler reads the stamp back, so the figures add the latency from the server's send
-//! to the handler's call (p50, p99), besides CPU and context switches per event.
+//! `PEER_RATE=<events/s>` paces the watch instead (the everyday rates a quiet cluster sends): the
+//! server sends the events at that steady rate, one HTTP chunk each, from a thread of its own, each
+//! stamped (an annotation, `informer-rs.bench/sent-us`) with the microseconds since the UNIX epoch
+//! at which it left; the handler reads the stamp back, so the figures add the latency from the
+//! server's send to the handler's call (p50, p99), besides CPU and context switches per event.
 //!
 //! `PEER_FRAMING=coalesced` coalesces the watch's events into HTTP chunks of about 64 KiB (as a
 //! server with events waiting sends them) instead of one chunk per event (`per-event`, the
@@ -145,7 +145,7 @@ fn now_us() -> u64 {
 /// The latencies a handler saw: from the server's stamp to the handler's call, as a histogram of
 /// fixed size made before the watch starts. (Keeping every latency in a growing list added its
 /// own memory to the client's RSS during a paced watch: 2 MB over 480k events, part of the
-/// `CompactObject` rise examined in docs/benchmarks.md.)
+/// `CompactObject` rise examined in docs/benchmarks-archive.md.)
 pub struct Latencies(std::sync::Mutex<Vec<u32>>);
 
 /// Latencies below this many µs are counted to the microsecond.

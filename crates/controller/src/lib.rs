@@ -87,3 +87,10 @@ pub use tokio_util::sync::CancellationToken;
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The guide `docs/guide.md`, whose Rust snippets (one example per layer, sharded replicas,
+/// protobuf, a controller tested on the simulator) are compiled and run as doctests of this crate
+/// for the same reason as the README's.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide.md")]
+pub struct GuideDoctests;

@@ -1,16 +1,21 @@
-//! The README's snippets are this crate's doctests, so they compile with this crate's
-//! dependencies, which a reader copying one into a crate of their own does not have. What they
-//! need beyond our crates must be said beside them: these tests read the README for it.
+//! The README's and the guide's snippets are this crate's doctests, so they compile with this
+//! crate's dependencies, which a reader copying one into a crate of their own does not have. What
+//! they need beyond our crates must be said beside them: these tests read both documents for it.
 
-/// The Rust snippets of the README, each with the paragraph just before it.
-fn snippets() -> Vec<(String, String)> {
-    let readme = include_str!("../../../README.md");
+/// The documents whose Rust snippets are this crate's doctests, with their text.
+const DOCUMENTS: [(&str, &str); 2] = [
+    ("README.md", include_str!("../../../README.md")),
+    ("docs/guide.md", include_str!("../../../docs/guide.md")),
+];
+
+/// The Rust snippets of `text`, each with the paragraph just before it.
+fn snippets_of(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut prose = String::new();
     // A blank line ends the paragraph: the next line of text starts a new one.
     let mut ended = false;
     let mut code: Option<String> = None;
-    for line in readme.lines() {
+    for line in text.lines() {
         match &mut code {
             Some(body) if line.starts_with("```") => {
                 out.push((std::mem::take(&mut prose), std::mem::take(body)));
@@ -36,11 +41,55 @@ fn snippets() -> Vec<(String, String)> {
     out
 }
 
+/// The Rust snippets of every document in [`DOCUMENTS`].
+fn snippets() -> Vec<(String, String)> {
+    DOCUMENTS
+        .iter()
+        .flat_map(|(_, text)| snippets_of(text))
+        .collect()
+}
+
+#[test]
+fn every_document_with_snippets_is_compiled_as_this_crates_doctests() {
+    let lib = include_str!("../src/lib.rs");
+    for (path, _) in DOCUMENTS {
+        let include = format!("#[doc = include_str!(\"../../../{path}\")]");
+        assert!(
+            lib.contains(&include),
+            "{path}'s snippets are read here but not compiled: src/lib.rs lacks `{include}`"
+        );
+    }
+}
+
+#[test]
+fn the_readme_keeps_its_controller_and_the_guide_one_example_per_layer() {
+    let readme = snippets_of(DOCUMENTS[0].1);
+    assert!(
+        readme
+            .iter()
+            .any(|(_, code)| code.contains("Controller::new")),
+        "the README's example is a controller"
+    );
+    let guide = snippets_of(DOCUMENTS[1].1);
+    for layer in [
+        "store_index",
+        "delta_fifo",
+        "shared_informer",
+        "workqueue",
+        "sim_apiserver",
+    ] {
+        assert!(
+            guide.iter().any(|(_, code)| code.contains(layer)),
+            "no guide snippet uses {layer}"
+        );
+    }
+    let all = snippets();
+    assert!(all.len() >= 8, "{} snippets found", all.len());
+}
+
 #[test]
 fn readme_snippets_take_the_cancellation_token_from_our_crates() {
-    let snippets = snippets();
-    assert!(snippets.len() >= 8, "{} snippets found", snippets.len());
-    for (_, code) in &snippets {
+    for (_, code) in &snippets() {
         assert!(
             !code.contains("tokio_util"),
             "a snippet names tokio_util, a dependency its reader may not have; use the \

@@ -456,8 +456,8 @@ async fn a_member_that_leaves_or_dies_loses_its_objects_at_once_and_children_fol
     sim.faults().partition_user(&format!("sharder-{dead}"));
     let took = converge(&sim, &[alive], Duration::from_secs(20)).await;
     let bound = max_departure_delay(&quick(RING, "replica-a")) + Duration::from_secs(2);
-    // The bound (lease duration + 2 s, plus the listing period our members are read
-    // at), measured to when every object is also reconciled by the survivor.
+    // The rebalance bound sharding was designed to (lease duration + 2 s, plus the listing period
+    // our members are read at), measured to when every object is also reconciled by the survivor.
     assert!(
         died.elapsed() < bound,
         "reassigned {took:?} after the death, bound {bound:?}"

@@ -311,7 +311,8 @@ async fn a_write_delayed_in_the_network_past_a_reassignment_never_lands() {
 }
 
 /// The same late write without the resourceVersion precondition lands: what the fence prevents
-/// (and what a lease check alone lets through, as measured in issue 31).
+/// (and what a lease check alone lets through, as measured while sharding was built:
+/// docs/sharding.md, *The property, and why a lease is not enough*).
 #[tokio::test]
 async fn without_the_precondition_the_same_late_write_lands() {
     let sim = sim().await;

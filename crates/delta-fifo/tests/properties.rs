@@ -1,4 +1,5 @@
-//! Property tests of the DeltaFIFO invariants, each named after the invariant of issue 3:
+//! Property tests of the DeltaFIFO invariants, each named after the invariant it checks, as
+//! client-go's DeltaFIFO contract states them:
 //! 1. queue and items hold the same key set, with no duplicate key in the queue;
 //! 2. keys pop in the order they were first enqueued since their last pop;
 //! 3. each popped `Deltas` is non-empty, oldest first, and equals the operations applied to that

@@ -422,7 +422,7 @@ impl SharedInformerFactory {
     /// runtime each event is handled on that one thread, with one thread wake-up per event
     /// instead of three: when events arrive one at a time, about 30% less CPU per event for
     /// typed objects and `CompactObject`, 10–18% for `DynamicObject`; at saturation 0.88× the
-    /// typed informer's events/s (docs/benchmarks.md, *On an `InformerThread`*).
+    /// typed informer's events/s (docs/benchmarks-archive.md, *On an `InformerThread`*).
     /// A thread started with [`InformerThread::spawn_batching`](crate::InformerThread::spawn_batching)
     /// hands several events to each wake-up, each delayed at most its batching window.
     ///

@@ -9,14 +9,14 @@
 //! ([`SharedInformerFactory::start_on`](crate::SharedInformerFactory::start_on)) reads, decodes,
 //! stores and dispatches each event on that one thread: one wake-up per event, and every object
 //! is allocated and freed by one thread, so memory stays flat under glibc's per-thread arenas as
-//! it does with lanes (docs/benchmarks.md, *On an `InformerThread`*, for the figures). The price is
+//! it does with lanes (docs/benchmarks-archive.md, *On an `InformerThread`*, for the figures). The price is
 //! throughput at saturation: nothing overlaps the reading, decoding and handling of one informer.
 //!
 //! Handlers of an informer started there are called on that thread; a handler that blocks holds
 //! up every informer started on it. They stay there on purpose: with their delivery tasks on a
 //! multi-threaded runtime instead, each notification wakes that runtime from outside, and the
 //! informer cost as much CPU per event as one started there outright (measured:
-//! docs/benchmarks.md, *Two more ideas, measured and dropped*).
+//! docs/benchmarks-archive.md, *Two more ideas, measured and dropped*).
 //!
 //! Invariants (checked by this module's tests and by `tests/e2e_sim.rs`):
 //! - **IT1 (one thread)**: everything spawned on [`InformerThread::handle`] runs on the thread's
@@ -35,7 +35,7 @@
 //! ## Batching: CPU for latency
 //!
 //! When events arrive one at a time, most of what an event costs is the wake-up it causes, not
-//! its decoding (docs/benchmarks.md, *Where a paced event's CPU goes*). A batching window trades
+//! its decoding (docs/benchmarks-archive.md, *Where a paced event's CPU goes*). A batching window trades
 //! latency for that: at 2,000 events a second a window of 5 ms hands about ten events to each
 //! wake-up, and each of them waits up to 5 ms more before its handler is called. The first event
 //! after a quiet spell of at least the window is not delayed. Choose a window your handlers can
@@ -90,7 +90,7 @@ impl InformerThread {
     /// times the usual interval between events, and no more than the handlers can afford to wait.
     /// At 2,000 events/s on a 2-core VM, a `CompactObject` informer on protobuf spent 47 µs of
     /// CPU per event without a window, 19 µs with 5 ms, 12.5 µs with 20 ms and 10 µs with 40 ms
-    /// (docs/benchmarks.md, *The window's size against CPU and latency*).
+    /// (docs/benchmarks-archive.md, *The window's size against CPU and latency*).
     ///
     /// Fails with [`io::ErrorKind::InvalidInput`] for a window above [`MAX_BATCH_WINDOW`]
     /// (longer would hold up an informer's own timers and cancellation), and as

@@ -64,7 +64,7 @@ pub struct Pacing {
 /// not hold yet, and a pop of the in-order queue takes at most about this many (plus one decoded
 /// batch of the reflector's). With this bound, a sustained watch of 10k typed `Pod`s on one worker
 /// peaks at 1.02× the RSS at sync, kube-rs's reflector's peak on the same run, at the same rate as
-/// with the earlier 500 (1.05×); docs/benchmarks.md, section *Pacing defaults and glibc's arenas*.
+/// with the earlier 500 (1.05×); docs/benchmarks-archive.md, section *Pacing defaults and glibc's arenas*.
 pub const DEFAULT_QUEUE_HIGH_WATER: usize = 128;
 /// Default [`Pacing::handler_high_water`]: each buffered update keeps a replaced object alive.
 /// Lower would save little memory (none measurable at 64) and would let a merely slow handler

@@ -445,9 +445,9 @@ mod tests {
         assert!(!stopped.has_synced());
     }
 
-    /// The sequence: start(a), start(b), finished(a), finished(a), then b finishes. The
-    /// count would go to -1 at b's finish: refused, never negative, and the tracker never syncs,
-    /// neither for a reader nor for a waiter.
+    /// The sequence that fools a counting tracker: start(a), start(b), finished(a), finished(a),
+    /// then b finishes. The count would go to -1 at b's finish: refused, never negative, and the
+    /// tracker never syncs, neither for a reader nor for a waiter.
     #[tokio::test(start_paused = true)]
     async fn a_finish_without_a_start_is_refused_and_the_tracker_never_syncs() {
         let tracker = SyncTracker::new();
@@ -493,7 +493,7 @@ mod tests {
         assert_eq!(tracker.pending(), 0);
     }
 
-    /// The sequence on the keyed tracker: a key finished twice is one key, so b still
+    /// The same sequence on the keyed tracker: a key finished twice is one key, so b still
     /// counts; a key never started is ignored.
     #[tokio::test(start_paused = true)]
     async fn the_keyed_tracker_is_not_fooled_by_a_key_finished_twice() {

@@ -1,4 +1,4 @@
-//! Typed `k8s_pb` objects through the whole stack on protobuf (issue 32): written with protobuf
+//! Typed `k8s_pb` objects through the whole stack on protobuf: written with protobuf
 //! bodies through `Api`, listed and watched in protobuf by a factory's informer, transformed,
 //! indexed, listed with selectors, handed to handlers; a missing object's `Status` read from
 //! protobuf; and writes to a server that refuses protobuf bodies, sent again as JSON. The

@@ -1,4 +1,4 @@
-//! `cargo xtask demo --replicas N`: a sharded widget controller (issue 31) in N replica
+//! `cargo xtask demo --replicas N`: a sharded widget controller in N replica
 //! processes against the embedded simulator: progress per replica every second (widgets owned,
 //! reconciles per second) while one replica joins and one leaves, then a verdict from the
 //! server's write log that no object had two acting owners.

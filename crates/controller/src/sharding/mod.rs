@@ -1,5 +1,5 @@
 //! Sharded controllers: replicas that split a resource's objects between them, on Leases and
-//! labels (issue 31). Its parts:
+//! labels. Its parts:
 //!
 //! ```text
 //!   ring:   each replica holds Lease <ring>-<identity> (RING_LABEL=<ring>); members = live holders,

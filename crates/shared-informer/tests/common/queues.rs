@@ -1,5 +1,6 @@
-//! The informer queues every informer test runs on (issue 19: every informer test on both
-//! queues), and `on_every_queue!`, which turns one test function into one test per queue.
+//! The informer queues every informer test runs on (since the in-order queue became the
+//! default beside the DeltaFifo, every informer test runs on both), and `on_every_queue!`, which
+//! turns one test function into one test per queue.
 //!
 //! Shared by the informer tests of this crate (through `common`) and by workqueue's controller
 //! test, which includes this file by path: one list of queues for the whole workspace.

@@ -70,8 +70,8 @@ const WINDOW: Duration = Duration::from_secs(4);
 const MAX_REQUESTS: u64 = 40;
 /// Resident memory growth allowed during the window.
 const MAX_RSS_GROWTH: u64 = 256 << 20;
-/// Resident memory growth allowed while a list body never ends (issue 29: at most 512 MB, where
-/// the 1 GiB page bound of old cost 1,065 MB).
+/// Resident memory growth allowed while a list body never ends: at most 512 MB since list pages
+/// are bounded by their `limit` (rule H3), where the 1 GiB page bound of old cost 1,065 MB.
 const ENDLESS_MAX_RSS_GROWTH: u64 = 512_000_000;
 
 fn lower(s: &str) -> String {

@@ -1,4 +1,4 @@
-//! Protobuf end to end (issue 32): a typed `Pb<Pod>` informer, a `PbView<Pod>` informer (typed
+//! Protobuf end to end: a typed `Pb<Pod>` informer, a `PbView<Pod>` informer (typed
 //! views of kept messages), a `CompactObject` informer and a controller fed by the typed one, all on Kubernetes' protobuf encoding, under churn with watches
 //! cut every few hundred events, frames split over 7-byte chunks, and a 410 `ERROR` frame that
 //! forces a relist. Then the same informers against a server that answers JSON to the

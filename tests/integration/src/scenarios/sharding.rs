@@ -1,4 +1,4 @@
-//! Scenario `sharding`: a sharded widget controller (issue 31) in replica processes of its own
+//! Scenario `sharding`: a sharded widget controller in replica processes of its own
 //! ([`crate::shard_replica`]: each its own simulator user, client, tokio runtime and clock),
 //! reconciling 3,000 widgets (a CRD) and a child ConfigMap each, under churn, while the ring
 //! scales 1 → 3 → 2 → 4; one replica is killed (SIGKILL), one frozen past its lease (SIGSTOP,
@@ -43,7 +43,8 @@ use crate::{fail, Opts};
 
 const NS: &str = "shards";
 const WIDGETS: usize = 3000;
-/// The issue's bound: lease duration + 2 s from the moment the owner died.
+/// The rebalance bound sharding was designed to: lease duration + 2 s from the moment the
+/// owner died.
 const ORPHAN_BOUND: Duration = Duration::from_millis(LEASE_MS + 2000);
 const CONVERGE: Duration = Duration::from_secs(60);
 
