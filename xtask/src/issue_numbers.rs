@@ -16,18 +16,6 @@ const EXTENSIONS: [&str; 3] = ["rs", "md", "toml"];
 /// This checker, whose tests cite issue numbers on purpose.
 const SELF: &str = "xtask/src/issue_numbers.rs";
 
-/// Folders skipped for now, relative to the workspace root.
-///
-/// TEMPORARY, for the merge: another branch is editing these folders and will remove their
-/// issue numbers itself; skipping them here keeps this check from colliding with that work.
-/// Empty this list once that branch is merged.
-const SKIPPED_FOR_THE_MERGE: [&str; 4] = [
-    "crates/reflector",
-    "tests/sim-apiserver",
-    "tests/differential",
-    "tests/real-apiserver",
-];
-
 /// Each mention of an issue number in `text`, as its line number and the mention.
 pub fn mentions(text: &str) -> Vec<(usize, String)> {
     let mut found = Vec::new();
@@ -81,9 +69,6 @@ fn digits_at(text: &str, at: usize) -> usize {
 /// Whether `relative` (a path from the workspace root, `/`-separated) is read by the check.
 fn is_checked(relative: &str) -> bool {
     relative != SELF
-        && !SKIPPED_FOR_THE_MERGE
-            .iter()
-            .any(|dir| relative == *dir || relative.starts_with(&format!("{dir}/")))
 }
 
 /// Every checked file under `dir`, as its path relative to `root`.

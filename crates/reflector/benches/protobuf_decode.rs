@@ -1,4 +1,4 @@
-//! What protobuf costs and saves per object, beside JSON, in the same run (issue 32): one watch
+//! What protobuf costs and saves per object, beside JSON, in the same run: one watch
 //! stream of realistic ~4 KB pods (the simulator's fixture) decoded by `WatchDecoder` into
 //!
 //! - `k8s_openapi` `Pod` from JSON (the typed JSON path) and from protobuf (each message read

@@ -7,7 +7,7 @@
 //! share of the cache that drifts as objects are replaced: one arena grows while another keeps
 //! the free memory it cannot hand over. Measured on two workers, a 10k-pod cache's RSS rose 11–32%
 //! over a sustained watch for that reason alone, and a thread freeing objects another thread was
-//! allocating beside waited on that arena's lock (docs/benchmarks.md, section *Decode lanes*).
+//! allocating beside waited on that arena's lock (docs/benchmarks-archive.md, section *Decode lanes*).
 //!
 //! A lane is one long-lived thread. Each reflector takes one (lanes are shared by the process, one
 //! per core at most, started on first use, taken in turn), and while it calls its

@@ -140,7 +140,7 @@ async fn compact_objects_are_read_and_listed_from_their_bytes() {
         Resource::namespaced("", "v1", "configmaps"),
         NS,
     );
-    // JSON by default: a CompactObject's on-demand `decode` reads JSON (issue 32).
+    // JSON by default: a CompactObject's on-demand `decode` reads JSON, so JSON is what it asks for.
     let got = by_default.get("typed").await.unwrap();
     assert_eq!(
         (got.name(), got.encoding()),

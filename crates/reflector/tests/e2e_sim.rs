@@ -202,7 +202,7 @@ async fn paginated_list_of_10k_objects_fills_the_store() {
         .get("default/p9999")
         .unwrap()
         .raw()
-        // JSON by default for a CompactObject, whose `decode` reads JSON (issue 32).
+        // JSON by default for a CompactObject, whose `decode` reads JSON.
         .starts_with(b"{"));
     stop(cancel, task).await;
 }

@@ -1,4 +1,4 @@
-//! Protobuf on the wire against the simulated API server (issue 32): typed `k8s_pb` objects
+//! Protobuf on the wire against the simulated API server: typed `k8s_pb` objects
 //! listed (in pages) and watched in protobuf, through the reflector's own lister-watcher and
 //! through a wrapper that forwards nothing but `list` and `watch`; 410 after compaction; and
 //! the negotiation decided by the answer, not the request.

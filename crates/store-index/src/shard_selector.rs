@@ -21,9 +21,9 @@
 //!
 //! Invariants of [`ShardSelector`] (checked at construction, and by the property test
 //! `rendering_and_parsing_are_inverse`):
-//! - S1: it has at least one range and at most [`ShardSelector::MAX_RANGES`];
-//! - S2: every range has `start < end <= 2^64`;
-//! - S3: parsing its rendering gives the same selector back.
+//! - **SR1**: it has at least one range and at most [`ShardSelector::MAX_RANGES`];
+//! - **SR2**: every range has `start < end <= 2^64`;
+//! - **SR3**: parsing its rendering gives the same selector back.
 //!
 //! ```
 //! use store_index::{DynamicObject, ShardField, ShardRange, ShardSelector};
@@ -108,7 +108,7 @@ impl ShardField {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ShardRange {
     start: u64,
-    /// Invariant S2: `start < end <= 2^64`.
+    /// Invariant SR2: `start < end <= 2^64`.
     end: u128,
 }
 
@@ -161,7 +161,7 @@ impl ShardRange {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ShardSelector {
     field: ShardField,
-    /// Invariants S1 and S2: between 1 and `MAX_RANGES` ranges, each non-empty; kept in the
+    /// Invariants SR1 and SR2: between 1 and `MAX_RANGES` ranges, each non-empty; kept in the
     /// order given, as the server keeps and echoes them.
     ranges: Vec<ShardRange>,
 }
@@ -744,7 +744,7 @@ mod tests {
     }
 
     proptest! {
-        /// S1–S3: any selector built from valid ranges renders to text that parses back to it,
+        /// SR1–SR3: any selector built from valid ranges renders to text that parses back to it,
         /// and membership agrees with the ranges, bound by bound.
         #[test]
         fn rendering_and_parsing_are_inverse(

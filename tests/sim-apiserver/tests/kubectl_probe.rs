@@ -7,7 +7,7 @@
 //! controllers). They run and are reported, but never fail the test. Typed `create
 //! configmap|deployment|namespace` and `auth can-i|whoami` send protobuf request bodies from
 //! kubectl 1.32 on: those steps are required like any other. A step
-//! tagged with an `area` depends on work of that part of issue 33 (strategic merge patch and
+//! tagged with an `area` depends on one area of the simulator (strategic merge patch and
 //! OpenAPI `smp`, CRDs and Table output `crd`, users/RBAC/discovery names/Status/events `authz`):
 //! it counts like any other step, the tag only says where a failure belongs.
 

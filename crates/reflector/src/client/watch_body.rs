@@ -5,7 +5,7 @@
 //! event, that costs two cross-task wake-ups per event, and on a multi-threaded runtime two
 //! cross-*thread* ones. Measured alone, that hand-off is several times slower than a reader
 //! polling the connection itself, and costs a large share of what an informer may spend per event
-//! (figures and command in docs/benchmarks.md, section *The watch reader*).
+//! (figures and command in docs/benchmarks-archive.md, section *The watch reader*).
 //!
 //! So an HTTP/1.1 watch gets a connection of its own (a watch holds its connection for its whole
 //! life anyway, pooled or not), and its body polls that connection before reading: the socket read,
@@ -18,7 +18,7 @@
 //! worker's queue once the poll returns, and tokio then unparks another worker to share that
 //! queue: at one event per chunk, about half a worker wake-up per event, for nothing, since the
 //! body is polled right after the connection anyway (measured with `perf record -e
-//! sched:sched_wakeup`, docs/benchmarks.md, section *Paced peer comparison*). So the body polls
+//! sched:sched_wakeup`, docs/benchmarks-archive.md, section *Paced peer comparison*). So the body polls
 //! both with a waker of its own ([`PollWaker`]) that keeps wakes arriving during the poll to
 //! itself and polls again, and passes on only those that arrive while the task waits
 //! (invariant WB1 below).
@@ -52,7 +52,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 /// and a burst of events does fill it. Every frame of a read keeps its buffer alive until the frame
 /// is decoded, so each read then needs a fresh allocation of that size, beyond the allocator's
 /// reuse threshold: fresh pages, faulted in and zeroed by the kernel on every read, which showed
-/// in watch profiles (docs/benchmarks.md, section *The watch reader*). A fixed 64 KiB buffer
+/// in watch profiles (docs/benchmarks-archive.md, section *The watch reader*). A fixed 64 KiB buffer
 /// (about 17 typical Pods) is reused from the heap instead. Events bigger than the buffer still
 /// arrive whole, over several reads.
 const WATCH_READ_BUFFER: usize = 64 * 1024;

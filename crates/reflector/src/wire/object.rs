@@ -213,7 +213,7 @@ macro_rules! __decode_with_serde {
 ///   a clone allocates every `Vec` and `String` at exactly its length, and the slack original is
 ///   dropped at once, on the thread that decoded it.
 ///
-/// Measured in docs/benchmarks.md (*Latest: compact typed objects*).
+/// Measured in docs/benchmarks-archive.md (*Latest: compact typed objects*).
 ///
 /// ```
 /// use reflector::decode_with_serde_compacted;

@@ -273,7 +273,7 @@ proptest! {
 
 #[test]
 fn a_realistic_pod_takes_at_most_six_tenths_of_its_json_bytes() {
-    // Issue 32 asks for at most 0.6x the JSON bytes on the wire; field names become varint tags.
+    // The protobuf goal: at most 0.6x the JSON bytes on the wire; field names become varint tags.
     let json = crate::fixtures::realistic_pod_json(3);
     let pod: Value = serde_json::from_str(&json).unwrap();
     let pb = encode_object(&pod).unwrap();
