@@ -206,6 +206,14 @@ pub fn all() -> Vec<Scenario> {
             run: |o| portable::protobuf(o).boxed(),
         },
         Scenario {
+            name: "portable-shard-selector",
+            about: "server-side sharded lists and watches: 10,000 objects in four uid shards, each object in the shard our hash names and in no other; one shard's informer under churn (simulator or real server)",
+            timeout: secs(300),
+            informers: true,
+            portable: true,
+            run: |o| portable::shard_selector(o).boxed(),
+        },
+        Scenario {
             name: "portable-writes",
             about: "Api writes: create, merge, JSON, strategic and apply patches, status, scale, dry run, conflicts and retry_on_conflict (simulator or real server)",
             timeout: secs(120),

@@ -13,6 +13,8 @@
 //!   on the resource it serves, under churn.
 //! - `portable-protobuf`: `PbView<Pod>` and `CompactObject` informers on Kubernetes' protobuf.
 //! - `portable-writes`: `Api` writes of every kind, each read back through the backend.
+//! - `portable-shard-selector`: server-side sharded lists and watches, judged against our own
+//!   hash of every object's uid.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -735,4 +737,166 @@ pub async fn writes(opts: Opts) -> Outcome {
     );
     done.push("conflict and retry_on_conflict");
     Ok(format!("{}: {}", backend.name(), done.join(", ")))
+}
+
+/// Creates `count` ConfigMaps `seed-{i}` in `namespace`, eight requests at a time.
+fn seed_many(backend: &dyn Backend, namespace: &str, count: usize) -> Result<(), Failure> {
+    const WRITERS: usize = 8;
+    let create = |i: usize| {
+        backend
+            .create(
+                "configmaps",
+                Some(namespace),
+                configmap(&format!("seed-{i}")),
+            )
+            .map(|_| ())
+            .map_err(|e| Failure(format!("seeding configmaps in {namespace}: {e}")))
+    };
+    // The first alone: it makes the namespace, which concurrent creates would race to make.
+    create(0)?;
+    tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|w| {
+                    scope
+                        .spawn(move || (1..count).filter(|i| i % WRITERS == w).try_for_each(create))
+                })
+                .collect();
+            writers.into_iter().try_for_each(|w| {
+                w.join()
+                    .map_err(|_| Failure("a seeding thread panicked".into()))?
+            })
+        })
+    })
+}
+
+/// `portable-shard-selector`: server-side sharded lists and watches. 10,000 ConfigMaps are
+/// listed shard by shard (four equal uid ranges, pages of 500): the server must send only the
+/// objects whose uid our hash puts in the shard (the client's own filter drops nothing and every
+/// page echoes the selector), and the four shards together hold every object exactly once. Then
+/// an informer of one shard follows churn, holding exactly the shard.
+pub async fn shard_selector(opts: Opts) -> Outcome {
+    use std::collections::BTreeMap;
+    use workqueue::shared_informer::reflector::store_index::{
+        shard_hash, ShardField, ShardRange, ShardSelector,
+    };
+    use workqueue::shared_informer::reflector::ReflectorMetrics;
+    const PREFIX: &str = "ps";
+    const OBJECTS: usize = 10_000;
+    const SHARDS: u32 = 4;
+    let backend = backend::start(opts.server).await?;
+    let namespace = format!("{PREFIX}-seeds");
+    seed_many(&*backend, &namespace, OBJECTS)?;
+    let truth: BTreeMap<String, u64> = backend
+        .list("configmaps", Some(&namespace))
+        .map_err(Failure)?
+        .iter()
+        .map(|o| {
+            let name = o["metadata"]["name"].as_str().unwrap_or("").to_string();
+            let uid = o["metadata"]["uid"].as_str().unwrap_or("");
+            (name, shard_hash(uid))
+        })
+        .collect();
+    ensure!(truth.len() == OBJECTS, "{} objects seeded", truth.len());
+
+    let config = backend.config()?;
+    let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+    let mut sizes = Vec::new();
+    for shard in 0..SHARDS {
+        let range = ShardRange::equal_part(shard, SHARDS)?;
+        let metrics = Arc::new(ReflectorMetrics::default());
+        let lw = HttpListerWatcher::<DynamicObject>::new(&config, configmaps())?
+            .namespace(namespace.clone())
+            .shard_selector(ShardSelector::new(ShardField::Uid, [range])?)
+            .count_bytes_into(Arc::clone(&metrics));
+        let mut continue_token = None;
+        let mut pages = 0;
+        let mut size = 0;
+        loop {
+            ensure!(pages < 100, "shard {shard}: more than 100 pages of 500");
+            let page = lw
+                .list(ListOptions {
+                    limit: 500,
+                    continue_token: continue_token.take(),
+                    ..ListOptions::default()
+                })
+                .await?;
+            pages += 1;
+            for object in &page.items {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let hash = truth.get(&name).copied();
+                ensure!(
+                    hash.is_some_and(|h| range.contains(h)),
+                    "shard {shard} holds {name}, whose uid hashes to {hash:x?}, outside {range:x?}"
+                );
+                ensure!(
+                    seen.insert(name.clone(), shard).is_none(),
+                    "{name} is in two shards"
+                );
+                size += 1;
+            }
+            match page.continue_token {
+                Some(token) => continue_token = Some(token),
+                None => break,
+            }
+        }
+        let stats = metrics.snapshot();
+        ensure!(
+            stats.shard_filtered == 0 && stats.shard_unapplied == 0,
+            "shard {shard}: the server did not shard the list ({} objects sent outside it, {} \
+             pages without the echo)",
+            stats.shard_filtered,
+            stats.shard_unapplied
+        );
+        sizes.push(size);
+    }
+    let missing: Vec<&String> = truth.keys().filter(|n| !seen.contains_key(*n)).collect();
+    ensure!(
+        missing.is_empty(),
+        "{} objects are in no shard, as {:?}",
+        missing.len(),
+        missing.iter().take(5).collect::<Vec<_>>()
+    );
+
+    // One shard's informer, under churn in other namespaces.
+    let selector = ShardSelector::new(ShardField::Uid, [ShardRange::equal_part(1, SHARDS)?])?;
+    let factory = factory(config)
+        .reflector_options(ReflectorOptions {
+            page_size: 500,
+            ..fast_backoff(false)
+        })
+        .shard_selector(selector.clone());
+    let informer = factory.informer::<CompactObject>(configmaps())?;
+    let (recorder, sequence) = Recorder::new();
+    informer.add_event_handler(recorder)?;
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    factory.start(&cancel);
+    synced(&informer, Duration::from_secs(120)).await?;
+    let ops = churn_all(&backend, "configmaps", PREFIX, 40.0, 4.0, configmap).await?;
+    let in_shard = move |object: &Value| {
+        selector.matches_value(object["metadata"]["uid"].as_str().unwrap_or(""))
+    };
+    let verdict = converge_where(
+        &*backend,
+        "configmaps",
+        &in_shard,
+        informer.indexer(),
+        &[("shard", &sequence)],
+        Duration::from_secs(60),
+    )
+    .await?;
+    let stats = informer.stats().reflector;
+    ensure!(
+        stats.shard_filtered == 0,
+        "the server sent {} objects outside the informer's shard",
+        stats.shard_filtered
+    );
+    cancel.cancel();
+    factory.shutdown().await;
+    Ok(format!(
+        "{}: {OBJECTS} objects in shards of {sizes:?}, each listed in pages of 500 and echoed; \
+         {ops} churn ops; {verdict}",
+        backend.name()
+    ))
 }
