@@ -403,6 +403,29 @@ pub async fn start(kind: ServerKind) -> Result<Arc<dyn Backend>, Failure> {
     })
 }
 
+/// A server of `kind` without server-side sharded lists and watches: the simulator with its
+/// stand-in switched off, or kube-apiserver with the `ShardedListAndWatch` gate off. Both ignore
+/// a `shardSelector`, as a server older than Kubernetes 1.36 does.
+pub async fn start_without_sharding(kind: ServerKind) -> Result<Arc<dyn Backend>, Failure> {
+    Ok(match kind {
+        ServerKind::Sim => Arc::new(
+            SimServer::builder()
+                .sharded_list_and_watch(false)
+                .start()
+                .await?,
+        ),
+        ServerKind::Real => {
+            let mut options = ServerOptions::default();
+            for (gate, on) in &mut options.feature_gates {
+                if gate == "ShardedListAndWatch" {
+                    *on = false;
+                }
+            }
+            Arc::new(Real::start(options).await?)
+        }
+    })
+}
+
 /// A churn written through a [`Backend`]: `rate` operations a second for `seconds` over `keys`
 /// names `churn-{i}` of `resource` in `namespace`, each a create, a merge patch or a delete as
 /// the key's state allows. Resolves to the number of operations done.

@@ -894,9 +894,59 @@ pub async fn shard_selector(opts: Opts) -> Outcome {
     );
     cancel.cancel();
     factory.shutdown().await;
+    let fallback = shard_selector_without_the_gate(opts).await?;
     Ok(format!(
         "{}: {OBJECTS} objects in shards of {sizes:?}, each listed in pages of 500 and echoed; \
-         {ops} churn ops; {verdict}",
+         {ops} churn ops; {verdict}; without the gate: {fallback}",
         backend.name()
+    ))
+}
+
+/// The same shard's informer on a server that ignores shard selectors: it receives every
+/// object, keeps exactly the shard's, and counts what it dropped and the pages not sharded.
+async fn shard_selector_without_the_gate(opts: Opts) -> Outcome {
+    use workqueue::shared_informer::reflector::store_index::{
+        ShardField, ShardRange, ShardSelector,
+    };
+    const PREFIX: &str = "pu";
+    let backend = backend::start_without_sharding(opts.server).await?;
+    seed(&*backend, "configmaps", PREFIX, 100, configmap)?;
+    let selector = ShardSelector::new(ShardField::Uid, [ShardRange::equal_part(1, 4)?])?;
+    let factory = factory(backend.config()?)
+        .reflector_options(ReflectorOptions {
+            page_size: 50,
+            ..fast_backoff(false)
+        })
+        .shard_selector(selector.clone());
+    let informer = factory.informer::<DynamicObject>(configmaps())?;
+    let (recorder, sequence) = Recorder::new();
+    informer.add_event_handler(recorder)?;
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    factory.start(&cancel);
+    synced(&informer, Duration::from_secs(60)).await?;
+    let ops = churn_all(&backend, "configmaps", PREFIX, 40.0, 3.0, configmap).await?;
+    let in_shard = move |object: &Value| {
+        selector.matches_value(object["metadata"]["uid"].as_str().unwrap_or(""))
+    };
+    let verdict = converge_where(
+        &*backend,
+        "configmaps",
+        &in_shard,
+        informer.indexer(),
+        &[("shard", &sequence)],
+        Duration::from_secs(60),
+    )
+    .await?;
+    let stats = informer.stats().reflector;
+    ensure!(
+        stats.shard_filtered > 0 && stats.shard_unapplied > 0,
+        "a server without the gate sent only the shard? {stats:?}"
+    );
+    cancel.cancel();
+    factory.shutdown().await;
+    Ok(format!(
+        "{ops} churn ops; {verdict}; {} objects dropped on the client, {} pages not sharded",
+        stats.shard_filtered, stats.shard_unapplied
     ))
 }
