@@ -55,8 +55,9 @@ pub struct ReflectorStats {
     /// the server sent anyway and the client dropped (a server that does not apply shard
     /// selectors sends every object).
     pub shard_filtered: u64,
-    /// List pages the server answered without applying the shard selector (no `shardInfo`
-    /// echo, or the echo of another selector).
+    /// List pages the server answered without applying the shard selector: no `shardInfo`
+    /// echo, or the echo of another selector (or, on metadata-only lists, which kube-apiserver
+    /// sends without the echo, objects outside the shard).
     pub shard_unapplied: u64,
 }
 

@@ -24,6 +24,18 @@ use crate::store_index::{Object, ShardSelector};
 use crate::wire::decoder::WatchEvent;
 use crate::wire::list_page::ObjectList;
 
+/// What a list page's `shardInfo` says.
+enum Echo {
+    /// The selector sent: the server applied it.
+    Applied,
+    /// Another selector.
+    Other,
+    /// None, on a kind of list the server echoes on when it applies a selector.
+    Missing,
+    /// None, on a metadata-only list, which kube-apiserver sends without the echo either way.
+    Silent,
+}
+
 /// One lister-watcher's shard selector, rendered once, and whether the fallback was reported.
 #[derive(Debug)]
 pub(crate) struct ShardFilter {
@@ -55,37 +67,48 @@ impl ShardFilter {
         &self.selector
     }
 
-    /// Whether the server applied this selector to `list`: its echo parses to the same selector.
-    fn applied_to<K>(&self, list: &ObjectList<K>) -> bool {
-        list.shard_info
-            .as_deref()
-            .is_some_and(|echo| echo.parse::<ShardSelector>().as_ref() == Ok(&self.selector))
+    /// What `list`'s echo says of the selector: applied, not applied, or nothing at all
+    /// (kube-apiserver 1.36.3 leaves `shardInfo` out of a metadata-only list,
+    /// `PartialObjectMetadataList`, even when it applied the selector).
+    fn echo_of<K>(&self, list: &ObjectList<K>) -> Echo {
+        match list.shard_info.as_deref() {
+            Some(echo) if echo.parse::<ShardSelector>().as_ref() == Ok(&self.selector) => {
+                Echo::Applied
+            }
+            Some(_) => Echo::Other,
+            None if list.kind.as_deref() == Some("PartialObjectMetadataList") => Echo::Silent,
+            None => Echo::Missing,
+        }
     }
 
-    /// Keeps only the page's objects in the shard, counting the page when the server did not
-    /// apply the selector and the objects dropped.
+    /// Keeps only the page's objects in the shard, counting the objects dropped and the page
+    /// when the server did not apply the selector (by its echo, or, where a server sends none,
+    /// by the objects outside the shard it sent).
     pub(crate) fn filter_list<K: Object>(
         &self,
         list: &mut ObjectList<K>,
         metrics: Option<&ReflectorMetrics>,
     ) {
-        let applied = self.applied_to(list);
+        let echo = self.echo_of(list);
         let before = list.items.len();
         list.items.retain(|item| self.selector.matches(item));
         let dropped = (before - list.items.len()) as u64;
+        let unapplied = match echo {
+            Echo::Applied => false,
+            Echo::Other | Echo::Missing => true,
+            Echo::Silent => dropped > 0,
+        };
         if let Some(m) = metrics {
             m.add_shard_filtered(dropped);
-            if !applied {
+            if unapplied {
                 m.add_shard_unapplied(1);
             }
         }
-        if !applied {
-            self.report(match &list.shard_info {
-                None => "a list page came without a shardInfo echo",
-                Some(_) => "a list page echoed another shard selector",
-            });
-        } else if dropped > 0 {
-            self.report("a list page that echoed the selector held objects outside it");
+        match echo {
+            Echo::Missing => self.report("a list page came without a shardInfo echo"),
+            Echo::Other => self.report("a list page echoed another shard selector"),
+            _ if dropped > 0 => self.report("a list page held objects outside the shard"),
+            _ => {}
         }
     }
 
@@ -173,6 +196,23 @@ mod tests {
         }
         let stats = metrics.snapshot();
         assert_eq!((stats.shard_filtered, stats.shard_unapplied), (2, 2));
+        assert!(filter.reported.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn a_metadata_list_without_the_echo_counts_as_unapplied_only_when_it_held_other_shards() {
+        let filter = lower_half();
+        let metrics = ReflectorMetrics::default();
+        let mut page = ObjectList::new(vec![object(LOWER)], "5");
+        page.kind = Some("PartialObjectMetadataList".into());
+        filter.filter_list(&mut page.clone(), Some(&metrics));
+        assert_eq!(metrics.snapshot().shard_unapplied, 0);
+        assert!(!filter.reported.load(Ordering::Relaxed));
+        page.items.push(object(UPPER));
+        filter.filter_list(&mut page, Some(&metrics));
+        assert_eq!(page.items, [object(LOWER)]);
+        let stats = metrics.snapshot();
+        assert_eq!((stats.shard_filtered, stats.shard_unapplied), (1, 1));
         assert!(filter.reported.load(Ordering::Relaxed));
     }
 

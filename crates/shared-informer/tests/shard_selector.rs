@@ -209,6 +209,13 @@ async fn a_namespace_shard_holds_whole_namespaces() {
     let want: BTreeSet<String> = ["team-b", "team-c"].map(str::to_string).into();
     assert_eq!(namespaces, want);
     assert_eq!(informer.indexer().len(), 10);
+    // Sent without the echo (as kube-apiserver sends metadata-only lists), but sharded.
+    let stats = informer.stats().reflector;
+    assert_eq!(
+        (stats.shard_filtered, stats.shard_unapplied),
+        (0, 0),
+        "{stats:?}"
+    );
     cancel.cancel();
     factory.shutdown().await;
 }

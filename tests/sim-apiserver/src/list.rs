@@ -249,7 +249,13 @@ fn render(
         }
     }
     if let Some(shard) = &p.selectors.shard {
-        meta["shardInfo"] = json!({"selector": shard.to_string()});
+        // kube-apiserver 1.36.3 leaves the echo out of a PartialObjectMetadataList.
+        if !matches!(
+            p.representation,
+            Representation::PartialObjectMetadata { .. }
+        ) {
+            meta["shardInfo"] = json!({"selector": shard.to_string()});
+        }
     }
     if let Some(token) = shape.fixed_continue {
         meta["continue"] = json!(token);
