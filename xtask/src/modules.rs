@@ -40,6 +40,7 @@ pub const WALLS: &[Walls] = &[Walls {
                 "list",
                 "lister_watcher",
                 "metrics",
+                "shard_filter",
                 "reclaim",
                 "reflector",
                 "watch_idle",

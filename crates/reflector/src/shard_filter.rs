@@ -1,4 +1,4 @@
-//! The client's half of server-side sharded lists and watches: the shard selector an
+//! The client's half of server-side sharded lists and watches (rule H9): the shard selector an
 //! [`HttpListerWatcher`](crate::HttpListerWatcher) sends, and the same selector applied again to
 //! what comes back.
 //!
