@@ -91,8 +91,12 @@ impl Replica {
         let leases = ApiRingLeases::new(client.clone(), NS);
         let ring = Ring::new(RING, quick(RING, &identity), leases.clone()).unwrap();
         tasks.push(tokio::spawn({
-            let (ring, stop, lock) = (ring.clone(), stop.clone(), leases.lock(RING, &identity));
-            async move { ring.run(lock, stop).await }
+            let (ring, stop) = (ring.clone(), stop.clone());
+            async move {
+                ring.run(ring.lock(), stop)
+                    .await
+                    .expect("the ring's own lock")
+            }
         }));
 
         // The sharder candidate, writing as its own user so that the write log tells its
@@ -320,6 +324,56 @@ fn assert_one_acting_owner_at_a_time(log: &[WriteRecord], after: u64) {
     }
 }
 
+fn revision_of(version: &Value) -> u64 {
+    version["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("a stored version has a numeric resourceVersion")
+}
+
+/// SH19, from the server's history: whenever a widget is assigned to a member (its version whose
+/// assignment label changes to that member), its child, if it existed then, already carried that
+/// member's label (its last version before the assignment). Returns how many assignments moved a
+/// child.
+fn assert_children_moved_first(sim: &SimServer) -> usize {
+    let shard = shard_label(RING);
+    let mut checked = 0;
+    for cm in sim
+        .list("configmaps", Some(NS))
+        .unwrap()
+        .iter()
+        .filter(|cm| is_widget(cm))
+    {
+        let name = cm["metadata"]["name"].as_str().unwrap();
+        let child = format!("{name}-child");
+        let child_history = sim.history("pods", Some(NS), &child);
+        let mut before: Option<String> = None;
+        for version in sim.history("configmaps", Some(NS), name) {
+            let now = label(&version, &shard);
+            if now.is_some() && now != before {
+                let at = revision_of(&version);
+                let child_then = child_history
+                    .iter()
+                    .take_while(|c| revision_of(c) < at)
+                    .last();
+                if let Some(child_then) = child_then {
+                    if label(child_then, &shard).is_some() || before.is_some() {
+                        assert_eq!(
+                            label(child_then, &shard),
+                            now,
+                            "{name} was assigned {now:?} at {at} while its child still carried \
+                             another label"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+            before = now;
+        }
+    }
+    checked
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_are_assigned_on_start_and_a_join_moves_only_the_new_members_share_through_a_drain()
 {
@@ -408,6 +462,11 @@ async fn objects_are_assigned_on_start_and_a_join_moves_only_the_new_members_sha
         "{moved} of 61 moved to the third member"
     );
     assert_one_acting_owner_at_a_time(&log, 0);
+    let moved_children = assert_children_moved_first(&sim);
+    assert!(
+        moved_children >= moved,
+        "{moved_children} children moved first, {moved} owners moved"
+    );
     for replica in [a, b, c] {
         replica.stop().await;
     }
@@ -479,6 +538,7 @@ async fn a_member_that_leaves_or_dies_loses_its_objects_at_once_and_children_fol
     .await;
     converge(&sim, &["a", "b"], Duration::from_secs(30)).await;
     assert_one_acting_owner_at_a_time(&sim.write_log(), 0);
+    assert!(assert_children_moved_first(&sim) > 0);
     for replica in [a, b] {
         replica.stop().await;
     }
@@ -507,8 +567,12 @@ async fn a_drain_waits_for_the_reconcile_in_flight_and_the_ack_is_the_old_owners
     let leases = ApiRingLeases::new(client.clone(), NS);
     let ring = Ring::new(RING, quick(RING, identity), leases.clone()).unwrap();
     let ring_task = tokio::spawn({
-        let (ring, stop, lock) = (ring.clone(), stop.clone(), leases.lock(RING, identity));
-        async move { ring.run(lock, stop).await }
+        let (ring, stop) = (ring.clone(), stop.clone());
+        async move {
+            ring.run(ring.lock(), stop)
+                .await
+                .expect("the ring's own lock")
+        }
     });
     wait_until("a holds its shard lease", || ring.guard().is_valid()).await;
     let factory = SharedInformerFactory::with_client(client.clone())

@@ -56,15 +56,17 @@ impl Replica {
     }
 
     async fn join_with(sim: &SimServer, token: &str, config: LeaderElectionConfig) -> Self {
-        let identity = config.identity.clone();
-        let identity = identity.as_str();
         let client = client(sim, token);
         let leases = ApiRingLeases::new(client.clone(), NS);
         let ring = Ring::new(RING, config, leases.clone()).unwrap();
         let stop = CancellationToken::new();
         let run = tokio::spawn({
-            let (ring, stop, lock) = (ring.clone(), stop.clone(), leases.lock(RING, identity));
-            async move { ring.run(lock, stop).await }
+            let (ring, stop) = (ring.clone(), stop.clone());
+            async move {
+                ring.run(ring.lock(), stop)
+                    .await
+                    .expect("the ring's own lock")
+            }
         });
         let replica = Self {
             ring,
@@ -354,14 +356,24 @@ async fn a_fenced_create_needs_the_owners_assignment_and_a_fixed_name() {
         .create_child(&children, &owner, &child)
         .await
         .unwrap();
-    // A duplicate delivered late is refused by name, not stored twice.
+    // Created with this replica's label, so that its own label-selector cache sees it.
+    let stored = sim.get("configmaps", Some(NS), "owner-child").unwrap();
+    assert_eq!(stored["metadata"]["labels"][shard_label(RING)], "replica-a");
+    // A duplicate delivered late is refused by name, not stored twice: the caller requeues.
     let again = writer.create_child(&children, &owner, &child).await;
     assert!(
-        matches!(
-            again,
-            Err(FenceError::Client(reflector::ClientError::AlreadyExists(_)))
-        ),
+        matches!(again, Err(FenceError::ChildExists { .. })),
         "{again:?}"
+    );
+    // A child labelled for another member would be cached by that member: refused.
+    let misdirected = DynamicObject::new("v1", "ConfigMap")
+        .within(NS)
+        .named("owner-child-b")
+        .with_label(shard_label(RING), "replica-b");
+    let refused = writer.create_child(&children, &owner, &misdirected).await;
+    assert!(
+        matches!(refused, Err(FenceError::ChildLabelledForAnother { .. })),
+        "{refused:?}"
     );
 
     let foreign = children.get("not-mine").await.unwrap();
@@ -398,4 +410,73 @@ async fn a_fenced_create_needs_the_owners_assignment_and_a_fixed_name() {
         .collect();
     assert_eq!(created, ["owner-child"]);
     assert!(owner.resource_version().is_some());
+}
+
+/// A child write the old owner computed before a hand-over and the network delivered after it
+/// is refused: the sharder relabels the children before it assigns their owner elsewhere (SH19),
+/// and the child writer conditions each write on the child's seen resourceVersion.
+#[tokio::test]
+async fn a_child_write_delayed_past_its_owners_hand_over_never_lands() {
+    let sim = sim().await;
+    assigned_widget(&sim, "w5", "replica-a");
+    sim.create(
+        "configmaps",
+        Some(NS),
+        json!({"metadata": {"name": "w5-child", "labels": {shard_label(RING): "replica-a"}},
+               "data": {"n": "0"}}),
+    )
+    .unwrap();
+    let a = Replica::join(&sim, "a-token", "replica-a").await;
+    let b = Replica::join(&sim, "b-token", "replica-b").await;
+    let child_writer = a.writer().for_children(configmaps(&a.client));
+    // Another member's child, as seen, is not written at all.
+    let foreign = DynamicObject::new("v1", "ConfigMap")
+        .within(NS)
+        .named("x")
+        .with_label(shard_label(RING), "replica-b")
+        .with_resource_version("1");
+    assert!(matches!(
+        child_writer
+            .merge_patch(&foreign, &json!({"data": {}}))
+            .await,
+        Err(FenceError::NotAssigned { .. })
+    ));
+
+    let seen = configmaps(&a.client).get("w5-child").await.unwrap();
+    sim.faults().partition_user("replica-a");
+    let late = tokio::spawn(async move {
+        child_writer
+            .merge_patch(&seen, &json!({"data": {"n": "1", "by": "a"}}))
+            .await
+    });
+    // The hand-over: the child moves first, then its owner; B writes the child.
+    let moved_at = {
+        sim.patch(
+            "configmaps",
+            Some(NS),
+            "w5-child",
+            &json!({"metadata": {"labels": {shard_label(RING): "replica-b"}}}),
+        )
+        .unwrap();
+        sim.revision()
+    };
+    relabel(&sim, "w5", "replica-b");
+    let fresh = configmaps(&b.client).get("w5-child").await.unwrap();
+    b.writer()
+        .for_children(configmaps(&b.client))
+        .merge_patch(&fresh, &json!({"data": {"n": "2", "by": "b"}}))
+        .await
+        .unwrap();
+    sim.faults().heal_user("replica-a");
+    let outcome = late.await.unwrap();
+    assert!(matches!(outcome, Err(FenceError::Fenced(_))), "{outcome:?}");
+    let log = sim.write_log();
+    assert!(
+        writes_to(&log, "w5-child", "replica-a", moved_at).is_empty(),
+        "{log:#?}"
+    );
+    let stored = sim.get("configmaps", Some(NS), "w5-child").unwrap();
+    assert_eq!(stored["data"], json!({"n": "2", "by": "b"}));
+    a.leave().await;
+    b.leave().await;
 }

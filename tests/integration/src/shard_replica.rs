@@ -30,8 +30,8 @@ use std::time::Duration;
 use controller::leader_election::{ApiLeaseLock, LeaderElectionConfig};
 use controller::owners::OwnerEnqueuer;
 use controller::sharding::{
-    shard_label, shard_selector, ApiRingLeases, FenceError, FencedWriter, Ring, ShardGate,
-    ShardedController, Sharder, SharderConfig,
+    shard_selector, ApiRingLeases, FenceError, FencedWriter, Ring, ShardGate, ShardedController,
+    Sharder, SharderConfig,
 };
 use controller::{Action, CancellationToken};
 use serde_json::{json, Value};
@@ -40,7 +40,7 @@ use workqueue::shared_informer::reflector::store_index::{
     DynamicObject, Object, OwnerReference, PartialObjectMetadata, ReadOnlyIndexer,
 };
 use workqueue::shared_informer::reflector::{
-    Api, Client, ClientError, ClusterConfig, Credentials, RateLimit, Resource,
+    Api, Client, ClusterConfig, Credentials, RateLimit, Resource,
 };
 use workqueue::shared_informer::SharedInformerFactory;
 use workqueue::{default_controller_rate_limiter, KeyEnqueuer, RateLimitingQueue};
@@ -298,8 +298,12 @@ async fn run(opts: ReplicaOpts) -> Result<(), String> {
     let leases = ApiRingLeases::new(client.clone(), &ns);
     let ring = Ring::new(RING, opts.election(RING), leases.clone()).map_err(|e| e.to_string())?;
     tasks.push(tokio::spawn({
-        let (ring, stop, lock) = (ring.clone(), stop.clone(), leases.lock(RING, &identity));
-        async move { ring.run(lock, stop).await }
+        let (ring, stop) = (ring.clone(), stop.clone());
+        async move {
+            if let Err(error) = ring.run(ring.lock(), stop).await {
+                tracing::error!(%error, "the replica cannot join its ring");
+            }
+        }
     }));
 
     // The sharder candidate: metadata-only caches of every widget and ConfigMap.
@@ -462,8 +466,7 @@ impl Reconciler {
                 };
                 let mut child = DynamicObject::new("v1", "ConfigMap")
                     .within(&ns)
-                    .named(child_name(&name))
-                    .with_label(shard_label(RING), self.identity.clone());
+                    .named(child_name(&name));
                 child.metadata.owner_references = Some(vec![OwnerReference {
                     api_version: format!("{GROUP}/v1"),
                     kind: KIND.into(),
@@ -477,9 +480,9 @@ impl Reconciler {
                     .insert("data".into(), json!({"size": size.to_string()}));
                 match writer.create_child(&self.child_api, &widget, &child).await {
                     Ok(_) => {}
-                    // It exists but is not (yet) labelled ours: the sharder relabels it after
-                    // its owner; try again then.
-                    Err(FenceError::Client(ClientError::AlreadyExists(_))) => {
+                    // It exists but is not (yet) labelled ours (a late create of the previous
+                    // owner): the sharder makes it follow its owner; try again then.
+                    Err(FenceError::ChildExists { .. }) => {
                         return Ok(Action::RequeueAfter(Duration::from_millis(200)))
                     }
                     Err(e) => return Err(self.counted(e)),

@@ -86,6 +86,32 @@ pub enum FenceError {
     /// A child to create has no fixed name (SH10).
     #[error("a fenced create needs a fixed metadata.name (generateName cannot be deduplicated)")]
     UnnamedChild,
+    /// A child to create already carries another member's assignment label: it would land in
+    /// that member's cache, not in this replica's (SH10).
+    #[error("the child {child} is labelled for {labelled}, not for {identity}")]
+    ChildLabelledForAnother {
+        /// The child's name.
+        child: String,
+        /// The member its label names.
+        labelled: String,
+        /// This replica.
+        identity: String,
+    },
+    /// A child to create does not serialize to an object with a `metadata` object.
+    #[error("the child to create does not serialize to an object with metadata: {0}")]
+    ChildNotAnObject(String),
+    /// The child exists already (409 AlreadyExists) but is not in this replica's cache: created
+    /// for the owner by its previous replica (a create delivered late) and not yet relabelled.
+    /// The sharder makes it follow its owner (SH16); requeue the owner and it appears in the
+    /// cache, to be updated with [`FencedWriter::for_children`]'s writer.
+    #[error("the child {child} exists but is not in this replica's cache yet: requeue the owner")]
+    ChildExists {
+        /// The child's name.
+        child: String,
+        /// The server's answer.
+        #[source]
+        source: ClientError,
+    },
     /// The server refused the write because the object changed since it was seen (409
     /// Conflict): the fence held; read the object again (it may have moved to another replica).
     #[error("the object changed since it was read (409 Conflict): the write was fenced")]
@@ -165,6 +191,21 @@ impl<K: Decode> FencedWriter<K> {
     /// Writes through `api` as `ring`'s replica, with its shard lease guard.
     pub fn for_ring<S: RingLeases>(api: Api<K>, ring: &Ring<S>) -> Self {
         Self::new(api, ring.guard(), ring.name(), ring.identity())
+    }
+
+    /// A writer of this replica's children in another resource (a Widget's ConfigMaps), with
+    /// the same shard lease guard and identity: it writes a child only while the child, as
+    /// seen, carries this replica's label, conditioned on the child's seen resourceVersion. The
+    /// sharder relabels an owner's children before it assigns the owner elsewhere (SH19), so a
+    /// child write computed before a hand-over and delivered after it is refused by the server,
+    /// as an owner's is.
+    pub fn for_children<C: Decode>(&self, children: Api<C>) -> FencedWriter<C> {
+        FencedWriter {
+            api: self.guard.protect(children),
+            guard: self.guard.clone(),
+            label: self.label.clone(),
+            identity: self.identity.clone(),
+        }
     }
 
     /// The assignment label this writer checks.
@@ -302,7 +343,11 @@ impl<K: Decode> FencedWriter<K> {
     /// Creates `child` through `children` for the owner `owner_seen` (SH10): refused locally
     /// unless the shard lease is held and the owner, as seen, is assigned to this replica; the
     /// child must have a fixed name, so that a duplicate delivered late is refused by the
-    /// server as AlreadyExists. `children` is protected by the guard as well.
+    /// server as AlreadyExists. The child is created with this replica's assignment label (set
+    /// here when it has none), so that this replica's label-selector cache sees it; a child
+    /// labelled for another member is refused. `children` is protected by the guard as well.
+    ///
+    /// A child that exists already is [`FenceError::ChildExists`]: requeue the owner.
     pub async fn create_child<C: Decode, T: Serialize + Object>(
         &self,
         children: &Api<C>,
@@ -310,11 +355,42 @@ impl<K: Decode> FencedWriter<K> {
         child: &T,
     ) -> Result<C, FenceError> {
         self.check(owner_seen)?;
-        if child.name().is_empty() {
+        let name = child.name();
+        if name.is_empty() {
             return Err(FenceError::UnnamedChild);
         }
+        if let Some(other) = child.label(&self.label).filter(|l| *l != self.identity) {
+            return Err(FenceError::ChildLabelledForAnother {
+                child: name.to_string(),
+                labelled: other.to_string(),
+                identity: self.identity.clone(),
+            });
+        }
+        let mut body =
+            serde_json::to_value(child).map_err(|e| FenceError::ChildNotAnObject(e.to_string()))?;
+        let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return Err(FenceError::ChildNotAnObject(
+                "no metadata object".to_string(),
+            ));
+        };
+        let labels = metadata
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if !labels.is_object() {
+            *labels = Value::Object(Default::default());
+        }
+        if let Some(labels) = labels.as_object_mut() {
+            labels.insert(self.label.clone(), Value::from(self.identity.clone()));
+        }
         let children = self.guard.protect(children.clone());
-        Ok(children.create(&CreateOptions::default(), child).await?)
+        match children.create(&CreateOptions::default(), &body).await {
+            Ok(created) => Ok(created),
+            Err(source @ ClientError::AlreadyExists(_)) => Err(FenceError::ChildExists {
+                child: name.to_string(),
+                source,
+            }),
+            Err(error) => Err(error.into()),
+        }
     }
 }
 

@@ -41,6 +41,38 @@ use super::sharder::drain_label;
 /// tried again (SH18).
 pub const LAPSED_RETRY: Duration = Duration::from_secs(1);
 
+/// How long a [`ShardedController`] may find its shard lease not held before it says so as an
+/// error (once per lapse): a lease that never comes is a replica whose `Ring::run` is not
+/// running, or cannot join, and reconciles nothing.
+pub const LAPSE_WARNING: Duration = Duration::from_secs(30);
+
+/// Since when keys have been refused for a lapsed lease, and whether that was said.
+#[derive(Debug, Default)]
+struct Lapse {
+    since: Option<tokio::time::Instant>,
+    reported: bool,
+}
+
+impl Lapse {
+    fn held(&mut self) {
+        *self = Lapse::default();
+    }
+
+    fn refused(&mut self, identity: &str) {
+        let now = tokio::time::Instant::now();
+        let since = *self.since.get_or_insert(now);
+        if !self.reported && now.duration_since(since) >= LAPSE_WARNING {
+            self.reported = true;
+            tracing::error!(
+                %identity,
+                lapsed_for = ?now.duration_since(since),
+                "the shard lease has not been held for this long: no key is reconciled (is the \
+                 ring's `run` running, with this replica's lock?)"
+            );
+        }
+    }
+}
+
 /// What [`ShardGate::admit`] decided for a key.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -185,11 +217,19 @@ impl<K: Object + Decode + Send + Sync + 'static> ShardedController<K> {
     {
         let gate = self.gate;
         let reconcile = Arc::new(reconcile);
+        let lapse = Arc::new(parking_lot::Mutex::new(Lapse::default()));
         self.controller
             .run(cancel, move |key: String| {
-                let (gate, reconcile) = (gate.clone(), reconcile.clone());
+                let (gate, reconcile, lapse) = (gate.clone(), reconcile.clone(), lapse.clone());
                 async move {
-                    match gate.admit(&key).await {
+                    let admission = gate.admit(&key).await;
+                    match &admission {
+                        Err(FenceError::LeaseNotHeld { identity }) => {
+                            lapse.lock().refused(identity)
+                        }
+                        _ => lapse.lock().held(),
+                    }
+                    match admission {
                         Ok(Admission::Reconcile(obj)) => reconcile(obj, gate.writer().clone())
                             .await
                             .map_err(ShardedError::Reconcile),
@@ -302,6 +342,20 @@ mod tests {
             0,
             "no failure counted"
         );
+        // Not held for twenty seconds: not yet said as an error.
+        let log = crate::log_capture::LogCapture::start();
+        let said = |log: &crate::log_capture::LogCapture| {
+            log.events()
+                .iter()
+                .filter(|e| e.level == tracing::Level::ERROR)
+                .count()
+        };
+        assert_eq!(said(&log), 0);
+        // Past the warning's delay: said once, however many keys are refused after.
+        tokio::time::sleep(LAPSE_WARNING).await;
+        assert_eq!(said(&log), 1, "{:?}", log.events());
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(said(&log), 1);
         guard.extend_to(Instant::now() + Duration::from_secs(3600));
         tokio::time::sleep(LAPSED_RETRY + Duration::from_millis(100)).await;
         assert_eq!(

@@ -46,8 +46,8 @@
 //! let leases = ApiRingLeases::new(client.clone(), "default");
 //! let ring = Ring::new("widgets", LeaderElectionConfig::new("widgets", identity), leases.clone())?;
 //! tokio::spawn({
-//!     let (ring, lock, stop) = (ring.clone(), leases.lock("widgets", identity), stop.clone());
-//!     async move { ring.run(lock, stop).await }
+//!     let (ring, stop) = (ring.clone(), stop.clone());
+//!     async move { ring.run(ring.lock(), stop).await }
 //! });
 //!
 //! // The sharder candidate: one replica at a time, elected, labels every widget with its owner.
@@ -66,7 +66,7 @@
 //! // The controller: an informer of this replica's share only, and a gated runner.
 //! let mine = SharedInformerFactory::with_client(client.clone())
 //!     .namespace("default")
-//!     .label_selector(shard_selector("widgets", identity).parse()?);
+//!     .label_selector(ring.shard_selector().parse()?);
 //! let informer = mine.informer::<DynamicObject>(widgets.clone())?;
 //! let queue = RateLimitingQueue::new(default_controller_rate_limiter());
 //! informer.add_event_handler(KeyEnqueuer::<DynamicObject, _>::new(queue.clone()))?;
@@ -92,7 +92,9 @@ mod sharder;
 
 pub use assign::{owner_of, weight};
 pub use fence::{shard_label, FenceError, FencedWriter, SHARD_LABEL_PREFIX};
-pub use handover::{Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY};
+pub use handover::{
+    Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY, LAPSE_WARNING,
+};
 pub use ring::{
     max_departure_delay, shard_lease_name, ApiRingLeases, Membership, MemoryRingLeases, Ring,
     RingLeases, ShardLease, RING_LABEL,

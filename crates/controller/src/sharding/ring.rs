@@ -281,13 +281,13 @@ impl Membership {
 /// let stop = CancellationToken::new();
 /// let run = tokio::spawn({
 ///     let (ring, stop) = (ring.clone(), stop.clone());
-///     async move { ring.run(leases.lock("widgets", "pod-a"), stop).await }
+///     async move { ring.run(ring.lock(), stop).await }
 /// });
 /// tokio::time::sleep(Duration::from_secs(1)).await;
 /// assert_eq!(ring.members(), ["pod-a"]);
 /// assert!(ring.guard().is_valid(), "its own shard lease is held");
 /// stop.cancel();
-/// run.await.unwrap();
+/// run.await.unwrap().unwrap();
 /// assert!(!ring.guard().is_valid());
 /// # }
 /// ```
@@ -353,6 +353,13 @@ impl<S: RingLeases> Ring<S> {
         &self.inner.config.identity
     }
 
+    /// The label selector of this replica's share (its objects carry the assignment label naming
+    /// it): give it to the informers of its controller, so that the server filters and the
+    /// replica caches only its objects. The same as [`shard_selector`](crate::sharding::shard_selector)`(name, identity)`.
+    pub fn shard_selector(&self) -> String {
+        crate::sharding::shard_selector(&self.inner.name, &self.inner.config.identity)
+    }
+
     /// The guard of this replica's own shard Lease: valid while the Lease is held, by the
     /// monotonic clock (see [`LeaseGuard`]); the same guard across lapses and re-joins.
     pub fn guard(&self) -> LeaseGuard {
@@ -376,14 +383,25 @@ impl<S: RingLeases> Ring<S> {
     /// [`MemoryRingLeases::lock`]) and refreshes the members every retry period, until
     /// `cancel` fires; then releases the Lease (unless the config's `release_on_cancel` is off)
     /// and returns. A lapse (renewals failing past the renew deadline) revokes the guard, and the
-    /// member tries to join again at once.
+    /// member tries to join again at once. [`lock`](Self::lock) gives the right lock.
+    ///
+    /// # Errors
+    ///
+    /// At once, before anything is sent, when `lock` writes another identity than this replica's
+    /// ([`LeaderElectionConfigError::IdentityMismatch`]): such a replica could never join.
     ///
     /// # Cancel safety
     ///
     /// Not cancel safe: dropping the future releases nothing; the Lease runs out on its own and
     /// the guard lapses by the clock. Stop it with `cancel`.
-    pub async fn run<L: LeaseLock>(&self, lock: L, cancel: CancellationToken) {
+    pub async fn run<L: LeaseLock>(
+        &self,
+        lock: L,
+        cancel: CancellationToken,
+    ) -> Result<(), LeaderElectionConfigError> {
         let lock = Arc::new(lock);
+        // Every elector of the loop is built alike: the first one's refusal is the only one.
+        LeaderElector::new(self.inner.config.clone(), lock.clone())?;
         let hold = async {
             loop {
                 let elector = match LeaderElector::new(self.inner.config.clone(), lock.clone()) {
@@ -416,6 +434,27 @@ impl<S: RingLeases> Ring<S> {
             }
         };
         futures::join!(hold, observe);
+        Ok(())
+    }
+}
+
+impl Ring<ApiRingLeases> {
+    /// The lock of this replica's own shard Lease ([`ApiRingLeases::lock`] for this ring's name
+    /// and identity), for [`run`](Self::run).
+    pub fn lock(&self) -> ApiLeaseLock {
+        self.inner
+            .source
+            .lock(&self.inner.name, &self.inner.config.identity)
+    }
+}
+
+impl Ring<MemoryRingLeases> {
+    /// The lock of this replica's own shard Lease ([`MemoryRingLeases::lock`] for this ring's
+    /// name and identity), for [`run`](Self::run).
+    pub fn lock(&self) -> MemoryLock {
+        self.inner
+            .source
+            .lock(&self.inner.name, &self.inner.config.identity)
     }
 }
 
@@ -451,9 +490,42 @@ mod tests {
         let stop = CancellationToken::new();
         let run = tokio::spawn({
             let (ring, stop, lock) = (ring.clone(), stop.clone(), leases.lock(RING, identity));
-            async move { ring.run(lock, stop).await }
+            async move {
+                ring.run(lock, stop)
+                    .await
+                    .expect("the lock is this member's")
+            }
         });
         Member { ring, stop, run }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lock_of_another_identity_is_refused_before_anything_is_sent() {
+        let leases = MemoryRingLeases::new();
+        let ring = Ring::new(RING, config("a"), leases.clone()).unwrap();
+        let outcome = ring
+            .run(leases.lock(RING, "b"), CancellationToken::new())
+            .await;
+        assert!(
+            matches!(
+                outcome,
+                Err(LeaderElectionConfigError::IdentityMismatch { .. })
+            ),
+            "{outcome:?}"
+        );
+        assert!(!ring.guard().is_valid());
+        assert!(leases.list(RING).await.unwrap().iter().all(|l| l
+            .record
+            .holder_identity
+            .as_deref()
+            .unwrap_or("")
+            .is_empty()));
+        // The ring's own lock is the right one.
+        assert_eq!(ring.lock().identity(), "a");
+        assert_eq!(
+            ring.shard_selector(),
+            "shard.sharding.informer-rs.io/widgets=a"
+        );
     }
 
     fn lease(name: &str, holder: Option<&str>, version: &str) -> ShardLease {

@@ -8,7 +8,7 @@
 //!   LeaderElector (one sharder per ring) ──► Sharder::run(leader token, guard)     guarded
 //! ```
 //!
-//! Rules (SH11–SH16 in docs/semantics.md; the protocol in docs/sharding.md):
+//! Rules (SH11–SH16 and SH19 in docs/semantics.md; the protocol in docs/sharding.md):
 //! - SH11: an unassigned object (no assignment label) is labelled with its owner by
 //!   [`owner_of`] over the live members at once (no hand-over is needed: nobody acts on it).
 //! - SH12: an object whose labelled owner is still a live member but no longer its owner is not
@@ -21,8 +21,15 @@
 //!   while its leader guard is valid; a conflict is retried with backoff on a fresher copy.
 //!   Objects whose owner does not change are never written (only about 1/N move on a join).
 //! - SH16: a child (controller owner reference to an object of the ring's kind) carries its
-//!   owner's assignment label; it follows when the owner is assigned or moves. A child whose
-//!   owner has no label (in a hand-over) keeps its label until the owner is assigned.
+//!   owner's assignment label while that label names a live member (a draining owner's children
+//!   stay with it); when the owner has no label (its old owner acknowledged a drain) or names a
+//!   member that is gone, the child gets the owner's next owner ([`owner_of`] over the live
+//!   members).
+//! - SH19: an owner is assigned ([`Step::Assign`]) only once every cached child of it carries
+//!   the assignee's label: children move first. Each child's relabel is a fenced write that
+//!   changes its resourceVersion, so a write the old owner computed for a child before the
+//!   hand-over (and the network delays past it) is refused, as its writes to the owner are; the
+//!   new owner never acts on the owner while a child still names the old one.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -118,11 +125,34 @@ pub fn plan(key: &str, current: Option<&str>, draining: bool, members: &[String]
     }
 }
 
-/// The assignment label a child should get: its owner's, when the owner has one and the child
-/// differs (SH16); `None` when there is nothing to write.
-pub fn plan_child(child_label: Option<&str>, owner_label: Option<&str>) -> Option<String> {
-    let owner_label = owner_label?;
-    (child_label != Some(owner_label)).then(|| owner_label.to_string())
+/// The assignment label a child should get (SH16), when it differs from the child's
+/// `child_label`: its owner's `owner_label` while that names one of the live `members`, else the
+/// owner's next owner, [`owner_of`]`(owner_key, members)`; `None` when there is nothing to
+/// write (or no member).
+///
+/// ```
+/// use controller::sharding::{owner_of, plan_child};
+///
+/// let members = ["a".to_string(), "b".to_string()];
+/// // With a live owner: follow its label (also while it drains).
+/// assert_eq!(plan_child(None, "ns/w", Some("a"), &members), Some("a".into()));
+/// assert_eq!(plan_child(Some("a"), "ns/w", Some("a"), &members), None);
+/// // The owner acknowledged a drain, or its member is gone: move to its next owner first.
+/// let next = owner_of("ns/w", members.iter().map(String::as_str)).unwrap();
+/// assert_eq!(plan_child(Some("gone"), "ns/w", None, &members), Some(next.to_string()));
+/// assert_eq!(plan_child(Some("a"), "ns/w", Some("gone"), &members), (next != "a").then(|| next.to_string()));
+/// ```
+pub fn plan_child(
+    child_label: Option<&str>,
+    owner_key: &str,
+    owner_label: Option<&str>,
+    members: &[String],
+) -> Option<String> {
+    let target = match owner_label {
+        Some(label) if members.iter().any(|m| m == label) => label,
+        _ => owner_of(owner_key, members.iter().map(String::as_str))?,
+    };
+    (child_label != Some(target)).then(|| target.to_string())
 }
 
 /// One unit of the sharder's work: an object of the ring, or a child in one child resource.
@@ -164,7 +194,7 @@ impl Default for SharderConfig {
 }
 
 /// The sharder of a ring: assigns the ring's objects to its live members, hands moving objects
-/// over, and makes children follow their owner (rules SH11–SH16 in
+/// over, and makes children follow their owner (rules SH11–SH16 and SH19 in
 /// [the sharding module](crate::sharding) and docs/sharding.md).
 ///
 /// Every replica may build one (it registers handlers on the informers it is given), but only
@@ -454,11 +484,37 @@ where
         if let Some(owner) = owner {
             self.owned
                 .lock()
-                .entry(owner)
+                .entry(owner.clone())
                 .or_default()
                 .insert((index, key.clone()));
             self.enqueue(Work::Child(index, key));
+            // An owner waiting for its children (SH19) is looked at again as each one moves.
+            let relabelled =
+                old.is_none_or(|old| old.label(&self.shard) != child.label(&self.shard));
+            if relabelled {
+                self.enqueue(Work::Object(owner));
+            }
         }
+    }
+
+    /// The cached children of `owner` that do not carry the label `to` yet (SH19).
+    fn children_not_labelled(&self, owner: &str, to: &str) -> Vec<(usize, String)> {
+        let children: Vec<(usize, String)> = self
+            .owned
+            .lock()
+            .get(owner)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default();
+        let sources = self.children.lock();
+        children
+            .into_iter()
+            .filter(|(index, key)| {
+                sources
+                    .get(*index)
+                    .and_then(|source| source.cache.get_by_key(key))
+                    .is_some_and(|child| child.label(&self.shard) != Some(to))
+            })
+            .collect()
     }
 
     /// Is the cached copy at the version our last write to `work` was conditioned on? Then the
@@ -496,6 +552,17 @@ where
                     obj.label(&self.drain).is_some(),
                     &members,
                 );
+                if let Step::Assign(to) = &step {
+                    let waiting = self.children_not_labelled(key, to);
+                    if !waiting.is_empty() {
+                        // Children first (SH19): each relabel's event queues the owner again.
+                        tracing::debug!(ring = %self.ring_name, key, children = waiting.len(), "children move first");
+                        for (index, child) in waiting {
+                            self.enqueue(Work::Child(index, child));
+                        }
+                        return Ok(Action::Retry);
+                    }
+                }
                 let labels = match &step {
                     Step::Keep | Step::AwaitAck => None,
                     Step::Assign(to) => Some(json!({ &self.shard: to, &self.drain: null })),
@@ -543,7 +610,8 @@ where
                 };
                 let owner = self.objects.get_by_key(&owner_key);
                 let owner_label = owner.as_deref().and_then(|o| o.label(&self.shard));
-                match plan_child(child.label(&self.shard), owner_label) {
+                let members = self.ring.members();
+                match plan_child(child.label(&self.shard), &owner_key, owner_label, &members) {
                     Some(to) => {
                         self.write(&work, &resource, &*child, json!({ &self.shard: to }), guard)
                             .await
@@ -673,12 +741,27 @@ mod tests {
     }
 
     #[test]
-    fn a_child_follows_its_owners_label() {
+    fn a_child_follows_its_owners_live_label_and_else_its_next_owner() {
         // SH16
-        assert_eq!(plan_child(None, Some("a")), Some("a".into()));
-        assert_eq!(plan_child(Some("b"), Some("a")), Some("a".into()));
-        assert_eq!(plan_child(Some("a"), Some("a")), None);
-        assert_eq!(plan_child(Some("a"), None), None, "owner in hand-over");
+        let all = members(&["a", "b", "c"]);
+        let key = key_owned_by("c", &all);
+        assert_eq!(plan_child(None, &key, Some("a"), &all), Some("a".into()));
+        assert_eq!(
+            plan_child(Some("b"), &key, Some("a"), &all),
+            Some("a".into())
+        );
+        assert_eq!(plan_child(Some("a"), &key, Some("a"), &all), None);
+        // The owner drained and acknowledged (no label): the child moves to the next owner
+        // before the owner is assigned (SH19).
+        assert_eq!(plan_child(Some("a"), &key, None, &all), Some("c".into()));
+        assert_eq!(plan_child(Some("c"), &key, None, &all), None);
+        // The owner's member is gone: the same.
+        assert_eq!(
+            plan_child(Some("z"), &key, Some("z"), &all),
+            Some("c".into())
+        );
+        // No member at all: nothing to do.
+        assert_eq!(plan_child(Some("a"), &key, None, &[]), None);
     }
 
     fn widget_sharder() -> Sharder<DynamicObject, crate::sharding::MemoryRingLeases> {
