@@ -571,13 +571,78 @@ mod tests {
 
         /// PQ1, PQ2, PQ4 and PQ5 against a model that scans effective priorities, with aging.
         #[test]
-        fn invariants_pq1_pq2_pq4_pq5_with_aging(ops in proptest::collection::vec(op(), 1..150)) {
+        fn invariants_pq1_pq2_pq4_pq5_with_aging(
+            ops in proptest::collection::vec(op(), 1..150)
+        ) {
             run(ops, AgingRate::one_level_per(ms(7)));
+        }
+
+        /// PQ3 on random floods: whatever was queued around a low item, every item handed out
+        /// before it, of priority `q`, was queued no later than `t + (q − p)·A` (strictly
+        /// before, if queued after it).
+        #[test]
+        fn aging_bound_pq3_nothing_queued_after_its_window_goes_first(
+            step_ms in 1u64..20,
+            low in -50i32..0,
+            before in proptest::collection::vec((0u8..5, -60i32..10), 0..30),
+            after in proptest::collection::vec((0u8..5, -60i32..10, 0u8..3), 1..80),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let aging = AgingRate::one_level_per(ms(step_ms));
+                let mut b = PriorityBacklog::new(aging, None);
+                let mut added: HashMap<u32, (i128, i32)> = HashMap::new();
+                let mut n = 0;
+                for (wait, priority) in before {
+                    tokio::time::advance(ms(u64::from(wait))).await;
+                    added.insert(n, (b.now(), priority));
+                    b.push(n, Some(priority));
+                    n += 1;
+                }
+                const LOW: u32 = u32::MAX;
+                let t = b.now();
+                b.push(LOW, Some(low));
+                let window = |q: i32| i128::from(q - low) * ms(step_ms).as_nanos() as i128;
+                let mut served_low = false;
+                for (wait, priority, pops) in after {
+                    tokio::time::advance(ms(u64::from(wait))).await;
+                    added.insert(n, (b.now(), priority));
+                    b.push(n, Some(priority));
+                    n += 1;
+                    for _ in 0..pops {
+                        match b.pop() {
+                            Some((LOW, _)) => served_low = true,
+                            Some((item, _)) if !served_low => {
+                                let (at, q) = added[&item];
+                                // Queued after the low item, it ties at the window's end
+                                // and then goes after it (a later sequence number).
+                                let late = if at > t {
+                                    at >= t + window(q)
+                                } else {
+                                    at > t + window(q)
+                                };
+                                assert!(
+                                    !late,
+                                    "PQ3: {item} (priority {q}, queued at {at} ns) went \
+                                     before the low item (queued at {t} ns)"
+                                );
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            });
         }
 
         /// The same without aging: strict priority order, first in first out within one.
         #[test]
-        fn invariants_pq1_pq2_pq4_pq5_without_aging(ops in proptest::collection::vec(op(), 1..150)) {
+        fn invariants_pq1_pq2_pq4_pq5_without_aging(
+            ops in proptest::collection::vec(op(), 1..150)
+        ) {
             run(ops, AgingRate::ZERO);
         }
     }

@@ -4,11 +4,10 @@
 //! A controller starting up, or resyncing, enqueues every object it knows; with a first in first
 //! out queue, a change a user just made waits behind all of them. controller-runtime's priority
 //! queue gives those objects [`LOW_PRIORITY`](crate::LOW_PRIORITY) and live events
-//! [`DEFAULT_PRIORITY`](crate::DEFAULT_PRIORITY), and serves
-//! the higher first. Served strictly, a low item waits for as long as high ones keep coming; here
-//! a waiting item's effective priority rises with its wait ([`AgingRate`](crate::AgingRate)), so it is overtaken
-//! only by items queued within `(q − p)·A` after it (PQ3, the bound and its proof in
-//! [`priority`](crate::priority)).
+//! [`DEFAULT_PRIORITY`](crate::DEFAULT_PRIORITY), and serves the higher first. Served strictly,
+//! a low item waits for as long as high ones keep coming; here a waiting item's effective
+//! priority rises with its wait ([`AgingRate`]), so it is overtaken only by items queued within
+//! `(q − p)·A` after it (PQ3, the bound and its proof in [`priority`](crate::priority)).
 //!
 //! Everything else is the queues below, unchanged: a [`PriorityQueue`] *is* a
 //! [`RateLimitingQueue`] (it dereferences to one) whose work queue orders its waiting items by
@@ -69,8 +68,8 @@ pub struct AddOpts {
     /// shorter (and not zero); default false.
     pub rate_limited: bool,
     /// The item's priority, higher served first. `None` (the default) keeps the priority of an
-    /// item the queue holds, waiting or being processed, and gives [`DEFAULT_PRIORITY`](crate::DEFAULT_PRIORITY) to
-    /// another (E12.2).
+    /// item the queue holds, waiting or being processed, and gives
+    /// [`DEFAULT_PRIORITY`](crate::DEFAULT_PRIORITY) to another (E12.2).
     pub priority: Option<i32>,
 }
 
