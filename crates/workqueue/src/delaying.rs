@@ -4,7 +4,8 @@
 //! the earliest one is due (or at most 10 s, a heartbeat that costs nothing and guards against a
 //! missed wake-up), then moves every due item into the work queue, earliest first. An item that
 //! is already waiting keeps its **earlier** ready time: a retry scheduled sooner wins, one
-//! scheduled later is dropped.
+//! scheduled later is dropped. In a [`PriorityQueue`](crate::PriorityQueue) a waiting item also
+//! carries its priority, the highest of its delayed adds', and enters the queue with it.
 //!
 //! ```
 //! use std::time::Duration;
@@ -33,6 +34,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::metrics::CounterMetric;
+use crate::priority::AgingRate;
 use crate::queue::{QueueConfig, WorkQueue};
 
 /// How long the timer task sleeps at most, even with nothing waiting (E7.2).
@@ -47,12 +49,21 @@ const NEVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 /// - **one live entry per item**: `ready` maps each waiting item to the sequence number of its
 ///   live heap entry; any other heap entry for the item is stale and skipped when popped;
 /// - **earliest wins**: an item's live entry has the earliest ready time ever asked for it since
-///   it last left the heap.
+///   it last left the heap, and the highest priority any of those adds named (E7.4).
 struct Waiting<T> {
     heap: BinaryHeap<Reverse<(Instant, u64, Entry<T>)>>,
-    ready: HashMap<T, (Instant, u64)>,
+    ready: HashMap<T, Ready>,
     next_seq: u64,
     stopped: bool,
+}
+
+/// A waiting item's live entry: its ready time and sequence number, and the priority it enters
+/// the queue with (`None`: the queue's own rule for an add naming none).
+#[derive(Clone, Copy)]
+struct Ready {
+    at: Instant,
+    seq: u64,
+    priority: Option<i32>,
 }
 
 /// A heap entry; ordering is decided by (ready time, sequence) alone.
@@ -76,38 +87,41 @@ impl<T> Ord for Entry<T> {
 }
 
 impl<T: Hash + Eq + Clone> Waiting<T> {
-    /// Records `item` as ready at `at`; true if it became the earliest entry.
-    fn insert(&mut self, item: T, at: Instant) -> bool {
-        if let Some((existing, _)) = self.ready.get(&item) {
-            if *existing <= at {
+    /// Records `item` as ready at `at` with `priority`; true if it became the earliest entry.
+    fn insert(&mut self, item: T, at: Instant, priority: Option<i32>) -> bool {
+        let mut priority = priority;
+        if let Some(existing) = self.ready.get_mut(&item) {
+            priority = priority.max(existing.priority);
+            existing.priority = priority;
+            if existing.at <= at {
                 return false;
             }
         }
         let seq = self.next_seq;
         self.next_seq += 1;
         let earliest = self.heap.peek().is_none_or(|Reverse((t, _, _))| at < *t);
-        self.ready.insert(item.clone(), (at, seq));
+        self.ready.insert(item.clone(), Ready { at, seq, priority });
         self.heap.push(Reverse((at, seq, Entry(item))));
         earliest
     }
 
-    /// Removes and returns the items due at `now`, earliest first, and the next ready time.
-    fn pop_due(&mut self, now: Instant) -> (Vec<T>, Option<Instant>) {
+    /// Removes and returns the items due at `now`, earliest first, with their priorities, and
+    /// the next ready time.
+    fn pop_due(&mut self, now: Instant) -> (Vec<(T, Option<i32>)>, Option<Instant>) {
         let mut due = Vec::new();
         loop {
             let Some(Reverse((at, seq, Entry(item)))) = self.heap.peek() else {
                 return (due, None);
             };
-            let (at, live) = (*at, self.ready.get(item).is_some_and(|(_, s)| s == seq));
+            let (at, live) = (*at, self.ready.get(item).is_some_and(|r| r.seq == *seq));
             if live && at > now {
                 return (due, Some(at));
             }
             let Some(Reverse((_, _, Entry(item)))) = self.heap.pop() else {
                 return (due, None);
             };
-            if live {
-                self.ready.remove(&item);
-                due.push(item);
+            if let Some(ready) = live.then(|| self.ready.remove(&item)).flatten() {
+                due.push((item, ready.priority));
             }
         }
     }
@@ -191,13 +205,19 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> DelayingQueue<T> {
 
     /// A delaying queue with the given options; a named queue with metrics also counts retries.
     pub fn with_config(config: QueueConfig<T>) -> Self {
+        Self::with_backlog(config, None)
+    }
+
+    /// A delaying queue over a work queue handing items out by priority with `aging` (`Some`),
+    /// or first in first out.
+    pub(crate) fn with_backlog(config: QueueConfig<T>, aging: Option<AgingRate>) -> Self {
         let retries = match &config.name {
             Some(name) if !config.provider.is_noop() => {
                 Some(config.provider.new_retries_metric(name))
             }
             _ => None,
         };
-        let queue = WorkQueue::with_config(config);
+        let queue = WorkQueue::with_backlog(config, aging);
         let wake_timer = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             waiting: Mutex::new(Waiting {
@@ -220,22 +240,31 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> DelayingQueue<T> {
     /// Adds `item` once `delay` has passed; at once for a zero delay (E7.1).
     ///
     /// Ignored after shutdown. If the item is already waiting, the earlier ready time is kept.
+    /// In a [`PriorityQueue`](crate::PriorityQueue) the item comes back with the priority it has
+    /// now, waiting or being processed (E7.4).
     pub fn add_after(&self, item: T, delay: Duration) {
+        self.add_after_with_priority(item, delay, None);
+    }
+
+    /// [`add_after`](Self::add_after) naming a priority; `None` takes the item's own (E7.4).
+    pub(crate) fn add_after_with_priority(&self, item: T, delay: Duration, priority: Option<i32>) {
         if self.queue.is_shutting_down() {
             return;
         }
         if let Some(retries) = &self.shared.retries {
             retries.inc();
         }
+        // Read now: by the time the delay has passed the item may be done and its priority gone.
+        let priority = priority.or_else(|| self.queue.priority_of(&item));
         if delay.is_zero() {
-            self.queue.add(item);
+            self.queue.add_with_priority(item, priority);
             return;
         }
         // Capped so that `now + delay` cannot overflow; thirty years is "never" for a retry.
         let at = Instant::now() + delay.min(NEVER);
         let earliest = {
             let mut waiting = self.shared.waiting.lock();
-            !waiting.stopped && waiting.insert(item, at)
+            !waiting.stopped && waiting.insert(item, at, priority)
         };
         if earliest {
             self.shared.wake_timer.notify_one();

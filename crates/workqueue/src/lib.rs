@@ -14,6 +14,8 @@
 //!   DelayingQueue: heap of (ready time, key) ◄── RateLimitingQueue::add_rate_limited
 //!                                                   (RateLimiter::when: backoff, token bucket)
 //!   KeyEnqueuer: an informer handler that adds keys; Metrics: depth, adds, latencies, retries.
+//!   PriorityQueue: a RateLimitingQueue whose work queue hands out higher priorities first,
+//!                  with aging so that none starves (the initial list low, live events high).
 //! ```
 //!
 //! Invariants the queue keeps (written out next to the data in `queue.rs`, checked by a property
@@ -21,7 +23,9 @@
 //! - an item is handed to at most one worker at a time;
 //! - an item added while it is processed is handed out again once, after `done`;
 //! - an item is never queued twice; adding a waiting item changes nothing;
-//! - after shutdown nothing new is accepted, but every queued item is still handed out.
+//! - after shutdown nothing new is accepted, but every queued item is still handed out;
+//! - in a priority queue, higher priorities go first, first in first out within one, and an item
+//!   is overtaken only by items queued within `(q − p)·A` after it (`priority.rs`, PQ1–PQ5).
 //!
 //! ```
 //! use std::time::Duration;
@@ -56,6 +60,8 @@ pub mod bridge;
 pub mod delaying;
 pub mod metrics;
 pub mod parallelize;
+pub mod priority;
+pub mod priority_queue;
 #[cfg(feature = "prometheus")]
 pub mod prometheus;
 pub mod queue;
@@ -66,9 +72,11 @@ pub use bridge::{Enqueue, KeyEnqueuer};
 pub use delaying::DelayingQueue;
 pub use metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, InMemoryMetricsProvider, MetricsProvider,
-    MetricsSnapshot, NoopMetricsProvider, SettableGaugeMetric,
+    MetricsSnapshot, NoopMetricsProvider, PriorityGaugeMetric, SettableGaugeMetric,
 };
 pub use parallelize::parallelize_until;
+pub use priority::{AgingRate, DEFAULT_PRIORITY, LOW_PRIORITY};
+pub use priority_queue::{AddOpts, PriorityQueue, PriorityQueueConfig};
 #[cfg(feature = "prometheus")]
 pub use prometheus::PrometheusMetricsProvider;
 pub use queue::{QueueConfig, TouchHook, WorkQueue};
@@ -83,8 +91,8 @@ pub use rate_limiting::RateLimitingQueue;
 pub mod prelude {
     pub use crate::shared_informer::prelude::*;
     pub use crate::{
-        default_controller_rate_limiter, DelayingQueue, KeyEnqueuer, RateLimiter,
-        RateLimitingQueue, WorkQueue,
+        default_controller_rate_limiter, AddOpts, DelayingQueue, KeyEnqueuer, PriorityQueue,
+        RateLimiter, RateLimitingQueue, WorkQueue, LOW_PRIORITY,
     };
 }
 

@@ -23,7 +23,7 @@
 //! # queue.shutdown(); }
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +37,15 @@ pub trait GaugeMetric: Send + Sync {
     fn inc(&self);
     /// Subtracts one.
     fn dec(&self);
+}
+
+/// A gauge that goes up and down by one per priority: the depth of a priority queue by
+/// priority.
+pub trait PriorityGaugeMetric: Send + Sync {
+    /// Adds one to the value of `priority`.
+    fn inc(&self, priority: i32);
+    /// Subtracts one from the value of `priority`.
+    fn dec(&self, priority: i32);
 }
 
 /// A gauge set to a value (unfinished work seconds, longest running processor).
@@ -92,6 +101,12 @@ pub trait MetricsProvider: Send + Sync {
     ) -> Arc<dyn SettableGaugeMetric>;
     /// `workqueue_retries_total`: delayed adds (counted by the delaying queue).
     fn new_retries_metric(&self, name: &str) -> Arc<dyn CounterMetric>;
+    /// The items a [`PriorityQueue`](crate::PriorityQueue) holds waiting, by their priority
+    /// (E10.4). Only priority queues ask for it; the default records nothing.
+    fn new_depth_by_priority_metric(&self, name: &str) -> Arc<dyn PriorityGaugeMetric> {
+        let _ = name;
+        Arc::new(Noop)
+    }
 }
 
 /// The default provider: records nothing, and makes queues skip metric bookkeeping entirely.
@@ -113,6 +128,10 @@ impl SettableGaugeMetric for Noop {
 }
 impl CounterMetric for Noop {
     fn inc(&self) {}
+}
+impl PriorityGaugeMetric for Noop {
+    fn inc(&self, _: i32) {}
+    fn dec(&self, _: i32) {}
 }
 impl HistogramMetric for Noop {
     fn observe(&self, _: f64) {}
@@ -167,6 +186,9 @@ pub struct MetricsSnapshot {
     pub retries: u64,
 }
 
+/// One queue's depth by priority, shared by the provider and the queue's gauge.
+type DepthByPrioritySlot = Arc<Mutex<BTreeMap<i32, i64>>>;
+
 /// A provider that keeps every value in memory, for tests and debugging.
 ///
 /// ```
@@ -180,12 +202,27 @@ pub struct MetricsSnapshot {
 #[derive(Debug, Default)]
 pub struct InMemoryMetricsProvider {
     queues: Mutex<HashMap<String, Arc<Mutex<MetricsSnapshot>>>>,
+    by_priority: Mutex<HashMap<String, DepthByPrioritySlot>>,
 }
 
 impl InMemoryMetricsProvider {
     /// A copy of the values recorded for the queue `name`, if any metric was created for it.
     pub fn snapshot(&self, name: &str) -> Option<MetricsSnapshot> {
         self.queues.lock().get(name).map(|m| m.lock().clone())
+    }
+
+    /// The depth by priority recorded for the priority queue `name` (priorities whose depth
+    /// went back to zero included), if it asked for that metric.
+    ///
+    /// ```
+    /// use workqueue::{InMemoryMetricsProvider, MetricsProvider};
+    ///
+    /// let provider = InMemoryMetricsProvider::default();
+    /// provider.new_depth_by_priority_metric("q").inc(-100);
+    /// assert_eq!(provider.depth_by_priority("q").unwrap()[&-100], 1);
+    /// ```
+    pub fn depth_by_priority(&self, name: &str) -> Option<BTreeMap<i32, i64>> {
+        self.by_priority.lock().get(name).map(|m| m.lock().clone())
     }
 
     fn slot(&self, name: &str) -> Arc<Mutex<MetricsSnapshot>> {
@@ -255,6 +292,17 @@ impl HistogramMetric for InMemoryMetric {
     }
 }
 
+struct InMemoryPriorityGauge(DepthByPrioritySlot);
+
+impl PriorityGaugeMetric for InMemoryPriorityGauge {
+    fn inc(&self, priority: i32) {
+        *self.0.lock().entry(priority).or_default() += 1;
+    }
+    fn dec(&self, priority: i32) {
+        *self.0.lock().entry(priority).or_default() -= 1;
+    }
+}
+
 impl InMemoryMetricsProvider {
     fn metric(&self, name: &str, field: Field) -> Arc<InMemoryMetric> {
         Arc::new(InMemoryMetric {
@@ -288,6 +336,15 @@ impl MetricsProvider for InMemoryMetricsProvider {
     }
     fn new_retries_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
         self.metric(name, Field::Retries)
+    }
+    fn new_depth_by_priority_metric(&self, name: &str) -> Arc<dyn PriorityGaugeMetric> {
+        let slot = self
+            .by_priority
+            .lock()
+            .entry(name.to_string())
+            .or_default()
+            .clone();
+        Arc::new(InMemoryPriorityGauge(slot))
     }
 }
 

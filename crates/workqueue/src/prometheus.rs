@@ -31,7 +31,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use crate::metrics::{
-    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
+    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, PriorityGaugeMetric,
+    SettableGaugeMetric,
 };
 
 type Labels = Vec<(String, String)>;
@@ -53,10 +54,12 @@ pub struct PrometheusMetricsProvider {
     unfinished: Family<Labels, FloatGauge>,
     longest: Family<Labels, FloatGauge>,
     retries: Family<Labels, Counter>,
+    depth_by_priority: Family<Labels, Gauge>,
 }
 
 impl PrometheusMetricsProvider {
-    /// Registers the seven `workqueue_*` metric families in `registry`.
+    /// Registers the seven `workqueue_*` metric families in `registry`, and
+    /// `workqueue_depth_by_priority` (labels `name` and `priority`) for priority queues (E10.4).
     pub fn register(registry: &mut Registry) -> Self {
         let provider = Self {
             depth: Family::default(),
@@ -66,6 +69,7 @@ impl PrometheusMetricsProvider {
             unfinished: Family::default(),
             longest: Family::default(),
             retries: Family::default(),
+            depth_by_priority: Family::default(),
         };
         registry.register(
             "workqueue_depth",
@@ -102,7 +106,35 @@ impl PrometheusMetricsProvider {
             "Total number of retries handled by workqueue",
             provider.retries.clone(),
         );
+        registry.register(
+            "workqueue_depth_by_priority",
+            "Current depth of a priority workqueue, by priority",
+            provider.depth_by_priority.clone(),
+        );
         provider
+    }
+}
+
+/// One queue's `workqueue_depth_by_priority` series, created per priority when first used.
+struct DepthByPriority {
+    family: Family<Labels, Gauge>,
+    name: String,
+}
+
+impl DepthByPriority {
+    fn gauge(&self, priority: i32) -> Gauge {
+        let mut labels = labels(&self.name);
+        labels.push(("priority".to_string(), priority.to_string()));
+        self.family.get_or_create(&labels).clone()
+    }
+}
+
+impl PriorityGaugeMetric for DepthByPriority {
+    fn inc(&self, priority: i32) {
+        self.gauge(priority).inc();
+    }
+    fn dec(&self, priority: i32) {
+        self.gauge(priority).dec();
     }
 }
 
@@ -162,6 +194,12 @@ impl MetricsProvider for PrometheusMetricsProvider {
     fn new_retries_metric(&self, name: &str) -> Arc<dyn CounterMetric> {
         Arc::new(self.retries.get_or_create(&labels(name)).clone())
     }
+    fn new_depth_by_priority_metric(&self, name: &str) -> Arc<dyn PriorityGaugeMetric> {
+        Arc::new(DepthByPriority {
+            family: self.depth_by_priority.clone(),
+            name: name.to_string(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -169,7 +207,7 @@ mod tests {
     use prometheus_client::encoding::text::encode;
 
     use super::*;
-    use crate::{DelayingQueue, QueueConfig};
+    use crate::{AddOpts, DelayingQueue, PriorityQueue, PriorityQueueConfig, QueueConfig};
 
     #[tokio::test(start_paused = true)]
     async fn exports_the_seven_kubernetes_workqueue_metrics_with_the_name_label() {
@@ -193,6 +231,29 @@ mod tests {
             r#"workqueue_retries_total{name="pods"} 1"#,
             r#"workqueue_queue_duration_seconds_bucket{le="1e-8",name="pods"} 1"#,
             r#"workqueue_queue_duration_seconds_bucket{le="10.0",name="pods"} 1"#,
+        ] {
+            assert!(text.contains(line), "missing `{line}` in:\n{text}");
+        }
+        queue.shutdown();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_priority_queue_exports_its_depth_by_priority() {
+        let mut registry = Registry::default();
+        let provider = Arc::new(PrometheusMetricsProvider::register(&mut registry));
+        let config = PriorityQueueConfig::new()
+            .name("pods")
+            .metrics_provider(provider);
+        let queue = PriorityQueue::with_config(crate::default_controller_rate_limiter(), config);
+        queue.add_with_opts(AddOpts::new().priority(crate::LOW_PRIORITY), "a");
+        queue.add_with_opts(AddOpts::new().priority(crate::LOW_PRIORITY), "b");
+        queue.add("c");
+        let mut text = String::new();
+        encode(&mut text, &registry).unwrap();
+        for line in [
+            r#"workqueue_depth_by_priority{name="pods",priority="-100"} 2"#,
+            r#"workqueue_depth_by_priority{name="pods",priority="0"} 1"#,
+            r#"workqueue_depth{name="pods"} 3"#,
         ] {
             assert!(text.contains(line), "missing `{line}` in:\n{text}");
         }

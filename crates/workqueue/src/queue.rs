@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::metrics::{MetricsProvider, NoopMetricsProvider, QueueMetrics};
+use crate::priority::{AgingRate, PriorityBacklog, DEFAULT_PRIORITY};
 
 /// How often a named queue with metrics updates its unfinished-work gauges (E10.3).
 pub(crate) const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
@@ -122,6 +123,68 @@ impl<T> QueueConfig<T> {
     }
 }
 
+/// The waiting items in the order they are handed out: first in first out for a [`WorkQueue`],
+/// by priority with aging for a [`PriorityQueue`](crate::PriorityQueue) (`priority.rs`). The
+/// per-key rules (dirty, processing) are the queue's, the same for both.
+enum Backlog<T> {
+    Fifo(VecDeque<T>),
+    Priority(PriorityBacklog<T>),
+}
+
+impl<T> Backlog<T> {
+    fn len(&self) -> usize {
+        match self {
+            Backlog::Fifo(queue) => queue.len(),
+            Backlog::Priority(backlog) => backlog.len(),
+        }
+    }
+}
+
+impl<T: Hash + Eq + Clone> Backlog<T> {
+    /// Queues an item that is neither waiting nor processing.
+    fn push(&mut self, item: T, priority: Option<i32>) {
+        match self {
+            Backlog::Fifo(queue) => queue.push_back(item),
+            Backlog::Priority(backlog) => backlog.push(item, priority),
+        }
+    }
+
+    /// An add of an item already waiting (or, `processing`, being processed).
+    fn added_again(&mut self, item: &T, priority: Option<i32>, processing: bool) {
+        if let Backlog::Priority(backlog) = self {
+            if processing {
+                backlog.note_requeue(item, priority);
+            } else {
+                backlog.raise(item, priority);
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<(T, i32)> {
+        match self {
+            Backlog::Fifo(queue) => queue.pop_front().map(|item| (item, DEFAULT_PRIORITY)),
+            Backlog::Priority(backlog) => backlog.pop(),
+        }
+    }
+
+    /// The item's processing is done; it is queued again if `requeue`.
+    fn finish(&mut self, item: &T, requeue: bool) {
+        match self {
+            Backlog::Fifo(queue) if requeue => queue.push_back(item.clone()),
+            Backlog::Fifo(_) => {}
+            Backlog::Priority(backlog) => backlog.finish(item, requeue),
+        }
+    }
+
+    #[cfg(test)]
+    fn items(&self) -> Vec<&T> {
+        match self {
+            Backlog::Fifo(queue) => queue.iter().collect(),
+            Backlog::Priority(backlog) => backlog.items().collect(),
+        }
+    }
+}
+
 /// Everything guarded by the queue's lock.
 ///
 /// Invariants (E1.1), checked by `State::check_invariants` in the property and stress tests:
@@ -133,7 +196,7 @@ impl<T> QueueConfig<T> {
 ///   its `done`, and `get` never hands out an item that is in `processing`.
 pub(crate) struct State<T> {
     /// Items waiting to be handed out, in order.
-    queue: VecDeque<T>,
+    queue: Backlog<T>,
     /// Items that need processing: everything queued, plus items re-added while processing.
     dirty: HashSet<T>,
     /// Items handed out to a worker and not yet done.
@@ -149,7 +212,7 @@ impl<T: Hash + Eq + Clone> State<T> {
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
         let mut seen = HashSet::new();
-        for item in &self.queue {
+        for item in self.queue.items() {
             assert!(self.dirty.contains(item), "queued ⊆ dirty violated");
             assert!(
                 !self.processing.contains(item),
@@ -167,6 +230,9 @@ impl<T: Hash + Eq + Clone> State<T> {
             self.queue.len(),
             "queued once violated"
         );
+        if let Backlog::Priority(backlog) = &self.queue {
+            backlog.check_invariants(&self.processing);
+        }
     }
 }
 
@@ -177,6 +243,8 @@ struct Shared<T> {
     /// Wakes `shutdown_with_drain` when processing empties or drain is cancelled.
     drained: Notify,
     touch: Option<TouchHook<T>>,
+    /// Whether the backlog is a priority one, readable without the lock.
+    prioritized: bool,
 }
 
 /// A work queue with client-go semantics, generic over the item (usually an object key).
@@ -235,17 +303,28 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// A named queue with a real metrics provider spawns a task that updates the
     /// unfinished-work gauges every 500 ms, so it must be created inside a tokio runtime.
     pub fn with_config(config: QueueConfig<T>) -> Self {
-        let metrics = match &config.name {
-            Some(name) if !config.provider.is_noop() => {
-                Some(QueueMetrics::new(name, config.provider.as_ref()))
+        Self::with_backlog(config, None)
+    }
+
+    /// A queue handing items out by priority with `aging` (`Some`), or first in first out.
+    pub(crate) fn with_backlog(config: QueueConfig<T>, aging: Option<AgingRate>) -> Self {
+        let name = config
+            .name
+            .as_deref()
+            .filter(|_| !config.provider.is_noop());
+        let metrics = name.map(|name| QueueMetrics::new(name, config.provider.as_ref()));
+        let queue = match aging {
+            None => Backlog::Fifo(VecDeque::new()),
+            Some(aging) => {
+                let depth = name.map(|name| config.provider.new_depth_by_priority_metric(name));
+                Backlog::Priority(PriorityBacklog::new(aging, depth))
             }
-            _ => None,
         };
         let with_metrics = metrics.is_some();
         let queue = Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
-                    queue: VecDeque::new(),
+                    queue,
                     dirty: HashSet::new(),
                     processing: HashSet::new(),
                     shutting_down: false,
@@ -256,6 +335,7 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
                 item_ready: Notify::new(),
                 drained: Notify::new(),
                 touch: config.touch,
+                prioritized: aging.is_some(),
             }),
         };
         if with_metrics {
@@ -269,8 +349,13 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Ignored after shutdown. An item already waiting is not queued twice; an item being
     /// processed is queued again when its worker calls [`done`](Self::done).
     pub fn add(&self, item: T) {
+        self.add_with_priority(item, None);
+    }
+
+    /// [`add`](Self::add) naming a priority, which only a priority queue heeds.
+    pub(crate) fn add_with_priority(&self, item: T, priority: Option<i32>) {
         let mut state = self.shared.state.lock();
-        let pushed = Self::add_locked(&mut state, item, self.shared.touch.as_ref());
+        let pushed = Self::add_locked(&mut state, item, priority, self.shared.touch.as_ref());
         let notify = pushed && state.waiting_getters > 0;
         drop(state);
         if notify {
@@ -280,14 +365,15 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Adds several items under one lock, in order, as if by [`add`](Self::add) each (used by
     /// the delaying queue's timer task to release a batch of due items).
-    pub(crate) fn add_all(&self, items: impl IntoIterator<Item = T>) {
+    pub(crate) fn add_all(&self, items: impl IntoIterator<Item = (T, Option<i32>)>) {
         let mut wake = 0;
         {
             let mut state = self.shared.state.lock();
-            for item in items {
+            for (item, priority) in items {
                 wake += usize::from(Self::add_locked(
                     &mut state,
                     item,
+                    priority,
                     self.shared.touch.as_ref(),
                 ));
             }
@@ -299,12 +385,19 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     }
 
     /// The body of `add`; true if an item was pushed onto the queue.
-    fn add_locked(state: &mut State<T>, item: T, touch: Option<&TouchHook<T>>) -> bool {
+    fn add_locked(
+        state: &mut State<T>,
+        item: T,
+        priority: Option<i32>,
+        touch: Option<&TouchHook<T>>,
+    ) -> bool {
         if state.shutting_down {
             return false;
         }
+        let processing = state.processing.contains(&item);
         if state.dirty.contains(&item) {
-            if !state.processing.contains(&item) {
+            state.queue.added_again(&item, priority, processing);
+            if !processing {
                 if let Some(touch) = touch {
                     touch(&item);
                 }
@@ -314,13 +407,27 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
         if let Some(metrics) = &mut state.metrics {
             metrics.add(&item);
         }
-        if state.processing.contains(&item) {
+        if processing {
+            state.queue.added_again(&item, priority, true);
             state.dirty.insert(item);
             return false;
         }
         state.dirty.insert(item.clone());
-        state.queue.push_back(item);
+        state.queue.push(item, priority);
         true
+    }
+
+    /// The priority an add naming none would give `item` now (its own while it waits or is
+    /// processed), so that a delayed add can carry it; `None` for a first-in-first-out queue or
+    /// an item the queue does not hold.
+    pub(crate) fn priority_of(&self, item: &T) -> Option<i32> {
+        if !self.shared.prioritized {
+            return None;
+        }
+        match &self.shared.state.lock().queue {
+            Backlog::Priority(backlog) => backlog.priority_of(item),
+            Backlog::Fifo(_) => None,
+        }
     }
 
     /// Waits for the next item and marks it as processing; `None` once the queue is shut down
@@ -333,6 +440,12 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Cancel safe: an item is taken, and marked processing, only in the poll that returns it; a future
     /// dropped while waiting takes nothing.
     pub async fn get(&self) -> Option<T> {
+        self.get_with_priority().await.map(|(item, _)| item)
+    }
+
+    /// [`get`](Self::get), with the priority the item was queued with ([`DEFAULT_PRIORITY`] in a
+    /// first-in-first-out queue). Cancel safe, as `get`.
+    pub(crate) async fn get_with_priority(&self) -> Option<(T, i32)> {
         if let Some(answer) = self.try_get() {
             return answer;
         }
@@ -353,19 +466,19 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
     }
 
     /// `Some(answer)` if `get` would return at once.
-    fn try_get(&self) -> Option<Option<T>> {
+    fn try_get(&self) -> Option<Option<(T, i32)>> {
         Self::take(&mut self.shared.state.lock())
     }
 
-    fn take(state: &mut State<T>) -> Option<Option<T>> {
-        match state.queue.pop_front() {
-            Some(item) => {
+    fn take(state: &mut State<T>) -> Option<Option<(T, i32)>> {
+        match state.queue.pop() {
+            Some((item, priority)) => {
                 state.dirty.remove(&item);
                 if let Some(metrics) = &mut state.metrics {
                     metrics.get(&item);
                 }
                 state.processing.insert(item.clone());
-                Some(Some(item))
+                Some(Some((item, priority)))
             }
             None if state.shutting_down => Some(None),
             None => None,
@@ -382,8 +495,9 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> WorkQueue<T> {
             metrics.done(item);
         }
         state.processing.remove(item);
-        if state.dirty.contains(item) {
-            state.queue.push_back(item.clone());
+        let requeue = state.dirty.contains(item);
+        state.queue.finish(item, requeue);
+        if requeue {
             let notify = state.waiting_getters > 0;
             drop(state);
             if notify {

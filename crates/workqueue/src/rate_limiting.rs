@@ -29,6 +29,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::delaying::DelayingQueue;
+use crate::priority::AgingRate;
 use crate::queue::QueueConfig;
 use crate::rate_limiter::RateLimiter;
 
@@ -86,10 +87,25 @@ impl<T: Hash + Eq + Clone + Send + Sync + 'static> RateLimitingQueue<T> {
 
     /// A queue with the given options, using `limiter`.
     pub fn with_config(limiter: impl RateLimiter<T> + 'static, config: QueueConfig<T>) -> Self {
+        Self::with_backlog(limiter, config, None)
+    }
+
+    /// A rate-limiting queue over a work queue handing items out by priority with `aging`
+    /// (`Some`), or first in first out.
+    pub(crate) fn with_backlog(
+        limiter: impl RateLimiter<T> + 'static,
+        config: QueueConfig<T>,
+        aging: Option<AgingRate>,
+    ) -> Self {
         Self {
-            queue: DelayingQueue::with_config(config),
+            queue: DelayingQueue::with_backlog(config, aging),
             limiter: Arc::new(limiter),
         }
+    }
+
+    /// The limiter's delay for `item`'s next retry (counts the retry, as `add_rate_limited`).
+    pub(crate) fn when(&self, item: &T) -> std::time::Duration {
+        self.limiter.when(item)
     }
 
     /// Adds `item` after the delay the limiter gives it (E8.1).
