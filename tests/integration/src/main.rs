@@ -44,6 +44,14 @@ pub struct Opts {
     pub soak_seconds: u64,
     /// The server the portable scenarios run on (the others always run on the simulator).
     pub server: backend::ServerKind,
+    /// The request budget of each sharded replica's clients, requests/s (`None`: the
+    /// scenario's own, 2,000; `--replica-qps 50` runs them at client-go's default).
+    pub replica_qps: Option<u64>,
+    /// How many widgets the sharding scenario runs with (`None`: its own 3,000).
+    pub widgets: Option<usize>,
+    /// The sharded replicas' ring and sharder share their clients' request budgets, as before
+    /// they had their own (`--shared-budgets`, for comparisons).
+    pub shared_budgets: bool,
 }
 
 /// One scenario: a name to filter on, a description, a time limit and the code.
@@ -68,11 +76,15 @@ fn usage() -> &'static str {
     "usage: cargo xtask integration [FILTER...] [--list] [--soak-seconds N]\n\
      \x20                              [--queue in-order|delta-fifo|both]\n\
      \x20                              [--only informers|others] [--server sim|real]\n\
+     \x20                              [--replica-qps N] [--widgets N] [--shared-budgets]\n\
      Runs the end-to-end scenarios whose names contain any FILTER (all without one), with the\n\
      informers on the in-order queue (default), the DeltaFifo, or each in turn (`both`: the\n\
      scenarios without informers run once); `--only` keeps the scenarios that run informers,\n\
      or those that do not; `--server real` runs the portable scenarios on a real kube-apiserver\n\
-     and etcd (built from the Go module proxy when missing) instead of the simulator."
+     and etcd (built from the Go module proxy when missing) instead of the simulator;\n\
+     `--replica-qps N` gives the sharded replicas' clients N requests/s (default 2,000), and\n\
+     `--widgets N` runs the sharding scenario with N widgets (default 3,000); `--shared-budgets`\n\
+     makes the replicas' ring and sharder share their clients' request budgets."
 }
 
 struct Args {
@@ -101,6 +113,9 @@ fn parse_args() -> Result<Args, String> {
         opts: Opts {
             soak_seconds: 120,
             server: backend::ServerKind::Sim,
+            replica_qps: None,
+            widgets: None,
+            shared_budgets: false,
         },
         queues: vec![IN_ORDER],
         only_informers: None,
@@ -119,6 +134,27 @@ fn parse_args() -> Result<Args, String> {
                 if args.opts.soak_seconds < 6 {
                     return Err("--soak-seconds must be at least 6".into());
                 }
+            }
+            "--replica-qps" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| format!("--replica-qps needs a value\n{}", usage()))?;
+                let qps: u64 = v.parse().map_err(|e| format!("--replica-qps {v:?}: {e}"))?;
+                if qps == 0 {
+                    return Err("--replica-qps must be at least 1".into());
+                }
+                args.opts.replica_qps = Some(qps);
+            }
+            "--shared-budgets" => args.opts.shared_budgets = true,
+            "--widgets" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| format!("--widgets needs a value\n{}", usage()))?;
+                let n: usize = v.parse().map_err(|e| format!("--widgets {v:?}: {e}"))?;
+                if !(10..=100_000).contains(&n) {
+                    return Err("--widgets must be between 10 and 100000".into());
+                }
+                args.opts.widgets = Some(n);
             }
             "--server" => {
                 let v = it

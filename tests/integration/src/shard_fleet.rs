@@ -170,6 +170,7 @@ pub fn replica_opts(sim: &SimServer, id: &str, ns: &str) -> ReplicaOpts {
         status_ms: 200,
         // A simulator on this machine answers far faster than client-go's 50 requests/s.
         qps: 2000,
+        shared_budgets: 0,
     }
 }
 

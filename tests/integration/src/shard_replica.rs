@@ -117,6 +117,9 @@ pub struct ReplicaOpts {
     pub status_ms: u64,
     /// The client's request rate limit (requests/s, burst twice that); 0: client-go's 50/s.
     pub qps: u64,
+    /// The ring and the sharder share their clients' budgets (1) instead of their own
+    /// defaults (0): how they ran before they had budgets of their own.
+    pub shared_budgets: u64,
 }
 
 impl ReplicaOpts {
@@ -136,6 +139,7 @@ impl ReplicaOpts {
             ("--delay-ms", self.delay_ms.to_string()),
             ("--status-ms", self.status_ms.to_string()),
             ("--qps", self.qps.to_string()),
+            ("--shared-budgets", self.shared_budgets.to_string()),
         ] {
             args.push(flag.into());
             args.push(value);
@@ -157,6 +161,7 @@ impl ReplicaOpts {
             delay_ms: 0,
             status_ms: 200,
             qps: 0,
+            shared_budgets: 0,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -179,6 +184,7 @@ impl ReplicaOpts {
                 "--delay-ms" => opts.delay_ms = number()?,
                 "--status-ms" => opts.status_ms = number()?.max(10),
                 "--qps" => opts.qps = number()?,
+                "--shared-budgets" => opts.shared_budgets = number()?,
                 other => return Err(format!("unknown flag {other:?}")),
             }
         }
@@ -295,7 +301,11 @@ async fn run(opts: ReplicaOpts) -> Result<(), String> {
     let mut tasks = Vec::new();
 
     // Membership.
-    let leases = ApiRingLeases::new(client.clone(), &ns);
+    let leases = if opts.shared_budgets > 0 {
+        ApiRingLeases::with_budget(client.clone(), &ns)
+    } else {
+        ApiRingLeases::new(client.clone(), &ns)
+    };
     let ring = Ring::new(RING, opts.election(RING), leases.clone()).map_err(|e| e.to_string())?;
     tasks.push(tokio::spawn({
         let (ring, stop) = (ring.clone(), stop.clone());
@@ -316,6 +326,9 @@ async fn run(opts: ReplicaOpts) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut sharder_config = SharderConfig::default();
     sharder_config.workers = 8;
+    if opts.shared_budgets > 0 {
+        sharder_config.rate_limit = None;
+    }
     let sharder: Sharder<PartialObjectMetadata, _> = Sharder::new(
         ring.clone(),
         sharder_client.clone(),

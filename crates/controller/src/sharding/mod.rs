@@ -97,8 +97,9 @@ pub use handover::{
 };
 pub use ring::{
     max_departure_delay, shard_lease_name, ApiRingLeases, Membership, MemoryRingLeases, Ring,
-    RingLeases, ShardLease, RING_LABEL,
+    RingLeases, ShardLease, RING_LABEL, RING_RATE_LIMIT,
 };
 pub use sharder::{
-    drain_label, plan, plan_child, shard_selector, Sharder, SharderConfig, Step, DRAIN_LABEL_PREFIX,
+    drain_label, plan, plan_child, shard_selector, Sharder, SharderConfig, Step,
+    DRAIN_LABEL_PREFIX, SHARDER_RATE_LIMIT,
 };

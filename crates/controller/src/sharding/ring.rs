@@ -36,7 +36,7 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::Object;
-use workqueue::shared_informer::reflector::{Client, ListOptions};
+use workqueue::shared_informer::reflector::{Client, ListOptions, RateLimit};
 
 use crate::leader_election::{
     leases_api, lock_error, ApiLeaseLock, ElectionEnd, LeaderElectionConfig,
@@ -86,9 +86,23 @@ impl std::fmt::Debug for ApiRingLeases {
     }
 }
 
+/// The request budget of a replica's ring traffic, its own by default ([`ApiRingLeases::new`]):
+/// a renewal and a listing every retry period need a few requests a second, and must never wait
+/// behind the replica's reconciles in a shared budget, or the lease lapses under load.
+pub const RING_RATE_LIMIT: RateLimit = RateLimit {
+    qps: 10.0,
+    burst: 20,
+};
+
 impl ApiRingLeases {
-    /// The shard Leases in `namespace`, read through `client`.
+    /// The shard Leases in `namespace`, read and written through `client`'s connections with a
+    /// request budget of their own, [`RING_RATE_LIMIT`] (see [`Client::with_rate_limit`]).
     pub fn new(client: Client, namespace: impl Into<String>) -> Self {
+        Self::with_budget(client.with_rate_limit(Some(RING_RATE_LIMIT)), namespace)
+    }
+
+    /// The shard Leases in `namespace` through `client` as it is, sharing its request budget.
+    pub fn with_budget(client: Client, namespace: impl Into<String>) -> Self {
         Self {
             client,
             namespace: namespace.into(),

@@ -42,7 +42,7 @@ use workqueue::shared_informer::reflector::store_index::{
     DynamicObject, Object, ObjectOrTombstone, ReadOnlyIndexer,
 };
 use workqueue::shared_informer::reflector::{
-    Api, Client, ClientError, Decode, ListerWatcher, Patch, PatchOptions, Resource,
+    Api, Client, ClientError, Decode, ListerWatcher, Patch, PatchOptions, RateLimit, Resource,
 };
 use workqueue::shared_informer::{EventHandlerFns, InformerError, SharedIndexInformer};
 use workqueue::{ItemExponentialFailureRateLimiter, RateLimitingQueue};
@@ -180,7 +180,19 @@ pub struct SharderConfig {
     pub base_backoff: Duration,
     /// Longest backoff of a failing write.
     pub max_backoff: Duration,
+    /// The sharder's own request budget (over the connections of the client it is given): a
+    /// rebalance writes a few labels per moved object, and neither those writes nor the
+    /// replica's reconciles may starve the other. `None`: share the given client's budget.
+    pub rate_limit: Option<RateLimit>,
 }
+
+/// The sharder's default request budget: a rebalance of 1,000 objects (about 3,000 label
+/// writes) in about 15 s, far above what the replica's own reconciles get by default (client-go's
+/// 50 requests/s), which it no longer waits behind.
+pub const SHARDER_RATE_LIMIT: RateLimit = RateLimit {
+    qps: 200.0,
+    burst: 400,
+};
 
 impl Default for SharderConfig {
     fn default() -> Self {
@@ -189,6 +201,7 @@ impl Default for SharderConfig {
             membership_poll: Duration::from_millis(100),
             base_backoff: Duration::from_millis(10),
             max_backoff: Duration::from_secs(5),
+            rate_limit: Some(SHARDER_RATE_LIMIT),
         }
     }
 }
@@ -271,7 +284,10 @@ where
                 drain: drain_label(&ring_name),
                 ring_name,
                 ring,
-                client,
+                client: match config.rate_limit {
+                    Some(limit) => client.with_rate_limit(Some(limit)),
+                    None => client,
+                },
                 resource,
                 kind: kind.into(),
                 objects: objects.indexer().clone(),

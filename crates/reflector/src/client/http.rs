@@ -26,7 +26,7 @@ use super::config::{ClusterConfig, Credentials, Impersonate};
 use super::content_encoding::{read_gzip_body, Encoding};
 use super::error::{ClientError, ConfigError};
 use super::proxy::{describe_route, forward_authorization, ProxyConnector, ProxySettings};
-use super::rate_limit::TokenBucket;
+use super::rate_limit::{RateLimit, TokenBucket};
 use super::tls::{tls_config, tls_err};
 use super::watch_body::{send_on_dedicated_http1, WatchBody};
 use crate::wire::representation::Representation;
@@ -200,6 +200,25 @@ impl Client {
                 .watch_rate_limit
                 .map(|l| Arc::new(TokenBucket::new(l))),
         })
+    }
+
+    /// This client with a rate limit of its own for requests other than watches (`None`: no
+    /// limit): the connections, credentials and watch limit stay shared with `self`, the
+    /// request budget does not. Give one to a part whose few requests must not wait behind a
+    /// storm of others (a shard ring's lease renewals behind a controller's reconciles).
+    ///
+    /// ```
+    /// use reflector::{Client, ClusterConfig, RateLimit};
+    /// let client = Client::new(&ClusterConfig::new("https://10.0.0.1:6443")?)?;
+    /// let leases = client.with_rate_limit(Some(RateLimit::new(10.0, 20)));
+    /// # let _ = leases;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn with_rate_limit(&self, limit: Option<RateLimit>) -> Client {
+        Client {
+            requests: limit.map(|l| Arc::new(TokenBucket::new(l))),
+            ..self.clone()
+        }
     }
 
     /// Sends `GET path_and_query` and returns the response head once it arrives (any status),
@@ -851,4 +870,33 @@ fn content_type_of(headers: &http::HeaderMap) -> Option<String> {
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_with_a_rate_limit_of_its_own_shares_everything_but_the_request_budget() {
+        let config = ClusterConfig::new("https://10.0.0.1:6443").unwrap();
+        let shared = Client::new(&config).unwrap();
+        let own = shared.with_rate_limit(Some(RateLimit::new(10.0, 20)));
+        let (Some(a), Some(b)) = (&shared.requests, &own.requests) else {
+            panic!("both limit their requests");
+        };
+        assert!(!Arc::ptr_eq(a, b), "a budget of its own");
+        let (Some(a), Some(b)) = (&shared.watches, &own.watches) else {
+            panic!("both limit their watches");
+        };
+        assert!(Arc::ptr_eq(a, b), "the watch budget stays shared");
+        assert!(
+            Arc::ptr_eq(&shared.pool, &own.pool),
+            "the connections stay shared"
+        );
+        assert!(
+            Arc::ptr_eq(&shared.auth, &own.auth),
+            "the credentials stay shared"
+        );
+        assert!(shared.with_rate_limit(None).requests.is_none());
+    }
 }

@@ -173,22 +173,28 @@ fn labelled(sim: &SimServer, who: &str) -> Result<Vec<String>, Failure> {
 }
 
 /// The scenario.
-pub async fn sharding(_opts: Opts) -> Outcome {
+pub async fn sharding(opts: Opts) -> Outcome {
     let started = Instant::now();
     let ids = ["a", "b", "c", "d", "e"];
     let sim = sim_for(&ids, NS).await.map_err(Failure)?;
-    for i in 0..WIDGETS {
+    let widgets = opts.widgets.unwrap_or(WIDGETS);
+    for i in 0..widgets {
         create_widget(&sim, NS, &format!("w-{i}"), 0).map_err(Failure)?;
     }
     let mut procs: BTreeMap<String, Proc> = BTreeMap::new();
     let mut steps = Vec::new();
     let mut max_ratio: f64 = 0.0;
     let spawn = |procs: &mut BTreeMap<String, Proc>, id: &str| -> Result<(), Failure> {
-        let proc = Proc::spawn(&replica_opts(&sim, id, NS)).map_err(Failure)?;
+        let mut replica = replica_opts(&sim, id, NS);
+        if let Some(qps) = opts.replica_qps {
+            replica.qps = qps;
+        }
+        replica.shared_budgets = u64::from(opts.shared_budgets);
+        let proc = Proc::spawn(&replica).map_err(Failure)?;
         procs.insert(proc.identity.clone(), proc);
         Ok(())
     };
-    let churn = Churn::start(sim.clone(), NS, WIDGETS);
+    let churn = Churn::start(sim.clone(), NS, widgets);
 
     // 1: one replica.
     spawn(&mut procs, "a")?;
