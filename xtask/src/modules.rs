@@ -42,6 +42,7 @@ pub const WALLS: &[Walls] = &[Walls {
                 "metrics",
                 "reclaim",
                 "reflector",
+                "shard_filter",
                 "watch_idle",
                 "watch_stream",
             ],
