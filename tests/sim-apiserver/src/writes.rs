@@ -1,10 +1,11 @@
 //! Writes over HTTP: create, update, the four patch types, delete, delete collection, the
 //! `status` and `scale` subresources and dry run, with kube-apiserver's validation and errors.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{header, Method, Request, Response, StatusCode};
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::{json, Value};
@@ -15,8 +16,10 @@ use crate::faults::RequestKind;
 use crate::metrics::Counters;
 use crate::params::{parse_bool, ListParams};
 use crate::patch::{apply_json_patch, JsonPatchError};
+use crate::resource_path::ResourcePath;
 use crate::resources::ResourceDef;
-use crate::server::{check_namespace, json_response, value_response, ResourcePath, Shared};
+use crate::response::{json_response, value_response};
+use crate::shared::Shared;
 use crate::status::ApiError;
 use crate::storage::{key_of, merge_patch, Obj, Preconditions, Storage, WriteOptions, WriteScope};
 
@@ -234,7 +237,7 @@ pub(crate) async fn write_request(
     match (&method, rp.name.as_deref()) {
         (&Method::POST, None) => {
             if def.namespaced {
-                check_namespace(shared, ns)?;
+                shared.check_namespace(ns)?;
             }
             if let Some(bns) = body.pointer("/metadata/namespace").and_then(Value::as_str) {
                 if def.namespaced && !bns.is_empty() && bns != ns {
@@ -612,7 +615,7 @@ fn server_side_apply(
                 return Err(ApiError::not_found(&def.plural, &def.group, name));
             }
             if def.namespaced {
-                check_namespace(shared, ns)?;
+                shared.check_namespace(ns)?;
             }
             let mut obj = apply::apply(None, &applied, manager, force, scope, &def.api_version())?;
             obj["metadata"]["name"] = json!(name);
@@ -739,4 +742,31 @@ fn set_replicas(def: &ResourceDef, cur: &Value, replicas: i64) -> Value {
     }
     *at = json!(replicas);
     v
+}
+
+/// A write request over HTTP: run under its `fieldValidation` (unknown fields of a custom
+/// resource become `Warning` headers or a 400), and followed by serving the CRDs anew when it wrote a
+/// CRD (`crd`).
+pub(crate) async fn around_write<F>(
+    shared: &Shared,
+    crd: bool,
+    query: Option<&str>,
+    write: F,
+) -> Result<Response<SimBody>, ApiError>
+where
+    F: Future<Output = Result<Response<SimBody>, ApiError>>,
+{
+    let (r, warnings) = crate::field_validation::with_field_validation(query, write).await;
+    if crd && r.is_ok() {
+        shared.reconcile_crds();
+    }
+    r.map(|mut resp| {
+        for w in warnings {
+            // kube-apiserver's form: code 299, agent `-`, the text quoted.
+            if let Ok(v) = HeaderValue::from_str(&format!("299 - {w:?}")) {
+                resp.headers_mut().append(header::WARNING, v);
+            }
+        }
+        resp
+    })
 }
