@@ -285,6 +285,7 @@ async fn respond(
     resp
 }
 
+/// The answer to `req` from `auth`, by the route its path takes.
 async fn respond_as(
     shared: Arc<Shared>,
     req: Request<Incoming>,
@@ -298,39 +299,7 @@ async fn respond_as(
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
             r
         }
-        Route::Json(v) => {
-            if req.method() != Method::GET {
-                return error_response(
-                    &shared,
-                    &ApiError::method_not_allowed(req.method().as_str()),
-                );
-            }
-            Counters::inc(&shared.counters.discovery);
-            let accept = req
-                .headers()
-                .get(header::ACCEPT)
-                .and_then(|a| a.to_str().ok());
-            let trimmed = path.trim_end_matches('/');
-            if (trimmed == "/api" || trimmed == "/apis") && !discovery::acceptable(accept) {
-                return error_response(
-                    &shared,
-                    &ApiError::not_acceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"),
-                );
-            }
-            if (trimmed == "/api" || trimmed == "/apis") && discovery::wants_aggregated(accept) {
-                let doc = discovery::aggregated(&shared.registry.read(), trimmed == "/api");
-                let mut r = value_response(&shared, StatusCode::OK, &doc);
-                r.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static(discovery::AGGREGATED_MEDIA_TYPE),
-                );
-                return r;
-            }
-            if trimmed == "/openapi/v2" {
-                return openapi::serve::v2_response(&shared, accept, &v);
-            }
-            value_response(&shared, StatusCode::OK, &v)
-        }
+        Route::Json(v) => document(&shared, &req, &path, &v),
         Route::NotFound => error_response(&shared, &ApiError::path_not_found()),
         Route::NoHandler => {
             let mut r = json_response(
@@ -344,27 +313,10 @@ async fn respond_as(
             );
             r
         }
+        Route::Resource(rp) if crate::authz::reviews::is_review(&rp.def) => {
+            review(&shared, req, &rp, &auth).await
+        }
         Route::Resource(rp) => {
-            if crate::authz::reviews::is_review(&rp.def) {
-                let (parts, body) = req.into_parts();
-                let r = crate::authz::reviews::handle(
-                    &shared.policy,
-                    &auth,
-                    &parts.method,
-                    &rp.def,
-                    rp.name.as_deref(),
-                    parts
-                        .headers
-                        .get(header::CONTENT_TYPE)
-                        .and_then(|v| v.to_str().ok()),
-                    body,
-                )
-                .await;
-                return match r {
-                    Ok((code, v)) => value_response(&shared, code, &v),
-                    Err(e) => error_response(&shared, &e),
-                };
-            }
             let attrs = Attributes::of_request(
                 req.method(),
                 req.uri().query(),
@@ -381,6 +333,66 @@ async fn respond_as(
                 Err(e) => error_response(&shared, &e),
             }
         }
+    }
+}
+
+/// A discovery or OpenAPI document `v` at `path`, in the form the `Accept` header asks for.
+fn document(shared: &Shared, req: &Request<Incoming>, path: &str, v: &Value) -> Response<SimBody> {
+    if req.method() != Method::GET {
+        return error_response(shared, &ApiError::method_not_allowed(req.method().as_str()));
+    }
+    Counters::inc(&shared.counters.discovery);
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok());
+    let trimmed = path.trim_end_matches('/');
+    if (trimmed == "/api" || trimmed == "/apis") && !discovery::acceptable(accept) {
+        return error_response(
+            shared,
+            &ApiError::not_acceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"),
+        );
+    }
+    if (trimmed == "/api" || trimmed == "/apis") && discovery::wants_aggregated(accept) {
+        let doc = discovery::aggregated(&shared.registry.read(), trimmed == "/api");
+        let mut r = value_response(shared, StatusCode::OK, &doc);
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(discovery::AGGREGATED_MEDIA_TYPE),
+        );
+        return r;
+    }
+    if trimmed == "/openapi/v2" {
+        return openapi::serve::v2_response(shared, accept, v);
+    }
+    value_response(shared, StatusCode::OK, v)
+}
+
+/// A self review (served for any user, judged by the policy, not by the store).
+async fn review(
+    shared: &Shared,
+    req: Request<Incoming>,
+    rp: &ResourcePath,
+    auth: &UserInfo,
+) -> Response<SimBody> {
+    let (parts, body) = req.into_parts();
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let r = crate::authz::reviews::handle(
+        &shared.policy,
+        auth,
+        &parts.method,
+        &rp.def,
+        rp.name.as_deref(),
+        content_type,
+        body,
+    )
+    .await;
+    match r {
+        Ok((code, v)) => value_response(shared, code, &v),
+        Err(e) => error_response(shared, &e),
     }
 }
 
