@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use crate::representation::{partial_object_metadata, Representation};
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
-use crate::time::rfc3339_now;
+pub use crate::time::rfc3339_now;
 pub use crate::watch_event::EventType;
 
 /// A stored object: the JSON value (for selectors) and its serialized bytes (for the wire),
