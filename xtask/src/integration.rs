@@ -15,6 +15,9 @@ use crate::tools;
 /// The suite's package name, and its binary's.
 const PACKAGE: &str = "integration-suite";
 
+/// The soak's length in CI, on each queue (the default is 120 s; see [`run_ci`]).
+const CI_SOAK_SECONDS: u64 = 90;
+
 /// Builds and runs the suite in release mode with `args`; `--ci` alone runs CI's step instead.
 pub fn run(args: &[String]) -> Result<(), String> {
     if args.first().map(String::as_str) == Some("--ci") {
@@ -23,7 +26,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "`integration --ci` takes nothing more (got `{extra}`)"
             ));
         }
-        return run_ci(crate::ci::CI_SOAK_SECONDS);
+        return run_ci();
     }
     println!(
         "building the integration suite in release mode (the first build takes a few minutes)"
@@ -34,7 +37,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
 }
 
 /// CI's integration step: every scenario that runs informers on each queue, then the scenarios
-/// without informers (leader election, sharding) once, with a soak of `soak_seconds`.
+/// without informers (leader election, sharding) once, with a soak of [`CI_SOAK_SECONDS`].
 ///
 /// The two queues' rounds run at once, each in a process of its own, so that each keeps the
 /// resident-memory figures its soak and hostile scenarios check to itself. Most of a round is
@@ -42,9 +45,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
 /// to spare, and the step takes about half as long as the rounds one after the other. The
 /// scenarios without informers bound takeover and reassignment times, so they run alone
 /// afterwards. Each line a round prints is prefixed with its queue's name.
-pub fn run_ci(soak_seconds: u64) -> Result<(), String> {
+pub fn run_ci() -> Result<(), String> {
     let binary = build_suite()?;
-    let soak = soak_seconds.to_string();
+    let soak = CI_SOAK_SECONDS.to_string();
     println!("informer scenarios: the in-order queue's round and the DeltaFifo's, at once");
     let rounds: Vec<_> = ["in-order", "delta-fifo"]
         .into_iter()

@@ -8,8 +8,9 @@
 //! - `rules`: only the rule-id check (every rule id and invariant label cited is defined once in
 //!   docs/semantics.md) and the issue-number check (no file cites a tracker's issue number); it
 //!   reads files and builds nothing.
-//! - `modules`: only the module check (no import circle inside a library crate, no import through
-//!   a crate's walls); it reads files and builds nothing.
+//! - `modules`: only the module check (no import circle inside a library crate, the simulator or
+//!   xtask, no import through a crate's walls, no simulator function over 80 lines); it reads
+//!   files and builds nothing.
 //! - `demo`: the main job (`tests/demo`), built in release mode; arguments are passed through.
 //! - `integration`: the end-to-end scenarios (`tests/integration`) against the simulated API
 //!   server, built in release mode; arguments (a name filter, `--list`, `--soak-seconds N`,
@@ -55,7 +56,8 @@ fn usage() -> &'static str {
        layering     check that each workspace crate depends only on the crate below it\n  \
        rules        check that every rule id and invariant label cited is defined once in docs/semantics.md,\n               \
        and that no file cites a tracker's issue number\n  \
-       modules      check that no library module imports in a circle or through its crate's walls\n  \
+       modules      check that no module of a library crate, the simulator or xtask imports in a circle or\n               \
+       through its crate's walls, and that no simulator function is over 80 lines\n  \
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster;\n               \
        --server real to start a real kube-apiserver, seed and churn it, and run the demo's informers on it;\n               \

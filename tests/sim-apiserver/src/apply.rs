@@ -36,7 +36,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::status::ApiError;
-use crate::storage::rfc3339_now;
+use crate::time::rfc3339_now;
 
 /// Which part of the object an apply addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

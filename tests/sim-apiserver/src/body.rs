@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 
@@ -137,4 +137,42 @@ impl Body for SimBody {
             Kind::Stream(_) => SizeHint::default(),
         }
     }
+}
+
+/// A watch line longer than this is not converted: the stream is ended instead.
+const MAX_LINE: usize = 16 << 20;
+
+/// A watch body whose event lines are rewritten by `f` (each line whole, however the chunks
+/// cut it; a line longer than [`MAX_LINE`] ends the stream).
+pub(crate) fn map_watch_lines(
+    mut rx: mpsc::Receiver<Chunk>,
+    mut f: impl FnMut(&[u8]) -> Bytes + Send + 'static,
+) -> mpsc::Receiver<Chunk> {
+    let (tx, out) = mpsc::channel::<Chunk>(16);
+    tokio::spawn(async move {
+        let mut pending = BytesMut::new();
+        while let Some(chunk) = rx.recv().await {
+            let bytes = match chunk {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            };
+            pending.extend_from_slice(&bytes);
+            while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
+                let line = pending.split_to(nl + 1);
+                if tx.send(Ok(f(&line))).await.is_err() {
+                    return;
+                }
+            }
+            if pending.len() > MAX_LINE {
+                return;
+            }
+        }
+        if !pending.is_empty() {
+            let _ = tx.send(Ok(pending.freeze())).await;
+        }
+    });
+    out
 }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::server::SimServer;
+use crate::sim_server::SimServer;
 
 /// What to churn.
 #[derive(Debug, Clone)]
@@ -94,7 +94,14 @@ pub fn churn_object(i: usize, generation: u64, pad: usize) -> Value {
     })
 }
 
-pub(crate) fn start(sim: SimServer, cfg: ChurnConfig) -> ChurnHandle {
+impl SimServer {
+    /// Starts a churn generator.
+    pub fn churn(&self, cfg: ChurnConfig) -> ChurnHandle {
+        start(self.clone(), cfg)
+    }
+}
+
+fn start(sim: SimServer, cfg: ChurnConfig) -> ChurnHandle {
     let (stop, mut stop_rx) = watch::channel(false);
     let ops = Arc::new(AtomicU64::new(0));
     let ops2 = ops.clone();

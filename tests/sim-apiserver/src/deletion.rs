@@ -15,7 +15,7 @@ use crate::resources::ResourceDef;
 /// removed it and its objects already, as that cleanup does a moment later.
 fn terminating_definition(obj: &Value, rev: u64) -> Value {
     let mut crd = obj.clone();
-    let now = crate::storage::rfc3339_now();
+    let now = crate::time::rfc3339_now();
     if let Some(meta) = crd.get_mut("metadata").and_then(Value::as_object_mut) {
         // Marking it is a write of its own.
         meta.insert("resourceVersion".into(), json!(rev.to_string()));

@@ -206,6 +206,8 @@
 pub mod apply;
 pub mod authz;
 mod body;
+mod builder;
+mod builtin;
 pub mod churn;
 pub mod compression;
 pub mod continue_token;
@@ -214,7 +216,9 @@ pub mod defaults;
 mod deletion;
 pub mod discovery;
 pub mod events_convert;
+mod fault_responses;
 pub mod faults;
+mod field_validation;
 pub mod fixtures;
 pub mod go_json;
 mod label_syntax;
@@ -226,24 +230,32 @@ pub mod patch;
 pub mod prebuilt;
 pub mod procstat;
 pub mod protobuf;
+mod reads;
 pub mod representation;
+mod resource_path;
 pub mod resources;
+mod response;
 pub mod selectors;
 mod server;
 pub mod shard_selector;
+mod shared;
+mod sim_server;
 pub mod smp;
 pub mod status;
 pub mod storage;
 mod table;
+mod time;
 pub mod tls;
 mod unknown_fields;
 pub mod users;
 mod validation;
 mod watch;
+mod watch_event;
 pub mod write_log;
 mod writes;
 
 pub use authz::{Rule, Subject};
+pub use builder::SimServerBuilder;
 pub use churn::{ChurnConfig, ChurnHandle};
 pub use compression::DEFAULT_GZIP_MIN_BYTES;
 pub use faults::{
@@ -255,7 +267,7 @@ pub use prebuilt::{
     PrebuiltList,
 };
 pub use resources::{ResourceDef, ScaleDef};
-pub use server::{SimError, SimServer, SimServerBuilder};
+pub use sim_server::{SimError, SimServer};
 pub use status::ApiError;
 pub use users::User;
 

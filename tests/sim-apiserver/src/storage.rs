@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -15,6 +14,8 @@ use tokio::sync::mpsc;
 use crate::representation::{partial_object_metadata, Representation};
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
+pub use crate::time::rfc3339_now;
+pub use crate::watch_event::EventType;
 
 /// A stored object: the JSON value (for selectors) and its serialized bytes (for the wire),
 /// shared by reference between the store, the event log and every watcher.
@@ -38,7 +39,7 @@ pub struct Obj {
 impl Obj {
     fn new(value: Value, line_type: EventType) -> Arc<Self> {
         // Grown as serde_json::to_vec grows its buffer, so small objects stay small.
-        let (line, object) = crate::watch::build_event_line(line_type.as_str(), 128, |buf| {
+        let (line, object) = crate::watch_event::build_event_line(line_type.as_str(), 128, |buf| {
             serde_json::to_writer(buf, &value).expect("Value serializes")
         });
         let json = line.slice(object);
@@ -64,7 +65,7 @@ impl Obj {
         match representation {
             Representation::Object => self.event_line(etype),
             Representation::PartialObjectMetadata { api_version } => {
-                crate::watch::event_line(etype.as_str(), &self.partial(api_version))
+                crate::watch_event::event_line(etype.as_str(), &self.partial(api_version))
             }
         }
     }
@@ -85,7 +86,7 @@ impl Obj {
         if etype == self.line_type {
             self.line.clone()
         } else {
-            crate::watch::event_line(etype.as_str(), &self.json)
+            crate::watch_event::event_line(etype.as_str(), &self.json)
         }
     }
 
@@ -108,28 +109,6 @@ fn rv_of(v: &Value) -> Option<u64> {
     v.pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
         .and_then(|s| s.parse().ok())
-}
-
-/// A watch event type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// Object created (or initial state).
-    Added,
-    /// Object changed.
-    Modified,
-    /// Object removed.
-    Deleted,
-}
-
-impl EventType {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
 }
 
 /// One change in the event log.
@@ -310,33 +289,6 @@ impl std::fmt::Debug for Storage {
             .field("log", &i.log.len())
             .finish()
     }
-}
-
-/// Current time in RFC 3339 (`2024-01-02T03:04:05Z`).
-pub fn rfc3339_now() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0) as i64;
-    let days = secs.div_euclid(86400);
-    let sod = secs.rem_euclid(86400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        sod / 3600,
-        (sod % 3600) / 60,
-        sod % 60
-    )
 }
 
 fn new_uid() -> String {
@@ -610,7 +562,7 @@ impl Storage {
         obj["apiVersion"] = Value::String(def.api_version());
         if opts.scope != WriteScope::Whole {
             let unknown = crate::unknown_fields::prune(def, &mut obj);
-            crate::crd::report_unknown_fields(def, &unknown)?;
+            crate::field_validation::report_unknown_fields(def, &unknown)?;
         }
         let m = meta_mut(&mut obj);
         let mut name = m
@@ -768,7 +720,7 @@ impl Storage {
         }
         if opts.scope != WriteScope::Whole {
             let unknown = crate::unknown_fields::prune(def, &mut obj);
-            crate::crd::report_unknown_fields(def, &unknown)?;
+            crate::field_validation::report_unknown_fields(def, &unknown)?;
         }
         crate::crd::admit(def, &mut obj, Some(&old.value))?;
         if opts.scope != WriteScope::Whole {

@@ -11,34 +11,15 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use crate::body::Chunk;
+use crate::body::{map_watch_lines, Chunk};
+use crate::crd::definition::Column;
 use crate::representation::Representation;
 use crate::resources::ResourceDef;
 use crate::status::ApiError;
-
-/// A watch line longer than this is not converted: the stream is ended instead.
-const MAX_LINE: usize = 16 << 20;
-
-/// One column of a Table, with where its cells come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Column {
-    /// Header (`Size`).
-    pub name: String,
-    /// `integer`, `number`, `string`, `boolean` or `date`.
-    pub type_: String,
-    /// Format hint (`name`, ...), often empty.
-    pub format: String,
-    /// Description.
-    pub description: String,
-    /// 0 for the default output, more for `-o wide`.
-    pub priority: i64,
-    /// The JSONPath of the cell (`.spec.size`).
-    pub json_path: String,
-}
 
 /// What a row carries of its object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,14 +47,14 @@ pub(crate) enum ReadView {
     /// A `meta.k8s.io` Table.
     Table(TableView),
     /// Whole objects, their `apiVersion` the one read.
-    Converted(crate::crd::Conversion),
+    Converted(crate::crd::serving::Conversion),
 }
 
 impl ReadView {
     /// The view of a GET of `def` (`sub`: its subresource, if any) with this `Accept` header
     /// and query, if it needs one.
     pub(crate) fn new(
-        crds: &crate::crd::CrdState,
+        crds: &crate::crd::serving::CrdState,
         def: &ResourceDef,
         sub: Option<&str>,
         accept: Option<&str>,
@@ -333,41 +314,6 @@ impl TableView {
         s.push('\n');
         Bytes::from(s)
     }
-}
-
-/// A watch body whose event lines are rewritten by `f` (each line whole, however the chunks
-/// cut it; a line longer than [`MAX_LINE`] ends the stream).
-pub(crate) fn map_watch_lines(
-    mut rx: mpsc::Receiver<Chunk>,
-    mut f: impl FnMut(&[u8]) -> Bytes + Send + 'static,
-) -> mpsc::Receiver<Chunk> {
-    let (tx, out) = mpsc::channel::<Chunk>(16);
-    tokio::spawn(async move {
-        let mut pending = BytesMut::new();
-        while let Some(chunk) = rx.recv().await {
-            let bytes = match chunk {
-                Ok(b) => b,
-                Err(e) => {
-                    let _ = tx.send(Err(e)).await;
-                    return;
-                }
-            };
-            pending.extend_from_slice(&bytes);
-            while let Some(nl) = pending.iter().position(|b| *b == b'\n') {
-                let line = pending.split_to(nl + 1);
-                if tx.send(Ok(f(&line))).await.is_err() {
-                    return;
-                }
-            }
-            if pending.len() > MAX_LINE {
-                return;
-            }
-        }
-        if !pending.is_empty() {
-            let _ = tx.send(Ok(pending.freeze())).await;
-        }
-    });
-    out
 }
 
 /// The kind kube-apiserver prints with its default columns, `Name` and `Created At` (the

@@ -20,7 +20,8 @@ use crate::representation::{Representation, PARTIAL_OBJECT_METADATA};
 use crate::resources::ResourceDef;
 use crate::selectors::Selectors;
 use crate::status::ApiError;
-use crate::storage::{Event, EventType, Registration, Storage, WatchFrom};
+use crate::storage::{Event, Registration, Storage, WatchFrom};
+use crate::watch_event::{event_line, event_object, EventType};
 
 /// Everything a watch stream task needs.
 pub(crate) struct WatchCtx {
@@ -139,40 +140,6 @@ enum Stop {
     End,
     /// Abort the connection (client gone or injected reset).
     Abort,
-}
-
-/// A watch event line, `{"type":…,"object":…}` and a newline, the object written in place by
-/// `write_object` into a buffer starting at `capacity` bytes; also where the object lies in it.
-pub(crate) fn build_event_line(
-    etype: &str,
-    capacity: usize,
-    write_object: impl FnOnce(&mut Vec<u8>),
-) -> (Bytes, std::ops::Range<usize>) {
-    let mut buf = Vec::with_capacity(capacity);
-    buf.extend_from_slice(b"{\"type\":\"");
-    buf.extend_from_slice(etype.as_bytes());
-    buf.extend_from_slice(b"\",\"object\":");
-    let start = buf.len();
-    write_object(&mut buf);
-    let end = buf.len();
-    buf.extend_from_slice(b"}\n");
-    (Bytes::from(buf), start..end)
-}
-
-/// The watch event line announcing the serialized object `obj` as `etype`.
-pub(crate) fn event_line(etype: &str, obj: &[u8]) -> Bytes {
-    build_event_line(etype, obj.len() + 32, |buf| buf.extend_from_slice(obj)).0
-}
-
-/// The object of an event line built by [`build_event_line`] (`{"object":{}}` if it is not one).
-fn event_object(line: &[u8]) -> &[u8] {
-    const KEY: &[u8] = b"\",\"object\":";
-    line.windows(KEY.len())
-        .position(|w| w == KEY)
-        .map(|pos| pos + KEY.len())
-        .filter(|start| line.len() >= start + 2 && line.ends_with(b"}\n"))
-        .map(|start| &line[start..line.len() - 2])
-        .unwrap_or(b"{}")
 }
 
 impl Stream {

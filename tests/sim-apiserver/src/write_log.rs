@@ -20,7 +20,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::storage::EventType;
+use crate::watch_event::EventType;
 
 /// Records kept by default.
 pub const DEFAULT_WRITE_LOG_LIMIT: usize = 100_000;

@@ -1,10 +1,11 @@
 //! Writes over HTTP: create, update, the four patch types, delete, delete collection, the
 //! `status` and `scale` subresources and dry run, with kube-apiserver's validation and errors.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{header, Method, Request, Response, StatusCode};
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde_json::{json, Value};
@@ -15,8 +16,10 @@ use crate::faults::RequestKind;
 use crate::metrics::Counters;
 use crate::params::{parse_bool, ListParams};
 use crate::patch::{apply_json_patch, JsonPatchError};
+use crate::resource_path::ResourcePath;
 use crate::resources::ResourceDef;
-use crate::server::{check_namespace, json_response, value_response, ResourcePath, Shared};
+use crate::response::{json_response, value_response};
+use crate::shared::Shared;
 use crate::status::ApiError;
 use crate::storage::{key_of, merge_patch, Obj, Preconditions, Storage, WriteOptions, WriteScope};
 
@@ -174,6 +177,16 @@ fn respond(shared: &Shared, code: StatusCode, o: &Obj) -> Response<SimBody> {
     json_response(shared, code, o.json.clone())
 }
 
+/// What a write request sent: its options, and its body as read and as decoded.
+struct Sent {
+    q: WriteQuery,
+    /// The body's media type, without parameters.
+    content_type: Option<String>,
+    raw: Bytes,
+    body: Value,
+    opts: WriteOptions,
+}
+
 /// A POST, PUT, PATCH or DELETE on a resource path (after authorization).
 pub(crate) async fn write_request(
     shared: &Arc<Shared>,
@@ -191,39 +204,59 @@ pub(crate) async fn write_request(
         return Err(ApiError::path_not_found());
     }
     let ns = rp.ns.as_deref().unwrap_or("");
-    let options_kind = match method {
-        Method::POST => "CreateOptions",
-        Method::PUT => "UpdateOptions",
-        Method::PATCH => "PatchOptions",
-        _ => "DeleteOptions",
-    };
-    let q = parse_query(query.as_deref(), options_kind)?;
-    let (ct, raw) = read_body(req).await?;
-    let body = match crate::protobuf::serve::decode_body(
-        ct.as_deref(),
-        &raw,
-        def,
-        &method,
-        shared.speaks_protobuf(),
-    ) {
-        Some(decoded) => decoded?,
-        None => decode_text(&method, ct.as_deref(), &raw, def)?,
-    };
+    let sent = read_sent(shared, req, &rp, query.as_deref()).await?;
     if shared.faults.take_conflict() {
         let name = rp
             .name
             .clone()
             .or_else(|| {
-                body.pointer("/metadata/name")
+                sent.body
+                    .pointer("/metadata/name")
                     .and_then(Value::as_str)
                     .map(str::to_string)
             })
             .unwrap_or_default();
         return Err(ApiError::update_conflict(&def.plural, &def.group, &name));
     }
-    let storage = &shared.storage;
     let sub = rp.sub.as_deref();
-    let scope = match sub {
+    match (&method, rp.name.as_deref()) {
+        (&Method::POST, None) => create(shared, &rp, ns, sent),
+        (&Method::PUT, Some(name)) if sub == Some("scale") => put_scale(shared, &rp, name, sent),
+        (&Method::PUT, Some(name)) => update(shared, &rp, ns, name, sent),
+        (&Method::PATCH, Some(name)) => patch(shared, &rp, name, sent),
+        (&Method::DELETE, Some(name)) => delete(shared, &rp, ns, name, &sent),
+        (&Method::DELETE, None) => delete_collection(shared, &rp, ns, &sent, query.as_deref()),
+        _ => Err(ApiError::method_not_allowed(method.as_str())),
+    }
+}
+
+/// The options and body of a write request, decoded from protobuf or text.
+async fn read_sent(
+    shared: &Shared,
+    req: Request<Incoming>,
+    rp: &ResourcePath,
+    query: Option<&str>,
+) -> Result<Sent, ApiError> {
+    let method = req.method().clone();
+    let options_kind = match method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        _ => "DeleteOptions",
+    };
+    let q = parse_query(query, options_kind)?;
+    let (content_type, raw) = read_body(req).await?;
+    let body = match crate::protobuf::serve::decode_body(
+        content_type.as_deref(),
+        &raw,
+        &rp.def,
+        &method,
+        shared.speaks_protobuf(),
+    ) {
+        Some(decoded) => decoded?,
+        None => decode_text(&method, content_type.as_deref(), &raw, &rp.def)?,
+    };
+    let scope = match rp.sub.as_deref() {
         Some("status") => WriteScope::Status,
         _ => WriteScope::Main,
     };
@@ -231,194 +264,263 @@ pub(crate) async fn write_request(
         dry_run: q.dry_run,
         scope,
     };
-    match (&method, rp.name.as_deref()) {
-        (&Method::POST, None) => {
-            if def.namespaced {
-                check_namespace(shared, ns)?;
-            }
-            if let Some(bns) = body.pointer("/metadata/namespace").and_then(Value::as_str) {
-                if def.namespaced && !bns.is_empty() && bns != ns {
-                    return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
-                }
-            }
-            let mut body = body;
-            crate::defaults::apply(def, &mut body);
-            let o = storage.create_with(rp.idx, def, ns, body, opts)?;
-            Ok(respond(shared, StatusCode::CREATED, &o))
+    Ok(Sent {
+        q,
+        content_type,
+        raw,
+        body,
+        opts,
+    })
+}
+
+/// A POST: the object created.
+fn create(
+    shared: &Shared,
+    rp: &ResourcePath,
+    ns: &str,
+    sent: Sent,
+) -> Result<Response<SimBody>, ApiError> {
+    let def = &rp.def;
+    if def.namespaced {
+        shared.check_namespace(ns)?;
+    }
+    if let Some(bns) = sent
+        .body
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+    {
+        if def.namespaced && !bns.is_empty() && bns != ns {
+            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
         }
-        (&Method::PUT, Some(name)) if sub == Some("scale") => {
-            let scale = body;
+    }
+    let mut body = sent.body;
+    crate::defaults::apply(def, &mut body);
+    let o = shared
+        .storage
+        .create_with(rp.idx, def, ns, body, sent.opts)?;
+    Ok(respond(shared, StatusCode::CREATED, &o))
+}
+
+/// A PUT of a scale: the parent's replicas set, its new Scale answered.
+fn put_scale(
+    shared: &Shared,
+    rp: &ResourcePath,
+    name: &str,
+    sent: Sent,
+) -> Result<Response<SimBody>, ApiError> {
+    let def = &rp.def;
+    let scale = sent.body;
+    check_scale(&scale)?;
+    let replicas = replicas_of(name, &scale)?;
+    let rv = scale
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string);
+    let o = read_modify_write(&shared.storage, rp, name, sent.opts, |cur| {
+        let mut v = set_replicas(def, cur, replicas);
+        if let Some(rv) = &rv {
+            v["metadata"]["resourceVersion"] = json!(rv);
+        }
+        Ok(v)
+    })?;
+    Ok(value_response(
+        shared,
+        StatusCode::OK,
+        &scale_of(def, &o.value),
+    ))
+}
+
+/// A PUT of an object (or of its status).
+fn update(
+    shared: &Shared,
+    rp: &ResourcePath,
+    ns: &str,
+    name: &str,
+    sent: Sent,
+) -> Result<Response<SimBody>, ApiError> {
+    let def = &rp.def;
+    let unconditional = sent
+        .body
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty);
+    if unconditional && !def.is_core() {
+        // Custom resources, unlike most built-in kinds, refuse an update that does not
+        // say which version it replaces.
+        return Err(ApiError::invalid(
+            &def.plural,
+            &def.group,
+            name,
+            "metadata.resourceVersion",
+            "FieldValueInvalid",
+            "Invalid value: 0: must be specified for an update",
+        ));
+    }
+    let mut body = sent.body;
+    crate::defaults::apply(def, &mut body);
+    let o = shared
+        .storage
+        .update_with(rp.idx, def, ns, name, body, sent.opts)?;
+    Ok(respond(shared, StatusCode::OK, &o))
+}
+
+/// A PATCH of an object, its status or its scale: server-side apply, or a patch by its
+/// media type.
+fn patch(
+    shared: &Arc<Shared>,
+    rp: &ResourcePath,
+    name: &str,
+    sent: Sent,
+) -> Result<Response<SimBody>, ApiError> {
+    let def = &rp.def;
+    let sub = rp.sub.as_deref();
+    let storage = &shared.storage;
+    let ct = sent.content_type.clone().unwrap_or_default();
+    if ct == "application/apply-patch+yaml" {
+        return server_side_apply(shared, rp, name, sent);
+    }
+    if sent.q.force.is_some() {
+        return Err(ApiError::invalid_options(
+            "PatchOptions",
+            "force",
+            "FieldValueForbidden",
+            "Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    let body = &sent.body;
+    let patch = |v: &mut Value| patch_value(def, sub, &ct, body, v);
+    if sub == Some("scale") {
+        let o = read_modify_write(storage, rp, name, sent.opts, |cur| {
+            let mut scale = scale_of(def, cur);
+            patch(&mut scale)?;
             check_scale(&scale)?;
             let replicas = replicas_of(name, &scale)?;
-            let rv = scale
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string);
-            let o = read_modify_write(storage, &rp, name, opts, |cur| {
-                let mut v = set_replicas(def, cur, replicas);
-                if let Some(rv) = &rv {
-                    v["metadata"]["resourceVersion"] = json!(rv);
-                }
-                Ok(v)
-            })?;
-            Ok(value_response(
-                shared,
-                StatusCode::OK,
-                &scale_of(def, &o.value),
-            ))
-        }
-        (&Method::PUT, Some(name)) => {
-            let unconditional = body
-                .pointer("/metadata/resourceVersion")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty);
-            if unconditional && !def.is_core() {
-                // Custom resources, unlike most built-in kinds, refuse an update that does not
-                // say which version it replaces.
-                return Err(ApiError::invalid(
-                    &def.plural,
-                    &def.group,
-                    name,
-                    "metadata.resourceVersion",
-                    "FieldValueInvalid",
-                    "Invalid value: 0: must be specified for an update",
-                ));
-            }
-            let mut body = body;
-            crate::defaults::apply(def, &mut body);
-            let o = storage.update_with(rp.idx, def, ns, name, body, opts)?;
-            Ok(respond(shared, StatusCode::OK, &o))
-        }
-        (&Method::PATCH, Some(name)) => {
-            let ct = ct.unwrap_or_default();
-            if ct == "application/apply-patch+yaml" {
-                return server_side_apply(shared, &rp, name, &raw, body, &q, opts);
-            }
-            if q.force.is_some() {
-                return Err(ApiError::invalid_options(
-                    "PatchOptions",
-                    "force",
-                    "FieldValueForbidden",
-                    "Forbidden: may not be specified for non-apply patch",
-                ));
-            }
-            let patch = |v: &mut Value| -> Result<(), ApiError> {
-                match ct.as_str() {
-                    "application/strategic-merge-patch+json" => {
-                        crate::smp::patch_resource(def, sub, v, &body)
-                    }
-                    "application/merge-patch+json" => {
-                        if !body.is_object() {
-                            return Err(ApiError::bad_request(format!(
-                                "error decoding patch: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-                                crate::go_json::type_name(&body)
-                            )));
-                        }
-                        merge_patch(v, &body);
-                        Ok(())
-                    }
-                    "application/json-patch+json" => {
-                        apply_json_patch(v, &body).map_err(|e| match e {
-                            JsonPatchError::Malformed(m) => ApiError::bad_request(m),
-                            JsonPatchError::Unapplicable(m) => ApiError::unprocessable(m),
-                        })
-                    }
-                    other => Err(ApiError::unsupported_media_type(other)),
-                }
-            };
-            if sub == Some("scale") {
-                let o = read_modify_write(storage, &rp, name, opts, |cur| {
-                    let mut scale = scale_of(def, cur);
-                    patch(&mut scale)?;
-                    check_scale(&scale)?;
-                    let replicas = replicas_of(name, &scale)?;
-                    let mut v = set_replicas(def, cur, replicas);
-                    v["metadata"]["resourceVersion"] = scale["metadata"]["resourceVersion"].clone();
-                    Ok(v)
-                })?;
-                return Ok(value_response(
-                    shared,
-                    StatusCode::OK,
-                    &scale_of(def, &o.value),
-                ));
-            }
-            let o = read_modify_write(storage, &rp, name, opts, |cur| {
-                let mut v = cur.clone();
-                patch(&mut v)?;
-                let patched = v.pointer("/metadata/name").and_then(Value::as_str);
-                if patched != Some(name) {
-                    return Err(ApiError::bad_request(format!(
-                        "the name of the object ({}) does not match the name on the URL ({name})",
-                        patched.unwrap_or("")
-                    )));
-                }
-                Ok(v)
-            })?;
-            Ok(respond(shared, StatusCode::OK, &o))
-        }
-        (&Method::DELETE, Some(name)) => {
-            let (pre, dry_run) = delete_options(&body, &q)?;
-            let o = storage.delete_with(rp.idx, def, ns, name, &pre, dry_run)?;
-            match crate::deletion::answer(def, &o.value, storage.revision()) {
-                Some(status) => Ok(value_response(shared, StatusCode::OK, &status)),
-                None => Ok(respond(shared, StatusCode::OK, &o)),
-            }
-        }
-        (&Method::DELETE, None) => {
-            let (_, dry_run) = delete_options(&body, &q)?;
-            let mut p = ListParams::parse_for(&def.kind, query.as_deref())?;
-            p.apply_shard_selector(shared.sharded_list_and_watch())?;
-            let (rev, map) = storage.snapshot(rp.idx, None)?;
-            let mut items = Vec::new();
-            for o in map.values() {
-                let ons = o
-                    .value
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                if (def.namespaced && ons != ns) || !p.selectors.matches(&o.value) {
-                    continue;
-                }
-                let name = o
-                    .value
-                    .pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("");
-                match storage.delete_with(
-                    rp.idx,
-                    def,
-                    ons,
-                    name,
-                    &Preconditions::default(),
-                    dry_run,
-                ) {
-                    Ok(d) => {
-                        let mut item = d.value.clone();
-                        if def.is_core() {
-                            // Items of a built-in kind's list carry no kind or apiVersion.
-                            if let Some(m) = item.as_object_mut() {
-                                m.remove("kind");
-                                m.remove("apiVersion");
-                            }
-                        }
-                        items.push(item)
-                    }
-                    // Deleted meanwhile by someone else.
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            // The revision of the list the deleted objects were found in, as kube-apiserver
-            // answers a delete of a collection.
-            let list = json!({
-                "kind": def.list_kind(), "apiVersion": def.api_version(),
-                "metadata": {"resourceVersion": rev.to_string()}, "items": items,
-            });
-            Ok(value_response(shared, StatusCode::OK, &list))
-        }
-        _ => Err(ApiError::method_not_allowed(method.as_str())),
+            let mut v = set_replicas(def, cur, replicas);
+            v["metadata"]["resourceVersion"] = scale["metadata"]["resourceVersion"].clone();
+            Ok(v)
+        })?;
+        return Ok(value_response(
+            shared,
+            StatusCode::OK,
+            &scale_of(def, &o.value),
+        ));
     }
+    let o = read_modify_write(storage, rp, name, sent.opts, |cur| {
+        let mut v = cur.clone();
+        patch(&mut v)?;
+        let patched = v.pointer("/metadata/name").and_then(Value::as_str);
+        if patched != Some(name) {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                patched.unwrap_or("")
+            )));
+        }
+        Ok(v)
+    })?;
+    Ok(respond(shared, StatusCode::OK, &o))
+}
+
+/// `v` patched by `body`, a patch of media type `ct` (other than server-side apply).
+fn patch_value(
+    def: &ResourceDef,
+    sub: Option<&str>,
+    ct: &str,
+    body: &Value,
+    v: &mut Value,
+) -> Result<(), ApiError> {
+    match ct {
+        "application/strategic-merge-patch+json" => crate::smp::patch_resource(def, sub, v, body),
+        "application/merge-patch+json" => {
+            if !body.is_object() {
+                return Err(ApiError::bad_request(format!(
+                    "error decoding patch: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
+                    crate::go_json::type_name(body)
+                )));
+            }
+            merge_patch(v, body);
+            Ok(())
+        }
+        "application/json-patch+json" => apply_json_patch(v, body).map_err(|e| match e {
+            JsonPatchError::Malformed(m) => ApiError::bad_request(m),
+            JsonPatchError::Unapplicable(m) => ApiError::unprocessable(m),
+        }),
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+/// A DELETE of one object: a success `Status`, or the object (see [`crate::deletion`]).
+fn delete(
+    shared: &Shared,
+    rp: &ResourcePath,
+    ns: &str,
+    name: &str,
+    sent: &Sent,
+) -> Result<Response<SimBody>, ApiError> {
+    let storage = &shared.storage;
+    let (pre, dry_run) = delete_options(&sent.body, &sent.q)?;
+    let o = storage.delete_with(rp.idx, &rp.def, ns, name, &pre, dry_run)?;
+    match crate::deletion::answer(&rp.def, &o.value, storage.revision()) {
+        Some(status) => Ok(value_response(shared, StatusCode::OK, &status)),
+        None => Ok(respond(shared, StatusCode::OK, &o)),
+    }
+}
+
+/// A DELETE of a collection: what its selectors match in the namespace, answered as a list.
+fn delete_collection(
+    shared: &Shared,
+    rp: &ResourcePath,
+    ns: &str,
+    sent: &Sent,
+    query: Option<&str>,
+) -> Result<Response<SimBody>, ApiError> {
+    let def = &rp.def;
+    let storage = &shared.storage;
+    let (_, dry_run) = delete_options(&sent.body, &sent.q)?;
+    let mut p = ListParams::parse_for(&def.kind, query)?;
+    p.apply_shard_selector(shared.sharded_list_and_watch())?;
+    let (rev, map) = storage.snapshot(rp.idx, None)?;
+    let mut items = Vec::new();
+    for o in map.values() {
+        let ons = o
+            .value
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if (def.namespaced && ons != ns) || !p.selectors.matches(&o.value) {
+            continue;
+        }
+        let name = o
+            .value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        match storage.delete_with(rp.idx, def, ons, name, &Preconditions::default(), dry_run) {
+            Ok(d) => items.push(list_item(def, &d.value)),
+            // Deleted meanwhile by someone else.
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // The revision of the list the deleted objects were found in, as kube-apiserver
+    // answers a delete of a collection.
+    let list = json!({
+        "kind": def.list_kind(), "apiVersion": def.api_version(),
+        "metadata": {"resourceVersion": rev.to_string()}, "items": items,
+    });
+    Ok(value_response(shared, StatusCode::OK, &list))
+}
+
+/// An object as an item of its kind's list: a built-in kind's carry no kind or apiVersion.
+fn list_item(def: &ResourceDef, obj: &Value) -> Value {
+    let mut item = obj.clone();
+    if def.is_core() {
+        if let Some(m) = item.as_object_mut() {
+            m.remove("kind");
+            m.remove("apiVersion");
+        }
+    }
+    item
 }
 
 /// Preconditions and dry run of a DELETE, from its `DeleteOptions` body and query.
@@ -536,13 +638,11 @@ fn server_side_apply(
     shared: &Arc<Shared>,
     rp: &ResourcePath,
     name: &str,
-    raw: &[u8],
-    applied: Value,
-    q: &WriteQuery,
-    opts: WriteOptions,
+    sent: Sent,
 ) -> Result<Response<SimBody>, ApiError> {
     let def = &rp.def;
     let ns = rp.ns.as_deref().unwrap_or("");
+    let (q, opts, applied) = (&sent.q, sent.opts, &sent.body);
     let Some(manager) = q.field_manager.as_deref() else {
         return Err(ApiError::invalid_options(
             "PatchOptions",
@@ -551,6 +651,53 @@ fn server_side_apply(
             "Required value: is required for apply patch",
         ));
     };
+    let scope = apply_scope(rp, name, &sent.raw, applied)?;
+    let force = q.force.unwrap_or(false);
+    let storage = &shared.storage;
+    let key = key_of(ns, name);
+    for _ in 0..RMW_ATTEMPTS {
+        let Some(cur) = storage.get(rp.idx, &key) else {
+            if scope == ApplyScope::Status {
+                return Err(ApiError::not_found(&def.plural, &def.group, name));
+            }
+            if def.namespaced {
+                shared.check_namespace(ns)?;
+            }
+            let mut obj = apply::apply(None, applied, manager, force, scope, &def.api_version())?;
+            obj["metadata"]["name"] = json!(name);
+            crate::defaults::apply(def, &mut obj);
+            match storage.create_with(rp.idx, def, ns, obj, opts) {
+                Err(e) if e.code == 409 => continue,
+                r => return Ok(respond(shared, StatusCode::CREATED, &*r?)),
+            }
+        };
+        let mut obj = apply::apply(
+            Some(&cur.value),
+            applied,
+            manager,
+            force,
+            scope,
+            &def.api_version(),
+        )?;
+        obj["metadata"]["resourceVersion"] = json!(cur.rv().to_string());
+        crate::defaults::apply(def, &mut obj);
+        match storage.update_with(rp.idx, def, ns, name, obj, opts) {
+            Err(e) if e.code == 409 || e.code == 404 => continue,
+            r => return Ok(respond(shared, StatusCode::OK, &*r?)),
+        }
+    }
+    Err(ApiError::conflict(&def.plural, &def.group, name))
+}
+
+/// What an apply of `applied` (sent as `raw`) to the object `name` of `rp` may change, or why
+/// the applied configuration is refused.
+fn apply_scope(
+    rp: &ResourcePath,
+    name: &str,
+    raw: &[u8],
+    applied: &Value,
+) -> Result<ApplyScope, ApiError> {
+    let def = &rp.def;
     if !applied.is_object() {
         let what = if raw.is_empty() {
             "empty"
@@ -603,41 +750,7 @@ fn server_side_apply(
             )));
         }
     }
-    let force = q.force.unwrap_or(false);
-    let storage = &shared.storage;
-    let key = key_of(ns, name);
-    for _ in 0..RMW_ATTEMPTS {
-        let Some(cur) = storage.get(rp.idx, &key) else {
-            if scope == ApplyScope::Status {
-                return Err(ApiError::not_found(&def.plural, &def.group, name));
-            }
-            if def.namespaced {
-                check_namespace(shared, ns)?;
-            }
-            let mut obj = apply::apply(None, &applied, manager, force, scope, &def.api_version())?;
-            obj["metadata"]["name"] = json!(name);
-            crate::defaults::apply(def, &mut obj);
-            match storage.create_with(rp.idx, def, ns, obj, opts) {
-                Err(e) if e.code == 409 => continue,
-                r => return Ok(respond(shared, StatusCode::CREATED, &*r?)),
-            }
-        };
-        let mut obj = apply::apply(
-            Some(&cur.value),
-            &applied,
-            manager,
-            force,
-            scope,
-            &def.api_version(),
-        )?;
-        obj["metadata"]["resourceVersion"] = json!(cur.rv().to_string());
-        crate::defaults::apply(def, &mut obj);
-        match storage.update_with(rp.idx, def, ns, name, obj, opts) {
-            Err(e) if e.code == 409 || e.code == 404 => continue,
-            r => return Ok(respond(shared, StatusCode::OK, &*r?)),
-        }
-    }
-    Err(ApiError::conflict(&def.plural, &def.group, name))
+    Ok(scope)
 }
 
 /// The `autoscaling/v1` `Scale` of an object of a resource with a scale subresource.
@@ -739,4 +852,31 @@ fn set_replicas(def: &ResourceDef, cur: &Value, replicas: i64) -> Value {
     }
     *at = json!(replicas);
     v
+}
+
+/// A write request over HTTP: run under its `fieldValidation` (unknown fields of a custom
+/// resource become `Warning` headers or a 400), and followed by serving the CRDs anew when it wrote a
+/// CRD (`crd`).
+pub(crate) async fn around_write<F>(
+    shared: &Shared,
+    crd: bool,
+    query: Option<&str>,
+    write: F,
+) -> Result<Response<SimBody>, ApiError>
+where
+    F: Future<Output = Result<Response<SimBody>, ApiError>>,
+{
+    let (r, warnings) = crate::field_validation::with_field_validation(query, write).await;
+    if crd && r.is_ok() {
+        shared.reconcile_crds();
+    }
+    r.map(|mut resp| {
+        for w in warnings {
+            // kube-apiserver's form: code 299, agent `-`, the text quoted.
+            if let Ok(v) = HeaderValue::from_str(&format!("299 - {w:?}")) {
+                resp.headers_mut().append(header::WARNING, v);
+            }
+        }
+        resp
+    })
 }

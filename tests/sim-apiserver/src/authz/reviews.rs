@@ -113,7 +113,7 @@ pub(crate) async fn handle(
     }
     if def.plural == "selfsubjectreviews" {
         // A SelfSubjectReview is stamped with the time it was made; the access reviews are not.
-        review["metadata"]["creationTimestamp"] = json!(crate::storage::rfc3339_now());
+        review["metadata"]["creationTimestamp"] = json!(crate::time::rfc3339_now());
     }
     review["status"] = status;
     Ok((StatusCode::CREATED, review))

@@ -6,7 +6,23 @@ use serde_json::{json, Value};
 
 use super::schema::{self, Cause};
 use crate::resources::{ResourceDef, ScaleDef};
-use crate::table::Column;
+
+/// One column of a Table, with where its cells come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// Header (`Size`).
+    pub name: String,
+    /// `integer`, `number`, `string`, `boolean` or `date`.
+    pub type_: String,
+    /// Format hint (`name`, ...), often empty.
+    pub format: String,
+    /// Description.
+    pub description: String,
+    /// 0 for the default output, more for `-o wide`.
+    pub priority: i64,
+    /// The JSONPath of the cell (`.spec.size`).
+    pub json_path: String,
+}
 
 fn s<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or("")

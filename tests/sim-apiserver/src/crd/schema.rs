@@ -269,6 +269,18 @@ fn validate(
             return;
         }
     }
+    check_enum(schema, v, path, causes);
+    match v {
+        Value::Number(n) => check_number(schema, v, n, path, name, causes),
+        Value::String(s) => check_string(schema, v, s, path, name, causes),
+        Value::Array(items) => check_array(schema, items, path, name, depth, causes),
+        Value::Object(map) => check_object(schema, map, path, name, depth, causes, root),
+        _ => {}
+    }
+}
+
+/// An `enum`'s value not among its options.
+fn check_enum(schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
     if let Some(options) = schema.get("enum").and_then(Value::as_array) {
         if !options.contains(v) {
             let listed: Vec<String> = options
@@ -290,185 +302,220 @@ fn validate(
             );
         }
     }
-    match v {
-        Value::Number(n) => {
-            let x = n.as_f64().unwrap_or(0.0);
-            let show_bound = |b: &Value| b.to_string();
-            if let Some(min) = schema.get("minimum").filter(|m| m.is_number()) {
-                let m = min.as_f64().unwrap_or(f64::MIN);
-                if flag(schema, "exclusiveMinimum") && x <= m {
-                    invalid(
-                        causes,
-                        path,
-                        v,
-                        format!("{name} in body should be greater than {}", show_bound(min)),
-                    );
-                } else if x < m {
-                    invalid(
-                        causes,
-                        path,
-                        v,
-                        format!(
-                            "{name} in body should be greater than or equal to {}",
-                            show_bound(min)
-                        ),
-                    );
-                }
-            }
-            if let Some(max) = schema.get("maximum").filter(|m| m.is_number()) {
-                let m = max.as_f64().unwrap_or(f64::MAX);
-                if flag(schema, "exclusiveMaximum") && x >= m {
-                    invalid(
-                        causes,
-                        path,
-                        v,
-                        format!("{name} in body should be less than {}", show_bound(max)),
-                    );
-                } else if x > m {
-                    invalid(
-                        causes,
-                        path,
-                        v,
-                        format!(
-                            "{name} in body should be less than or equal to {}",
-                            show_bound(max)
-                        ),
-                    );
-                }
-            }
+}
+
+/// A number's `minimum` and `maximum` (and their exclusive forms).
+fn check_number(
+    schema: &Value,
+    v: &Value,
+    n: &serde_json::Number,
+    path: &str,
+    name: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let x = n.as_f64().unwrap_or(0.0);
+    let show_bound = |b: &Value| b.to_string();
+    if let Some(min) = schema.get("minimum").filter(|m| m.is_number()) {
+        let m = min.as_f64().unwrap_or(f64::MIN);
+        if flag(schema, "exclusiveMinimum") && x <= m {
+            invalid(
+                causes,
+                path,
+                v,
+                format!("{name} in body should be greater than {}", show_bound(min)),
+            );
+        } else if x < m {
+            invalid(
+                causes,
+                path,
+                v,
+                format!(
+                    "{name} in body should be greater than or equal to {}",
+                    show_bound(min)
+                ),
+            );
         }
-        Value::String(s) => {
-            let len = s.chars().count() as u64;
-            if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-                if len < min {
-                    invalid(
-                        causes,
-                        path,
-                        v,
-                        format!("{name} in body should be at least {min} chars long"),
-                    );
-                }
-            }
-            let too_long = schema
-                .get("maxLength")
-                .and_then(Value::as_u64)
-                .filter(|max| len > *max);
-            if let Some(max) = too_long {
-                push(
+    }
+    if let Some(max) = schema.get("maximum").filter(|m| m.is_number()) {
+        let m = max.as_f64().unwrap_or(f64::MAX);
+        if flag(schema, "exclusiveMaximum") && x >= m {
+            invalid(
+                causes,
+                path,
+                v,
+                format!("{name} in body should be less than {}", show_bound(max)),
+            );
+        } else if x > m {
+            invalid(
+                causes,
+                path,
+                v,
+                format!(
+                    "{name} in body should be less than or equal to {}",
+                    show_bound(max)
+                ),
+            );
+        }
+    }
+}
+
+/// A string's `minLength`, `maxLength` and `pattern`.
+fn check_string(
+    schema: &Value,
+    v: &Value,
+    s: &str,
+    path: &str,
+    name: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let len = s.chars().count() as u64;
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
+        if len < min {
+            invalid(
+                causes,
+                path,
+                v,
+                format!("{name} in body should be at least {min} chars long"),
+            );
+        }
+    }
+    let too_long = schema
+        .get("maxLength")
+        .and_then(Value::as_u64)
+        .filter(|max| len > *max);
+    if let Some(max) = too_long {
+        push(
+            causes,
+            "FieldValueTooLong",
+            path,
+            format!("Too long: may not be more than {max} bytes"),
+        );
+    }
+    // kube-apiserver does not match a pattern against a string already too long.
+    if let Some(p) = schema
+        .get("pattern")
+        .and_then(Value::as_str)
+        .filter(|_| too_long.is_none())
+    {
+        if let Some(re) = compile(p) {
+            if !re.is_match(s) {
+                invalid(
                     causes,
-                    "FieldValueTooLong",
                     path,
-                    format!("Too long: may not be more than {max} bytes"),
+                    v,
+                    format!("{name} in body should match '{p}'"),
                 );
             }
-            // kube-apiserver does not match a pattern against a string already too long.
-            if let Some(p) = schema
-                .get("pattern")
-                .and_then(Value::as_str)
-                .filter(|_| too_long.is_none())
-            {
-                if let Some(re) = compile(p) {
-                    if !re.is_match(s) {
-                        invalid(
-                            causes,
-                            path,
-                            v,
-                            format!("{name} in body should match '{p}'"),
-                        );
-                    }
-                }
+        }
+    }
+}
+
+/// An array's `minItems` and `maxItems`, then each item against `items`.
+fn check_array(
+    schema: &Value,
+    items: &[Value],
+    path: &str,
+    name: &str,
+    depth: usize,
+    causes: &mut Vec<Cause>,
+) {
+    let n = items.len() as u64;
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
+        if n < min {
+            invalid(
+                causes,
+                path,
+                &Value::from(n),
+                format!("{name} in body should have at least {min} items"),
+            );
+        }
+    }
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
+        if n > max {
+            push(
+                causes,
+                "FieldValueTooMany",
+                path,
+                format!("Too many: {n}: must have at most {max} items"),
+            );
+        }
+    }
+    if let Some(is) = schema.get("items") {
+        for (i, item) in items.iter().enumerate() {
+            validate(is, item, &format!("{path}[{i}]"), depth + 1, causes, false);
+        }
+    }
+}
+
+/// An object's `minProperties`, `maxProperties`, `required` (the root's server fields aside)
+/// and an embedded resource's `apiVersion` and `kind`, then each property against its schema.
+fn check_object(
+    schema: &Value,
+    map: &serde_json::Map<String, Value>,
+    path: &str,
+    name: &str,
+    depth: usize,
+    causes: &mut Vec<Cause>,
+    root: bool,
+) {
+    let n = map.len() as u64;
+    if let Some(min) = schema.get("minProperties").and_then(Value::as_u64) {
+        if n < min {
+            invalid(
+                causes,
+                path,
+                &Value::from(n),
+                format!("{name} in body should have at least {min} properties"),
+            );
+        }
+    }
+    if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64) {
+        if n > max {
+            push(
+                causes,
+                "FieldValueTooMany",
+                path,
+                format!("Too many: {n}: must have at most {max} items"),
+            );
+        }
+    }
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for r in required.iter().filter_map(Value::as_str) {
+            // The root's server fields are checked elsewhere.
+            if root && matches!(r, "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            if !map.contains_key(r) {
+                push(
+                    causes,
+                    "FieldValueRequired",
+                    &child(path, r),
+                    "Required value".into(),
+                );
             }
         }
-        Value::Array(items) => {
-            let n = items.len() as u64;
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-                if n < min {
-                    invalid(
-                        causes,
-                        path,
-                        &Value::from(n),
-                        format!("{name} in body should have at least {min} items"),
-                    );
-                }
-            }
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-                if n > max {
-                    push(
-                        causes,
-                        "FieldValueTooMany",
-                        path,
-                        format!("Too many: {n}: must have at most {max} items"),
-                    );
-                }
-            }
-            if let Some(is) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    validate(is, item, &format!("{path}[{i}]"), depth + 1, causes, false);
-                }
+    }
+    if flag(schema, "x-kubernetes-embedded-resource") {
+        for k in ["apiVersion", "kind"] {
+            let empty = map.get(k).and_then(Value::as_str).is_none_or(str::is_empty);
+            if empty {
+                push(
+                    causes,
+                    "FieldValueRequired",
+                    &child(path, k),
+                    "Required value: must not be empty".into(),
+                );
             }
         }
-        Value::Object(map) => {
-            let n = map.len() as u64;
-            if let Some(min) = schema.get("minProperties").and_then(Value::as_u64) {
-                if n < min {
-                    invalid(
-                        causes,
-                        path,
-                        &Value::from(n),
-                        format!("{name} in body should have at least {min} properties"),
-                    );
-                }
-            }
-            if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64) {
-                if n > max {
-                    push(
-                        causes,
-                        "FieldValueTooMany",
-                        path,
-                        format!("Too many: {n}: must have at most {max} items"),
-                    );
-                }
-            }
-            if let Some(required) = schema.get("required").and_then(Value::as_array) {
-                for r in required.iter().filter_map(Value::as_str) {
-                    // The root's server fields are checked elsewhere.
-                    if root && matches!(r, "apiVersion" | "kind" | "metadata") {
-                        continue;
-                    }
-                    if !map.contains_key(r) {
-                        push(
-                            causes,
-                            "FieldValueRequired",
-                            &child(path, r),
-                            "Required value".into(),
-                        );
-                    }
-                }
-            }
-            if flag(schema, "x-kubernetes-embedded-resource") {
-                for k in ["apiVersion", "kind"] {
-                    let empty = map.get(k).and_then(Value::as_str).is_none_or(str::is_empty);
-                    if empty {
-                        push(
-                            causes,
-                            "FieldValueRequired",
-                            &child(path, k),
-                            "Required value: must not be empty".into(),
-                        );
-                    }
-                }
-            }
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (k, val) in map {
-                if let Some(ps) = props.and_then(|p| p.get(k)) {
-                    validate(ps, val, &child(path, k), depth + 1, causes, false);
-                } else if let Some(a) = additional {
-                    validate(a, val, &format!("{path}[{k}]"), depth + 1, causes, false);
-                }
-            }
+    }
+    let props = schema.get("properties").and_then(Value::as_object);
+    let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+    for (k, val) in map {
+        if let Some(ps) = props.and_then(|p| p.get(k)) {
+            validate(ps, val, &child(path, k), depth + 1, causes, false);
+        } else if let Some(a) = additional {
+            validate(a, val, &format!("{path}[{k}]"), depth + 1, causes, false);
         }
-        _ => {}
     }
 }
 

@@ -10,6 +10,7 @@
 //! A custom resource's schema is its [`ResourceDef::schema`].
 
 mod proto;
+pub(crate) mod serve;
 
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -615,49 +616,6 @@ pub fn swagger(reg: &Registry) -> Value {
         "paths": paths,
         "definitions": defs,
     })
-}
-
-/// `/openapi/v2`, in the form `accept` asks for: protobuf (what client-go asks for), JSON, or
-/// a bare 406 as kube-apiserver's OpenAPI handler answers any other media type.
-pub(crate) fn v2_response(
-    shared: &crate::server::Shared,
-    accept: Option<&str>,
-    doc: &Value,
-) -> http::Response<crate::body::SimBody> {
-    let wants = |t: &str| {
-        accept.is_some_and(|a| {
-            a.split(',')
-                .any(|c| c.split(';').next().unwrap_or("").trim() == t)
-        })
-    };
-    if wants(V2_PROTOBUF) || wants(V2_PROTOBUF_LEGACY) {
-        let mut r = crate::server::json_response(
-            shared,
-            http::StatusCode::OK,
-            bytes::Bytes::from(swagger_protobuf(doc)),
-        );
-        // The spelling without `@`: Go's media-type parser, which client-go runs on every
-        // response's Content-Type, refuses the one it asks with.
-        r.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static(V2_PROTOBUF_LEGACY),
-        );
-        return r;
-    }
-    if accept.is_none_or(str::is_empty)
-        || ["application/json", "application/*", "*/*"]
-            .iter()
-            .any(|t| wants(t))
-    {
-        return crate::server::value_response(shared, http::StatusCode::OK, doc);
-    }
-    let mut r = crate::server::json_response(
-        shared,
-        http::StatusCode::NOT_ACCEPTABLE,
-        bytes::Bytes::new(),
-    );
-    r.headers_mut().remove(http::header::CONTENT_TYPE);
-    r
 }
 
 /// `/openapi/v3`: the root listing one document per group/version.
