@@ -52,7 +52,9 @@
 pub use workqueue;
 
 mod civil;
+pub mod conditions;
 pub mod events;
+pub mod finalizer;
 pub mod leader_election;
 #[cfg(test)]
 mod log_capture;
@@ -60,9 +62,11 @@ pub mod owners;
 pub mod runner;
 pub mod sharding;
 
+pub use conditions::{set_condition, Condition, ConditionStatus};
 pub use events::{
     EventBroadcaster, EventRecorder, EventSink, EventType, EventWatcher, ObjectReference,
 };
+pub use finalizer::{finalizer, FinalizerError, FinalizerEvent};
 pub use leader_election::{
     LeaderCallbacks, LeaderElectionConfig, LeaderElector, LeaseGuard, LeaseLock, MemoryLock,
 };
@@ -73,8 +77,9 @@ pub use runner::{Action, Controller};
 pub mod prelude {
     pub use crate::workqueue::prelude::*;
     pub use crate::{
-        Action, Controller, EventRecorder, EventType, LeaderElectionConfig, LeaderElector,
-        LeaseGuard, ObjectReference,
+        finalizer, set_condition, Action, Condition, ConditionStatus, Controller, EventRecorder,
+        EventType, FinalizerError, FinalizerEvent, LeaderElectionConfig, LeaderElector, LeaseGuard,
+        ObjectReference,
     };
 }
 

@@ -174,6 +174,13 @@ pub trait Object: Send + Sync + 'static {
             .and_then(|m| m.deletion_timestamp.clone())
     }
 
+    /// The finalizers that must be removed before the object goes (empty when none).
+    fn finalizers(&self) -> &[String] {
+        self.object_meta()
+            .and_then(|m| m.finalizers.as_deref())
+            .unwrap_or(&[])
+    }
+
     /// The `apiVersion` (`group/version`, or `version` for the core group), when known.
     fn api_version(&self) -> Option<&str> {
         None
@@ -239,6 +246,9 @@ mod k8s {
             serde_json::to_value(time)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
+        }
+        fn finalizers(&self) -> &[String] {
+            self.metadata().finalizers.as_deref().unwrap_or(&[])
         }
         fn api_version(&self) -> Option<&str> {
             Some(T::API_VERSION)

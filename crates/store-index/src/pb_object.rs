@@ -44,6 +44,9 @@ mod __pb {
     ) -> Option<&BTreeMap<String, String>> {
         meta(o).map(|m| &m.annotations).filter(|a| !a.is_empty())
     }
+    pub fn finalizers<T: crate::k8s_pb::Metadata<Ty = PbMeta>>(o: &T) -> &[String] {
+        meta(o).map(|m| m.finalizers.as_slice()).unwrap_or(&[])
+    }
     pub fn deletion_timestamp<T: crate::k8s_pb::Metadata<Ty = PbMeta>>(o: &T) -> Option<String> {
         let t = meta(o)?.deletion_timestamp.as_ref()?;
         Some(crate::time::format_rfc3339(t.seconds.unwrap_or(0), 0, 0))
@@ -137,6 +140,9 @@ where
     }
     fn deletion_timestamp(&self) -> Option<String> {
         __pb::deletion_timestamp(&self.0)
+    }
+    fn finalizers(&self) -> &[String] {
+        __pb::finalizers(&self.0)
     }
     fn api_version(&self) -> Option<&str> {
         Some(T::API_VERSION)

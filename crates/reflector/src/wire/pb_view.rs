@@ -202,6 +202,9 @@ impl<T: 'static> Object for PbView<T> {
     fn deletion_timestamp(&self) -> Option<String> {
         self.object.deletion_timestamp()
     }
+    fn finalizers(&self) -> &[String] {
+        self.object.finalizers()
+    }
     fn api_version(&self) -> Option<&str> {
         self.object.api_version()
     }
