@@ -53,6 +53,7 @@ pub use workqueue;
 
 mod civil;
 pub mod conditions;
+pub mod consistency;
 pub mod events;
 pub mod finalizer;
 pub mod leader_election;
@@ -63,6 +64,7 @@ pub mod runner;
 pub mod sharding;
 
 pub use conditions::{set_condition, Condition, ConditionStatus};
+pub use consistency::{ConsistencyStore, Readiness};
 pub use events::{
     EventBroadcaster, EventRecorder, EventSink, EventType, EventWatcher, ObjectReference,
 };
@@ -77,9 +79,9 @@ pub use runner::{Action, Controller};
 pub mod prelude {
     pub use crate::workqueue::prelude::*;
     pub use crate::{
-        finalizer, set_condition, Action, Condition, ConditionStatus, Controller, EventRecorder,
-        EventType, FinalizerError, FinalizerEvent, LeaderElectionConfig, LeaderElector, LeaseGuard,
-        ObjectReference,
+        finalizer, set_condition, Action, Condition, ConditionStatus, ConsistencyStore, Controller,
+        EventRecorder, EventType, FinalizerError, FinalizerEvent, LeaderElectionConfig,
+        LeaderElector, LeaseGuard, ObjectReference, Readiness,
     };
 }
 
