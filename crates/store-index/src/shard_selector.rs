@@ -157,7 +157,8 @@ impl ShardRange {
 }
 
 /// Which objects of a resource a list or watch selects, by the hash of one field: those whose
-/// hash lies in any of its ranges. See the [module documentation](self) for the grammar.
+/// hash lies in any of its ranges. On the wire it is kube-apiserver's `shardRange(...)` calls joined
+/// by `||`, in the normal form its `Display` writes and `FromStr` reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ShardSelector {
     field: ShardField,

@@ -8,7 +8,7 @@ use crate::compression::DEFAULT_GZIP_MIN_BYTES;
 use crate::resources::ResourceDef;
 use crate::users::User;
 
-/// Builder for [`SimServer`]. Its `Debug` shows no token.
+/// Builder for [`SimServer`](crate::SimServer). Its `Debug` shows no token.
 #[derive(Clone)]
 pub struct SimServerBuilder {
     pub(crate) tls: bool,
@@ -178,13 +178,13 @@ impl SimServerBuilder {
 
     /// Also accept this bearer token, authenticating `user` with full access (several may be
     /// given: one identity per replica of a leader-elected controller). Per-user faults
-    /// ([`Faults::partition_user`], [`Faults::slow_user`]) match on `user`.
+    /// ([`Faults::partition_user`](crate::faults::Faults::partition_user), [`Faults::slow_user`](crate::faults::Faults::slow_user)) match on `user`.
     pub fn user_token(mut self, token: impl Into<String>, user: impl Into<String>) -> Self {
         self.user_tokens.push((token.into(), user.into()));
         self
     }
 
-    /// Keep the last `n` records of [`SimServer::write_log`] (the oldest go first). Default
+    /// Keep the last `n` records of [`SimServer::write_log`](crate::SimServer::write_log) (the oldest go first). Default
     /// [`crate::DEFAULT_WRITE_LOG_LIMIT`] (100 000); 0 keeps none.
     pub fn write_log_limit(mut self, n: usize) -> Self {
         self.write_log_limit = n;
@@ -206,14 +206,14 @@ impl SimServerBuilder {
         self
     }
 
-    /// Keep the last `n` versions of each object for [`SimServer::history`]. Default
+    /// Keep the last `n` versions of each object for [`SimServer::history`](crate::SimServer::history). Default
     /// [`crate::storage::DEFAULT_HISTORY_LIMIT`] (16); 0 keeps none.
     pub fn history_limit(mut self, n: usize) -> Self {
         self.history_limit = n;
         self
     }
 
-    /// Keep at most `n` versions over all objects for [`SimServer::history`] (the oldest
+    /// Keep at most `n` versions over all objects for [`SimServer::history`](crate::SimServer::history) (the oldest
     /// go first). Default [`crate::storage::DEFAULT_HISTORY_MAX_VERSIONS`] (10 000).
     pub fn history_max_versions(mut self, n: usize) -> Self {
         self.history_max_versions = n;
@@ -224,7 +224,7 @@ impl SimServerBuilder {
     /// error; never a watch) of at least [`gzip_min_bytes`](Self::gzip_min_bytes) is sent with
     /// `Content-Encoding: gzip` when the request says `Accept-Encoding: gzip`. Default off, so
     /// that benchmarks measure what they always did; counted in
-    /// [`CounterSnapshot::gzip_responses`].
+    /// [`CounterSnapshot::gzip_responses`](crate::CounterSnapshot::gzip_responses).
     pub fn gzip_responses(mut self, on: bool) -> Self {
         self.gzip = on;
         self
