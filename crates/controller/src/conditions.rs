@@ -89,6 +89,7 @@ impl Condition {
     }
 
     /// With the generation it was computed from.
+    #[must_use]
     pub fn observed_generation(mut self, generation: i64) -> Self {
         self.observed_generation = Some(generation);
         self

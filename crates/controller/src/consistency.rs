@@ -119,12 +119,14 @@ impl ConsistencyStore {
     }
 
     /// How long a record may hold its key back at most (RW3).
+    #[must_use]
     pub fn max_wait(mut self, wait: Duration) -> Self {
         self.max_wait = wait;
         self
     }
 
     /// How many records are kept at most (RW4; at least 1).
+    #[must_use]
     pub fn max_keys(mut self, keys: usize) -> Self {
         self.max_keys = keys.max(1);
         self

@@ -199,6 +199,7 @@ impl<K: Decode> FencedWriter<K> {
     /// sharder relabels an owner's children before it assigns the owner elsewhere (SH19), so a
     /// child write computed before a hand-over and delivered after it is refused by the server,
     /// as an owner's is.
+    #[must_use]
     pub fn for_children<C: Decode>(&self, children: Api<C>) -> FencedWriter<C> {
         FencedWriter {
             api: self.guard.protect(children),
@@ -254,6 +255,11 @@ impl<K: Decode> FencedWriter<K> {
 
     /// Replaces `seen` by `object`, which must carry `seen`'s resourceVersion (a copy of
     /// `seen`, changed, does).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one request. Dropped, it may or may not have reached the server, like any
+    /// request; a later fenced write is conditioned on a version read after it.
     pub async fn replace<T: Serialize + Object>(
         &self,
         seen: &K,
@@ -267,6 +273,10 @@ impl<K: Decode> FencedWriter<K> {
     }
 
     /// [`replace`](Self::replace) through the `status` subresource.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one request (see [`replace`](Self::replace)).
     pub async fn replace_status<T: Serialize + Object>(
         &self,
         seen: &K,
@@ -281,6 +291,10 @@ impl<K: Decode> FencedWriter<K> {
 
     /// Applies a JSON merge patch to `seen`, with `metadata.resourceVersion` set to seen's in
     /// the patch (the API server checks a resourceVersion in a patch as a precondition).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one request (see [`replace`](Self::replace)).
     pub async fn merge_patch(&self, seen: &K, patch: &Value) -> Result<K, FenceError> {
         let patch = self.fenced_patch(seen, patch)?;
         Ok(self
@@ -290,6 +304,10 @@ impl<K: Decode> FencedWriter<K> {
     }
 
     /// [`merge_patch`](Self::merge_patch) through the `status` subresource.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one request (see [`replace`](Self::replace)).
     pub async fn merge_patch_status(&self, seen: &K, patch: &Value) -> Result<K, FenceError> {
         let patch = self.fenced_patch(seen, patch)?;
         Ok(self
@@ -328,6 +346,10 @@ impl<K: Decode> FencedWriter<K> {
     }
 
     /// Deletes `seen`, with its resourceVersion and uid as preconditions.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one request (see [`replace`](Self::replace)).
     pub async fn delete(&self, seen: &K) -> Result<Deleted<K>, FenceError> {
         let rv = self.check(seen)?;
         let options = DeleteOptions {
@@ -348,6 +370,11 @@ impl<K: Decode> FencedWriter<K> {
     /// labelled for another member is refused. `children` is protected by the guard as well.
     ///
     /// A child that exists already is [`FenceError::ChildExists`]: requeue the owner.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one request. Dropped, the child may or may not exist; the next call finds it
+    /// (`ChildExists` until the cache has it).
     pub async fn create_child<C: Decode, T: Serialize + Object>(
         &self,
         children: &Api<C>,

@@ -137,6 +137,11 @@ impl<K: Object + Decode> ShardGate<K> {
     /// Decides what to do with `key` from its cached object, acknowledging a drain (SH17,
     /// SH18). A conflict on the acknowledgement ([`FenceError::Fenced`]) means the object
     /// changed: retry the key on a fresher copy.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: at most one write, the acknowledgement of a drain, fenced by the version seen.
+    /// Dropped, it may or may not have landed; the next admission reads the cache again.
     pub async fn admit(&self, key: &str) -> Result<Admission<K>, FenceError> {
         let Some(obj) = self.cache.get_by_key(key) else {
             return Ok(Admission::Gone);
@@ -209,6 +214,11 @@ impl<K: Object + Decode + Send + Sync + 'static> ShardedController<K> {
     /// Runs until `cancel` fires (see [`Controller::run`]): `reconcile(object, writer)` is called
     /// for keys admitted by the gate, with the cached object and the fenced writer to write it
     /// with.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future abandons the reconciles in flight wherever they are.
+    /// Stop it with `cancel`, which lets each finish.
     pub async fn run<F, Fut, E>(self, cancel: CancellationToken, reconcile: F)
     where
         F: Fn(Arc<K>, FencedWriter<K>) -> Fut + Send + Sync + 'static,

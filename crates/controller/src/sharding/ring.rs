@@ -386,6 +386,10 @@ impl<S: RingLeases> Ring<S> {
     }
 
     /// Lists the ring's Leases once and updates the members.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one listing; dropped, the members stay as they were.
     pub async fn refresh(&self) -> Result<(), LockError> {
         let leases = self.inner.source.list(&self.inner.name).await?;
         self.inner.membership.lock().observe(leases);
@@ -455,6 +459,7 @@ impl<S: RingLeases> Ring<S> {
 impl Ring<ApiRingLeases> {
     /// The lock of this replica's own shard Lease ([`ApiRingLeases::lock`] for this ring's name
     /// and identity), for [`run`](Self::run).
+    #[must_use]
     pub fn lock(&self) -> ApiLeaseLock {
         self.inner
             .source
@@ -465,6 +470,7 @@ impl Ring<ApiRingLeases> {
 impl Ring<MemoryRingLeases> {
     /// The lock of this replica's own shard Lease ([`MemoryRingLeases::lock`] for this ring's
     /// name and identity), for [`run`](Self::run).
+    #[must_use]
     pub fn lock(&self) -> MemoryLock {
         self.inner
             .source

@@ -371,6 +371,11 @@ where
     /// Competes for `lock` with `config` (the ring's sharder Lease, one for all replicas) and
     /// runs the sharder while leading, until `cancel` fires; after a lost term it competes
     /// again. Releases the Lease on cancel (unless the config says otherwise).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future releases nothing (the sharder Lease runs out on its
+    /// own). Stop it with `cancel`.
     pub async fn run_elected<L: LeaseLock>(
         &self,
         config: LeaderElectionConfig,
@@ -398,6 +403,11 @@ where
     /// Runs the sharder for one term: every object and child is examined, then every event and
     /// every change of the members, until `leader` fires. Each write is sent only while `guard`
     /// is valid (and `guard` protects the API calls too).
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropping the future abandons the term's queue and its writes in flight. End
+    /// the term with `leader`.
     pub async fn run(&self, leader: CancellationToken, guard: LeaseGuard) {
         let limiter = ItemExponentialFailureRateLimiter::new(
             self.inner.config.base_backoff,

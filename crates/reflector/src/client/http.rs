@@ -214,6 +214,7 @@ impl Client {
     /// # let _ = leases;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
+    #[must_use]
     pub fn with_rate_limit(&self, limit: Option<RateLimit>) -> Client {
         Client {
             requests: limit.map(|l| Arc::new(TokenBucket::new(l))),
