@@ -214,6 +214,14 @@ pub fn all() -> Vec<Scenario> {
             run: |o| portable::shard_selector(o).boxed(),
         },
         Scenario {
+            name: "portable-read-your-writes",
+            about: "read your own writes: a cache held at its list's version is stale for the controller's write until the watch brings it (simulator or real server)",
+            timeout: secs(120),
+            informers: true,
+            portable: true,
+            run: |o| portable::read_your_writes(o).boxed(),
+        },
+        Scenario {
             name: "portable-writes",
             about: "Api writes: create, merge, JSON, strategic and apply patches, status, scale, dry run, conflicts and retry_on_conflict (simulator or real server)",
             timeout: secs(120),

@@ -15,6 +15,8 @@
 //! - `portable-writes`: `Api` writes of every kind, each read back through the backend.
 //! - `portable-shard-selector`: server-side sharded lists and watches, judged against our own
 //!   hash of every object's uid.
+//! - `portable-read-your-writes`: the consistency store holds a key back while the cache has
+//!   not applied the controller's own write (the watch held back), and releases it after.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -948,5 +950,106 @@ async fn shard_selector_without_the_gate(opts: Opts) -> Outcome {
     Ok(format!(
         "{ops} churn ops; {verdict}; {} objects dropped on the client, {} pages not sharded",
         stats.shard_filtered, stats.shard_unapplied
+    ))
+}
+
+/// `portable-read-your-writes`: the informer's watch is held back after its list (the
+/// `GatedWatch` wrapper), the scenario writes an object, and the consistency store must say
+/// that the cache (still at the list's version) has not seen the write; released, the watch
+/// brings the write and the key is ready. On the real server this holds the store's version
+/// comparison to etcd's resource versions.
+pub async fn read_your_writes(opts: Opts) -> Outcome {
+    use controller::consistency::{compare_resource_versions, ConsistencyStore, Readiness};
+    use workqueue::shared_informer::reflector::store_index::Object as _;
+    const PREFIX: &str = "ryw";
+    let backend = backend::start(opts.server).await?;
+    seed(&*backend, "configmaps", PREFIX, 1, configmap)?;
+    let (open_tx, open_rx) = watch::channel(false);
+    let (asked_tx, _asked_rx) = watch::channel(Vec::new());
+    let lw = GatedWatch {
+        inner: HttpListerWatcher::<DynamicObject>::new(&backend.config()?, configmaps())?,
+        open: open_rx,
+        asked: asked_tx,
+    };
+    let informer = SharedIndexInformer::new(
+        lw,
+        InformerOptions {
+            queue: crate::harness::queue(),
+            name: "read-your-writes".into(),
+            reflector: fast_backoff(false),
+            ..InformerOptions::default()
+        },
+    );
+    let cancel = CancellationToken::new();
+    let _stop = cancel.clone().drop_guard();
+    tokio::spawn({
+        let (informer, cancel) = (informer.clone(), cancel.clone());
+        async move { informer.run(cancel).await }
+    });
+    synced(&informer, Duration::from_secs(60)).await?;
+    let key = format!("{PREFIX}-0/seed-0");
+    let store = ConsistencyStore::new().max_wait(Duration::from_secs(60));
+    let ready = |store: &ConsistencyStore| {
+        let cached = informer.indexer().get_by_key(&key);
+        store.ensure_ready(
+            &key,
+            informer.last_store_sync_resource_version().as_str(),
+            cached.as_deref().and_then(|c| c.resource_version()),
+        )
+    };
+    let listed_at = informer.last_store_sync_resource_version().to_string();
+    let written = backend
+        .merge_patch(
+            "configmaps",
+            Some(&format!("{PREFIX}-0")),
+            "seed-0",
+            json!({"data": {"k": "written"}}),
+        )
+        .map_err(Failure)?;
+    let wrote = written["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    store.wrote_at(key.clone(), &wrote);
+    ensure!(
+        compare_resource_versions(&listed_at, &wrote) == Some(std::cmp::Ordering::Less),
+        "the server's versions do not compare: listed at {listed_at:?}, wrote {wrote:?}"
+    );
+    let stale = ready(&store);
+    ensure!(
+        matches!(stale, Readiness::Stale { .. }),
+        "the held cache was taken for ready: {stale:?}"
+    );
+    let before = informer
+        .indexer()
+        .get_by_key(&key)
+        .and_then(|c| c.data["data"]["k"].as_str().map(str::to_string));
+    ensure!(
+        before.as_deref() == Some("v"),
+        "the held cache shows {before:?}, not the state before the write"
+    );
+    open_tx.send_replace(true);
+    eventually(
+        "the cache to show the write",
+        Duration::from_secs(30),
+        || match ready(&store) {
+            Readiness::Ready => Ok(()),
+            stale => Err(format!("{stale:?}")),
+        },
+    )
+    .await?;
+    let after = informer
+        .indexer()
+        .get_by_key(&key)
+        .and_then(|c| c.data["data"]["k"].as_str().map(str::to_string));
+    ensure!(
+        after.as_deref() == Some("written"),
+        "the cache shows {after:?}"
+    );
+    cancel.cancel();
+    Ok(format!(
+        "{}: listed at {listed_at}, wrote {wrote}: stale until the watch was released, then ready; {} stale check(s)",
+        backend.name(),
+        store.stale_sync_skips()
     ))
 }
