@@ -77,6 +77,12 @@ pub use runner::{Action, Controller};
 /// What a controller author needs, in one import (every layer below included, and
 /// `CancellationToken`): `use controller::prelude::*;`.
 pub mod prelude {
+    pub use crate::events::{ApiEventSink, BroadcasterConfig, EventBroadcaster, EventSource};
+    pub use crate::leader_election::ApiLeaseLock;
+    pub use crate::sharding::{
+        ApiRingLeases, FenceError, FencedWriter, Ring, ShardGate, ShardedController, Sharder,
+        SharderConfig,
+    };
     pub use crate::workqueue::prelude::*;
     pub use crate::{
         finalizer, set_condition, Action, Condition, ConditionStatus, ConsistencyStore, Controller,
