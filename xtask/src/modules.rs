@@ -589,8 +589,6 @@ pub const LONG_FUNCTIONS_LEFT: &[(&str, &str)] = &[
     ("bin/sim-apiserver.rs", "run"),
     ("crd/definition.rs", "validate"),
     ("crd/definition.rs", "served"),
-    ("crd/schema.rs", "default_and_prune"),
-    ("crd/schema.rs", "structural"),
     ("crd/serving.rs", "reconcile"),
     ("faults.rs", "apply_fault_spec"),
     ("go_json.rs", "step"),
