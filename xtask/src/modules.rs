@@ -587,8 +587,6 @@ pub const SHORT_FUNCTIONS: &[(&str, usize)] = &[("sim-apiserver", 80)];
 pub const LONG_FUNCTIONS_LEFT: &[(&str, &str)] = &[
     ("apply.rs", "apply"),
     ("bin/sim-apiserver.rs", "run"),
-    ("crd/definition.rs", "validate"),
-    ("crd/definition.rs", "served"),
     ("crd/serving.rs", "reconcile"),
     ("faults.rs", "apply_fault_spec"),
     ("go_json.rs", "step"),
