@@ -593,8 +593,6 @@ pub const LONG_FUNCTIONS_LEFT: &[(&str, &str)] = &[
     ("list.rs", "render"),
     ("openapi/mod.rs", "generate"),
     ("openapi/proto.rs", "schema"),
-    ("smp/mod.rs", "merge_map"),
-    ("smp/mod.rs", "merge_list"),
     ("storage.rs", "create_with"),
     ("storage.rs", "update_with"),
     ("storage.rs", "delete_with"),
