@@ -591,8 +591,6 @@ pub const LONG_FUNCTIONS_LEFT: &[(&str, &str)] = &[
     ("faults.rs", "apply_fault_spec"),
     ("go_json.rs", "step"),
     ("list.rs", "render"),
-    ("openapi/mod.rs", "generate"),
-    ("openapi/proto.rs", "schema"),
     ("storage.rs", "create_with"),
     ("storage.rs", "update_with"),
     ("storage.rs", "delete_with"),
