@@ -591,9 +591,6 @@ pub const LONG_FUNCTIONS_LEFT: &[(&str, &str)] = &[
     ("faults.rs", "apply_fault_spec"),
     ("go_json.rs", "step"),
     ("list.rs", "render"),
-    ("storage.rs", "create_with"),
-    ("storage.rs", "update_with"),
-    ("storage.rs", "delete_with"),
     ("table.rs", "builtin_cells"),
 ];
 
