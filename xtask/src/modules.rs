@@ -587,7 +587,6 @@ pub const SHORT_FUNCTIONS: &[(&str, usize)] = &[("sim-apiserver", 80)];
 pub const LONG_FUNCTIONS_LEFT: &[(&str, &str)] = &[
     ("bin/sim-apiserver.rs", "run"),
     ("go_json.rs", "step"),
-    ("list.rs", "render"),
     ("table.rs", "builtin_cells"),
 ];
 
