@@ -585,7 +585,6 @@ pub const SHORT_FUNCTIONS: &[(&str, usize)] = &[("sim-apiserver", 80)];
 /// split into steps: the check refuses any other long function, and an entry here that is no
 /// longer long, so that the list only shrinks.
 pub const LONG_FUNCTIONS_LEFT: &[(&str, &str)] = &[
-    ("bin/sim-apiserver.rs", "run"),
 ];
 
 /// A function longer than its crate allows.
