@@ -581,30 +581,6 @@ pub fn wall_breaches(walls: &Walls, edges: &BTreeMap<ModPath, BTreeSet<ModPath>>
 /// `fn` to its closing brace, both included). The simulator's handlers read as steps this way.
 pub const SHORT_FUNCTIONS: &[(&str, usize)] = &[("sim-apiserver", 80)];
 
-/// The simulator's functions still over the limit, by file (under `src/`) and name, each to be
-/// split into steps: the check refuses any other long function, and an entry here that is no
-/// longer long, so that the list only shrinks.
-pub const LONG_FUNCTIONS_LEFT: &[(&str, &str)] = &[
-    ("apply.rs", "apply"),
-    ("bin/sim-apiserver.rs", "run"),
-    ("crd/definition.rs", "validate"),
-    ("crd/definition.rs", "served"),
-    ("crd/schema.rs", "default_and_prune"),
-    ("crd/schema.rs", "structural"),
-    ("crd/serving.rs", "reconcile"),
-    ("faults.rs", "apply_fault_spec"),
-    ("go_json.rs", "step"),
-    ("list.rs", "render"),
-    ("openapi/mod.rs", "generate"),
-    ("openapi/proto.rs", "schema"),
-    ("smp/mod.rs", "merge_map"),
-    ("smp/mod.rs", "merge_list"),
-    ("storage.rs", "create_with"),
-    ("storage.rs", "update_with"),
-    ("storage.rs", "delete_with"),
-    ("table.rs", "builtin_cells"),
-];
-
 /// A function longer than its crate allows.
 #[derive(Debug, PartialEq, Eq)]
 pub struct LongFunction {
@@ -807,51 +783,24 @@ fn check_tree(
         problems.extend(wall_breaches(walls, &edges));
     }
     if let Some((_, max)) = SHORT_FUNCTIONS.iter().find(|(k, _)| *k == krate) {
-        problems.extend(function_lengths(krate, *max, sources, LONG_FUNCTIONS_LEFT));
+        problems.extend(function_lengths(krate, *max, sources));
     }
     problems
 }
 
-/// Every function of `sources` over `max` lines but those `left` names (by path under `src/`
-/// and name), and every entry of `left` that is no longer over.
-fn function_lengths(
-    krate: &str,
-    max: usize,
-    sources: &[(PathBuf, String)],
-    left: &[(&str, &str)],
-) -> Vec<String> {
+/// Every function of `sources` over `max` lines.
+fn function_lengths(krate: &str, max: usize, sources: &[(PathBuf, String)]) -> Vec<String> {
     let mut problems = Vec::new();
-    let mut still_long = BTreeSet::new();
     for (path, source) in sources {
-        let under_src = path
-            .to_string_lossy()
-            .split_once("src/")
-            .map(|(_, rest)| rest.to_string())
-            .unwrap_or_default();
         for f in long_functions(source.as_str(), max) {
-            let known = left
-                .iter()
-                .find(|(file, name)| *file == under_src && *name == f.name);
-            match known {
-                Some(entry) => {
-                    still_long.insert(*entry);
-                }
-                None => problems.push(format!(
-                    "{krate}: {}:{}: `fn {}` is {} lines, over {max}",
-                    path.display(),
-                    f.line,
-                    f.name,
-                    f.lines
-                )),
-            }
+            problems.push(format!(
+                "{krate}: {}:{}: `fn {}` is {} lines, over {max}",
+                path.display(),
+                f.line,
+                f.name,
+                f.lines
+            ));
         }
-    }
-    for entry in left.iter().filter(|e| !still_long.contains(*e)) {
-        problems.push(format!(
-            "{krate}: `fn {}` of {} is listed as over {max} lines but is not (or is gone): \
-             take it off LONG_FUNCTIONS_LEFT (xtask/src/modules.rs)",
-            entry.1, entry.0
-        ));
     }
     problems
 }
@@ -871,9 +820,8 @@ pub fn run() -> Result<(), String> {
     if problems.is_empty() {
         println!(
             "modules: {counted} modules in {} crates, no import circle, every wall kept, \
-             no function too long ({} of the simulator's left to split)",
-            trees.len(),
-            LONG_FUNCTIONS_LEFT.len()
+             no function too long",
+            trees.len()
         );
         Ok(())
     } else {
@@ -1107,21 +1055,13 @@ mod tests {
     }
 
     #[test]
-    fn a_listed_long_function_passes_until_it_is_split() {
+    fn every_long_function_is_refused_and_a_short_one_passes() {
         let long = format!("fn step() {{\n{}}}\n", lines(10));
         let short = "fn step() {}\n".to_string();
         let sources = |text: &str| vec![(PathBuf::from("t/src/smp/mod.rs"), text.to_string())];
-        let left = [("smp/mod.rs", "step")];
-        assert!(function_lengths("k", 5, &sources(&long), &left).is_empty());
+        assert!(function_lengths("k", 5, &sources(&short)).is_empty());
         assert_eq!(
-            function_lengths("k", 5, &sources(&short), &left),
-            [
-                "k: `fn step` of smp/mod.rs is listed as over 5 lines but is not (or is gone): \
-              take it off LONG_FUNCTIONS_LEFT (xtask/src/modules.rs)"
-            ]
-        );
-        assert_eq!(
-            function_lengths("k", 5, &sources(&long), &[]),
+            function_lengths("k", 5, &sources(&long)),
             ["k: t/src/smp/mod.rs:1: `fn step` is 12 lines, over 5"]
         );
     }

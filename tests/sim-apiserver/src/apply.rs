@@ -210,20 +210,42 @@ pub(crate) fn apply(
     let sub = subresource_of(scope);
     let mut obj = match live {
         Some(l) => l.clone(),
-        None => {
-            let mut o = json!({"metadata": {}});
-            if let Some(m) = applied.get("metadata").and_then(Value::as_object) {
-                for k in ["name", "generateName", "namespace"] {
-                    if let Some(v) = m.get(k) {
-                        o["metadata"][k] = v.clone();
-                    }
-                }
-            }
-            o
-        }
+        None => new_object(applied),
     };
-    let mut entries: Vec<Entry> = obj
-        .pointer("/metadata/managedFields")
+    let mut entries = managed_entries(&obj, sub);
+    let new_leaves = leaves(applied, scope);
+    take_over_or_refuse(&obj, &mut entries, &new_leaves, manager, force)?;
+    let new_paths: Vec<Path> = new_leaves.iter().map(|(p, _)| p.clone()).collect();
+    remove_dropped_fields(&mut obj, &entries, &new_paths, manager);
+    for (p, v) in new_leaves {
+        set(&mut obj, &p, v);
+    }
+    obj["metadata"]["managedFields"] = Value::Array(managed_fields(
+        entries,
+        manager,
+        &new_paths,
+        api_version,
+        sub,
+    ));
+    Ok(obj)
+}
+
+/// The object an apply creates starts from: the applied name, generateName and namespace.
+fn new_object(applied: &Value) -> Value {
+    let mut o = json!({"metadata": {}});
+    if let Some(m) = applied.get("metadata").and_then(Value::as_object) {
+        for k in ["name", "generateName", "namespace"] {
+            if let Some(v) = m.get(k) {
+                o["metadata"][k] = v.clone();
+            }
+        }
+    }
+    o
+}
+
+/// `obj`'s `metadata.managedFields`, the apply entries of subresource `sub` parsed.
+fn managed_entries(obj: &Value, sub: &str) -> Vec<Entry> {
+    obj.pointer("/metadata/managedFields")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default()
@@ -242,12 +264,21 @@ pub(crate) fn apply(
             });
             Entry { raw, apply }
         })
-        .collect();
-    let new_leaves = leaves(applied, scope);
-    // Conflicts with (or, forced, take-overs from) the other apply managers.
+        .collect()
+}
+
+/// Conflicts with the other apply managers over `new_leaves` (a field they own set to another
+/// value): refused, or, `force`d, taken from them.
+fn take_over_or_refuse(
+    obj: &Value,
+    entries: &mut [Entry],
+    new_leaves: &[(Path, Value)],
+    manager: &str,
+    force: bool,
+) -> Result<(), ApiError> {
     let mut conflicts = Vec::new();
-    for (p, v) in &new_leaves {
-        let live_value = get(&obj, p);
+    for (p, v) in new_leaves {
+        let live_value = get(obj, p);
         for e in entries.iter_mut() {
             let Some((m, paths)) = &mut e.apply else {
                 continue;
@@ -275,8 +306,11 @@ pub(crate) fn apply(
         conflicts.dedup();
         return Err(ApiError::apply_conflict(&conflicts));
     }
-    let new_paths: Vec<Path> = new_leaves.iter().map(|(p, _)| p.clone()).collect();
-    // Fields this manager applied before and omits now go, unless someone else owns them.
+    Ok(())
+}
+
+/// Fields `manager` applied before and omits now go, unless someone else owns them.
+fn remove_dropped_fields(obj: &mut Value, entries: &[Entry], new_paths: &[Path], manager: &str) {
     let before: Vec<Path> = entries
         .iter()
         .filter_map(|e| e.apply.as_ref())
@@ -293,18 +327,25 @@ pub(crate) fn apply(
                 .is_some_and(|(m, ps)| m != manager && ps.iter().any(|q| overlaps(q, p)))
         });
         if !owned_elsewhere {
-            remove(&mut obj, p);
+            remove(obj, p);
         }
     }
-    for (p, v) in new_leaves {
-        set(&mut obj, &p, v);
-    }
-    // Rebuild managedFields: this manager's entry first, others updated, empty ones dropped.
+}
+
+/// The new `metadata.managedFields`: `manager`'s apply entry first, the others' updated, the
+/// entries left empty dropped.
+fn managed_fields(
+    entries: Vec<Entry>,
+    manager: &str,
+    new_paths: &[Path],
+    api_version: &str,
+    sub: &str,
+) -> Vec<Value> {
     let mut out = Vec::new();
     if !new_paths.is_empty() {
         let mut e = json!({
             "manager": manager, "operation": "Apply", "apiVersion": api_version,
-            "time": rfc3339_now(), "fieldsType": "FieldsV1", "fieldsV1": fields_v1(&new_paths),
+            "time": rfc3339_now(), "fieldsType": "FieldsV1", "fieldsV1": fields_v1(new_paths),
         });
         if !sub.is_empty() {
             e["subresource"] = json!(sub);
@@ -323,8 +364,7 @@ pub(crate) fn apply(
             }
         }
     }
-    obj["metadata"]["managedFields"] = Value::Array(out);
-    Ok(obj)
+    out
 }
 
 #[cfg(test)]

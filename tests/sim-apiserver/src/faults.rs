@@ -448,12 +448,7 @@ fn scope(count: Option<u32>, unit: &str) -> String {
 /// `list-status-200 (every request)`; a bad spec gives an error naming it and listing the
 /// valid ones, and changes nothing.
 pub fn apply_fault_spec(faults: &Faults, spec: &str) -> Result<String, String> {
-    let bad = |why: String| {
-        format!(
-            "invalid fault spec {spec:?}: {why}; valid specs: {}",
-            FAULT_SPECS.join(", ")
-        )
-    };
+    let bad = |why: String| bad_spec(spec, why);
     let (head, count) = match spec.split_once(':') {
         Some((h, n)) => match n.parse::<u32>() {
             Ok(n) if n > 0 => (h, Some(n)),
@@ -465,6 +460,27 @@ pub fn apply_fault_spec(faults: &Faults, spec: &str) -> Result<String, String> {
         Some((n, v)) => (n, Some(v)),
         None => (head, None),
     };
+    let parsed = parse_spec(spec, name, value, count)?;
+    Ok(apply_spec(faults, head, count, parsed))
+}
+
+/// The error for a bad fault `spec`: why, and the valid specs.
+fn bad_spec(spec: &str, why: String) -> String {
+    format!(
+        "invalid fault spec {spec:?}: {why}; valid specs: {}",
+        FAULT_SPECS.join(", ")
+    )
+}
+
+/// What the fault `name` (with its `=value` and `:count`, if any) of `spec` is, or why it is
+/// refused.
+fn parse_spec(
+    spec: &str,
+    name: &str,
+    value: Option<&str>,
+    count: Option<u32>,
+) -> Result<Spec, String> {
+    let bad = |why: String| bad_spec(spec, why);
     let code = |v: Option<&str>| -> Result<u16, String> {
         let v = v.ok_or_else(|| bad(format!("{name} needs a status code, as {name}=CODE")))?;
         match v.parse::<u16>() {
@@ -483,7 +499,7 @@ pub fn apply_fault_spec(faults: &Faults, spec: &str) -> Result<String, String> {
         None => Ok(s),
         Some(v) => Err(bad(format!("{name} takes no value (got ={v})"))),
     };
-    let parsed = match name {
+    Ok(match name {
         "list-status-200" => no_value(Spec::List(ListFault::StatusWithOk))?,
         "list-empty-object" => no_value(Spec::List(ListFault::EmptyObject))?,
         "list-html" => no_value(Spec::List(ListFault::Html))?,
@@ -516,11 +532,16 @@ pub fn apply_fault_spec(faults: &Faults, spec: &str) -> Result<String, String> {
         },
         "end-watches-after" => Spec::EndWatchesAfter(number(value)?),
         _ => return Err(bad(format!("unknown fault {name:?}"))),
-    };
+    })
+}
+
+/// Applies the parsed fault to `faults` for `count` requests or events (every one without);
+/// the description of what was applied, starting with the spec's `head`.
+fn apply_spec(faults: &Faults, head: &str, count: Option<u32>, parsed: Spec) -> String {
     let k = count.unwrap_or(EVERY);
     let requests = scope(count, "request");
     let events = scope(count, "event");
-    Ok(match parsed {
+    match parsed {
         Spec::List(f) => {
             faults.list_body(f, k);
             format!("{head} ({requests})")
@@ -559,5 +580,5 @@ pub fn apply_fault_spec(faults: &Faults, spec: &str) -> Result<String, String> {
             faults.end_watches_after(n);
             format!("{head} (watch streams end after {n} events)")
         }
-    })
+    }
 }

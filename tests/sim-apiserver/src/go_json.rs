@@ -185,6 +185,19 @@ impl Scanner {
                 Err("after object key")
             }
             EndValue => self.end_value(c, space),
+            InString { .. } | InStringEscape { .. } | InStringHex { .. } => self.step_string(c),
+            Literal { word, at } => self.step_literal(word, at, c),
+            NumberSign | NumberZero | NumberInt | NumberDotStart | NumberFraction
+            | NumberExponentStart | NumberExponentSign | NumberExponent => {
+                self.step_number(c, space)
+            }
+        }
+    }
+
+    /// One byte inside a string: its end, an escape, or the hex digits of a `\u` escape.
+    fn step_string(&mut self, c: u8) -> Result<(), &'static str> {
+        use State::*;
+        match self.state {
             InString { key } => {
                 match c {
                     b'"' => {
@@ -225,21 +238,31 @@ impl Scanner {
                 };
                 Ok(())
             }
-            Literal { word, at } => {
-                if c != word.as_bytes()[at] {
-                    return Err(match word {
-                        "true" => literal_context("true", at),
-                        "false" => literal_context("false", at),
-                        _ => literal_context("null", at),
-                    });
-                }
-                if at + 1 == word.len() {
-                    self.value_done();
-                } else {
-                    self.state = Literal { word, at: at + 1 };
-                }
-                Ok(())
-            }
+            _ => unreachable!("step_string is called in a string"),
+        }
+    }
+
+    /// One more byte of the literal `word` (`true`, `false` or `null`), `at` bytes of it read.
+    fn step_literal(&mut self, word: &'static str, at: usize, c: u8) -> Result<(), &'static str> {
+        if c != word.as_bytes()[at] {
+            return Err(match word {
+                "true" => literal_context("true", at),
+                "false" => literal_context("false", at),
+                _ => literal_context("null", at),
+            });
+        }
+        if at + 1 == word.len() {
+            self.value_done();
+        } else {
+            self.state = State::Literal { word, at: at + 1 };
+        }
+        Ok(())
+    }
+
+    /// One byte of a number: its sign, digits, fraction or exponent, or what ends it.
+    fn step_number(&mut self, c: u8, space: bool) -> Result<(), &'static str> {
+        use State::*;
+        match self.state {
             NumberSign => match c {
                 b'0' => {
                     self.state = NumberZero;
@@ -299,6 +322,7 @@ impl Scanner {
                 }
                 self.number_done(c, space)
             }
+            _ => unreachable!("step_number is called in a number"),
         }
     }
 

@@ -215,12 +215,42 @@ fn render(
     shape: Shape<'_>,
 ) -> Bytes {
     let prefix = ns.map(|n| format!("{n}/"));
+    let (items, more) = page(map, prefix.as_deref(), p, limit, start);
+    let last = items.last().map(|(k, _)| k.as_str()).unwrap_or("");
+    let meta = list_meta(
+        def,
+        rev,
+        map,
+        prefix.as_deref(),
+        p,
+        more.then_some(last),
+        shape,
+    );
+    let (list_kind, list_api_version) = list_type(def, p.representation);
+    let header = format!(
+        "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{list_api_version}\",\"metadata\":{meta},\"items\":["
+    );
+    if let Representation::PartialObjectMetadata { .. } = p.representation {
+        return metadata_items(&header, &items, p.representation);
+    }
+    whole_items(&header, &items, def)
+}
+
+/// The objects of one page: those in namespace `prefix` matching the selectors, from `start`,
+/// at most `limit`; and whether more follow.
+fn page<'m>(
+    map: &'m BTreeMap<String, Arc<Obj>>,
+    prefix: Option<&str>,
+    p: &ListParams,
+    limit: Option<usize>,
+    start: Option<&str>,
+) -> (Vec<(&'m String, &'m Arc<Obj>)>, bool) {
     let iter = match start {
         Some(s) => map.range::<str, _>((std::ops::Bound::Included(s), std::ops::Bound::Unbounded)),
         None => map.range::<str, _>(..),
     };
     let mut matching = iter
-        .filter(|(k, _)| prefix.as_deref().is_none_or(|pfx| k.starts_with(pfx)))
+        .filter(|(k, _)| prefix.is_none_or(|pfx| k.starts_with(pfx)))
         .filter(|(_, o)| p.selectors.matches(&o.value));
     let mut items: Vec<(&String, &Arc<Obj>)> = Vec::new();
     let mut more = false;
@@ -231,9 +261,22 @@ fn render(
         }
         items.push((k, o));
     }
+    (items, more)
+}
+
+/// A list's `metadata`: its resourceVersion, a continue token after the page's `last` key when
+/// more follow (with the remaining count), the shard echo, and the list faults' `shape`.
+fn list_meta(
+    def: &ResourceDef,
+    rev: u64,
+    map: &BTreeMap<String, Arc<Obj>>,
+    prefix: Option<&str>,
+    p: &ListParams,
+    last: Option<&str>,
+    shape: Shape<'_>,
+) -> serde_json::Value {
     let mut meta = json!({"resourceVersion": rev.to_string()});
-    if more {
-        let last = items.last().map(|(k, _)| k.as_str()).unwrap_or("");
+    if let Some(last) = last {
         meta["continue"] = json!(ContinueToken {
             rv: rev as i64,
             start: format!("{last}\u{0}"),
@@ -244,7 +287,7 @@ fn render(
             // kube-apiserver 1.36.3 counts them for a sharded list.
             let after = map
                 .range::<str, _>((std::ops::Bound::Excluded(last), std::ops::Bound::Unbounded))
-                .filter(|(k, _)| prefix.as_deref().is_none_or(|pfx| k.starts_with(pfx)));
+                .filter(|(k, _)| prefix.is_none_or(|pfx| k.starts_with(pfx)));
             meta["remainingItemCount"] = json!(after.count());
         }
     }
@@ -260,7 +303,7 @@ fn render(
     if let Some(token) = shape.fixed_continue {
         meta["continue"] = json!(token);
     }
-    if !more && !def.is_core() {
+    if last.is_none() && !def.is_core() {
         // A custom resource's list is written from an unstructured map that always holds it.
         meta["continue"] = json!("");
     }
@@ -269,34 +312,32 @@ fn render(
             m.remove("resourceVersion");
         }
     }
-    let (list_kind, list_api_version) = list_type(def, p.representation);
-    let header = format!(
-        "{{\"kind\":\"{list_kind}\",\"apiVersion\":\"{list_api_version}\",\"metadata\":{meta},\"items\":["
-    );
-    if let Representation::PartialObjectMetadata { .. } = p.representation {
-        // Every item in the metadata representation, with its own kind and apiVersion (as
-        // kube-apiserver writes PartialObjectMetadataList items).
-        let items: Vec<Bytes> = items
-            .iter()
-            .map(|(_, o)| o.json_as(p.representation))
-            .collect();
-        let size: usize = items.iter().map(|o| o.len() + 1).sum();
-        let mut b = BytesMut::with_capacity(size + header.len() + 4);
-        b.put_slice(header.as_bytes());
-        for (i, o) in items.iter().enumerate() {
-            if i > 0 {
-                b.put_u8(b',');
-            }
-            b.put_slice(o);
+    meta
+}
+
+/// The list's body in the metadata representation: every item with its own kind and
+/// apiVersion (as kube-apiserver writes PartialObjectMetadataList items).
+fn metadata_items(header: &str, items: &[(&String, &Arc<Obj>)], repr: Representation) -> Bytes {
+    let items: Vec<Bytes> = items.iter().map(|(_, o)| o.json_as(repr)).collect();
+    let size: usize = items.iter().map(|o| o.len() + 1).sum();
+    let mut b = BytesMut::with_capacity(size + header.len() + 4);
+    b.put_slice(header.as_bytes());
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            b.put_u8(b',');
         }
-        b.put_slice(b"]}\n");
-        return b.freeze();
+        b.put_slice(o);
     }
+    b.put_slice(b"]}\n");
+    b.freeze()
+}
+
+/// The list's body of whole objects: kube-apiserver omits kind and apiVersion on the items of
+/// built-in lists (they are set on the list only); custom resources keep them.
+fn whole_items(header: &str, items: &[(&String, &Arc<Obj>)], def: &ResourceDef) -> Bytes {
     let size: usize = items.iter().map(|(_, o)| o.json.len() + 1).sum();
     let mut b = BytesMut::with_capacity(size + header.len() + 4);
     b.put_slice(header.as_bytes());
-    // kube-apiserver omits kind and apiVersion on the items of built-in lists (they are set
-    // on the list only); custom resources keep them.
     let prefix = format!(
         "{{\"apiVersion\":\"{}\",\"kind\":\"{}\",",
         def.api_version(),

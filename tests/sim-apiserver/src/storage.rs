@@ -537,26 +537,7 @@ impl Storage {
     ) -> Result<Arc<Obj>, ApiError> {
         check_type(&obj, def)?;
         if opts.scope == WriteScope::Main && def.status_subresource {
-            // Status is the controllers' to set: kube-apiserver's strategies reset it on create.
-            let initial = match (def.group.as_str(), def.kind.as_str()) {
-                ("", "Pod") => Some(serde_json::json!({"phase": "Pending",
-                    "qosClass": crate::defaults::pod_qos_class(&obj)})),
-                ("", "Namespace") => Some(serde_json::json!({"phase": "Active"})),
-                // Built-in kinds whose status is a struct: kube-apiserver writes it empty.
-                ("apps", "Deployment") => Some(serde_json::json!({})),
-                ("", "Service") => Some(serde_json::json!({"loadBalancer": {}})),
-                // What a CRD answers before apiextensions' controllers (the simulator's
-                // reconcile, right after) accept its names.
-                ("apiextensions.k8s.io", "CustomResourceDefinition") => {
-                    Some(crate::crd::initial_status(&obj))
-                }
-                _ => None,
-            };
-            let o = obj.as_object_mut().expect("checked to be an object");
-            match initial {
-                Some(st) => o.insert("status".into(), st),
-                None => o.remove("status"),
-            };
+            set_initial_status(def, &mut obj);
         }
         obj["kind"] = Value::String(def.kind.clone());
         obj["apiVersion"] = Value::String(def.api_version());
@@ -564,28 +545,8 @@ impl Storage {
             let unknown = crate::unknown_fields::prune(def, &mut obj);
             crate::field_validation::report_unknown_fields(def, &unknown)?;
         }
-        let m = meta_mut(&mut obj);
-        let mut name = m
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if name.is_empty() {
-            match m.get("generateName").and_then(Value::as_str) {
-                Some(g) if !g.is_empty() => name = format!("{g}{}", random_suffix()),
-                _ => {
-                    return Err(ApiError::invalid(
-                        &def.kind,
-                        &def.group,
-                        "",
-                        "metadata.name",
-                        "FieldValueRequired",
-                        "Required value: name or generateName is required",
-                    ))
-                }
-            }
-        }
-        let generate_name = m
+        let name = name_to_create(def, &obj)?;
+        let generate_name = meta_mut(&mut obj)
             .get("generateName")
             .and_then(Value::as_str)
             .map(str::to_string);
@@ -597,20 +558,7 @@ impl Storage {
         let m = meta_mut(&mut obj);
         m.insert("name".into(), Value::String(name.clone()));
         crate::crd::admit(def, &mut obj, None)?;
-        let m = meta_mut(&mut obj);
-        if def.namespaced {
-            m.insert("namespace".into(), Value::String(ns.to_string()));
-        } else {
-            m.remove("namespace");
-        }
-        m.insert("uid".into(), Value::String(new_uid()));
-        m.insert("creationTimestamp".into(), Value::String(rfc3339_now()));
-        if def.generation {
-            m.insert("generation".into(), Value::from(1));
-        } else {
-            m.remove("generation");
-        }
-        m.remove("deletionTimestamp");
+        set_created_metadata(def, ns, &mut obj);
         let key = key_of(ns, &name);
         let mut i = self.inner.lock();
         if i.objects.get(&res).is_some_and(|o| o.contains_key(&key)) {
@@ -623,13 +571,27 @@ impl Storage {
         i.rev += 1;
         let rev = i.rev;
         set_rv(&mut obj, rev);
-        let o = Obj::new(obj, EventType::Added);
+        Ok(self.store_added(&mut i, res, key, ns, rev, obj))
+    }
+
+    /// Stores `value` (its resourceVersion already `rev`) as the first version of `key` and
+    /// commits the ADDED event.
+    fn store_added(
+        &self,
+        i: &mut Inner,
+        res: usize,
+        key: String,
+        ns: &str,
+        rev: u64,
+        value: Value,
+    ) -> Arc<Obj> {
+        let o = Obj::new(value, EventType::Added);
         i.objects
             .entry(res)
             .or_default()
             .insert(key.clone(), o.clone());
         self.commit(
-            &mut i,
+            i,
             Event {
                 rv: rev,
                 etype: EventType::Added,
@@ -640,7 +602,7 @@ impl Storage {
                 prev: None,
             },
         );
-        Ok(o)
+        o
     }
 
     /// Replaces an object (PUT). A non-empty `metadata.resourceVersion` in `obj` must match
@@ -670,15 +632,7 @@ impl Storage {
         opts: WriteOptions,
     ) -> Result<Arc<Obj>, ApiError> {
         check_type(&obj, def)?;
-        let body_name = obj
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if body_name != name {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({body_name}) does not match the name on the URL ({name})"
-            )));
-        }
+        check_body_name(&obj, name)?;
         let precondition = obj
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -694,74 +648,9 @@ impl Storage {
                 return Err(ApiError::conflict(&def.plural, &def.group, name));
             }
         }
-        match opts.scope {
-            WriteScope::Whole => {}
-            WriteScope::Main if !def.status_subresource => {}
-            WriteScope::Main => match old.value.get("status") {
-                Some(st) => obj["status"] = st.clone(),
-                None => {
-                    obj.as_object_mut().map(|m| m.remove("status"));
-                }
-            },
-            WriteScope::Status => {
-                let status = obj.get("status").cloned();
-                let managed = obj.pointer("/metadata/managedFields").cloned();
-                obj = old.value.clone();
-                if let Some(mf) = managed {
-                    meta_mut(&mut obj).insert("managedFields".into(), mf);
-                }
-                match status {
-                    Some(st) => obj["status"] = st,
-                    None => {
-                        obj.as_object_mut().map(|m| m.remove("status"));
-                    }
-                }
-            }
-        }
-        if opts.scope != WriteScope::Whole {
-            let unknown = crate::unknown_fields::prune(def, &mut obj);
-            crate::field_validation::report_unknown_fields(def, &unknown)?;
-        }
-        crate::crd::admit(def, &mut obj, Some(&old.value))?;
-        if opts.scope != WriteScope::Whole {
-            let mut causes = crate::validation::object_causes(def, &obj);
-            causes.extend(crate::validation::finalizer_causes(&old.value, &obj));
-            crate::validation::check(def, name, causes)?;
-        }
-        obj["kind"] = Value::String(def.kind.clone());
-        obj["apiVersion"] = Value::String(def.api_version());
-        let old_meta = old.value["metadata"].clone();
-        let generation = old_meta
-            .get("generation")
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-        let bump = !same_spec(&old.value, &obj);
-        let m = meta_mut(&mut obj);
-        for k in [
-            "uid",
-            "creationTimestamp",
-            "namespace",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-        ] {
-            match old_meta.get(k) {
-                Some(v) => m.insert(k.into(), v.clone()),
-                None => m.remove(k),
-            };
-        }
-        if def.generation {
-            m.insert(
-                "generation".into(),
-                Value::from(if bump { generation + 1 } else { generation }),
-            );
-        } else {
-            m.remove("generation");
-        }
-        if !m.contains_key("managedFields") {
-            if let Some(mf) = old_meta.get("managedFields") {
-                m.insert("managedFields".into(), mf.clone());
-            }
-        }
+        limit_to_scope(opts.scope, def, &old.value, &mut obj);
+        admit_update(opts.scope, def, name, &old.value, &mut obj)?;
+        keep_server_fields(def, &old.value, &mut obj);
         set_rv(&mut obj, old.rv());
         if obj == old.value {
             // kube-apiserver writes nothing when an update changes nothing: no new
@@ -781,22 +670,7 @@ impl Storage {
             // The writer is answered the object at the version it replaced, as kube-apiserver
             // answers it; the DELETED event carries the revision of the deletion.
             let answered = o.at_revision(old.rv(), EventType::Deleted);
-            i.history.remove(&(res, key.clone()));
-            if let Some(m) = i.objects.get_mut(&res) {
-                m.remove(&key);
-            }
-            self.commit(
-                &mut i,
-                Event {
-                    rv: rev,
-                    etype: EventType::Deleted,
-                    res,
-                    key,
-                    ns: ns.to_string(),
-                    obj: o,
-                    prev: Some(old),
-                },
-            );
+            self.store_deleted(&mut i, res, key, ns, rev, o, old);
             return Ok(answered);
         }
         Ok(self.store_modified(&mut i, res, key, ns, rev, obj, old))
@@ -836,6 +710,37 @@ impl Storage {
         o
     }
 
+    /// Removes `key` (and its history) and commits the DELETED event carrying `o`, its final
+    /// state at revision `rev`.
+    #[allow(clippy::too_many_arguments)]
+    fn store_deleted(
+        &self,
+        i: &mut Inner,
+        res: usize,
+        key: String,
+        ns: &str,
+        rev: u64,
+        o: Arc<Obj>,
+        old: Arc<Obj>,
+    ) {
+        i.history.remove(&(res, key.clone()));
+        if let Some(m) = i.objects.get_mut(&res) {
+            m.remove(&key);
+        }
+        self.commit(
+            i,
+            Event {
+                rv: rev,
+                etype: EventType::Deleted,
+                res,
+                key,
+                ns: ns.to_string(),
+                obj: o,
+                prev: Some(old),
+            },
+        );
+    }
+
     /// Deletes an object; returns its final state: as it was last stored (a pod: marked for
     /// deletion at the delete revision), as kube-apiserver answers a delete.
     pub fn delete(
@@ -872,94 +777,56 @@ impl Storage {
         let Some(old) = i.objects.get(&res).and_then(|m| m.get(&key)).cloned() else {
             return Err(ApiError::not_found(&def.plural, &def.group, name));
         };
-        if let Some(u) = pre.uid.as_deref().filter(|u| !u.is_empty()) {
-            let have = old
-                .value
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            if u != have {
-                // kube-apiserver names the kind, not the resource, in precondition failures.
-                return Err(ApiError::conflict_because(
-                    &def.kind,
-                    &def.group,
-                    name,
-                    &format!(
-                        "the UID in the precondition ({u}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
-                    ),
-                ));
-            }
-        }
-        if let Some(p) = pre.resource_version.as_deref().filter(|p| !p.is_empty()) {
-            if p.parse::<u64>().ok() != Some(old.rv()) {
-                return Err(ApiError::conflict_because(
-                    &def.kind,
-                    &def.group,
-                    name,
-                    &format!(
-                        "the ResourceVersion in the precondition ({p}) does not match the ResourceVersion in record ({}). The object might have been modified",
-                        old.rv()
-                    ),
-                ));
-            }
-        }
+        check_delete_preconditions(def, name, &old, pre)?;
         if has_finalizers(&old.value) {
-            // kube-apiserver's registry store: the object stays, marked for deletion, until
-            // its finalizers are removed by updates; a second delete changes nothing.
-            if is_terminating(&old.value) {
-                return Ok(old);
-            }
-            let mut v = old.value.clone();
-            let m = meta_mut(&mut v);
-            m.insert("deletionTimestamp".into(), Value::String(rfc3339_now()));
-            m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
-            if dry_run {
-                return Ok(Obj::new(v, EventType::Modified));
-            }
-            i.rev += 1;
-            let rev = i.rev;
-            set_rv(&mut v, rev);
-            return Ok(self.store_modified(&mut i, res, key, ns, rev, v, old));
+            return Ok(self.mark_for_deletion(&mut i, res, key, ns, old, dry_run));
         }
         if dry_run {
             return Ok(old);
         }
-        i.history.remove(&(res, key.clone()));
         i.rev += 1;
         let rev = i.rev;
         let mut v = old.value.clone();
         set_rv(&mut v, rev);
         let pod = def.group.is_empty() && def.kind == "Pod";
         if pod {
-            // A pod no kubelet runs goes at once, but as kube-apiserver deletes a pod: marked
-            // for deletion first (a new generation), its last state says so.
-            let m = meta_mut(&mut v);
-            let generation = m.get("generation").and_then(Value::as_i64).unwrap_or(1);
-            m.insert("deletionTimestamp".into(), Value::String(rfc3339_now()));
-            m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
-            m.insert("generation".into(), Value::from(generation + 1));
+            mark_pod_deleted(&mut v);
         }
         let o = Obj::new(v, EventType::Deleted);
         // kube-apiserver answers a delete with the object as it was last stored (a pod's
         // marking for deletion is a write of its own); the DELETED event carries the revision
         // of the deletion.
         let answered = if pod { o.clone() } else { old.clone() };
-        if let Some(m) = i.objects.get_mut(&res) {
-            m.remove(&key);
-        }
-        self.commit(
-            &mut i,
-            Event {
-                rv: rev,
-                etype: EventType::Deleted,
-                res,
-                key,
-                ns: ns.to_string(),
-                obj: o,
-                prev: Some(old),
-            },
-        );
+        self.store_deleted(&mut i, res, key, ns, rev, o, old);
         Ok(answered)
+    }
+
+    /// An object with finalizers is not removed but marked for deletion (`deletionTimestamp`,
+    /// a MODIFIED event), as kube-apiserver's registry store does, until updates remove its
+    /// finalizers; a second delete changes nothing.
+    fn mark_for_deletion(
+        &self,
+        i: &mut Inner,
+        res: usize,
+        key: String,
+        ns: &str,
+        old: Arc<Obj>,
+        dry_run: bool,
+    ) -> Arc<Obj> {
+        if is_terminating(&old.value) {
+            return old;
+        }
+        let mut v = old.value.clone();
+        let m = meta_mut(&mut v);
+        m.insert("deletionTimestamp".into(), Value::String(rfc3339_now()));
+        m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+        if dry_run {
+            return Obj::new(v, EventType::Modified);
+        }
+        i.rev += 1;
+        let rev = i.rev;
+        set_rv(&mut v, rev);
+        self.store_modified(i, res, key, ns, rev, v, old)
     }
 
     /// Deletes every object of a resource (one DELETED event each, as a deleted
@@ -1157,6 +1024,232 @@ impl Storage {
             rev: i.rev,
         })
     }
+}
+
+/// The status an object created over HTTP starts with: status is the controllers' to set, so
+/// kube-apiserver's strategies reset it on create (none, or the kind's initial one).
+fn set_initial_status(def: &ResourceDef, obj: &mut Value) {
+    let initial = match (def.group.as_str(), def.kind.as_str()) {
+        ("", "Pod") => Some(serde_json::json!({"phase": "Pending",
+            "qosClass": crate::defaults::pod_qos_class(obj)})),
+        ("", "Namespace") => Some(serde_json::json!({"phase": "Active"})),
+        // Built-in kinds whose status is a struct: kube-apiserver writes it empty.
+        ("apps", "Deployment") => Some(serde_json::json!({})),
+        ("", "Service") => Some(serde_json::json!({"loadBalancer": {}})),
+        // What a CRD answers before apiextensions' controllers (the simulator's
+        // reconcile, right after) accept its names.
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            Some(crate::crd::initial_status(obj))
+        }
+        _ => None,
+    };
+    let o = obj.as_object_mut().expect("checked to be an object");
+    match initial {
+        Some(st) => o.insert("status".into(), st),
+        None => o.remove("status"),
+    };
+}
+
+/// The name a create gives its object: `metadata.name`, or `generateName` with a random
+/// suffix; 422 when there is neither.
+fn name_to_create(def: &ResourceDef, obj: &Value) -> Result<String, ApiError> {
+    let meta = |k: &str| {
+        obj.pointer(&format!("/metadata/{k}"))
+            .and_then(Value::as_str)
+    };
+    let name = meta("name").unwrap_or("");
+    if !name.is_empty() {
+        return Ok(name.to_string());
+    }
+    match meta("generateName") {
+        Some(g) if !g.is_empty() => Ok(format!("{g}{}", random_suffix())),
+        _ => Err(ApiError::invalid(
+            &def.kind,
+            &def.group,
+            "",
+            "metadata.name",
+            "FieldValueRequired",
+            "Required value: name or generateName is required",
+        )),
+    }
+}
+
+/// The metadata the server sets on create: namespace (for a namespaced kind), uid, creation
+/// time, generation 1 (for a kind that has one), no deletion mark.
+fn set_created_metadata(def: &ResourceDef, ns: &str, obj: &mut Value) {
+    let m = meta_mut(obj);
+    if def.namespaced {
+        m.insert("namespace".into(), Value::String(ns.to_string()));
+    } else {
+        m.remove("namespace");
+    }
+    m.insert("uid".into(), Value::String(new_uid()));
+    m.insert("creationTimestamp".into(), Value::String(rfc3339_now()));
+    if def.generation {
+        m.insert("generation".into(), Value::from(1));
+    } else {
+        m.remove("generation");
+    }
+    m.remove("deletionTimestamp");
+}
+
+/// An update's body must name the object its URL names (400 otherwise).
+fn check_body_name(obj: &Value, name: &str) -> Result<(), ApiError> {
+    let body_name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if body_name != name {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(())
+}
+
+/// Keeps what an update's `scope` may not change from `old`: a main update keeps the status
+/// of a kind with a status subresource, a status update keeps all but status (and its
+/// managedFields).
+fn limit_to_scope(scope: WriteScope, def: &ResourceDef, old: &Value, obj: &mut Value) {
+    match scope {
+        WriteScope::Whole => {}
+        WriteScope::Main if !def.status_subresource => {}
+        WriteScope::Main => match old.get("status") {
+            Some(st) => obj["status"] = st.clone(),
+            None => {
+                obj.as_object_mut().map(|m| m.remove("status"));
+            }
+        },
+        WriteScope::Status => {
+            let status = obj.get("status").cloned();
+            let managed = obj.pointer("/metadata/managedFields").cloned();
+            *obj = old.clone();
+            if let Some(mf) = managed {
+                meta_mut(obj).insert("managedFields".into(), mf);
+            }
+            match status {
+                Some(st) => obj["status"] = st,
+                None => {
+                    obj.as_object_mut().map(|m| m.remove("status"));
+                }
+            }
+        }
+    }
+}
+
+/// Admits an update by the model's rules: unknown fields pruned (and reported as the request
+/// asks), a custom resource's schema, and validation, finalizers included; a write of the
+/// whole object (`WriteScope::Whole`) passes all but the schema.
+fn admit_update(
+    scope: WriteScope,
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    obj: &mut Value,
+) -> Result<(), ApiError> {
+    if scope != WriteScope::Whole {
+        let unknown = crate::unknown_fields::prune(def, obj);
+        crate::field_validation::report_unknown_fields(def, &unknown)?;
+    }
+    crate::crd::admit(def, obj, Some(old))?;
+    if scope != WriteScope::Whole {
+        let mut causes = crate::validation::object_causes(def, obj);
+        causes.extend(crate::validation::finalizer_causes(old, obj));
+        crate::validation::check(def, name, causes)?;
+    }
+    Ok(())
+}
+
+/// What an update cannot change, taken from `old`: kind and apiVersion, uid, creation time,
+/// namespace, the deletion mark, managedFields the body leaves out; generation bumped only when
+/// something outside `metadata` and `status` changed.
+fn keep_server_fields(def: &ResourceDef, old: &Value, obj: &mut Value) {
+    obj["kind"] = Value::String(def.kind.clone());
+    obj["apiVersion"] = Value::String(def.api_version());
+    let old_meta = &old["metadata"];
+    let generation = old_meta
+        .get("generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let bump = !same_spec(old, obj);
+    let m = meta_mut(obj);
+    for k in [
+        "uid",
+        "creationTimestamp",
+        "namespace",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        match old_meta.get(k) {
+            Some(v) => m.insert(k.into(), v.clone()),
+            None => m.remove(k),
+        };
+    }
+    if def.generation {
+        m.insert(
+            "generation".into(),
+            Value::from(if bump { generation + 1 } else { generation }),
+        );
+    } else {
+        m.remove("generation");
+    }
+    if !m.contains_key("managedFields") {
+        if let Some(mf) = old_meta.get("managedFields") {
+            m.insert("managedFields".into(), mf.clone());
+        }
+    }
+}
+
+/// A delete's uid and resourceVersion preconditions against the stored `old`: 409 Conflict
+/// with kube-apiserver's "Precondition failed" wording (naming the kind) on a mismatch.
+fn check_delete_preconditions(
+    def: &ResourceDef,
+    name: &str,
+    old: &Obj,
+    pre: &Preconditions,
+) -> Result<(), ApiError> {
+    if let Some(u) = pre.uid.as_deref().filter(|u| !u.is_empty()) {
+        let have = old
+            .value
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if u != have {
+            // kube-apiserver names the kind, not the resource, in precondition failures.
+            return Err(ApiError::conflict_because(
+                &def.kind,
+                &def.group,
+                name,
+                &format!(
+                    "the UID in the precondition ({u}) does not match the UID in record ({have}). The object might have been deleted and then recreated"
+                ),
+            ));
+        }
+    }
+    if let Some(p) = pre.resource_version.as_deref().filter(|p| !p.is_empty()) {
+        if p.parse::<u64>().ok() != Some(old.rv()) {
+            return Err(ApiError::conflict_because(
+                &def.kind,
+                &def.group,
+                name,
+                &format!(
+                    "the ResourceVersion in the precondition ({p}) does not match the ResourceVersion in record ({}). The object might have been modified",
+                    old.rv()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A pod's last state: no kubelet runs it, so it goes at once, but as kube-apiserver deletes a
+/// pod: marked for deletion first (a new generation).
+fn mark_pod_deleted(v: &mut Value) {
+    let m = meta_mut(v);
+    let generation = m.get("generation").and_then(Value::as_i64).unwrap_or(1);
+    m.insert("deletionTimestamp".into(), Value::String(rfc3339_now()));
+    m.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+    m.insert("generation".into(), Value::from(generation + 1));
 }
 
 /// Whether an object has `metadata.finalizers` left.

@@ -372,7 +372,6 @@ fn builtin_columns(kind: &str) -> Vec<(&'static str, &'static str, i64, &'static
 
 /// The cells of [`builtin_columns`] for `o`.
 fn builtin_cells(kind: &str, o: &Value, now: i64) -> Vec<Value> {
-    let int = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
     let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
     let or_none = |p: &str| match text(p) {
         "" => json!("<none>"),
@@ -382,44 +381,7 @@ fn builtin_cells(kind: &str, o: &Value, now: i64) -> Vec<Value> {
     let created = o.pointer("/metadata/creationTimestamp");
     let age_cell = json!(age(created, now));
     match kind {
-        "Pod" => {
-            let statuses = o
-                .pointer("/status/containerStatuses")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
-            let total = o
-                .pointer("/spec/containers")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            let ready = statuses
-                .iter()
-                .filter(|s| s.get("ready").and_then(Value::as_bool) == Some(true))
-                .count();
-            let restarts: i64 = statuses
-                .iter()
-                .filter_map(|s| s.get("restartCount").and_then(Value::as_i64))
-                .sum();
-            let status = match (text("/metadata/deletionTimestamp"), text("/status/reason")) {
-                ("", "") => match text("/status/phase") {
-                    "" => "Unknown",
-                    p => p,
-                },
-                ("", reason) => reason,
-                _ => "Terminating",
-            };
-            vec![
-                name,
-                json!(format!("{ready}/{total}")),
-                json!(status),
-                json!(restarts.to_string()),
-                age_cell,
-                or_none("/status/podIP"),
-                or_none("/spec/nodeName"),
-                or_none("/status/nominatedNodeName"),
-                json!("<none>"),
-            ]
-        }
+        "Pod" => pod_cells(o, name, age_cell),
         "ConfigMap" => {
             let n = ["data", "binaryData"]
                 .iter()
@@ -435,97 +397,152 @@ fn builtin_cells(kind: &str, o: &Value, now: i64) -> Vec<Value> {
                 .unwrap_or(json!("Active")),
             age_cell,
         ],
-        "Deployment" => {
-            let containers = o
-                .pointer("/spec/template/spec/containers")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or(&[]);
-            let join = |k: &str| {
-                containers
-                    .iter()
-                    .filter_map(|c| c.get(k).and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
-            let selector = o
-                .pointer("/spec/selector/matchLabels")
-                .and_then(Value::as_object)
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
-            vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    int("/status/readyReplicas"),
-                    int("/spec/replicas")
-                )),
-                json!(int("/status/updatedReplicas")),
-                json!(int("/status/availableReplicas")),
-                age_cell,
-                json!(join("name")),
-                json!(join("image")),
-                json!(selector),
-            ]
-        }
+        "Deployment" => deployment_cells(o, name, age_cell),
         "Lease" => vec![name, or_none("/spec/holderIdentity"), age_cell],
-        "Event" => {
-            // core/v1 fields first, then events.k8s.io/v1's.
-            let first = |ps: &[&str]| ps.iter().map(|p| text(p)).find(|t| !t.is_empty());
-            let stamp = |ps: &[&str]| match first(ps) {
-                Some(t) => json!(age(Some(&json!(t)), now)),
-                None => json!("<unknown>"),
-            };
-            let (okind, oname) = match o.get("involvedObject").or_else(|| o.get("regarding")) {
-                Some(r) => (
-                    r.get("kind").and_then(Value::as_str).unwrap_or(""),
-                    r.get("name").and_then(Value::as_str).unwrap_or(""),
-                ),
-                None => ("", ""),
-            };
-            let count = o
-                .get("count")
-                .or_else(|| o.pointer("/series/count"))
-                .or_else(|| o.get("deprecatedCount"))
-                .and_then(Value::as_i64)
-                .unwrap_or(1);
-            vec![
-                stamp(&[
-                    "/lastTimestamp",
-                    "/series/lastObservedTime",
-                    "/deprecatedLastTimestamp",
-                    "/eventTime",
-                    "/metadata/creationTimestamp",
-                ]),
-                json!(text("/type")),
-                json!(text("/reason")),
-                json!(format!("{}/{oname}", okind.to_lowercase())),
-                json!(first(&["/involvedObject/fieldPath", "/regarding/fieldPath"]).unwrap_or("")),
-                json!(first(&[
-                    "/source/component",
-                    "/reportingController",
-                    "/deprecatedSource/component"
-                ])
-                .unwrap_or("")),
-                json!(first(&["/message", "/note"]).unwrap_or("")),
-                stamp(&[
-                    "/firstTimestamp",
-                    "/deprecatedFirstTimestamp",
-                    "/eventTime",
-                    "/metadata/creationTimestamp",
-                ]),
-                json!(count.to_string()),
-                name,
-            ]
-        }
+        "Event" => event_cells(o, name, now),
         CREATED_AT_KIND => vec![name, created.cloned().unwrap_or(Value::Null)],
         _ => vec![name, age_cell],
     }
+}
+
+/// A pod's cells: ready containers, status (as kubectl words it), restarts, age, IPs and nodes.
+fn pod_cells(o: &Value, name: Value, age_cell: Value) -> Vec<Value> {
+    let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let or_none = |p: &str| match text(p) {
+        "" => json!("<none>"),
+        t => json!(t),
+    };
+    let statuses = o
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let total = o
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let ready = statuses
+        .iter()
+        .filter(|s| s.get("ready").and_then(Value::as_bool) == Some(true))
+        .count();
+    let restarts: i64 = statuses
+        .iter()
+        .filter_map(|s| s.get("restartCount").and_then(Value::as_i64))
+        .sum();
+    let status = match (text("/metadata/deletionTimestamp"), text("/status/reason")) {
+        ("", "") => match text("/status/phase") {
+            "" => "Unknown",
+            p => p,
+        },
+        ("", reason) => reason,
+        _ => "Terminating",
+    };
+    vec![
+        name,
+        json!(format!("{ready}/{total}")),
+        json!(status),
+        json!(restarts.to_string()),
+        age_cell,
+        or_none("/status/podIP"),
+        or_none("/spec/nodeName"),
+        or_none("/status/nominatedNodeName"),
+        json!("<none>"),
+    ]
+}
+
+/// A deployment's cells: ready, up-to-date and available replicas, age, containers, images
+/// and selector.
+fn deployment_cells(o: &Value, name: Value, age_cell: Value) -> Vec<Value> {
+    let int = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
+    let containers = o
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    let join = |k: &str| {
+        containers
+            .iter()
+            .filter_map(|c| c.get(k).and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let selector = o
+        .pointer("/spec/selector/matchLabels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    vec![
+        name,
+        json!(format!(
+            "{}/{}",
+            int("/status/readyReplicas"),
+            int("/spec/replicas")
+        )),
+        json!(int("/status/updatedReplicas")),
+        json!(int("/status/availableReplicas")),
+        age_cell,
+        json!(join("name")),
+        json!(join("image")),
+        json!(selector),
+    ]
+}
+
+/// An event's cells, from core/v1's fields or events.k8s.io/v1's: last seen, type, reason,
+/// object, subobject, source, message, first seen, count and name.
+fn event_cells(o: &Value, name: Value, now: i64) -> Vec<Value> {
+    let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("");
+    // core/v1 fields first, then events.k8s.io/v1's.
+    let first = |ps: &[&str]| ps.iter().map(|p| text(p)).find(|t| !t.is_empty());
+    let stamp = |ps: &[&str]| match first(ps) {
+        Some(t) => json!(age(Some(&json!(t)), now)),
+        None => json!("<unknown>"),
+    };
+    let (okind, oname) = match o.get("involvedObject").or_else(|| o.get("regarding")) {
+        Some(r) => (
+            r.get("kind").and_then(Value::as_str).unwrap_or(""),
+            r.get("name").and_then(Value::as_str).unwrap_or(""),
+        ),
+        None => ("", ""),
+    };
+    let count = o
+        .get("count")
+        .or_else(|| o.pointer("/series/count"))
+        .or_else(|| o.get("deprecatedCount"))
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    vec![
+        stamp(&[
+            "/lastTimestamp",
+            "/series/lastObservedTime",
+            "/deprecatedLastTimestamp",
+            "/eventTime",
+            "/metadata/creationTimestamp",
+        ]),
+        json!(text("/type")),
+        json!(text("/reason")),
+        json!(format!("{}/{oname}", okind.to_lowercase())),
+        json!(first(&["/involvedObject/fieldPath", "/regarding/fieldPath"]).unwrap_or("")),
+        json!(first(&[
+            "/source/component",
+            "/reportingController",
+            "/deprecatedSource/component"
+        ])
+        .unwrap_or("")),
+        json!(first(&["/message", "/note"]).unwrap_or("")),
+        stamp(&[
+            "/firstTimestamp",
+            "/deprecatedFirstTimestamp",
+            "/eventTime",
+            "/metadata/creationTimestamp",
+        ]),
+        json!(count.to_string()),
+        name,
+    ]
 }
 
 /// The value at a simple JSONPath (`.a.b`, `.a[0].b`, `.a['x.y']` not supported).

@@ -17,7 +17,8 @@ use std::time::Duration;
 use sim_apiserver::authz::{parse_rule, parse_rules_file};
 use sim_apiserver::users::parse_users_file;
 use sim_apiserver::{
-    apply_fault_spec, ChurnConfig, Faults, SimServer, User, DEFAULT_GZIP_MIN_BYTES, FAULT_SPECS,
+    apply_fault_spec, ChurnConfig, Faults, SimServer, SimServerBuilder, User,
+    DEFAULT_GZIP_MIN_BYTES, FAULT_SPECS,
 };
 
 fn usage() -> String {
@@ -102,17 +103,82 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let mut args = std::env::args().skip(1);
+/// The command line, parsed, but for the server's builder.
+struct Options {
+    pods: usize,
+    churn: f64,
+    fault_specs: Vec<String>,
+    compact_every: Option<Duration>,
+    stall_every: Option<Duration>,
+    reset_every: Option<Duration>,
+    kubeconfig: Option<std::path::PathBuf>,
+    /// The names of the users given, to announce.
+    users: Vec<String>,
+}
+
+type Error = Box<dyn std::error::Error>;
+
+async fn run() -> Result<(), Error> {
+    let Some((builder, o)) = parse_args(std::env::args().skip(1))? else {
+        println!("{}", usage());
+        return Ok(());
+    };
+    // Install the SIGINT handler before announcing the URL, so an early Ctrl-C still stops
+    // the server cleanly (and removes the CA file).
+    #[cfg(unix)]
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let sim = builder.start().await?;
+    for i in 0..o.pods {
+        sim.create(
+            "pods",
+            Some("default"),
+            serde_json::json!({"metadata": {"name": format!("pod-{i}"), "labels": {"app": "demo"}},
+                               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
+        )?;
+    }
+    // Apply every fault before announcing anything, so a bad spec fails before the URL line.
+    let mut applied = Vec::new();
+    for spec in &o.fault_specs {
+        applied.push(apply_fault_spec(sim.faults(), spec)?);
+    }
+    announce(&sim, &o.users, o.kubeconfig.as_deref())?;
+    for a in &applied {
+        println!("fault: {a}");
+    }
+    start_periodic_faults(&sim, &o);
+    let _churn = (o.churn > 0.0).then(|| {
+        sim.churn(ChurnConfig {
+            rate_per_sec: o.churn,
+            max_ops: None,
+            ..ChurnConfig::default()
+        })
+    });
+    #[cfg(unix)]
+    interrupt.recv().await;
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await?;
+    if let Some(path) = &o.kubeconfig {
+        // It names a CA file that is gone once the server stops.
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// Parses the command line into the server's builder and the rest; `None` for `--help`.
+fn parse_args(
+    mut args: impl Iterator<Item = String>,
+) -> Result<Option<(SimServerBuilder, Options)>, Error> {
     let mut b = SimServer::builder();
-    let mut pods = 0usize;
-    let mut churn = 0f64;
-    let mut fault_specs = Vec::new();
-    let mut compact_every = None;
-    let mut stall_every = None;
-    let mut reset_every = None;
-    let mut kubeconfig: Option<std::path::PathBuf> = None;
-    let mut users: Vec<String> = Vec::new();
+    let mut o = Options {
+        pods: 0,
+        churn: 0.0,
+        fault_specs: Vec::new(),
+        compact_every: None,
+        stall_every: None,
+        reset_every: None,
+        kubeconfig: None,
+        users: Vec::new(),
+    };
     while let Some(a) = args.next() {
         match a.as_str() {
             "--tls" => b = b.tls(true),
@@ -129,72 +195,77 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
                 b = b.gzip_min_bytes(n);
             }
             "--token" => b = b.token(args.next().ok_or("--token needs a value")?),
-            "--user" => {
-                let spec = args.next().ok_or("--user needs NAME:TOKEN[:GROUP,...]")?;
-                let u = User::parse_flag(&spec).map_err(|e| format!("--user: {e}"))?;
-                users.push(u.name().to_string());
-                b = b.user(u);
-            }
-            "--users-file" => {
-                let path = args.next().ok_or("--users-file needs a PATH")?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("--users-file: cannot read {path}: {e}"))?;
-                for u in parse_users_file(&text).map_err(|e| format!("--users-file {path}: {e}"))? {
-                    users.push(u.name().to_string());
-                    b = b.user(u);
-                }
-            }
-            "--rule" => {
-                let spec = args.next().ok_or("--rule needs a SPEC")?;
-                let (subject, rule) = parse_rule(&spec).map_err(|e| format!("--rule: {e}"))?;
-                b = b.allow(subject, rule);
-            }
-            "--rules-file" => {
-                let path = args.next().ok_or("--rules-file needs a PATH")?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("--rules-file: cannot read {path}: {e}"))?;
-                for (subject, rule) in
-                    parse_rules_file(&text).map_err(|e| format!("--rules-file {path}: {e}"))?
-                {
-                    b = b.allow(subject, rule);
-                }
+            "--user" | "--users-file" | "--rule" | "--rules-file" => {
+                b = access_flag(&a, &mut args, b, &mut o.users)?
             }
             "--kubeconfig" => {
-                kubeconfig = Some(args.next().ok_or("--kubeconfig needs a PATH")?.into())
+                o.kubeconfig = Some(args.next().ok_or("--kubeconfig needs a PATH")?.into())
             }
-            "--pods" => pods = args.next().ok_or("--pods needs a value")?.parse()?,
-            "--churn" => churn = args.next().ok_or("--churn needs a value")?.parse()?,
-            "--fault" => fault_specs.push(args.next().ok_or_else(|| {
+            "--pods" => o.pods = args.next().ok_or("--pods needs a value")?.parse()?,
+            "--churn" => o.churn = args.next().ok_or("--churn needs a value")?.parse()?,
+            "--fault" => o.fault_specs.push(args.next().ok_or_else(|| {
                 format!("--fault needs a SPEC, one of: {}", FAULT_SPECS.join(", "))
             })?),
-            "--compact-every" => compact_every = Some(seconds(&a, args.next())?),
-            "--stall-every" => stall_every = Some(seconds(&a, args.next())?),
-            "--reset-connections-every" => reset_every = Some(seconds(&a, args.next())?),
-            "-h" | "--help" => {
-                println!("{}", usage());
-                return Ok(());
-            }
+            "--compact-every" => o.compact_every = Some(seconds(&a, args.next())?),
+            "--stall-every" => o.stall_every = Some(seconds(&a, args.next())?),
+            "--reset-connections-every" => o.reset_every = Some(seconds(&a, args.next())?),
+            "-h" | "--help" => return Ok(None),
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
-    // Install the SIGINT handler before announcing the URL, so an early Ctrl-C still stops
-    // the server cleanly (and removes the CA file).
-    #[cfg(unix)]
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let sim = b.start().await?;
-    for i in 0..pods {
-        sim.create(
-            "pods",
-            Some("default"),
-            serde_json::json!({"metadata": {"name": format!("pod-{i}"), "labels": {"app": "demo"}},
-                               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
-        )?;
+    Ok(Some((b, o)))
+}
+
+/// The flags that give users and their rules (`--user`, `--users-file`, `--rule`,
+/// `--rules-file`), applied to `b`; the users' names are added to `users`.
+fn access_flag(
+    flag: &str,
+    args: &mut impl Iterator<Item = String>,
+    mut b: SimServerBuilder,
+    users: &mut Vec<String>,
+) -> Result<SimServerBuilder, Error> {
+    match flag {
+        "--user" => {
+            let spec = args.next().ok_or("--user needs NAME:TOKEN[:GROUP,...]")?;
+            let u = User::parse_flag(&spec).map_err(|e| format!("--user: {e}"))?;
+            users.push(u.name().to_string());
+            b = b.user(u);
+        }
+        "--users-file" => {
+            let path = args.next().ok_or("--users-file needs a PATH")?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("--users-file: cannot read {path}: {e}"))?;
+            for u in parse_users_file(&text).map_err(|e| format!("--users-file {path}: {e}"))? {
+                users.push(u.name().to_string());
+                b = b.user(u);
+            }
+        }
+        "--rule" => {
+            let spec = args.next().ok_or("--rule needs a SPEC")?;
+            let (subject, rule) = parse_rule(&spec).map_err(|e| format!("--rule: {e}"))?;
+            b = b.allow(subject, rule);
+        }
+        _ => {
+            let path = args.next().ok_or("--rules-file needs a PATH")?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("--rules-file: cannot read {path}: {e}"))?;
+            for (subject, rule) in
+                parse_rules_file(&text).map_err(|e| format!("--rules-file {path}: {e}"))?
+            {
+                b = b.allow(subject, rule);
+            }
+        }
     }
-    // Apply every fault before announcing anything, so a bad spec fails before the URL line.
-    let mut applied = Vec::new();
-    for spec in &fault_specs {
-        applied.push(apply_fault_spec(sim.faults(), spec)?);
-    }
+    Ok(b)
+}
+
+/// Prints how to reach the server: its URL, CA and token, the users, and the kubeconfig it
+/// writes to `kubeconfig`, if asked.
+fn announce(
+    sim: &SimServer,
+    users: &[String],
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<(), Error> {
     println!("url: {}", sim.url());
     if let Some(p) = sim.ca_path() {
         println!("ca: {}", p.display());
@@ -202,24 +273,27 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(t) = sim.token() {
         println!("token: {t}");
     }
-    for u in &users {
+    for u in users {
         println!("user: {u}");
     }
-    if let Some(path) = &kubeconfig {
+    if let Some(path) = kubeconfig {
         std::fs::write(path, sim.kubeconfig())
             .map_err(|e| format!("--kubeconfig: cannot write {}: {e}", path.display()))?;
         println!("kubeconfig: {}", path.display());
     }
-    for a in &applied {
-        println!("fault: {a}");
-    }
-    if let Some(p) = compact_every {
+    Ok(())
+}
+
+/// Starts the periodic faults asked for (compaction, stalls, connection resets), announcing
+/// each.
+fn start_periodic_faults(sim: &SimServer, o: &Options) {
+    if let Some(p) = o.compact_every {
         println!("fault: compact every {}s", p.as_secs_f64());
         every(p, sim.faults(), |f| async move {
             f.compact();
         });
     }
-    if let Some(p) = stall_every {
+    if let Some(p) = o.stall_every {
         println!(
             "fault: stall watches for 2s after every {}s",
             p.as_secs_f64()
@@ -230,7 +304,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             f.unstall();
         });
     }
-    if let Some(p) = reset_every {
+    if let Some(p) = o.reset_every {
         println!("fault: reset a watch connection every {}s", p.as_secs_f64());
         every(p, sim.faults(), |f| async move {
             // Arm at most one reset at a time, so quiet periods do not pile them up.
@@ -239,20 +313,4 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             }
         });
     }
-    let _churn = (churn > 0.0).then(|| {
-        sim.churn(ChurnConfig {
-            rate_per_sec: churn,
-            max_ops: None,
-            ..ChurnConfig::default()
-        })
-    });
-    #[cfg(unix)]
-    interrupt.recv().await;
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await?;
-    if let Some(path) = &kubeconfig {
-        // It names a CA file that is gone once the server stops.
-        let _ = std::fs::remove_file(path);
-    }
-    Ok(())
 }

@@ -82,8 +82,30 @@ pub fn admit(crd: &mut Value, old: Option<&Value>) -> Vec<Cause> {
     causes
 }
 
+/// Why `crd` is invalid, as kube-apiserver's apiextensions validation words it; empty when it
+/// is valid.
 fn validate(crd: &Value) -> Vec<Cause> {
     let mut out = Vec::new();
+    validate_names(crd, &mut out);
+    let scope = s(crd, "/spec/scope");
+    if !matches!(scope, "Namespaced" | "Cluster") {
+        out.push(cause(
+            "FieldValueNotSupported",
+            "spec.scope",
+            format!("Unsupported value: {scope:?}: supported values: \"Cluster\", \"Namespaced\""),
+        ));
+    }
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    validate_versions(versions, &mut out);
+    out
+}
+
+/// The CRD's own name (`<plural>.<group>`), its group (a domain) and its resource names.
+fn validate_names(crd: &Value, out: &mut Vec<Cause>) {
     let name = s(crd, "/metadata/name");
     let group = s(crd, "/spec/group");
     let plural = s(crd, "/spec/names/plural");
@@ -128,37 +150,17 @@ fn validate(crd: &Value) -> Vec<Cause> {
             "Required value",
         ));
     }
-    let scope = s(crd, "/spec/scope");
-    if !matches!(scope, "Namespaced" | "Cluster") {
-        out.push(cause(
-            "FieldValueNotSupported",
-            "spec.scope",
-            format!("Unsupported value: {scope:?}: supported values: \"Cluster\", \"Namespaced\""),
-        ));
-    }
-    let versions = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
+}
+
+/// The CRD's versions: each one's name (unique among them), schema, printer columns and scale
+/// paths, and exactly one of them the storage version.
+fn validate_versions(versions: &[Value], out: &mut Vec<Cause>) {
     let mut storage = 0;
     let mut names: Vec<&str> = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         let at = format!("spec.versions[{i}]");
         let vname = s(v, "/name");
-        if vname.is_empty() {
-            out.push(cause(
-                "FieldValueRequired",
-                format!("{at}.name"),
-                "Required value",
-            ));
-        } else if !dns_label(vname) {
-            out.push(cause(
-                "FieldValueInvalid",
-                format!("{at}.name"),
-                format!("Invalid value: {vname:?}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"),
-            ));
-        }
+        validate_version_name(vname, &at, out);
         if names.contains(&vname) {
             out.push(cause(
                 "FieldValueInvalid",
@@ -170,75 +172,9 @@ fn validate(crd: &Value) -> Vec<Cause> {
         if v.get("storage").and_then(Value::as_bool) == Some(true) {
             storage += 1;
         }
-        // apiextensions validates a schema every version shares (a single version's) as the
-        // CRD's top-level `spec.validation`, and names it so in its causes.
-        let schema_path = if versions.len() == 1 {
-            "spec.validation.openAPIV3Schema".to_string()
-        } else {
-            format!("{at}.schema.openAPIV3Schema")
-        };
-        match v.pointer("/schema/openAPIV3Schema") {
-            None | Some(Value::Null) => out.push(cause(
-                "FieldValueRequired",
-                format!("{at}.schema.openAPIV3Schema"),
-                "Required value",
-            )),
-            Some(sch) => out.extend(schema::structural_errors(sch, &schema_path)),
-        }
-        for (j, c) in v
-            .get("additionalPrinterColumns")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
-            .iter()
-            .enumerate()
-        {
-            let cat = format!("{at}.additionalPrinterColumns[{j}]");
-            for f in ["name", "type", "jsonPath"] {
-                if s(c, &format!("/{f}")).is_empty() {
-                    out.push(cause(
-                        "FieldValueRequired",
-                        format!("{cat}.{f}"),
-                        "Required value",
-                    ));
-                }
-            }
-            let ty = s(c, "/type");
-            if !ty.is_empty() && !matches!(ty, "integer" | "number" | "string" | "boolean" | "date")
-            {
-                out.push(cause(
-                    "FieldValueNotSupported",
-                    format!("{cat}.type"),
-                    format!("Unsupported value: {ty:?}: supported values: \"boolean\", \"date\", \"integer\", \"number\", \"string\""),
-                ));
-            }
-            let path = s(c, "/jsonPath");
-            if !path.is_empty() && !path.starts_with('.') {
-                out.push(cause(
-                    "FieldValueInvalid",
-                    format!("{cat}.jsonPath"),
-                    format!("Invalid value: {path:?}: must be a simple json path starting with ."),
-                ));
-            }
-        }
-        for (f, p) in [
-            ("specReplicasPath", "/subresources/scale/specReplicasPath"),
-            (
-                "statusReplicasPath",
-                "/subresources/scale/statusReplicasPath",
-            ),
-        ] {
-            if v.pointer("/subresources/scale")
-                .is_some_and(Value::is_object)
-                && s(v, p).is_empty()
-            {
-                out.push(cause(
-                    "FieldValueRequired",
-                    format!("{at}.subresources.scale.{f}"),
-                    "Required value",
-                ));
-            }
-        }
+        validate_version_schema(v, &at, versions.len() == 1, out);
+        validate_printer_columns(v, &at, out);
+        validate_scale_paths(v, &at, out);
     }
     if versions.is_empty() {
         out.push(cause(
@@ -253,7 +189,104 @@ fn validate(crd: &Value) -> Vec<Cause> {
             "Invalid value: []apiextensions.CustomResourceDefinitionVersion{...}: must have exactly one version marked as storage version",
         ));
     }
-    out
+}
+
+/// A version's name: required, and a DNS-1035 label.
+fn validate_version_name(vname: &str, at: &str, out: &mut Vec<Cause>) {
+    if vname.is_empty() {
+        out.push(cause(
+            "FieldValueRequired",
+            format!("{at}.name"),
+            "Required value",
+        ));
+    } else if !dns_label(vname) {
+        out.push(cause(
+            "FieldValueInvalid",
+            format!("{at}.name"),
+            format!("Invalid value: {vname:?}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"),
+        ));
+    }
+}
+
+/// A version's schema: required, and structural (named as the CRD's top-level
+/// `spec.validation` when it is the `single` version).
+fn validate_version_schema(v: &Value, at: &str, single: bool, out: &mut Vec<Cause>) {
+    // apiextensions validates a schema every version shares (a single version's) as the
+    // CRD's top-level `spec.validation`, and names it so in its causes.
+    let schema_path = if single {
+        "spec.validation.openAPIV3Schema".to_string()
+    } else {
+        format!("{at}.schema.openAPIV3Schema")
+    };
+    match v.pointer("/schema/openAPIV3Schema") {
+        None | Some(Value::Null) => out.push(cause(
+            "FieldValueRequired",
+            format!("{at}.schema.openAPIV3Schema"),
+            "Required value",
+        )),
+        Some(sch) => out.extend(schema::structural_errors(sch, &schema_path)),
+    }
+}
+
+/// A version's printer columns: each with a name, a type Table knows and a simple JSON path.
+fn validate_printer_columns(v: &Value, at: &str, out: &mut Vec<Cause>) {
+    for (j, c) in v
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[])
+        .iter()
+        .enumerate()
+    {
+        let cat = format!("{at}.additionalPrinterColumns[{j}]");
+        for f in ["name", "type", "jsonPath"] {
+            if s(c, &format!("/{f}")).is_empty() {
+                out.push(cause(
+                    "FieldValueRequired",
+                    format!("{cat}.{f}"),
+                    "Required value",
+                ));
+            }
+        }
+        let ty = s(c, "/type");
+        if !ty.is_empty() && !matches!(ty, "integer" | "number" | "string" | "boolean" | "date") {
+            out.push(cause(
+                "FieldValueNotSupported",
+                format!("{cat}.type"),
+                format!("Unsupported value: {ty:?}: supported values: \"boolean\", \"date\", \"integer\", \"number\", \"string\""),
+            ));
+        }
+        let path = s(c, "/jsonPath");
+        if !path.is_empty() && !path.starts_with('.') {
+            out.push(cause(
+                "FieldValueInvalid",
+                format!("{cat}.jsonPath"),
+                format!("Invalid value: {path:?}: must be a simple json path starting with ."),
+            ));
+        }
+    }
+}
+
+/// A version's scale subresource, when it has one: both replica paths required.
+fn validate_scale_paths(v: &Value, at: &str, out: &mut Vec<Cause>) {
+    for (f, p) in [
+        ("specReplicasPath", "/subresources/scale/specReplicasPath"),
+        (
+            "statusReplicasPath",
+            "/subresources/scale/statusReplicasPath",
+        ),
+    ] {
+        if v.pointer("/subresources/scale")
+            .is_some_and(Value::is_object)
+            && s(v, p).is_empty()
+        {
+            out.push(cause(
+                "FieldValueRequired",
+                format!("{at}.subresources.scale.{f}"),
+                "Required value",
+            ));
+        }
+    }
 }
 
 /// What serving a (valid) CRD means.
@@ -315,48 +348,57 @@ pub fn served(crd: &Value) -> Served {
         if let Some(sch) = v.pointer("/schema/openAPIV3Schema") {
             def.schema = Some(std::sync::Arc::new(sch.clone()));
         }
-        if v.pointer("/subresources/status")
-            .is_some_and(Value::is_object)
-        {
-            def = def.with_status();
-        }
-        if let Some(sc) = v.pointer("/subresources/scale").filter(|s| s.is_object()) {
-            let selector = match s(sc, "/labelSelectorPath") {
-                "" => Vec::new(),
-                p => vec![pointer_of(p)],
-            };
-            def = def.with_scale_def(ScaleDef {
-                spec_replicas: pointer_of(s(sc, "/specReplicasPath")),
-                status_replicas: pointer_of(s(sc, "/statusReplicasPath")),
-                selector,
-            });
-        }
-        let columns: Vec<Column> = v
-            .get("additionalPrinterColumns")
-            .and_then(Value::as_array)
-            .map(|cols| {
-                cols.iter()
-                    .map(|c| Column {
-                        name: s(c, "/name").to_string(),
-                        type_: s(c, "/type").to_string(),
-                        format: s(c, "/format").to_string(),
-                        description: match s(c, "/description") {
-                            "" => format!(
-                                "Custom resource definition column (in JSONPath format): {}",
-                                s(c, "/jsonPath")
-                            ),
-                            d => d.to_string(),
-                        },
-                        priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
-                        json_path: s(c, "/jsonPath").to_string(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.defs.push(def);
-        out.columns.push(columns);
+        out.defs.push(with_subresources(def, v));
+        out.columns.push(printer_columns(v));
     }
     out
+}
+
+/// `def` with the status and scale subresources that version `v` of a CRD declares.
+fn with_subresources(mut def: ResourceDef, v: &Value) -> ResourceDef {
+    if v.pointer("/subresources/status")
+        .is_some_and(Value::is_object)
+    {
+        def = def.with_status();
+    }
+    if let Some(sc) = v.pointer("/subresources/scale").filter(|s| s.is_object()) {
+        let selector = match s(sc, "/labelSelectorPath") {
+            "" => Vec::new(),
+            p => vec![pointer_of(p)],
+        };
+        def = def.with_scale_def(ScaleDef {
+            spec_replicas: pointer_of(s(sc, "/specReplicasPath")),
+            status_replicas: pointer_of(s(sc, "/statusReplicasPath")),
+            selector,
+        });
+    }
+    def
+}
+
+/// The printer columns that version `v` of a CRD declares, each described as kube-apiserver
+/// describes it when the CRD does not.
+fn printer_columns(v: &Value) -> Vec<Column> {
+    v.get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .map(|cols| {
+            cols.iter()
+                .map(|c| Column {
+                    name: s(c, "/name").to_string(),
+                    type_: s(c, "/type").to_string(),
+                    format: s(c, "/format").to_string(),
+                    description: match s(c, "/description") {
+                        "" => format!(
+                            "Custom resource definition column (in JSONPath format): {}",
+                            s(c, "/jsonPath")
+                        ),
+                        d => d.to_string(),
+                    },
+                    priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                    json_path: s(c, "/jsonPath").to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The status kube-apiserver's controllers give a CRD once it is served (or refused for a

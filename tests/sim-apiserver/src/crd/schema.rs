@@ -89,65 +89,11 @@ fn default_and_prune(
     depth: usize,
     mut pruned: Option<&mut Vec<String>>,
 ) {
-    let prune = pruned.is_some();
     if depth > MAX_DEPTH {
         return;
     }
     match v {
-        Value::Object(map) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            if let Some(props) = props {
-                for (name, ps) in props {
-                    let absent = match map.get(name) {
-                        None => true,
-                        Some(Value::Null) => !flag(ps, "nullable"),
-                        Some(_) => false,
-                    };
-                    if absent {
-                        match ps.get("default") {
-                            Some(d) => {
-                                map.insert(name.clone(), d.clone());
-                            }
-                            // A null where null is not allowed is pruned, as kube-apiserver
-                            // does before defaulting.
-                            None if prune && map.get(name).is_some_and(Value::is_null) => {
-                                map.remove(name);
-                            }
-                            None => {}
-                        }
-                    }
-                }
-            }
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields")
-                || schema.get("additionalProperties") == Some(&Value::Bool(true));
-            let embedded = flag(schema, "x-kubernetes-embedded-resource");
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for k in keys {
-                let sub = props.and_then(|p| p.get(&k)).or(additional);
-                match sub {
-                    Some(s) => {
-                        if let Some(child_v) = map.get_mut(&k) {
-                            let at = match props.and_then(|p| p.get(&k)) {
-                                Some(_) => child(path, &k),
-                                None => format!("{path}[{k}]"),
-                            };
-                            default_and_prune(s, child_v, &at, depth + 1, pruned.as_deref_mut());
-                        }
-                    }
-                    None => {
-                        let server_field =
-                            embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
-                        if let Some(p) =
-                            pruned.as_deref_mut().filter(|_| !preserve && !server_field)
-                        {
-                            map.remove(&k);
-                            p.push(child(path, &k));
-                        }
-                    }
-                }
-            }
-        }
+        Value::Object(map) => default_and_prune_object(schema, map, path, depth, pruned),
         Value::Array(items) => {
             if let Some(is) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
@@ -162,6 +108,77 @@ fn default_and_prune(
             }
         }
         _ => {}
+    }
+}
+
+/// Defaults and prunes one object's fields: its own properties' defaults first, then each field
+/// by its property's schema (or `additionalProperties`), unknown ones pruned when asked.
+fn default_and_prune_object(
+    schema: &Value,
+    map: &mut Map<String, Value>,
+    path: &str,
+    depth: usize,
+    mut pruned: Option<&mut Vec<String>>,
+) {
+    let props = schema.get("properties").and_then(Value::as_object);
+    if let Some(props) = props {
+        default_absent_properties(props, map, pruned.is_some());
+    }
+    let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+    let preserve = flag(schema, "x-kubernetes-preserve-unknown-fields")
+        || schema.get("additionalProperties") == Some(&Value::Bool(true));
+    let embedded = flag(schema, "x-kubernetes-embedded-resource");
+    let keys: Vec<String> = map.keys().cloned().collect();
+    for k in keys {
+        let sub = props.and_then(|p| p.get(&k)).or(additional);
+        match sub {
+            Some(s) => {
+                if let Some(child_v) = map.get_mut(&k) {
+                    let at = match props.and_then(|p| p.get(&k)) {
+                        Some(_) => child(path, &k),
+                        None => format!("{path}[{k}]"),
+                    };
+                    default_and_prune(s, child_v, &at, depth + 1, pruned.as_deref_mut());
+                }
+            }
+            None => {
+                let server_field =
+                    embedded && matches!(k.as_str(), "apiVersion" | "kind" | "metadata");
+                if let Some(p) = pruned.as_deref_mut().filter(|_| !preserve && !server_field) {
+                    map.remove(&k);
+                    p.push(child(path, &k));
+                }
+            }
+        }
+    }
+}
+
+/// Sets each property's `default` where the field is absent (or null where null is not
+/// allowed); with `prune`, such a null without a default is removed instead.
+fn default_absent_properties(
+    props: &Map<String, Value>,
+    map: &mut Map<String, Value>,
+    prune: bool,
+) {
+    for (name, ps) in props {
+        let absent = match map.get(name) {
+            None => true,
+            Some(Value::Null) => !flag(ps, "nullable"),
+            Some(_) => false,
+        };
+        if absent {
+            match ps.get("default") {
+                Some(d) => {
+                    map.insert(name.clone(), d.clone());
+                }
+                // A null where null is not allowed is pruned, as kube-apiserver does before
+                // defaulting.
+                None if prune && map.get(name).is_some_and(Value::is_null) => {
+                    map.remove(name);
+                }
+                None => {}
+            }
+        }
     }
 }
 
@@ -571,6 +588,22 @@ fn structural(s: &Value, path: &str, level: Level, depth: usize, out: &mut Vec<C
             "Forbidden: $ref is not supported".into(),
         );
     }
+    structural_type(s, ty, path, level, out);
+    if m.contains_key("properties") && m.contains_key("additionalProperties") {
+        push(
+            out,
+            "FieldValueForbidden",
+            &format!("{path}.additionalProperties"),
+            "Forbidden: additionalProperties and properties are mutual exclusive".into(),
+        );
+    }
+    default_and_pattern(s, m, path, depth, out);
+    structural_children(m, ty, path, depth, out);
+}
+
+/// The `type` of one level: required unless it is int-or-string or preserves unknown fields,
+/// `object` at the root, one of OpenAPI's.
+fn structural_type(s: &Value, ty: &str, path: &str, level: Level, out: &mut Vec<Cause>) {
     if ty.is_empty()
         && !flag(s, "x-kubernetes-int-or-string")
         && !flag(s, "x-kubernetes-preserve-unknown-fields")
@@ -606,14 +639,17 @@ fn structural(s: &Value, path: &str, level: Level, depth: usize, out: &mut Vec<C
             format!("Unsupported value: {ty:?}: supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""),
         );
     }
-    if m.contains_key("properties") && m.contains_key("additionalProperties") {
-        push(
-            out,
-            "FieldValueForbidden",
-            &format!("{path}.additionalProperties"),
-            "Forbidden: additionalProperties and properties are mutual exclusive".into(),
-        );
-    }
+}
+
+/// The level's `default`, which its own schema must accept, and its `pattern`, which must
+/// compile.
+fn default_and_pattern(
+    s: &Value,
+    m: &Map<String, Value>,
+    path: &str,
+    depth: usize,
+    out: &mut Vec<Cause>,
+) {
     if let Some(d) = m.get("default") {
         // A default its own schema refuses would make every write fail: refused up front.
         // Checked as a write would be: with the defaults inside it applied first.
@@ -631,6 +667,17 @@ fn structural(s: &Value, path: &str, level: Level, depth: usize, out: &mut Vec<C
             );
         }
     }
+}
+
+/// The levels below this one, each checked in turn: `properties`, `items` (required for an
+/// array) and an object `additionalProperties`.
+fn structural_children(
+    m: &Map<String, Value>,
+    ty: &str,
+    path: &str,
+    depth: usize,
+    out: &mut Vec<Cause>,
+) {
     if let Some(props) = m.get("properties") {
         match props.as_object() {
             Some(props) => {

@@ -170,10 +170,7 @@ pub(crate) fn reconcile(registry: &RwLock<Registry>, storage: &Storage, state: &
         return;
     };
     let now = rfc3339_now();
-    let mut removed_slots = Vec::new();
-    let mut fresh_slots = Vec::new();
-    let mut redefaulted = Vec::new();
-    let mut statuses = Vec::new();
+    let mut work = StorageWork::default();
     {
         let mut reg = registry.write();
         let mut inner = state.inner.lock();
@@ -182,119 +179,179 @@ pub(crate) fn reconcile(registry: &RwLock<Registry>, storage: &Storage, state: &
             .filter_map(|o| o.value.pointer("/metadata/name").and_then(Value::as_str))
             .map(str::to_string)
             .collect();
-        let gone: Vec<String> = inner
-            .serving
-            .keys()
-            .filter(|n| !names.contains(n))
-            .cloned()
-            .collect();
-        for name in gone {
-            let Some(s) = inner.serving.remove(&name) else {
-                continue;
-            };
-            for idx in &s.idxs {
-                let def = reg.get(*idx).clone();
-                inner.columns.remove(&gvp(&def));
-                inner.multi.remove(&gvp(&def));
-                inner.slots.remove(idx);
-                reg.unregister(*idx);
-            }
-            removed_slots.push(s.slot);
-        }
+        work.removed_slots = stop_serving_gone(&mut reg, &mut inner, &names);
         for (o, name) in crds.values().zip(&names) {
-            let crd = &o.value;
-            let served = definition::served(crd);
-            let owned: Vec<usize> = inner
-                .serving
-                .get(name)
-                .map(|s| s.idxs.clone())
-                .unwrap_or_default();
-            let taken = served.defs.iter().find_map(|d| {
-                reg.position(|r| r.group == d.group && r.plural == d.plural)
-                    .filter(|i| !owned.contains(i))
-                    .map(|_| format!("{:?} is already in use", d.plural))
-            });
-            if let Some(why) = taken {
-                let want = definition::status(crd, Some(&why), &now);
-                if !definition::status_is_current(crd, &want) {
-                    statuses.push((name.clone(), crd.clone(), want));
-                }
-                continue;
+            if serve_crd(&mut reg, &mut inner, &o.value, name, &now, &mut work) {
+                state.any.store(true, Ordering::Release);
             }
-            let prev = inner.serving.get(name).cloned();
-            // The storage version's schema before this write, to default stored objects anew.
-            let old_schema = prev
-                .as_ref()
-                .and_then(|p| p.idxs.first())
-                .and_then(|i| reg.get(*i).schema.clone());
-            let idxs: Vec<usize> = served
-                .defs
-                .iter()
-                .map(|d| reg.register(d.clone()))
-                .collect();
-            for old in owned.iter().filter(|i| !idxs.contains(i)) {
-                let def = reg.get(*old).clone();
-                inner.columns.remove(&gvp(&def));
-                inner.multi.remove(&gvp(&def));
-                inner.slots.remove(old);
-                reg.unregister(*old);
+        }
+    }
+    work.run(storage, crd_idx, &crd_def);
+}
+
+/// What a reconcile leaves to do in storage once the registry and the bookkeeping are
+/// unlocked.
+#[derive(Default)]
+struct StorageWork {
+    /// The slots of CRDs no longer stored, whose objects go.
+    removed_slots: Vec<usize>,
+    /// The slots of CRDs served anew, emptied of objects left by writes racing a deletion.
+    fresh_slots: Vec<usize>,
+    /// The slots whose storage version's schema changed, with the new one to default by.
+    redefaulted: Vec<(usize, Arc<Value>)>,
+    /// The CRDs (name, object, wanted status) whose status is not yet the wanted one.
+    statuses: Vec<(String, Value, Value)>,
+}
+
+impl StorageWork {
+    /// Records the status `crd` should have (refused for `conflict`, if any) unless it has it.
+    fn want_status(&mut self, crd: &Value, name: &str, conflict: Option<&str>, now: &str) {
+        let want = definition::status(crd, conflict, now);
+        if !definition::status_is_current(crd, &want) {
+            self.statuses.push((name.to_string(), crd.clone(), want));
+        }
+    }
+
+    /// Empties the removed and fresh slots, defaults stored objects by changed schemas and
+    /// writes the statuses (through the CRD resource at `crd_idx`).
+    fn run(self, storage: &Storage, crd_idx: usize, crd_def: &ResourceDef) {
+        for slot in self.removed_slots.into_iter().chain(self.fresh_slots) {
+            storage.remove_all(slot);
+        }
+        for (slot, schema) in self.redefaulted {
+            storage.rewrite_in_place(slot, |v| schema::apply_defaults(&schema, v));
+        }
+        for (name, mut crd, status) in self.statuses {
+            crd["status"] = status;
+            if let Some(m) = crd.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion");
             }
-            let Some(first) = idxs.first().copied() else {
-                // No version served: nothing to route, but the objects are kept.
-                if let Some(mut p) = prev {
-                    p.idxs.clear();
-                    inner.serving.insert(name.clone(), p);
-                }
-                continue;
+            let opts = WriteOptions {
+                dry_run: false,
+                scope: WriteScope::Status,
             };
-            let slot = prev.as_ref().map(|p| p.slot).unwrap_or(first);
-            match (&prev, served.defs[0].schema.clone()) {
-                // Objects left in a slot by writes racing a CRD's deletion are not the new
-                // CRD's.
-                (None, _) => fresh_slots.push(slot),
-                (Some(_), Some(schema)) if old_schema.as_ref() != Some(&schema) => {
-                    redefaulted.push((slot, schema))
-                }
-                _ => {}
-            }
-            for d in &served.defs {
-                if served.defs.len() > 1 {
-                    inner.multi.insert(gvp(d));
-                } else {
-                    inner.multi.remove(&gvp(d));
-                }
-            }
-            for (i, (idx, cols)) in idxs.iter().zip(&served.columns).enumerate() {
-                inner.slots.insert(*idx, slot);
-                inner
-                    .columns
-                    .insert(gvp(&served.defs[i]), Arc::new(cols.clone()));
-            }
-            inner.serving.insert(name.clone(), Serving { slot, idxs });
-            state.any.store(true, Ordering::Release);
-            let want = definition::status(crd, None, &now);
-            if !definition::status_is_current(crd, &want) {
-                statuses.push((name.clone(), crd.clone(), want));
+            if let Err(e) = storage.update_with(crd_idx, crd_def, "", &name, crd, opts) {
+                tracing::debug!(%e, name, "CRD status not written");
             }
         }
     }
-    for slot in removed_slots.into_iter().chain(fresh_slots) {
-        storage.remove_all(slot);
-    }
-    for (slot, schema) in redefaulted {
-        storage.rewrite_in_place(slot, |v| schema::apply_defaults(&schema, v));
-    }
-    for (name, mut crd, status) in statuses {
-        crd["status"] = status;
-        if let Some(m) = crd.get_mut("metadata").and_then(Value::as_object_mut) {
-            m.remove("resourceVersion");
-        }
-        let opts = WriteOptions {
-            dry_run: false,
-            scope: WriteScope::Status,
+}
+
+/// Stops serving the CRDs no longer stored (not in `names`); the slots their objects were in.
+fn stop_serving_gone(reg: &mut Registry, inner: &mut Inner, names: &[String]) -> Vec<usize> {
+    let gone: Vec<String> = inner
+        .serving
+        .keys()
+        .filter(|n| !names.contains(n))
+        .cloned()
+        .collect();
+    let mut removed_slots = Vec::new();
+    for name in gone {
+        let Some(s) = inner.serving.remove(&name) else {
+            continue;
         };
-        if let Err(e) = storage.update_with(crd_idx, &crd_def, "", &name, crd, opts) {
-            tracing::debug!(%e, name, "CRD status not written");
+        for idx in &s.idxs {
+            unserve(reg, inner, *idx);
         }
+        removed_slots.push(s.slot);
+    }
+    removed_slots
+}
+
+/// Stops serving the CRD version at registry index `idx`: its columns, routing and registration.
+fn unserve(reg: &mut Registry, inner: &mut Inner, idx: usize) {
+    let def = reg.get(idx).clone();
+    inner.columns.remove(&gvp(&def));
+    inner.multi.remove(&gvp(&def));
+    inner.slots.remove(&idx);
+    reg.unregister(idx);
+}
+
+/// Serves the stored CRD `crd` (named `name`) as it now is, noting in `work` what storage must
+/// do and the status it should have; whether it is served (not when another resource has its
+/// names, nor with no version served).
+fn serve_crd(
+    reg: &mut Registry,
+    inner: &mut Inner,
+    crd: &Value,
+    name: &str,
+    now: &str,
+    work: &mut StorageWork,
+) -> bool {
+    let served = definition::served(crd);
+    let owned: Vec<usize> = inner
+        .serving
+        .get(name)
+        .map(|s| s.idxs.clone())
+        .unwrap_or_default();
+    if let Some(why) = name_taken(reg, &served, &owned) {
+        work.want_status(crd, name, Some(&why), now);
+        return false;
+    }
+    let prev = inner.serving.get(name).cloned();
+    // The storage version's schema before this write, to default stored objects anew.
+    let old_schema = prev
+        .as_ref()
+        .and_then(|p| p.idxs.first())
+        .and_then(|i| reg.get(*i).schema.clone());
+    let idxs: Vec<usize> = served
+        .defs
+        .iter()
+        .map(|d| reg.register(d.clone()))
+        .collect();
+    for old in owned.iter().filter(|i| !idxs.contains(i)) {
+        unserve(reg, inner, *old);
+    }
+    let Some(first) = idxs.first().copied() else {
+        // No version served: nothing to route, but the objects are kept.
+        if let Some(mut p) = prev {
+            p.idxs.clear();
+            inner.serving.insert(name.to_string(), p);
+        }
+        return false;
+    };
+    let slot = prev.as_ref().map(|p| p.slot).unwrap_or(first);
+    match (&prev, served.defs[0].schema.clone()) {
+        // Objects left in a slot by writes racing a CRD's deletion are not the new
+        // CRD's.
+        (None, _) => work.fresh_slots.push(slot),
+        (Some(_), Some(schema)) if old_schema.as_ref() != Some(&schema) => {
+            work.redefaulted.push((slot, schema))
+        }
+        _ => {}
+    }
+    route_versions(inner, &served, &idxs, slot);
+    inner
+        .serving
+        .insert(name.to_string(), Serving { slot, idxs });
+    work.want_status(crd, name, None, now);
+    true
+}
+
+/// Why the resources of `served` cannot be served: another resource than the CRD's own
+/// (`owned`) already has one's group and plural.
+fn name_taken(reg: &Registry, served: &definition::Served, owned: &[usize]) -> Option<String> {
+    served.defs.iter().find_map(|d| {
+        reg.position(|r| r.group == d.group && r.plural == d.plural)
+            .filter(|i| !owned.contains(i))
+            .map(|_| format!("{:?} is already in use", d.plural))
+    })
+}
+
+/// Routes each served version (registry indexes `idxs`) to the CRD's store `slot`, with its
+/// printer columns, and marks the versions of a CRD serving more than one.
+fn route_versions(inner: &mut Inner, served: &definition::Served, idxs: &[usize], slot: usize) {
+    for d in &served.defs {
+        if served.defs.len() > 1 {
+            inner.multi.insert(gvp(d));
+        } else {
+            inner.multi.remove(&gvp(d));
+        }
+    }
+    for (i, (idx, cols)) in idxs.iter().zip(&served.columns).enumerate() {
+        inner.slots.insert(*idx, slot);
+        inner
+            .columns
+            .insert(gvp(&served.defs[i]), Arc::new(cols.clone()));
     }
 }

@@ -281,6 +281,16 @@ pub fn definitions() -> &'static Map<String, Value> {
 }
 
 fn generate() -> Map<String, Value> {
+    let mut defs = schemars_definitions();
+    add_patch_metadata(&mut defs);
+    add_kinds_and_lists(&mut defs);
+    add_meta_kinds(&mut defs);
+    defs
+}
+
+/// The built-in kinds' definitions as k8s-openapi's `schemars` implementations give them,
+/// `$ref`s under `#/definitions`, each kept to what Swagger 2.0 allows.
+fn schemars_definitions() -> Map<String, Value> {
     use k8s_openapi::api::{apps, autoscaling, coordination, core, events};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
     let mut settings = schemars::generate::SchemaSettings::draft07();
@@ -301,6 +311,12 @@ fn generate() -> Map<String, Value> {
     for v in defs.values_mut() {
         sanitize(v);
     }
+    defs
+}
+
+/// The strategic-merge metadata of [`PATCH_FIELDS`] on the fields it names: patch strategy,
+/// merge key and list type.
+fn add_patch_metadata(defs: &mut Map<String, Value>) {
     for (name, field, strategy, key, map_keys) in PATCH_FIELDS {
         let Some(p) = defs
             .get_mut(*name)
@@ -318,6 +334,11 @@ fn generate() -> Map<String, Value> {
             p.insert("x-kubernetes-list-type".into(), json!("set"));
         }
     }
+}
+
+/// Each of [`KINDS`] marked with its group, version and kind (its `required` dropped), and its
+/// `<Kind>List` beside it.
+fn add_kinds_and_lists(defs: &mut Map<String, Value>) {
     for (name, group, version, kind) in KINDS {
         if let Some(d) = defs.get_mut(*name).and_then(Value::as_object_mut) {
             d.insert(
@@ -342,6 +363,11 @@ fn generate() -> Map<String, Value> {
         });
         defs.insert(format!("{name}List"), list);
     }
+}
+
+/// meta/v1's kinds served beside every group: `Status`, `DeleteOptions` in each group version
+/// of [`KINDS`], and `Patch`.
+fn add_meta_kinds(defs: &mut Map<String, Value>) {
     if let Some(d) = defs
         .get_mut(&format!("{META}.Status"))
         .and_then(Value::as_object_mut)
@@ -368,7 +394,6 @@ fn generate() -> Map<String, Value> {
         format!("{META}.Patch"),
         json!({"type": "object", "description": "Patch is provided to give a concrete name and type to the Kubernetes PATCH request body."}),
     );
-    defs
 }
 
 /// Keeps only what a Swagger 2.0 schema may say, so that one set of definitions serves both

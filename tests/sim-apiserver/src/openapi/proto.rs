@@ -67,120 +67,14 @@ fn schema(v: &Value) -> Vec<u8> {
     let mut out = Vec::new();
     let Value::Object(m) = v else { return out };
     let s = |k: &str| m.get(k).and_then(Value::as_str);
-    let n = |k: &str| m.get(k).and_then(Value::as_f64);
-    let i = |k: &str| m.get(k).and_then(Value::as_i64);
     let b = |k: &str| m.get(k).and_then(Value::as_bool);
     for (field, k) in [(1, "$ref"), (2, "format"), (3, "title"), (4, "description")] {
         if let Some(x) = s(k) {
             string(&mut out, field, x);
         }
     }
-    if let Some(d) = m.get("default") {
-        bytes(&mut out, 5, &any(d));
-    }
-    for (field, k) in [(6, "multipleOf"), (7, "maximum"), (9, "minimum")] {
-        if let Some(x) = n(k) {
-            double(&mut out, field, x);
-        }
-    }
-    for (field, k) in [
-        (8, "exclusiveMaximum"),
-        (10, "exclusiveMinimum"),
-        (16, "uniqueItems"),
-    ] {
-        if let Some(x) = b(k) {
-            boolean(&mut out, field, x);
-        }
-    }
-    for (field, k) in [
-        (11, "maxLength"),
-        (12, "minLength"),
-        (14, "maxItems"),
-        (15, "minItems"),
-        (17, "maxProperties"),
-        (18, "minProperties"),
-    ] {
-        if let Some(x) = i(k) {
-            int64(&mut out, field, x);
-        }
-    }
-    if let Some(x) = s("pattern") {
-        string(&mut out, 13, x);
-    }
-    for r in m
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(r) = r.as_str() {
-            string(&mut out, 19, r);
-        }
-    }
-    for e in m
-        .get("enum")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        bytes(&mut out, 20, &any(e));
-    }
-    match m.get("additionalProperties") {
-        Some(Value::Bool(x)) => {
-            let mut item = Vec::new();
-            boolean(&mut item, 2, *x);
-            bytes(&mut out, 21, &item);
-        }
-        Some(a @ Value::Object(_)) => {
-            let mut item = Vec::new();
-            bytes(&mut item, 1, &schema(a));
-            bytes(&mut out, 21, &item);
-        }
-        _ => {}
-    }
-    match m.get("type") {
-        Some(Value::String(t)) => {
-            let mut item = Vec::new();
-            string(&mut item, 1, t);
-            bytes(&mut out, 22, &item);
-        }
-        Some(Value::Array(ts)) => {
-            let mut item = Vec::new();
-            ts.iter()
-                .filter_map(Value::as_str)
-                .for_each(|t| string(&mut item, 1, t));
-            bytes(&mut out, 22, &item);
-        }
-        _ => {}
-    }
-    match m.get("items") {
-        Some(o @ Value::Object(_)) => {
-            let mut item = Vec::new();
-            bytes(&mut item, 1, &schema(o));
-            bytes(&mut out, 23, &item);
-        }
-        Some(Value::Array(a)) => {
-            let mut item = Vec::new();
-            a.iter().for_each(|o| bytes(&mut item, 1, &schema(o)));
-            bytes(&mut out, 23, &item);
-        }
-        _ => {}
-    }
-    for a in m
-        .get("allOf")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        bytes(&mut out, 24, &schema(a));
-    }
-    if let Some(Value::Object(props)) = m.get("properties") {
-        let mut p = Vec::new();
-        for (k, v) in props {
-            bytes(&mut p, 1, &named(k, &schema(v)));
-        }
-        bytes(&mut out, 25, &p);
-    }
+    schema_constraints(m, &mut out);
+    schema_shape(m, &mut out);
     if let Some(x) = s("discriminator") {
         string(&mut out, 26, x);
     }
@@ -194,6 +88,125 @@ fn schema(v: &Value) -> Vec<u8> {
         bytes(&mut out, 31, &named(k, &any(v)));
     }
     out
+}
+
+/// A schema's fields 5 to 20: its default and what it constrains a value to (bounds, lengths,
+/// pattern, required fields, enum), in field order.
+fn schema_constraints(m: &Map<String, Value>, out: &mut Vec<u8>) {
+    let n = |k: &str| m.get(k).and_then(Value::as_f64);
+    let i = |k: &str| m.get(k).and_then(Value::as_i64);
+    let b = |k: &str| m.get(k).and_then(Value::as_bool);
+    if let Some(d) = m.get("default") {
+        bytes(out, 5, &any(d));
+    }
+    for (field, k) in [(6, "multipleOf"), (7, "maximum"), (9, "minimum")] {
+        if let Some(x) = n(k) {
+            double(out, field, x);
+        }
+    }
+    for (field, k) in [
+        (8, "exclusiveMaximum"),
+        (10, "exclusiveMinimum"),
+        (16, "uniqueItems"),
+    ] {
+        if let Some(x) = b(k) {
+            boolean(out, field, x);
+        }
+    }
+    for (field, k) in [
+        (11, "maxLength"),
+        (12, "minLength"),
+        (14, "maxItems"),
+        (15, "minItems"),
+        (17, "maxProperties"),
+        (18, "minProperties"),
+    ] {
+        if let Some(x) = i(k) {
+            int64(out, field, x);
+        }
+    }
+    if let Some(x) = m.get("pattern").and_then(Value::as_str) {
+        string(out, 13, x);
+    }
+    for r in m
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(r) = r.as_str() {
+            string(out, 19, r);
+        }
+    }
+    for e in m
+        .get("enum")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        bytes(out, 20, &any(e));
+    }
+}
+
+/// A schema's fields 21 to 25: its shape (additional properties, type, items, allOf,
+/// properties), the nested schemas encoded in turn, in field order.
+fn schema_shape(m: &Map<String, Value>, out: &mut Vec<u8>) {
+    match m.get("additionalProperties") {
+        Some(Value::Bool(x)) => {
+            let mut item = Vec::new();
+            boolean(&mut item, 2, *x);
+            bytes(out, 21, &item);
+        }
+        Some(a @ Value::Object(_)) => {
+            let mut item = Vec::new();
+            bytes(&mut item, 1, &schema(a));
+            bytes(out, 21, &item);
+        }
+        _ => {}
+    }
+    match m.get("type") {
+        Some(Value::String(t)) => {
+            let mut item = Vec::new();
+            string(&mut item, 1, t);
+            bytes(out, 22, &item);
+        }
+        Some(Value::Array(ts)) => {
+            let mut item = Vec::new();
+            ts.iter()
+                .filter_map(Value::as_str)
+                .for_each(|t| string(&mut item, 1, t));
+            bytes(out, 22, &item);
+        }
+        _ => {}
+    }
+    match m.get("items") {
+        Some(o @ Value::Object(_)) => {
+            let mut item = Vec::new();
+            bytes(&mut item, 1, &schema(o));
+            bytes(out, 23, &item);
+        }
+        Some(Value::Array(a)) => {
+            let mut item = Vec::new();
+            a.iter().for_each(|o| bytes(&mut item, 1, &schema(o)));
+            bytes(out, 23, &item);
+        }
+        _ => {}
+    }
+    for a in m
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        bytes(out, 24, &schema(a));
+    }
+    if let Some(Value::Object(props)) = m.get("properties") {
+        let mut p = Vec::new();
+        for (k, v) in props {
+            bytes(&mut p, 1, &named(k, &schema(v)));
+        }
+        bytes(out, 25, &p);
+    }
 }
 
 /// Encodes the JSON Swagger document `doc` (from [`super::swagger`]) as a gnostic

@@ -281,23 +281,65 @@ fn merge_map(
         }
     }
     if let Some(rk) = patch.get(RETAIN_KEYS) {
-        let bad_rk = || bad("invalid patch format of retainKeys");
-        let keys = rk
-            .as_array()
-            .ok_or_else(bad_rk)?
-            .iter()
-            .map(|k| k.as_str().ok_or_else(bad_rk))
-            .collect::<Result<HashSet<_>, _>>()?;
-        for (k, v) in patch {
-            if v.is_null() || k.starts_with('$') {
-                continue;
+        retain_keys(&mut orig, patch, rk)?;
+    }
+    let ordered = merge_set_element_orders(&mut orig, patch, schema)?;
+    delete_from_primitive_lists(&mut orig, patch)?;
+    for (k, v) in patch {
+        if k.starts_with('$') || ordered.contains(&k.as_str()) {
+            continue;
+        }
+        if v.is_null() {
+            orig.remove(k);
+            continue;
+        }
+        let (child, meta) = schema.field(k);
+        match orig.get_mut(k) {
+            Some(slot) => {
+                let o = std::mem::take(slot);
+                *slot = merge_value(o, v, child, meta)?;
             }
-            if !keys.contains(&k.as_str()) {
-                return Err(bad_rk());
+            None => {
+                orig.insert(k.clone(), fresh(v, child, meta)?);
             }
         }
-        orig.retain(|k, _| keys.contains(&k.as_str()));
     }
+    Ok(Value::Object(orig))
+}
+
+/// `$retainKeys` (`rk`): keeps only the keys it names in `orig`, refusing a patch that sets a
+/// field it does not name.
+fn retain_keys(
+    orig: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    rk: &Value,
+) -> Result<(), SmpError> {
+    let bad_rk = || bad("invalid patch format of retainKeys");
+    let keys = rk
+        .as_array()
+        .ok_or_else(bad_rk)?
+        .iter()
+        .map(|k| k.as_str().ok_or_else(bad_rk))
+        .collect::<Result<HashSet<_>, _>>()?;
+    for (k, v) in patch {
+        if v.is_null() || k.starts_with('$') {
+            continue;
+        }
+        if !keys.contains(&k.as_str()) {
+            return Err(bad_rk());
+        }
+    }
+    orig.retain(|k, _| keys.contains(&k.as_str()));
+    Ok(())
+}
+
+/// Each `$setElementOrder/<field>`: merges the field's list with the patch's and orders the
+/// result as the directive says; the fields so merged, which the plain merge then skips.
+fn merge_set_element_orders<'p>(
+    orig: &mut Map<String, Value>,
+    patch: &'p Map<String, Value>,
+    schema: Schema<'_>,
+) -> Result<Vec<&'p str>, SmpError> {
     let mut ordered: Vec<&str> = Vec::new();
     for (k, order) in patch {
         let Some(field) = k.strip_prefix(SET_ORDER) else {
@@ -348,6 +390,15 @@ fn merge_map(
         orig.insert(field.to_string(), Value::Array(sorted));
         ordered.push(field);
     }
+    Ok(ordered)
+}
+
+/// Each `$deleteFromPrimitiveList/<field>`: removes the values it lists from that list of
+/// `orig`.
+fn delete_from_primitive_lists(
+    orig: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+) -> Result<(), SmpError> {
     for (k, v) in patch {
         let Some(field) = k.strip_prefix(DELETE_PRIMITIVE) else {
             continue;
@@ -361,26 +412,7 @@ fn merge_map(
             a.retain(|x| !gone.contains(x));
         }
     }
-    for (k, v) in patch {
-        if k.starts_with('$') || ordered.contains(&k.as_str()) {
-            continue;
-        }
-        if v.is_null() {
-            orig.remove(k);
-            continue;
-        }
-        let (child, meta) = schema.field(k);
-        match orig.get_mut(k) {
-            Some(slot) => {
-                let o = std::mem::take(slot);
-                *slot = merge_value(o, v, child, meta)?;
-            }
-            None => {
-                orig.insert(k.clone(), fresh(v, child, meta)?);
-            }
-        }
-    }
-    Ok(Value::Object(orig))
+    Ok(())
 }
 
 /// The identity of a list element: its merge key's value for objects, itself for scalars.
@@ -495,6 +527,33 @@ fn merge_list(
         return Ok(orig);
     };
     let kind = kind_of(first);
+    check_same_kind(&orig, patch, kind)?;
+    if kind != 5 {
+        return Ok(merge_primitive_list(orig, patch));
+    }
+    let Some(key) = key else {
+        return Err(bad("cannot merge lists without merge key for type map"));
+    };
+    let directives = ListDirectives::of(patch, key)?;
+    if !directives.deleted.is_empty() {
+        orig.retain(|o| {
+            o.get(key)
+                .is_none_or(|id| !directives.deleted.contains(&id.to_string()))
+        });
+    }
+    if directives.replace {
+        let mut out = Vec::with_capacity(directives.plain.len());
+        for m in directives.plain {
+            out.push(merge_map(Map::new(), m, items)?);
+        }
+        return Ok(out);
+    }
+    merge_by_key(orig, directives.plain, key, items)
+}
+
+/// Refuses a list holding lists, or elements not all of `kind` (`kind_of`), in the server's
+/// list or the patch's.
+fn check_same_kind(orig: &[Value], patch: &[Value], kind: u8) -> Result<(), SmpError> {
     for v in orig.iter().chain(patch) {
         if v.is_array() {
             return Err(SmpError::Invalid("lists of lists are not supported".into()));
@@ -506,52 +565,69 @@ fn merge_list(
             )));
         }
     }
-    if kind != 5 {
-        let server = orig.clone();
-        let mut seen: HashSet<String> = orig.iter().map(Value::to_string).collect();
+    Ok(())
+}
+
+/// A list of scalars merged as a set: the patch's values not already there added, ordered as
+/// the patch orders them.
+fn merge_primitive_list(mut orig: Vec<Value>, patch: &[Value]) -> Vec<Value> {
+    let server = orig.clone();
+    let mut seen: HashSet<String> = orig.iter().map(Value::to_string).collect();
+    for p in patch {
+        if seen.insert(p.to_string()) {
+            orig.push(p.clone());
+        }
+    }
+    order_list(orig, patch, &server, None)
+}
+
+/// A patch's list of objects read for its `$patch` directives.
+struct ListDirectives<'p> {
+    /// The elements to merge, in the patch's order.
+    plain: Vec<&'p Map<String, Value>>,
+    /// A `$patch: replace` element: the list becomes `plain`.
+    replace: bool,
+    /// The merge keys of the `$patch: delete` elements.
+    deleted: HashSet<String>,
+}
+
+impl<'p> ListDirectives<'p> {
+    /// Reads `patch`, every element an object, whose `key` identifies it.
+    fn of(patch: &'p [Value], key: &str) -> Result<Self, SmpError> {
+        let mut out = ListDirectives {
+            plain: Vec::new(),
+            replace: false,
+            deleted: HashSet::new(),
+        };
         for p in patch {
-            if seen.insert(p.to_string()) {
-                orig.push(p.clone());
+            let m = p.as_object().expect("checked: every element is an object");
+            match m.get(PATCH) {
+                None => out.plain.push(m),
+                Some(d) => match d.as_str() {
+                    Some("delete") => {
+                        let id = m.get(key).ok_or_else(|| no_merge_key(m, key))?;
+                        out.deleted.insert(id.to_string());
+                    }
+                    Some("replace") => out.replace = true,
+                    Some("merge") => {
+                        return Err(bad("merging lists cannot yet be specified in the patch"))
+                    }
+                    _ => return Err(unknown_patch_type(d, m)),
+                },
             }
         }
-        return Ok(order_list(orig, patch, &server, None));
+        Ok(out)
     }
-    let Some(key) = key else {
-        return Err(bad("cannot merge lists without merge key for type map"));
-    };
-    let mut plain: Vec<&Map<String, Value>> = Vec::new();
-    let mut replace = false;
-    let mut deleted: HashSet<String> = HashSet::new();
-    for p in patch {
-        let m = p.as_object().expect("checked: every element is an object");
-        match m.get(PATCH) {
-            None => plain.push(m),
-            Some(d) => match d.as_str() {
-                Some("delete") => {
-                    let id = m.get(key).ok_or_else(|| no_merge_key(m, key))?;
-                    deleted.insert(id.to_string());
-                }
-                Some("replace") => replace = true,
-                Some("merge") => {
-                    return Err(bad("merging lists cannot yet be specified in the patch"))
-                }
-                _ => return Err(unknown_patch_type(d, m)),
-            },
-        }
-    }
-    if !deleted.is_empty() {
-        orig.retain(|o| {
-            o.get(key)
-                .is_none_or(|id| !deleted.contains(&id.to_string()))
-        });
-    }
-    if replace {
-        let mut out = Vec::with_capacity(plain.len());
-        for m in plain {
-            out.push(merge_map(Map::new(), m, items)?);
-        }
-        return Ok(out);
-    }
+}
+
+/// Merges each of `plain` into the element of `orig` with its `key` (appending it when there is
+/// none), then orders the list as the patch does.
+fn merge_by_key(
+    mut orig: Vec<Value>,
+    plain: Vec<&Map<String, Value>>,
+    key: &str,
+    items: Schema<'_>,
+) -> Result<Vec<Value>, SmpError> {
     let server = orig.clone();
     let mut at = Positions::of(&orig, Some(key));
     for m in &plain {
