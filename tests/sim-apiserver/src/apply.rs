@@ -227,7 +227,28 @@ pub(crate) fn apply(
         api_version,
         sub,
     ));
+    // An apply that changes nothing but its entry's time is a no-op, as on kube-apiserver: the
+    // stored object (and so its resourceVersion) stays, whatever second it is now.
+    if let Some(live) = live {
+        if without_times(live) == without_times(&obj) {
+            return Ok(live.clone());
+        }
+    }
     Ok(obj)
+}
+
+/// `obj` with the `time` of every managedFields entry left out.
+fn without_times(obj: &Value) -> Value {
+    let mut obj = obj.clone();
+    if let Some(entries) = obj
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    {
+        for entry in entries.iter_mut().filter_map(Value::as_object_mut) {
+            entry.remove("time");
+        }
+    }
+    obj
 }
 
 /// The object an apply creates starts from: the applied name, generateName and namespace.
@@ -370,6 +391,41 @@ fn managed_fields(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_apply_that_changes_nothing_keeps_the_live_object_whatever_the_time() {
+        let mut live = json!({"metadata": {"name": "a", "managedFields": [{
+            "manager": "m", "operation": "Apply", "apiVersion": "v1",
+            "time": "2000-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:data": {"f:k": {}}}}]}, "data": {"k": "v"}});
+        let applied = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+        let out = apply(
+            Some(&live),
+            &applied,
+            "m",
+            false,
+            ApplyScope::Main { skip_status: false },
+            "v1",
+        )
+        .unwrap();
+        assert_eq!(out, live, "a no-op: the old entry's time stays");
+        let changed = json!({"metadata": {"name": "a"}, "data": {"k": "w"}});
+        let out = apply(
+            Some(&live),
+            &changed,
+            "m",
+            false,
+            ApplyScope::Main { skip_status: false },
+            "v1",
+        )
+        .unwrap();
+        assert_eq!(out["data"]["k"], "w");
+        assert_ne!(
+            out["metadata"]["managedFields"][0]["time"],
+            "2000-01-01T00:00:00Z"
+        );
+        live["data"]["k"] = json!("w");
+    }
 
     #[test]
     fn fields_v1_round_trips_leaves() {
