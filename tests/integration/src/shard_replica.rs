@@ -31,7 +31,7 @@ use controller::leader_election::{ApiLeaseLock, LeaderElectionConfig};
 use controller::owners::OwnerEnqueuer;
 use controller::sharding::{
     shard_selector, ApiRingLeases, FenceError, FencedWriter, Ring, ShardGate, ShardedController,
-    Sharder, SharderConfig,
+    Sharder, SharderConfig, SHARDER_RATE_LIMIT,
 };
 use controller::{Action, CancellationToken};
 use serde_json::{json, Value};
@@ -328,6 +328,14 @@ async fn run(opts: ReplicaOpts) -> Result<(), String> {
     sharder_config.workers = 8;
     if opts.shared_budgets > 0 {
         sharder_config.rate_limit = None;
+    } else if (opts.qps as f64) > SHARDER_RATE_LIMIT.qps {
+        // A replica given more than the sharder's default budget (the scenario's 2,000
+        // requests/s against a simulator) gives its sharder as much: the default is for real
+        // clusters, and the scenario's bounds are for the replica's own rate.
+        sharder_config.rate_limit = Some(RateLimit::new(
+            opts.qps as f64,
+            (2 * opts.qps).min(u64::from(u32::MAX)) as u32,
+        ));
     }
     let sharder: Sharder<PartialObjectMetadata, _> = Sharder::new(
         ring.clone(),
