@@ -59,6 +59,8 @@ pub mod finalizer;
 pub mod leader_election;
 #[cfg(test)]
 mod log_capture;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod owners;
 pub mod runner;
 pub mod sharding;
