@@ -1,5 +1,5 @@
-//! The metrics endpoint over real TCP connections (rules MX1–MX4): the probes, unknown paths,
-//! and shutdown on cancel.
+//! The metrics endpoint over real TCP connections (rules MX1–MX5): a controller's reconciles
+//! scraped from `/metrics`, the probes, unknown paths, and shutdown on cancel.
 #![cfg(feature = "metrics")]
 
 use std::net::SocketAddr;
@@ -8,8 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use controller::leader_election::HealthzAdaptor;
-use controller::metrics::{serve, Health};
+use controller::metrics::{serve, ControllerMetrics, Health};
 use controller::prelude::*;
+use controller::workqueue::{
+    ItemExponentialFailureRateLimiter, PrometheusMetricsProvider, QueueConfig,
+};
+use parking_lot::Mutex;
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -44,6 +48,88 @@ async fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String, St
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let (status, _, body) = request(addr, "GET", path).await;
     (status, body)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_controllers_reconciles_are_scraped_by_name_and_labels() {
+    let mut registry = Registry::default();
+    let queue_metrics = Arc::new(PrometheusMetricsProvider::register(&mut registry));
+    let metrics = ControllerMetrics::register(&mut registry);
+    let lease = metrics.leader_election("widgets-controller");
+    lease.set_leading(true);
+    let endpoint = start(registry, Health::new()).await;
+
+    let queue = RateLimitingQueue::with_config(
+        ItemExponentialFailureRateLimiter::new(Duration::from_millis(1), Duration::from_secs(1)),
+        QueueConfig::new()
+            .name("widgets")
+            .metrics_provider(queue_metrics),
+    );
+    for key in ["ok", "bad", "retry", "boom", "later"] {
+        queue.add(key);
+    }
+    let attempts = Arc::new(Mutex::new(std::collections::HashMap::<&str, u32>::new()));
+    let token = CancellationToken::new();
+    let run = tokio::spawn(
+        Controller::new(queue.clone())
+            .workers(2)
+            .metrics(metrics.controller("widgets"))
+            .run(token.clone(), move |key: &'static str| {
+                let attempt = {
+                    let mut attempts = attempts.lock();
+                    let n = attempts.entry(key).or_default();
+                    *n += 1;
+                    *n
+                };
+                async move {
+                    match (key, attempt) {
+                        ("bad", 1) => Err("the server said no".to_string()),
+                        ("boom", 1) => panic!("a reconcile bug"),
+                        ("retry", 1) => Ok(Action::Retry),
+                        ("later", _) => Ok(Action::RequeueAfter(Duration::from_secs(3600))),
+                        _ => Ok(Action::Done),
+                    }
+                }
+            }),
+    );
+    // Paused time: every reconcile and the 1 ms retries happen; the requeue after an hour not.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, text) = get(endpoint.addr, "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(text.contains(r#"controller_runtime_active_workers{controller="widgets"} 0"#));
+    token.cancel();
+    run.await.unwrap();
+
+    let (status, head, text) = request(endpoint.addr, "GET", "/metrics").await;
+    assert_eq!(status, 200);
+    assert!(head.contains("application/openmetrics-text"), "{head}");
+    for line in [
+        // ok, and bad, retry and boom on their second attempt
+        r#"controller_runtime_reconcile_total{controller="widgets",result="success"} 4"#,
+        // bad's error and boom's panic
+        r#"controller_runtime_reconcile_total{controller="widgets",result="error"} 2"#,
+        r#"controller_runtime_reconcile_total{controller="widgets",result="requeue"} 1"#,
+        r#"controller_runtime_reconcile_total{controller="widgets",result="requeue_after"} 1"#,
+        r#"controller_runtime_reconcile_errors_total{controller="widgets"} 2"#,
+        r#"controller_runtime_reconcile_panics_total{controller="widgets"} 1"#,
+        r#"controller_runtime_reconcile_time_seconds_count{controller="widgets"} 8"#,
+        r#"controller_runtime_active_workers{controller="widgets"} 0"#,
+        r#"controller_runtime_max_concurrent_reconciles{controller="widgets"} 2"#,
+        r#"leader_election_master_status{name="widgets-controller"} 1"#,
+        // 5 adds, then bad, retry and boom back after their rate limit
+        r#"workqueue_adds_total{name="widgets"} 8"#,
+        // those three, and later's requeue
+        r#"workqueue_retries_total{name="widgets"} 4"#,
+        r#"workqueue_work_duration_seconds_count{name="widgets"} 8"#,
+        r#"workqueue_depth{name="widgets"} 0"#,
+    ] {
+        assert!(text.contains(line), "missing `{line}` in:\n{text}");
+    }
+    lease.set_leading(false);
+    let (_, text) = get(endpoint.addr, "/metrics").await;
+    assert!(text.contains(r#"leader_election_master_status{name="widgets-controller"} 0"#));
+    endpoint.cancel.cancel();
+    endpoint.task.await.unwrap();
 }
 
 #[tokio::test]
