@@ -23,7 +23,8 @@
 //! in docs/semantics.md (rules L and EV). The [`owners`] bridge turns a child's events into its
 //! controlling owner's key (rules OW); [`sharding`] holds replicas that split the work: membership, the
 //! elected sharder and the hand-over, with writes fenced at the server (rules SH, design in
-//! docs/sharding.md).
+//! docs/sharding.md). With the `metrics` feature, `metrics` serves `/metrics`, `/healthz` and
+//! `/readyz` and the runner records controller-runtime's reconcile metrics (rules MX).
 //!
 //! ```
 //! use controller::prelude::*;
@@ -59,6 +60,8 @@ pub mod finalizer;
 pub mod leader_election;
 #[cfg(test)]
 mod log_capture;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod owners;
 pub mod runner;
 pub mod sharding;

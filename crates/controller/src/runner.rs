@@ -45,6 +45,9 @@ use tokio_util::sync::CancellationToken;
 
 use workqueue::RateLimitingQueue;
 
+#[cfg(feature = "metrics")]
+use crate::metrics::Outcome;
+
 /// What a reconcile asks the runner to do with its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -60,6 +63,8 @@ pub enum Action {
 pub struct Controller<T> {
     queue: RateLimitingQueue<T>,
     workers: usize,
+    #[cfg(feature = "metrics")]
+    metrics: Option<crate::metrics::ReconcileMetrics>,
 }
 
 impl<T> fmt::Debug for Controller<T> {
@@ -67,7 +72,7 @@ impl<T> fmt::Debug for Controller<T> {
         f.debug_struct("Controller")
             .field("queue", &self.queue)
             .field("workers", &self.workers)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -86,7 +91,21 @@ impl<T: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> Controller<T> {
     /// # }
     /// ```
     pub fn new(queue: RateLimitingQueue<T>) -> Self {
-        Self { queue, workers: 1 }
+        Self {
+            queue,
+            workers: 1,
+            #[cfg(feature = "metrics")]
+            metrics: None,
+        }
+    }
+
+    /// Records each reconcile into `metrics` (feature `metrics`; rule MX5): its result, its
+    /// duration, errors and panics, and the workers busy. Recording changes nothing of what
+    /// the runner does with a key.
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, metrics: crate::metrics::ReconcileMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Sets the number of concurrent workers (at least 1).
@@ -120,9 +139,20 @@ impl<T: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> Controller<T> {
         E: Display + Send + 'static,
     {
         let reconcile = Arc::new(reconcile);
+        #[cfg(feature = "metrics")]
+        let metrics = self.metrics.clone();
+        #[cfg(not(feature = "metrics"))]
+        let metrics: Option<Recorder> = None;
+        if let Some(metrics) = &metrics {
+            metrics.set_workers(self.workers);
+        }
         let mut workers = JoinSet::new();
         for _ in 0..self.workers {
-            workers.spawn(worker(self.queue.clone(), reconcile.clone()));
+            workers.spawn(worker(
+                self.queue.clone(),
+                reconcile.clone(),
+                metrics.clone(),
+            ));
         }
         let queue = self.queue.clone();
         let watcher = tokio::spawn(async move {
@@ -139,8 +169,11 @@ impl<T: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static> Controller<T> {
     }
 }
 
-async fn worker<T, F, Fut, E>(queue: RateLimitingQueue<T>, reconcile: Arc<F>)
-where
+async fn worker<T, F, Fut, E>(
+    queue: RateLimitingQueue<T>,
+    reconcile: Arc<F>,
+    metrics: Option<Recorder>,
+) where
     T: Hash + Eq + Clone + Send + Sync + fmt::Debug + 'static,
     F: Fn(T) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
@@ -148,10 +181,14 @@ where
 {
     while let Some(key) = queue.get().await {
         let call = key.clone();
+        let recording = metrics.as_ref().map(Recorder::start);
         // Calling `reconcile` inside the future catches a panic while building it, too.
         let outcome = AssertUnwindSafe(async { reconcile(call).await })
             .catch_unwind()
             .await;
+        if let Some(recording) = recording {
+            recording.finish(counted(&outcome));
+        }
         match outcome {
             Ok(Ok(Action::Done)) => queue.forget(&key),
             Ok(Ok(Action::Retry)) => queue.add_rate_limited(key.clone()),
@@ -174,6 +211,49 @@ where
             }
         }
         queue.done(&key);
+    }
+}
+
+/// What records reconciles: the `metrics` feature's handle, or nothing without it.
+#[cfg(feature = "metrics")]
+type Recorder = crate::metrics::ReconcileMetrics;
+
+/// Without the `metrics` feature there is nothing to record into; this type has no value.
+#[cfg(not(feature = "metrics"))]
+#[derive(Clone)]
+enum Recorder {}
+
+#[cfg(not(feature = "metrics"))]
+impl Recorder {
+    fn set_workers(&self, _: usize) {
+        match *self {}
+    }
+    fn start(&self) -> Recorder {
+        match *self {}
+    }
+    fn finish(self, _: Outcome) {
+        match self {}
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+#[allow(dead_code)] // built by `counted`, read by nothing without the feature
+enum Outcome {
+    Success,
+    Error,
+    Panic,
+    Requeue,
+    RequeueAfter,
+}
+
+/// How the metrics count a reconcile's outcome (controller-runtime's `result` label).
+fn counted<E>(outcome: &Result<Result<Action, E>, Box<dyn std::any::Any + Send>>) -> Outcome {
+    match outcome {
+        Ok(Ok(Action::Done)) => Outcome::Success,
+        Ok(Ok(Action::Retry)) => Outcome::Requeue,
+        Ok(Ok(Action::RequeueAfter(_))) => Outcome::RequeueAfter,
+        Ok(Err(_)) => Outcome::Error,
+        Err(_) => Outcome::Panic,
     }
 }
 
