@@ -28,8 +28,10 @@
 //! * only apply managers own fields: `Update` operations (PUT, merge/JSON/strategic patches)
 //!   are not recorded in `managedFields` and never conflict with an apply; the entries they
 //!   find are kept as they are;
-//! * of `metadata`, only `labels` and `annotations` are applied and owned (by key); `name`
-//!   must match the URL when set, other metadata in the applied configuration is ignored;
+//! * of `metadata`, `labels` and `annotations` are applied and owned by key, and
+//!   `ownerReferences` and `finalizers` as whole lists (kube-apiserver merges them by uid and
+//!   by value); `name` must match the URL when set, other metadata in the applied
+//!   configuration is ignored;
 //! * on a resource with a status subresource an apply to the main resource ignores `.status`
 //!   and an apply to `/status` applies only `.status`.
 
@@ -64,6 +66,11 @@ fn leaves(applied: &Value, scope: ApplyScope) -> Vec<(Path, Value)> {
                         for (lk, lv) in m {
                             out.push((vec!["metadata".into(), sub.into(), lk.clone()], lv.clone()));
                         }
+                    }
+                }
+                for list in ["ownerReferences", "finalizers"] {
+                    if let Some(l) = v.get(list).filter(|l| l.is_array()) {
+                        out.push((vec!["metadata".into(), list.into()], l.clone()));
                     }
                 }
                 false

@@ -671,6 +671,17 @@ fn server_side_apply(
                 r => return Ok(respond(shared, StatusCode::CREATED, &*r?)),
             }
         };
+        // A resourceVersion in the applied configuration is a precondition on an existing
+        // object, as in any update (kube-apiserver 1.36 answers 409); on a create it is ignored.
+        if let Some(wanted) = applied
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .filter(|rv| !rv.is_empty())
+        {
+            if wanted.parse::<u64>().ok() != Some(cur.rv()) {
+                return Err(ApiError::conflict(&def.plural, &def.group, name));
+            }
+        }
         let mut obj = apply::apply(
             Some(&cur.value),
             applied,

@@ -635,6 +635,39 @@ async fn server_side_apply_creates_merges_tracks_owners_and_conflicts() {
     assert_status(&r.body, 422, "Invalid");
 }
 
+/// As kube-apiserver 1.36 answers (checked with kubectl against it): an applied configuration's
+/// `resourceVersion` is a precondition on an existing object and ignored on a create; its owner
+/// references are applied.
+#[tokio::test]
+async fn server_side_apply_heeds_a_resource_version_and_applies_owner_references() {
+    let sim = SimServer::start().await.unwrap();
+    let c = Client::new(&sim);
+    let url = "/api/v1/namespaces/default/configmaps/c";
+    let owner = json!([{"apiVersion": "example.com/v1", "kind": "Widget", "name": "w",
+                        "uid": "u-1", "controller": true}]);
+    let cfg = |rv: &str, value: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "c", "resourceVersion": rv, "ownerReferences": owner},
+               "data": {"a": value}})
+    };
+    let created = apply(&c, url, "fieldManager=t", cfg("999", "1")).await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+    assert_eq!(created.body["metadata"]["ownerReferences"], owner);
+    let rv = created.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stale = apply(&c, url, "fieldManager=t&force=true", cfg("1", "2")).await;
+    assert_status(&stale.body, 409, "Conflict");
+    assert_eq!(
+        stale.body["message"],
+        "Operation cannot be fulfilled on configmaps \"c\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    let fresh = apply(&c, url, "fieldManager=t&force=true", cfg(&rv, "2")).await;
+    assert_eq!(fresh.status, StatusCode::OK, "{}", fresh.body);
+    assert_eq!(fresh.body["data"]["a"], "2");
+}
+
 #[tokio::test]
 async fn server_side_apply_to_status_owns_only_status() {
     let sim = SimServer::start().await.unwrap();
