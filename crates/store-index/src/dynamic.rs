@@ -84,6 +84,29 @@ impl DynamicObject {
         self.data.insert(key.into(), value);
         self
     }
+
+    /// The value at the JSON pointer `pointer` (RFC 6901, as `serde_json::Value::pointer`)
+    /// among the fields other than `apiVersion`, `kind` and `metadata`, or `None` when any step
+    /// is missing. Indexing `data["spec"]` panics on an object without a spec; this does not.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use store_index::DynamicObject;
+    ///
+    /// let widget = DynamicObject::new("example.com/v1", "Widget").with_field("spec", json!({"size": 3}));
+    /// assert_eq!(widget.pointer("/spec/size"), Some(&json!(3)));
+    /// assert_eq!(widget.pointer("/status/ready"), None);
+    /// assert_eq!(widget.pointer("spec"), None, "a pointer starts with /");
+    /// ```
+    pub fn pointer(&self, pointer: &str) -> Option<&Value> {
+        let rest = pointer.strip_prefix('/')?;
+        let (first, tail) = match rest.find('/') {
+            Some(at) => rest.split_at(at),
+            None => (rest, ""),
+        };
+        let first = first.replace("~1", "/").replace("~0", "~");
+        self.data.get(&first)?.pointer(tail)
+    }
 }
 
 impl Object for DynamicObject {

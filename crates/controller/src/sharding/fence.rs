@@ -116,6 +116,23 @@ pub enum FenceError {
     /// Conflict): the fence held; read the object again (it may have moved to another replica).
     #[error("the object changed since it was read (409 Conflict): the write was fenced")]
     Fenced(#[source] ClientError),
+    /// A child was written in a resource the controller does not own, so its cache cannot say
+    /// whose the child is (the builder's `owns` names the resources a sharded reconcile may
+    /// write children in).
+    #[error("{resource} is not a resource this controller owns: its children cannot be fenced")]
+    NotOwned {
+        /// The resource's path.
+        resource: String,
+    },
+    /// The object as seen could not be read as the write needs (say, `status.conditions`
+    /// that are not a list of conditions): nothing was sent.
+    #[error("{object} cannot be read: {reason}")]
+    Unreadable {
+        /// The object's name.
+        object: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Any other failure of the request.
     #[error(transparent)]
     Client(ClientError),
@@ -128,6 +145,36 @@ impl From<ClientError> for FenceError {
             other => FenceError::Client(other),
         }
     }
+}
+
+/// `patch` with `metadata.resourceVersion` set to `rv`, the precondition the API server checks
+/// (a patch whose result carries another resourceVersion than the stored one is a 409). A patch
+/// that is not a JSON object, whose `metadata` is not one, or that carries another
+/// resourceVersion is refused: it could not carry the precondition, or would carry one the
+/// caller did not read.
+pub(crate) fn with_precondition(patch: &Value, rv: &str) -> Result<Value, FenceError> {
+    let mut patch = patch.clone();
+    let Some(fields) = patch.as_object_mut() else {
+        return Err(FenceError::NotAnObjectPatch);
+    };
+    let metadata = fields
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(metadata) = metadata.as_object_mut() else {
+        return Err(FenceError::NotAnObjectPatch);
+    };
+    match metadata.get("resourceVersion") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(written)) if written == rv => {}
+        Some(other) => {
+            return Err(FenceError::PreconditionMismatch {
+                written: Some(other.to_string()),
+                seen: rv.to_string(),
+            })
+        }
+    }
+    metadata.insert("resourceVersion".into(), Value::from(rv));
+    Ok(patch)
 }
 
 /// Writes of one replica of a shard ring to objects of one resource, fenced by SH8–SH10 (see
@@ -209,6 +256,16 @@ impl<K: Decode> FencedWriter<K> {
         }
     }
 
+    /// The shard lease's guard every request of this writer checks.
+    pub fn guard(&self) -> &LeaseGuard {
+        &self.guard
+    }
+
+    /// The replica this writer writes as (the value of its assignment label).
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
     /// The assignment label this writer checks.
     pub fn label(&self) -> &str {
         &self.label
@@ -218,6 +275,17 @@ impl<K: Decode> FencedWriter<K> {
     /// prefer this writer's methods).
     pub fn api(&self) -> &Api<K> {
         &self.api
+    }
+
+    /// The API to write `seen` through: this writer's, or, when it is over all namespaces, the
+    /// same in `seen`'s namespace.
+    fn api_in<T: Object>(&self, seen: &T) -> std::borrow::Cow<'_, Api<K>> {
+        match seen.namespace().filter(|ns| !ns.is_empty()) {
+            Some(ns) if self.api.namespace().is_none() => {
+                std::borrow::Cow::Owned(self.api.within(ns))
+            }
+            _ => std::borrow::Cow::Borrowed(&self.api),
+        }
     }
 
     /// SH8 on `seen`, and its resourceVersion (the precondition of SH9).
@@ -267,7 +335,7 @@ impl<K: Decode> FencedWriter<K> {
     ) -> Result<K, FenceError> {
         self.check_replacement(seen, object)?;
         Ok(self
-            .api
+            .api_in(seen)
             .replace(seen.name(), &CreateOptions::default(), object)
             .await?)
     }
@@ -284,7 +352,7 @@ impl<K: Decode> FencedWriter<K> {
     ) -> Result<K, FenceError> {
         self.check_replacement(seen, object)?;
         Ok(self
-            .api
+            .api_in(seen)
             .replace_status(seen.name(), &CreateOptions::default(), object)
             .await?)
     }
@@ -298,7 +366,7 @@ impl<K: Decode> FencedWriter<K> {
     pub async fn merge_patch(&self, seen: &K, patch: &Value) -> Result<K, FenceError> {
         let patch = self.fenced_patch(seen, patch)?;
         Ok(self
-            .api
+            .api_in(seen)
             .patch(seen.name(), &PatchOptions::default(), &Patch::Merge(patch))
             .await?)
     }
@@ -311,7 +379,7 @@ impl<K: Decode> FencedWriter<K> {
     pub async fn merge_patch_status(&self, seen: &K, patch: &Value) -> Result<K, FenceError> {
         let patch = self.fenced_patch(seen, patch)?;
         Ok(self
-            .api
+            .api_in(seen)
             .patch_status(seen.name(), &PatchOptions::default(), &Patch::Merge(patch))
             .await?)
     }
@@ -321,28 +389,7 @@ impl<K: Decode> FencedWriter<K> {
     /// not carry the precondition, or would carry one the assignment check did not read.
     fn fenced_patch(&self, seen: &K, patch: &Value) -> Result<Value, FenceError> {
         let rv = self.check(seen)?;
-        let mut patch = patch.clone();
-        let Some(fields) = patch.as_object_mut() else {
-            return Err(FenceError::NotAnObjectPatch);
-        };
-        let metadata = fields
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Default::default()));
-        let Some(metadata) = metadata.as_object_mut() else {
-            return Err(FenceError::NotAnObjectPatch);
-        };
-        match metadata.get("resourceVersion") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(written)) if written == rv => {}
-            Some(other) => {
-                return Err(FenceError::PreconditionMismatch {
-                    written: Some(other.to_string()),
-                    seen: rv.to_string(),
-                })
-            }
-        }
-        metadata.insert("resourceVersion".into(), Value::from(rv));
-        Ok(patch)
+        with_precondition(patch, rv)
     }
 
     /// Deletes `seen`, with its resourceVersion and uid as preconditions.
@@ -359,7 +406,7 @@ impl<K: Decode> FencedWriter<K> {
             }),
             ..DeleteOptions::default()
         };
-        Ok(self.api.delete(seen.name(), &options).await?)
+        Ok(self.api_in(seen).delete(seen.name(), &options).await?)
     }
 
     /// Creates `child` through `children` for the owner `owner_seen` (SH10): refused locally
@@ -409,7 +456,12 @@ impl<K: Decode> FencedWriter<K> {
         if let Some(labels) = labels.as_object_mut() {
             labels.insert(self.label.clone(), Value::from(self.identity.clone()));
         }
-        let children = self.guard.protect(children.clone());
+        // A children API over all namespaces creates the child in its owner's.
+        let children = match owner_seen.namespace().filter(|ns| !ns.is_empty()) {
+            Some(ns) if children.namespace().is_none() => children.within(ns),
+            _ => children.clone(),
+        };
+        let children = self.guard.protect(children);
         match children.create(&CreateOptions::default(), &body).await {
             Ok(created) => Ok(created),
             Err(source @ ClientError::AlreadyExists(_)) => Err(FenceError::ChildExists {

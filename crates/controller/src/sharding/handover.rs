@@ -211,6 +211,13 @@ impl<K: Object + Decode + Send + Sync + 'static> ShardedController<K> {
         self
     }
 
+    /// Records each reconcile into `metrics` (see [`Controller::metrics`]; feature `metrics`).
+    #[cfg(feature = "metrics")]
+    pub fn metrics(mut self, metrics: crate::metrics::ReconcileMetrics) -> Self {
+        self.controller = self.controller.metrics(metrics);
+        self
+    }
+
     /// Runs until `cancel` fires (see [`Controller::run`]): `reconcile(object, writer)` is called
     /// for keys admitted by the gate, with the cached object and the fenced writer to write it
     /// with.

@@ -91,6 +91,7 @@ mod ring;
 mod sharder;
 
 pub use assign::{owner_of, weight};
+pub(crate) use fence::with_precondition;
 pub use fence::{shard_label, FenceError, FencedWriter, SHARD_LABEL_PREFIX};
 pub use handover::{
     Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY, LAPSE_WARNING,

@@ -357,6 +357,30 @@ impl<K> Api<K> {
         }
     }
 
+    /// The same verbs (client, resource, write check, encoding) in `namespace`: a writer over
+    /// all namespaces uses it to write each object where it lives. A cluster-scoped resource
+    /// ignores it.
+    ///
+    /// ```
+    /// use reflector::{Api, Client, ClusterConfig, Resource};
+    /// use reflector::store_index::DynamicObject;
+    /// # fn f(client: Client) {
+    /// let all: Api<DynamicObject> = Api::all_with(client, Resource::namespaced("", "v1", "configmaps"));
+    /// assert_eq!(all.within("web").namespace(), Some("web"));
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn within(&self, namespace: &str) -> Self {
+        Api {
+            client: self.client.clone(),
+            namespace: self.resource.namespaced.then(|| namespace.to_string()),
+            resource: self.resource.clone(),
+            write_check: self.write_check.clone(),
+            encoding: self.encoding,
+            _object: PhantomData,
+        }
+    }
+
     /// This `Api` with `check` run right before each write it sends (create, replace, patch,
     /// delete, delete collection, status and scale writes), after the client's rate limiter: a
     /// refusal is [`ClientError::WriteRefused`] carrying the check's reason, and nothing is sent.
