@@ -7,8 +7,10 @@
 //! cleanup succeeded, so the server deletes the object only after the cleanup. Rules
 //! (FZ1–FZ4 in docs/semantics.md):
 //!
-//! - FZ1: the finalizer is added before the reconcile ever acts on the object (the first call
-//!   only adds it and answers [`Action::Done`]; the add's own watch event brings the object back);
+//! - FZ1: the finalizer is added before the reconcile ever acts on the object: the first call
+//!   adds it, then runs [`FinalizerEvent::Apply`] on the object the server answered, which
+//!   carries it (no filter on the watch events, such as a generation predicate, can leave the
+//!   object waiting for its first reconcile);
 //! - FZ2: the cleanup runs only on an object being deleted that still has the finalizer, and the
 //!   finalizer is removed only after the cleanup returned `Ok`: a failed cleanup keeps it, and
 //!   the error goes to the caller (for its backoff);
@@ -133,12 +135,14 @@ where
             Ok(action)
         }
         (false, false) => {
-            // FZ1: added first; the add's watch event brings the object back to Apply.
+            // FZ1: added first, then Apply on the server's answer, which carries it.
             let mut all: Vec<&String> = object.finalizers().iter().collect();
             let owned = name.to_string();
             all.push(&owned);
-            write_finalizers(api, &*object, &all).await?;
-            Ok(Action::Done)
+            let with = write_finalizers(api, &*object, &all).await?;
+            reconcile(FinalizerEvent::Apply(Arc::new(with)))
+                .await
+                .map_err(FinalizerError::Apply)
         }
         (false, true) => reconcile(FinalizerEvent::Apply(object))
             .await
@@ -151,7 +155,7 @@ async fn write_finalizers<K, E>(
     api: &Api<K>,
     seen: &K,
     finalizers: &[&String],
-) -> Result<(), FinalizerError<E>>
+) -> Result<K, FinalizerError<E>>
 where
     K: Object + Decode,
 {
@@ -166,7 +170,7 @@ where
         .patch(name, &PatchOptions::default(), &Patch::Merge(patch))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(written) => Ok(written),
         Err(error @ ClientError::Conflict(_)) => Err(FinalizerError::Conflict(error)),
         Err(error) => Err(FinalizerError::Write(error)),
     }
