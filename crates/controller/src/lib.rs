@@ -52,6 +52,7 @@
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use workqueue;
 
+pub mod builder;
 mod civil;
 pub mod conditions;
 pub mod consistency;
@@ -66,6 +67,7 @@ pub mod owners;
 pub mod runner;
 pub mod sharding;
 
+pub use builder::{BuilderError, Context, ControllerBuilder, Predicate};
 pub use conditions::{set_condition, Condition, ConditionStatus};
 pub use consistency::{ConsistencyStore, Readiness};
 pub use events::{
@@ -80,6 +82,8 @@ pub use runner::{Action, Controller};
 /// What a controller author needs, in one import (every layer below included, and
 /// `CancellationToken`): `use controller::prelude::*;`.
 pub mod prelude {
+    pub use crate::builder::predicate::{annotations_changed, generation_changed, labels_changed};
+    pub use crate::builder::{BuilderError, Context, ControllerBuilder, Predicate};
     pub use crate::events::{ApiEventSink, BroadcasterConfig, EventBroadcaster, EventSource};
     pub use crate::leader_election::ApiLeaseLock;
     pub use crate::sharding::{
