@@ -67,7 +67,7 @@ fn the_readme_keeps_its_controller_and_the_guide_one_example_per_layer() {
     assert!(
         readme
             .iter()
-            .any(|(_, code)| code.contains("Controller::new")),
+            .any(|(_, code)| code.contains("ControllerBuilder::new")),
         "the README's example is a controller"
     );
     let guide = snippets_of(DOCUMENTS[1].1);
@@ -111,4 +111,30 @@ fn a_readme_snippet_that_needs_the_k8s_pb_feature_says_so_beside_it() {
         }
     }
     assert!(needing >= 1);
+}
+
+/// The README's controller fits in a screenful (at most 40 lines of `main`, `reconcile` and their
+/// helpers, not counting `use` lines and blank ones), and docs/controller.md states its count
+/// and the README repeats it, so neither can drift from the code.
+#[test]
+fn the_readme_controller_fits_and_its_line_count_is_stated() {
+    let readme = include_str!("../../../README.md");
+    let (_, code) = snippets_of(readme)
+        .into_iter()
+        .find(|(_, code)| code.contains("ControllerBuilder"))
+        .expect("the README's controller");
+    let lines = code
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("use "))
+        .count();
+    assert!(lines <= 40, "the README's controller has {lines} lines");
+    let stated = format!("| **{lines}** |");
+    assert!(
+        include_str!("../../../docs/controller.md").contains(&stated),
+        "docs/controller.md does not state {lines} lines"
+    );
+    assert!(
+        readme.contains(&format!("are {lines} lines")),
+        "the README does not state {lines} lines"
+    );
 }
