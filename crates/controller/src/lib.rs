@@ -52,7 +52,6 @@
 /// The layers below, re-exported so that depending on this crate is enough.
 pub use workqueue;
 
-mod civil;
 pub mod conditions;
 pub mod consistency;
 pub mod events;
