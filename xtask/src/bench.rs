@@ -55,6 +55,11 @@ const TARGETS: &[Target] = &[
         args: &[],
     },
     Target {
+        package: "store-index",
+        bench: "time",
+        args: &[],
+    },
+    Target {
         package: "delta-fifo",
         bench: "fifo",
         args: &[],
@@ -109,6 +114,27 @@ const CRITERION_ROWS: &[CriterionRow] = &[
         unit: "objects/s",
         baseline: None,
         target: "≥ 1 M/s",
+    },
+    CriterionRow {
+        id: "time/format_seconds/ours",
+        label: "store-index: format a meta.v1.Time (seconds)",
+        unit: "times/s",
+        baseline: Some(("time/format_seconds/jiff", "jiff")),
+        target: "≥ 0.8",
+    },
+    CriterionRow {
+        id: "time/format_micros/ours",
+        label: "store-index: format a MicroTime",
+        unit: "times/s",
+        baseline: Some(("time/format_micros/jiff", "jiff")),
+        target: "≥ 0.8",
+    },
+    CriterionRow {
+        id: "time/parse/ours",
+        label: "store-index: parse an RFC 3339 time",
+        unit: "times/s",
+        baseline: Some(("time/parse/jiff", "jiff")),
+        target: "≥ 1.0",
     },
     CriterionRow {
         id: "fifo/delta_fifo_1M_ops_10k_keys_counting_consumer",

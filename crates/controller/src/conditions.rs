@@ -29,7 +29,7 @@
 //! assert_eq!(conditions[0].last_transition_time, "2026-11-29T10:00:09Z");
 //! ```
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -98,11 +98,7 @@ impl Condition {
 
 /// Now, as a condition's `lastTransitionTime` is written (RFC 3339, whole seconds, UTC).
 pub fn now() -> String {
-    let seconds = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    time::format_rfc3339(seconds, 0, 0)
+    time::format_system_time(SystemTime::now(), 0)
 }
 
 /// Sets `update` in `conditions` by its type (CD1–CD3), `now` being the transition time of a

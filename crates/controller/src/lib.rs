@@ -53,7 +53,6 @@
 pub use workqueue;
 
 pub mod builder;
-mod civil;
 pub mod conditions;
 pub mod consistency;
 pub mod events;

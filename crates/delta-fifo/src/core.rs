@@ -14,6 +14,43 @@ use crate::error::FifoError;
 use crate::options::Transformer;
 use crate::signals::Signals;
 
+/// The accessors each queue of this crate has over its [`QueueCore`] (its `core` field), written
+/// once for the three: HasSynced, waiting for it, and closing. `$extra` adds to `has_synced`'s
+/// documentation what one queue says of it besides.
+macro_rules! core_accessors {
+    ($(#[$extra:meta])*) => {
+        /// True once the first `replace` and all of its items have been popped (each one's
+        /// process call returned), or once anything was added, updated or deleted before the
+        /// first `replace` (contract B11; invariant HS1). Stays true.
+        $(#[$extra])*
+        pub fn has_synced(&self) -> bool {
+            self.core.has_synced()
+        }
+
+        /// Waits until [`has_synced`](Self::has_synced) is true and the process call of the last
+        /// initial item has returned. Returns at once if that already happened.
+        ///
+        /// # Cancel safety
+        ///
+        /// Cancel safe: it only waits.
+        pub async fn wait_for_sync(&self) {
+            self.core.wait_for_sync().await;
+        }
+
+        /// Closes the queue: every waiting popper wakes and, once the queue is empty, gets
+        /// [`FifoError::Closed`](crate::FifoError::Closed). Producers can still add.
+        pub fn close(&self) {
+            self.core.close();
+        }
+
+        /// Whether [`close`](Self::close) was called.
+        pub fn is_closed(&self) -> bool {
+            self.core.is_closed()
+        }
+    };
+}
+pub(crate) use core_accessors;
+
 /// What the lock of a queue guards: its items, and the bookkeeping of HasSynced.
 ///
 /// Invariant **HS1** (every queue): `has_synced()` = `populated && initial_population_count == 0`,

@@ -394,32 +394,7 @@ impl<K: Object> DeltaFifo<K> {
             .await
     }
 
-    /// True once the first `replace` and all of its items have been popped, or once anything was
-    /// added, updated or deleted before the first `replace` (contract B11). Stays true.
-    pub fn has_synced(&self) -> bool {
-        self.core.lock().has_synced()
-    }
-
-    /// Waits until [`has_synced`](Self::has_synced) is true and the process call of the last
-    /// initial item has returned. Returns at once if that already happened.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    pub async fn wait_for_sync(&self) {
-        self.core.wait_for_sync().await;
-    }
-
-    /// Closes the queue: every waiting popper wakes and, once the queue is empty, gets
-    /// [`FifoError::Closed`]. Producers can still add.
-    pub fn close(&self) {
-        self.core.close();
-    }
-
-    /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
-        self.core.is_closed()
-    }
+    crate::core::core_accessors!();
 
     /// Number of queued keys.
     pub fn len(&self) -> usize {

@@ -214,29 +214,10 @@ impl<K: Object> Fifo<K> {
             .await
     }
 
-    /// Whether the initial population has been popped (contract B11 without duplicate keys).
-    pub fn has_synced(&self) -> bool {
-        self.core.has_synced()
-    }
-
-    /// Waits until synced.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    pub async fn wait_for_sync(&self) {
-        self.core.wait_for_sync().await;
-    }
-
-    /// Closes the FIFO; poppers get [`FifoError::Closed`] once it is empty.
-    pub fn close(&self) {
-        self.core.close();
-    }
-
-    /// Whether the FIFO is closed.
-    pub fn is_closed(&self) -> bool {
-        self.core.is_closed()
-    }
+    crate::core::core_accessors!(
+        /// A `Fifo` keeps one object per key: a key the first `replace` lists twice is popped once
+        /// (B14.6).
+    );
 
     /// Number of queued objects.
     pub fn len(&self) -> usize {

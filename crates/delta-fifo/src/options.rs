@@ -13,6 +13,42 @@ pub type Transformer<K> = Arc<dyn Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send 
 /// The store a queue consults for objects it no longer holds (normally the informer's indexer).
 pub type KnownObjects<K> = Arc<dyn KeyListerGetter<K>>;
 
+/// The setters both queues' options have ([`DeltaFifoOptions`] and
+/// [`RealFifoOptions`](crate::RealFifoOptions), whose fields of these names mean the same),
+/// written once.
+macro_rules! common_setters {
+    () => {
+        /// The key function (default `namespace/name`; tombstones keep their own key).
+        pub fn key_fn(mut self, key_fn: KeyFn<K>) -> Self {
+            self.key_fn = key_fn;
+            self
+        }
+
+        /// A transformer applied to objects as they are queued (never to tombstones or to
+        /// resync's `Sync` deltas); it must be idempotent (contract B7.3).
+        pub fn transformer(
+            mut self,
+            f: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
+        ) -> Self {
+            self.transformer = Some(Arc::new(f));
+            self
+        }
+
+        /// A shared transformer.
+        pub fn transformer_arc(mut self, f: Transformer<K>) -> Self {
+            self.transformer = Some(f);
+            self
+        }
+
+        /// The name used in logs.
+        pub fn name(mut self, name: impl Into<String>) -> Self {
+            self.name = name.into();
+            self
+        }
+    };
+}
+pub(crate) use common_setters;
+
 /// Options of a [`DeltaFifo`](crate::DeltaFifo) (and of the other queues where they apply).
 ///
 /// ```
@@ -63,11 +99,7 @@ impl<K: Object> DeltaFifoOptions<K> {
         Self::default()
     }
 
-    /// The key function (tombstones are keyed by their own key regardless).
-    pub fn key_fn(mut self, key_fn: KeyFn<K>) -> Self {
-        self.key_fn = key_fn;
-        self
-    }
+    common_setters!();
 
     /// The store of objects already processed (the informer's indexer).
     pub fn known_objects(mut self, known: impl KeyListerGetter<K> + 'static) -> Self {
@@ -78,27 +110,6 @@ impl<K: Object> DeltaFifoOptions<K> {
     /// Whether `replace` emits `Replaced` (true, as informers want) or `Sync` (false, the default).
     pub fn emit_replaced(mut self, on: bool) -> Self {
         self.emit_replaced = on;
-        self
-    }
-
-    /// A transformer applied on enqueue (never to tombstones or resync's Sync deltas).
-    pub fn transformer(
-        mut self,
-        f: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
-    ) -> Self {
-        self.transformer = Some(Arc::new(f));
-        self
-    }
-
-    /// A shared transformer.
-    pub fn transformer_arc(mut self, f: Transformer<K>) -> Self {
-        self.transformer = Some(f);
-        self
-    }
-
-    /// The name used in logs.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
         self
     }
 }

@@ -104,33 +104,7 @@ impl<K: Object> RealFifoOptions<K> {
         }
     }
 
-    /// The key function (default `namespace/name`; tombstones keep their own key).
-    pub fn key_fn(mut self, key_fn: KeyFn<K>) -> Self {
-        self.key_fn = key_fn;
-        self
-    }
-
-    /// A transformer applied to objects as they are queued (never to tombstones or resyncs); it
-    /// must be idempotent.
-    pub fn transformer(
-        mut self,
-        f: impl Fn(Arc<K>) -> Result<Arc<K>, BoxError> + Send + Sync + 'static,
-    ) -> Self {
-        self.transformer = Some(Arc::new(f));
-        self
-    }
-
-    /// A shared transformer.
-    pub fn transformer_arc(mut self, f: Transformer<K>) -> Self {
-        self.transformer = Some(f);
-        self
-    }
-
-    /// The name used in logs.
-    pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
-        self
-    }
+    crate::options::common_setters!();
 }
 
 /// One queued entry.
@@ -654,29 +628,7 @@ impl<K: Object> RealFifo<K> {
         result
     }
 
-    /// Whether the initial population has been processed.
-    pub fn has_synced(&self) -> bool {
-        self.core.has_synced()
-    }
-
-    /// Waits until synced.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe: it only waits.
-    pub async fn wait_for_sync(&self) {
-        self.core.wait_for_sync().await;
-    }
-
-    /// Closes the queue; poppers get [`FifoError::Closed`] once it is empty.
-    pub fn close(&self) {
-        self.core.close();
-    }
-
-    /// Whether the queue is closed.
-    pub fn is_closed(&self) -> bool {
-        self.core.is_closed()
-    }
+    crate::core::core_accessors!();
 
     /// Number of queued entries.
     pub fn len(&self) -> usize {

@@ -512,12 +512,7 @@ mod tests {
         fn invariants_one_live_entry_per_item_and_earliest_wins(
             entries in proptest::collection::vec((0u8..10, 1u64..60), 1..40)
         ) {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
-            rt.block_on(async {
+            crate::paused_clock::block_on_paused(async {
                 let mut expected = HashMap::new();
                 let q = DelayingQueue::new();
                 for (item, delay) in entries {

@@ -60,6 +60,8 @@ pub mod bridge;
 pub mod delaying;
 pub mod metrics;
 pub mod parallelize;
+#[cfg(test)]
+mod paused_clock;
 pub mod priority;
 pub mod priority_queue;
 #[cfg(feature = "prometheus")]

@@ -482,12 +482,7 @@ mod tests {
     }
 
     fn run(ops: Vec<Op>, aging: AgingRate) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
-        rt.block_on(async {
+        crate::paused_clock::block_on_paused(async {
             let mut b = PriorityBacklog::new(aging, None);
             let mut models: HashMap<u8, Model> = HashMap::new();
             // Items in flight: the priority each was served with, and the highest one named by
@@ -587,12 +582,7 @@ mod tests {
             before in proptest::collection::vec((0u8..5, -60i32..10), 0..30),
             after in proptest::collection::vec((0u8..5, -60i32..10, 0u8..3), 1..80),
         ) {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
-            rt.block_on(async {
+            crate::paused_clock::block_on_paused(async {
                 let aging = AgingRate::one_level_per(ms(step_ms));
                 let mut b = PriorityBacklog::new(aging, None);
                 let mut added: HashMap<u32, (i128, i32)> = HashMap::new();

@@ -466,12 +466,7 @@ mod tests {
         fn invariants_e1_1_pq1_pq4_no_key_twice_in_flight(
             ops in proptest::collection::vec(op(), 1..200)
         ) {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
-            rt.block_on(async {
+            crate::paused_clock::block_on_paused(async {
                 let q = PriorityQueue::with_config(
                     limiter(),
                     PriorityQueueConfig::new().aging(AgingRate::one_level_per(ms(3))),

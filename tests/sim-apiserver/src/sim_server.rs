@@ -17,7 +17,7 @@ use crate::metrics::{CounterSnapshot, Counters};
 use crate::resources::ResourceDef;
 use crate::shared::Shared;
 use crate::status::ApiError;
-use crate::storage::{key_of, merge_patch, Storage};
+use crate::storage::{key_of, Storage};
 use crate::tls::{TlsError, TlsMaterial};
 use crate::users::{Directory, User};
 
@@ -473,7 +473,7 @@ fn patch_object(
     let mut v = cur.value.clone();
     // A resourceVersion in the patch becomes a precondition (409 when stale); without one the
     // patch applies to the version just read.
-    merge_patch(&mut v, patch);
+    json_patch::merge(&mut v, patch);
     if v.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
         return Err(ApiError::bad_request(
             "metadata.name: the name may not be changed by a patch",

@@ -1321,26 +1321,6 @@ fn check_type(obj: &Value, def: &ResourceDef) -> Result<(), ApiError> {
     )))
 }
 
-/// Applies an RFC 7386 JSON merge patch.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            let t = target.as_object_mut().expect("object");
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

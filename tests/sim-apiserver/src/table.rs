@@ -599,25 +599,9 @@ fn now_secs() -> i64 {
         .map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Seconds since the epoch of an RFC 3339 UTC time (`2024-01-02T03:04:05Z`, fractions and
-/// offsets other than `Z` not read).
+/// Seconds since the epoch of an RFC 3339 time (`2024-01-02T03:04:05Z`), a fraction dropped.
 fn parse_rfc3339(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' {
-        return None;
-    }
-    let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (n(0..4)?, n(5..7)?, n(8..10)?);
-    let (h, mi, se) = (n(11..13)?, n(14..16)?, n(17..19)?);
-    // Howard Hinnant's days_from_civil.
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + h * 3600 + mi * 60 + se)
+    crate::protobuf::time::parse_rfc3339(s).map(|(seconds, _)| seconds)
 }
 
 /// kubectl's AGE of a creation timestamp (`<unknown>` without one).

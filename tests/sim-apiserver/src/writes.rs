@@ -21,7 +21,7 @@ use crate::resources::ResourceDef;
 use crate::response::{json_response, value_response};
 use crate::shared::Shared;
 use crate::status::ApiError;
-use crate::storage::{key_of, merge_patch, Obj, Preconditions, Storage, WriteOptions, WriteScope};
+use crate::storage::{key_of, Obj, Preconditions, Storage, WriteOptions, WriteScope};
 
 /// Attempts of a read-modify-write (patch, apply, scale) racing other writers before the
 /// Conflict is given to the client (kube-apiserver retries patches internally too).
@@ -438,7 +438,7 @@ fn patch_value(
                     crate::go_json::type_name(body)
                 )));
             }
-            merge_patch(v, body);
+            json_patch::merge(v, body);
             Ok(())
         }
         "application/json-patch+json" => apply_json_patch(v, body).map_err(|e| match e {

@@ -6,12 +6,12 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tokio::time::Instant;
 
-use crate::civil::{civil_from_days, days_from_civil};
+use workqueue::shared_informer::reflector::store_index::time;
 
 /// A point in time with second precision, written as RFC 3339 in UTC: `2024-05-01T12:00:00Z`.
 ///
@@ -36,32 +36,15 @@ impl Timestamp {
         self.0
     }
 
-    /// `time`, truncated to the second.
+    /// `time`, truncated to the second (towards the past, like Go's `Time.Truncate`).
     pub fn from_system_time(time: SystemTime) -> Self {
-        match time.duration_since(UNIX_EPOCH) {
-            Ok(after) => Self(i64::try_from(after.as_secs()).unwrap_or(i64::MAX)),
-            Err(before) => {
-                let d = before.duration();
-                let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-                // Truncation towards the past, like Go's Time.Truncate for pre-epoch times.
-                Self(-secs - i64::from(d.subsec_nanos() > 0))
-            }
-        }
+        Self(time::unix_parts(time).0)
     }
 }
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let days = self.0.div_euclid(86_400);
-        let secs = self.0.rem_euclid(86_400);
-        let (year, month, day) = civil_from_days(days);
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60
-        )
+        f.write_str(&time::format_rfc3339(self.0, 0, 0))
     }
 }
 
@@ -73,60 +56,12 @@ pub struct TimestampParseError(String);
 impl FromStr for Timestamp {
     type Err = TimestampParseError;
 
-    /// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`; a fraction is dropped.
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` as the workspace's codec does
+    /// (`store_index::time`); a fraction is dropped.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = || TimestampParseError(s.chars().take(64).collect());
-        let b = s.as_bytes();
-        let num = |range: std::ops::Range<usize>| -> Result<i64, TimestampParseError> {
-            let part = s.get(range).ok_or_else(bad)?;
-            if part.bytes().all(|c| c.is_ascii_digit()) {
-                part.parse().map_err(|_| bad())
-            } else {
-                Err(bad())
-            }
-        };
-        if b.len() < 20
-            || b[4] != b'-'
-            || b[7] != b'-'
-            || !matches!(b[10], b'T' | b't')
-            || b[13] != b':'
-            || b[16] != b':'
-        {
-            return Err(bad());
-        }
-        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
-        let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-            return Err(bad());
-        }
-        // A leap second is read as the last second of its minute.
-        let second = second.min(59);
-        let mut rest = &s[19..];
-        if let Some(fraction) = rest.strip_prefix('.') {
-            let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 {
-                return Err(bad());
-            }
-            rest = &fraction[digits..];
-        }
-        let offset = match rest.as_bytes() {
-            [b'Z' | b'z'] => 0,
-            [sign @ (b'+' | b'-'), _, _, b':', _, _] => {
-                let hours: i64 = rest[1..3].parse().map_err(|_| bad())?;
-                let minutes: i64 = rest[4..6].parse().map_err(|_| bad())?;
-                let offset = hours * 3600 + minutes * 60;
-                if *sign == b'+' {
-                    offset
-                } else {
-                    -offset
-                }
-            }
-            _ => return Err(bad()),
-        };
-        let days = days_from_civil(year, month, day);
-        Ok(Self(
-            days * 86_400 + hour * 3600 + minute * 60 + second - offset,
-        ))
+        time::parse_rfc3339(s)
+            .map(|(seconds, _)| Self(seconds))
+            .ok_or_else(|| TimestampParseError(s.chars().take(64).collect()))
     }
 }
 

@@ -537,49 +537,10 @@ async fn run_exec(
     })
 }
 
-/// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`.
+/// The `SystemTime` of an RFC 3339 timestamp (`store_index::time`), `None` for anything else
+/// and for a time before 1970.
 pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
-    let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let mut rest = s.get(19..)?;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
-        rest = &frac[n..];
-    }
-    let offset = match rest {
-        "Z" | "z" => 0,
-        _ => {
-            let sign = match rest.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            if rest.len() != 6 {
-                return None;
-            }
-            sign * (rest.get(1..3)?.parse::<i64>().ok()? * 3600
-                + rest.get(4..6)?.parse::<i64>().ok()? * 60)
-        }
-    };
-    // Days from civil date (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
-    let secs = u64::try_from(secs).ok()?;
-    Some(UNIX_EPOCH + Duration::from_secs(secs))
+    crate::store_index::time::parse_system_time(s).filter(|t| *t >= UNIX_EPOCH)
 }
 
 #[cfg(test)]

@@ -49,6 +49,28 @@
 //!
 //! A proxy URL's password never appears in `Debug` output, errors or logs: it is shown as
 //! `[REDACTED]`.
+//!
+//! # Why the tunnel is not hyper-util's `Tunnel`
+//!
+//! `hyper_util::client::legacy::connect::proxy::Tunnel` (0.1.21) would save the `CONNECT`
+//! exchange below (about 60 lines), but it loses three things this connector keeps:
+//!
+//! - the bytes that arrive behind the proxy's answer in the same read are dropped, not handed
+//!   on. Over TLS the client speaks first, so there are none; over an `h2c` tunnel the server's
+//!   HTTP/2 preface (its `SETTINGS`, sent as soon as the proxy connects it) can ride in the same
+//!   segment as the `200`, and losing it breaks the connection, now and then (`ProxyStream`'s
+//!   `early`);
+//! - the proxy's answer itself: every answer but 200 and 407 is the same
+//!   `TunnelError::TunnelUnsuccessful` (its error type is reachable only as
+//!   `<Tunnel<C> as Service<Uri>>::Error`), so a policy's `403 Forbidden`, an unreachable
+//!   server's `502 Bad Gateway` and an answer that is not HTTP at all read alike, where this
+//!   connector's [`ProxyError`] names the proxy and quotes its status line. Getting the early
+//!   bytes and the status line back would take a wrapper recording every byte `Tunnel` reads,
+//!   which is more code than the exchange it would replace;
+//! - a target without a port is tunnelled to port 443, an `http` (h2c) one included.
+//!
+//! Which connections go through a proxy stays [`proxy_for`]'s in any case: hyper-util's own
+//! matcher follows curl's `NO_PROXY` rules, not Go's.
 
 use std::future::Future;
 use std::net::IpAddr;
