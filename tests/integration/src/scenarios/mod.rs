@@ -1,5 +1,6 @@
 //! The scenarios, in the order they run (see [`all`]).
 
+mod builder;
 mod churn;
 mod compaction;
 mod controller;
@@ -220,6 +221,15 @@ pub fn all() -> Vec<Scenario> {
             informers: true,
             portable: true,
             run: |o| portable::read_your_writes(o).boxed(),
+        },
+        Scenario {
+            name: "portable-controller-builder",
+            about: "the README's controller (ControllerBuilder): a child applied, a condition, a finalizer and an event for each widget under leader election, a hand-over on the leader's stop, then the same program sharded over two replicas (simulator or real server)",
+            timeout: secs(240),
+            // One controller's informers, run once: the queue variants add nothing here.
+            informers: false,
+            portable: true,
+            run: |o| builder::controller_builder(o).boxed(),
         },
         Scenario {
             name: "portable-writes",
