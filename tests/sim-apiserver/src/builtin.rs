@@ -71,3 +71,14 @@ pub(crate) fn registry() -> Registry {
     ));
     r
 }
+
+/// The `MicroTime` fields of the built-in kinds (JSON pointers), which kube-apiserver decodes
+/// strictly: six fractional digits and a zone, or a 400 (see [`crate::time::check_micro_time`]).
+pub(crate) fn micro_time_fields(group: &str, kind: &str) -> &'static [&'static str] {
+    match (group, kind) {
+        ("coordination.k8s.io", "Lease") => &["/spec/acquireTime", "/spec/renewTime"],
+        ("coordination.k8s.io", "LeaseCandidate") => &["/spec/pingTime", "/spec/renewTime"],
+        ("" | "events.k8s.io", "Event") => &["/eventTime", "/series/lastObservedTime"],
+        _ => &[],
+    }
+}
