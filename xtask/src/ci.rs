@@ -135,8 +135,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // target/real-apiserver (cached by version; Go's own caches make a rebuild on a machine that
     // built them once a matter of a minute), started and stopped once, then every portable
     // scenario on it, on both queues.
-    // Coordinated leader election is judged by kube-apiserver's own coordinator: the test
-    // skips in the tests step, where the binaries may not be built yet, and runs here.
+    // Coordinated leader election is judged by kube-apiserver's own coordinator, and the python
+    // client's probe runs on it as on the simulator: those tests skip in the tests step, where
+    // the binaries may not be built yet, and run here.
     tools::step("real-apiserver", || {
         crate::real_apiserver::check()?;
         crate::integration::run_real_ci()?;
@@ -148,6 +149,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "--all-features",
                 "--test",
                 "lease_candidate_real",
+                "--test",
+                "python_probe_real",
             ],
             &[("REAL_APISERVER", "1")],
         )

@@ -6,6 +6,8 @@ another part of issue 33 (`smp`: strategic merge patch, `authz`: DELETE answerin
 The server must serve `widgets` of `example.com/v1` (namespaced) for the custom object steps.
 """
 
+import datetime
+import json
 import sys
 import threading
 import traceback
@@ -277,8 +279,11 @@ def main(kubeconfig):
 
     @step("events.k8s.io event is a core event", area="authz")
     def _():
+        # A datetime, as the client serialises one: with its microseconds. A whole-second
+        # time would go out without them, which kube-apiserver refuses (next step).
+        when = datetime.datetime(2026, 1, 1, 0, 0, 0, 1, tzinfo=datetime.timezone.utc)
         ev = client.EventsV1Event(
-            metadata=client.V1ObjectMeta(name="ev2"), event_time="2026-01-01T00:00:00.000000Z",
+            metadata=client.V1ObjectMeta(name="ev2"), event_time=when,
             reporting_controller="py/probe", reporting_instance="probe-1", action="Probe",
             reason="Probed", type="Normal", note="hi",
             regarding=client.V1ObjectReference(kind="Pod", name="p1", namespace=NS),
@@ -286,6 +291,23 @@ def main(kubeconfig):
         events.create_namespaced_event(NS, ev)
         names = [e.metadata.name for e in core.list_namespaced_event(NS).items]
         expect("ev2" in names, names)
+
+    @step("an event time without microseconds is refused", area="authz")
+    def _():
+        whole = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+        ev = client.EventsV1Event(
+            metadata=client.V1ObjectMeta(name="ev3"), event_time=whole,
+            reporting_controller="py/probe", reporting_instance="probe-1", action="Probe",
+            reason="Probed", type="Normal", note="hi",
+            regarding=client.V1ObjectReference(kind="Pod", name="p1", namespace=NS),
+        )
+        try:
+            events.create_namespaced_event(NS, ev)
+        except ApiException as e:
+            message = json.loads(e.body).get("message", "")
+            expect(e.status == 400 and 'cannot parse "+00:00" as ".000000"' in message, e.body)
+            return
+        raise AssertionError("a whole-second MicroTime was accepted")
 
     @step("watch from a resourceVersion")
     def _():
