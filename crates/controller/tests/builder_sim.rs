@@ -665,3 +665,67 @@ async fn a_typed_primary_resource_is_reconciled_and_written() {
     stop.cancel();
     run.await.unwrap().unwrap();
 }
+
+/// `.watches`: a ConfigMap naming a widget in its `widget` label enqueues that widget, on
+/// add, update and delete; and a `CompactObject` primary runs as any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_object_enqueues_the_keys_its_mapper_gives() {
+    let sim = sim().await;
+    widget(&sim, "web", 1);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let seen = seen.clone();
+        ControllerBuilder::<CompactObject>::new(client(&sim), widgets(), "Widget")
+            .namespace("default")
+            .watches(configmaps(), |config: &DynamicObject| {
+                config
+                    .label("widget")
+                    .map(|w| format!("{}/{w}", config.namespace().unwrap_or("")))
+            })
+            .shutdown_on(stop.clone())
+            .without_signal_handlers()
+            .run(
+                move |widget: Arc<CompactObject>, _ctx: Context<CompactObject, ()>| {
+                    assert_eq!(widget.name(), "web");
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    async { Ok::<_, FenceError>(Action::Done) }
+                },
+                |_, _, _| Action::Retry,
+                (),
+            )
+    });
+    wait_until("the widget's first reconcile", || {
+        seen.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    sim.create(
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "settings", "labels": {"widget": "web"}}}),
+    )
+    .unwrap();
+    wait_until("the add enqueues the widget", || {
+        seen.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    sim.patch(
+        "configmaps",
+        Some("default"),
+        "settings",
+        &json!({"data": {"k": "v"}}),
+    )
+    .unwrap();
+    wait_until("the update enqueues it", || {
+        seen.load(Ordering::SeqCst) == 3
+    })
+    .await;
+    sim.delete("configmaps", Some("default"), "settings")
+        .unwrap();
+    wait_until("the delete enqueues it", || {
+        seen.load(Ordering::SeqCst) == 4
+    })
+    .await;
+    stop.cancel();
+    run.await.unwrap().unwrap();
+}
