@@ -1,13 +1,9 @@
 //! [`DecodeLane`]: the thread a lister-watcher's objects are decoded on, and the objects its
 //! reflector is done with are dropped on.
 //!
-//! glibc's malloc, the default allocator of Rust programs on Linux, gives each thread an arena of
-//! its own, and a freed block goes back to the arena it came from. When a watch's objects are
-//! decoded on whichever runtime worker happens to run the decoding, each worker's arena holds a
-//! share of the cache that drifts as objects are replaced: one arena grows while another keeps
-//! the free memory it cannot hand over. Measured on two workers, a 10k-pod cache's RSS rose 11–32%
-//! over a sustained watch for that reason alone, and a thread freeing objects another thread was
-//! allocating beside waited on that arena's lock (docs/benchmarks-archive.md, section *Decode lanes*).
+//! Why each object should be allocated and freed by one thread (glibc's per-thread arenas), and
+//! where the lane sits among an informer's threads and wake-ups: `shared_informer::threading`;
+//! the measurements behind lanes: docs/benchmarks-archive.md, section *Decode lanes*.
 //!
 //! A lane is one long-lived thread. Each reflector takes one (lanes are shared by the process, one
 //! per core at most, started on first use, taken in turn), and while it calls its

@@ -21,7 +21,10 @@
 //!   [`Representation`];
 //! - [`client`]: the HTTP client (TLS, authentication, configuration, rate limits) and [`Api`];
 //! - the list-and-watch loop: [`HttpListerWatcher`], the watch stream, pagination, the decode
-//!   lanes, [`Reflector`] and its errors ([`ReflectorError`]).
+//!   lanes, [`Reclaim`], [`Reflector`] and its errors ([`ReflectorError`]).
+//!
+//! Which thread reads, decodes and frees each object, and the wake-ups between them, is told
+//! once for the whole informer, in `shared_informer::threading`.
 //!
 //! Invariants:
 //! - the store sees a complete list (`replace`) before any watch event, and watch events in the

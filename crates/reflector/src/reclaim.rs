@@ -1,19 +1,8 @@
 //! [`Reclaim`]: objects an informer is done with, handed back to the reflector, to be dropped
 //! where they were decoded: on the reflector's decode lane when its lister-watcher's objects
-//! were decoded there (`decode_lane.rs`, M5), else by the task that reads the watch.
-//!
-//! Why: an object decoded from a watch is hundreds of small allocations (a k8s-openapi `Pod` is
-//! ~300), made by the task that reads and decodes the watch. The object it replaces in the cache
-//! is dropped, all those allocations freed, wherever its last reference goes: usually in a
-//! handler's delivery task, on another thread. glibc's malloc, the default allocator on Linux,
-//! keeps one arena per thread with a lock each; a free on one thread of memory of another
-//! thread's arena takes that arena's lock, while its own thread is allocating from it. At tens of
-//! thousands of events a second, the two threads then spend much of their time waiting for each
-//! other on that lock (a quarter of all samples in the watch benchmark, docs/benchmarks.md). When
-//! the objects are dropped where they were decoded instead (the lane's thread, or the reading
-//! task when objects are decoded there), frees happen beside the allocations, one thread at a
-//! time, and the informer runs faster with less memory. A library may not choose its users'
-//! allocator or tune it; it can choose where it allocates and frees.
+//! were decoded there (`decode_lane.rs`, M5), else by the task that reads the watch. Why the
+//! thread that frees an object matters, and the whole path of an object from socket to handler:
+//! `shared_informer::threading`.
 //!
 //! How: the informer gives each object it is done with (the old object of an update or the
 //! object of a deletion, once every handler has handled it) to its [`Reclaim`], which keeps it
@@ -43,19 +32,12 @@ use tokio::sync::Notify;
 use crate::decode_lane::DecodeLane;
 
 /// Objects an informer is done with, dropped where they were decoded (the reflector's
-/// decode lane, else the reflector's watch loop) rather than by the thread that last held them.
+/// decode lane, else the reflector's watch loop) rather than by the thread that last held them,
+/// so that under glibc's per-thread arenas each object is allocated and freed by one thread
+/// (why, and the whole path of an object: `shared_informer::threading`).
 ///
-/// Why: a decoded object is hundreds of small allocations made by the thread that decoded it.
-/// Under glibc's malloc (one arena per thread, a lock each), freeing them on another thread, a
-/// handler's, takes the decoding thread's arena lock while it allocates the next objects, and
-/// both threads end up waiting on it. Freed by the decoding thread, they are freed beside the
-/// allocations. A library may not choose or tune its users' allocator; it can choose where it
-/// allocates and frees.
-///
-/// Invariants: **G1** at most [`CAPACITY`](Self::CAPACITY) objects are kept, past that the giver
-/// drops what it gives; **G2** nothing is kept while no watch is read, and what is kept is dropped
-/// before the watch's next events are applied, as soon as its reading task runs while it waits,
-/// and when it ends; **G3** an object is kept only when the giver holds its last reference.
+/// At most [`CAPACITY`](Self::CAPACITY) objects are kept (G1), none while no watch is read
+/// (G2), and only those whose last reference the giver holds (G3).
 ///
 /// A [`Reflector`](crate::Reflector) given one with
 /// [`with_reclaim`](crate::Reflector::with_reclaim) drops what it keeps while it reads a watch;

@@ -284,8 +284,8 @@ where
     /// applies and when the watch ends, where the objects were allocated: on this reflector's
     /// decode lane when its lister-watcher's list pages or watch events were decoded there (as
     /// [`HttpListerWatcher`](crate::HttpListerWatcher) does, and [`decode_watch_body`](crate::decode_watch_body),
-    /// however the lister-watcher is wrapped), else on the task reading the watch; so that glibc's
-    /// malloc does not make two threads wait for each other (see [`Reclaim`]).
+    /// however the lister-watcher is wrapped), else on the task reading the watch (see
+    /// [`Reclaim`]).
     pub fn with_reclaim(mut self, reclaim: Arc<Reclaim<K>>) -> Self {
         self.reclaim = Some(reclaim);
         self

@@ -4,11 +4,11 @@
 //! Decoding is most of a watch's client-side cost. With a lane (a multi-threaded runtime on more
 //! than one core), every complete event read is decoded on the lane's thread, in batches of at
 //! most [`BATCH`] frames, up to [`MAX_IN_FLIGHT`] batches at once, while this task goes on reading
-//! the body and the informer applies what came before. The lane is the thread the reflector also
-//! drops replaced objects on, so each object is allocated and freed by one thread (see
-//! `decode_lane.rs` for why that keeps memory flat on glibc). Results are taken strictly in batch
-//! order, so events come out in exactly the order the server wrote them. Without a lane (a
-//! current-thread runtime, one core) each event is decoded right here, in the reading task.
+//! the body and the informer applies what came before (the lane is also where the reflector drops
+//! replaced objects: `decode_lane.rs`, M1; the whole path, `shared_informer::threading`).
+//! Results are taken strictly in batch order, so events come out in exactly the order the server
+//! wrote them. Without a lane (a current-thread runtime, one core) each event is decoded right
+//! here, in the reading task.
 //!
 //! Invariants (checked by this module's tests):
 //! - **W1 (order)**: events come out in body order, each once.

@@ -419,12 +419,8 @@ impl SharedInformerFactory {
 
     /// [`start`](Self::start), running the informers on `runtime`: their reading, decoding,
     /// handlers and everything they spawn. On an [`InformerThread`](crate::InformerThread)'s
-    /// runtime each event is handled on that one thread, with one thread wake-up per event
-    /// instead of three: when events arrive one at a time, about 30% less CPU per event for
-    /// typed objects and `CompactObject`, 10–18% for `DynamicObject`; at saturation 0.88× the
-    /// typed informer's events/s (docs/benchmarks-archive.md, *On an `InformerThread`*).
-    /// A thread started with [`InformerThread::spawn_batching`](crate::InformerThread::spawn_batching)
-    /// hands several events to each wake-up, each delayed at most its batching window.
+    /// runtime each event is read, decoded and handled on that one thread, with one thread
+    /// wake-up per event (what that changes, and when to choose it: [`crate::threading`]).
     ///
     /// ```no_run
     /// # async fn demo(config: reflector::ClusterConfig) -> Result<(), Box<dyn std::error::Error>> {

@@ -1,22 +1,9 @@
 //! [`InformerThread`]: an OS thread of its own, running a single-threaded tokio runtime, for
-//! informers to run on when events arrive one at a time.
-//!
-//! On a multi-threaded runtime an informer's watch event passes through three threads: the worker
-//! the socket wakes reads it, the reflector's decode lane decodes it, and a worker woken by the
-//! lane's doorbell applies it and calls the handlers (`reflector`'s `decode_lane.rs`). At a few
-//! thousand events a second every one of those hand-offs wakes an idle thread, and on a virtual
-//! machine a wake-up costs more than decoding a pod. An informer started on an `InformerThread`
-//! ([`SharedInformerFactory::start_on`](crate::SharedInformerFactory::start_on)) reads, decodes,
-//! stores and dispatches each event on that one thread: one wake-up per event, and every object
-//! is allocated and freed by one thread, so memory stays flat under glibc's per-thread arenas as
-//! it does with lanes (docs/benchmarks-archive.md, *On an `InformerThread`*, for the figures). The price is
-//! throughput at saturation: nothing overlaps the reading, decoding and handling of one informer.
-//!
-//! Handlers of an informer started there are called on that thread; a handler that blocks holds
-//! up every informer started on it. They stay there on purpose: with their delivery tasks on a
-//! multi-threaded runtime instead, each notification wakes that runtime from outside, and the
-//! informer cost as much CPU per event as one started there outright (measured:
-//! docs/benchmarks-archive.md, *Two more ideas, measured and dropped*).
+//! informers to run on
+//! ([`SharedInformerFactory::start_on`](crate::SharedInformerFactory::start_on)), with or
+//! without a batching window ([`InformerThread::spawn_batching`]). What running there changes
+//! (no decode lane, one wake-up per event, the handlers on that thread), what a window trades,
+//! and when to choose either: [`crate::threading`].
 //!
 //! Invariants (checked by this module's tests and by `tests/e2e_sim.rs`):
 //! - **IT1 (one thread)**: everything spawned on [`InformerThread::handle`] runs on the thread's
@@ -31,15 +18,6 @@
 //!   window before it waits for I/O or timers again, so that everything arriving meanwhile (the
 //!   next watch events, a timer that fired) is handled on one wake-up. Nothing waits longer than
 //!   the window for it.
-//!
-//! ## Batching: CPU for latency
-//!
-//! When events arrive one at a time, most of what an event costs is the wake-up it causes, not
-//! its decoding (docs/benchmarks-archive.md, *Where a paced event's CPU goes*). A batching window trades
-//! latency for that: at 2,000 events a second a window of 5 ms hands about ten events to each
-//! wake-up, and each of them waits up to 5 ms more before its handler is called. The first event
-//! after a quiet spell of at least the window is not delayed. Choose a window your handlers can
-//! afford to wait; the default, [`InformerThread::spawn`], has none.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -49,6 +27,7 @@ use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
 /// An OS thread running a single-threaded tokio runtime (I/O and timers enabled) until dropped.
+/// When to run informers on one, and what a batching window trades: [`crate::threading`].
 ///
 /// ```
 /// # #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -81,16 +60,9 @@ impl InformerThread {
 
     /// Starts the thread as [`spawn`](Self::spawn) does, with a batching window (IT3): once
     /// woken, the thread does not wait for I/O or timers again until `window` has passed, so
-    /// that the events arriving meanwhile are handled on one wake-up. Each waits at most
-    /// `window` longer than on a thread started by [`spawn`](Self::spawn), and so does
-    /// everything else on the thread (timers, tasks spawned from elsewhere, the stop when it is
-    /// dropped). A zero window is none.
-    ///
-    /// Choosing the window: it saves CPU in proportion to the events it gathers, so pick several
-    /// times the usual interval between events, and no more than the handlers can afford to wait.
-    /// At 2,000 events/s on a 2-core VM, a `CompactObject` informer on protobuf spent 47 µs of
-    /// CPU per event without a window, 19 µs with 5 ms, 12.5 µs with 20 ms and 10 µs with 40 ms
-    /// (docs/benchmarks-archive.md, *The window's size against CPU and latency*).
+    /// that what arrives meanwhile is handled on the same wake-up, at most `window` later than
+    /// on a thread started by [`spawn`](Self::spawn). A zero window is none. What a window
+    /// trades and how to choose one: [`crate::threading`] (*The batching window*).
     ///
     /// Fails with [`io::ErrorKind::InvalidInput`] for a window above [`MAX_BATCH_WINDOW`]
     /// (longer would hold up an informer's own timers and cancellation), and as

@@ -17,6 +17,10 @@
 //! replaces the cache at once, and deltas of distinct keys are applied in batches. The classic
 //! `DeltaFifo` hands over all of a key's queued changes together instead.
 //!
+//! Which thread or task reads, decodes, allocates, applies, handles and frees each object, the
+//! wake-ups between them, and what [`Pacing`], [`InformerThread`] and its batching window change:
+//! [`threading`].
+//!
 //! Rules kept (contract section d): the cache is updated before any handler hears of a change;
 //! presence in the cache, not the delta type, makes a notification an add or an update; an update
 //! whose resource version did not change is a resync and goes only to handlers due for one; each
@@ -40,6 +44,7 @@ mod processor;
 mod registration;
 mod synced;
 mod synctrack;
+pub mod threading;
 mod transforming;
 
 pub use adaptors::FilteringHandler;

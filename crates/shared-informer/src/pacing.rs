@@ -1,20 +1,11 @@
-//! Pacing: how far an informer reads ahead of its cache and its handlers (docs/semantics.md,
-//! rules P1–P5).
+//! Pacing: how far an informer reads ahead of its cache and its handlers (rules P1–P5 in
+//! docs/semantics.md; why, and where it sits among an informer's threads: [`crate::threading`]).
 //!
-//! client-go's informer never slows its reader down: its queue and every handler's buffer grow
-//! without bound, and each buffered update keeps the old object alive after the cache has let it
-//! go. Under a sustained watch on a busy machine the stages that free memory (applying to the
-//! cache, delivering to handlers) get less CPU than the stage that allocates it (decoding), and
-//! memory climbs for as long as the burst lasts. Pacing bounds the work in flight instead:
-//!
-//! - the reflector stops reading watch events while the queue holds
-//!   [`Pacing::queue_high_water`] entries or more (P2), through [`PacedQueue`];
-//! - after each pop, the informer waits for every handler whose buffer holds more than
-//!   [`Pacing::handler_high_water`] notifications to get down to half of it (P3), but never longer
-//!   than [`Pacing::max_handler_wait`] per episode: a handler that does not make it by then is
-//!   *lagging*, is no longer waited for, and its buffer grows as client-go's would until it is back
-//!   under half (P4). A stuck handler thus holds the cache back once, for `max_handler_wait`, and
-//!   never blocks it.
+//! The reflector's side is [`PacedQueue`], the informer's queue as the reflector sees it: its
+//! [`Store::has_room`] says whether the queue is under [`Pacing::queue_high_water`] (P2), and
+//! [`PacedQueue::taken`], called after each pop and on close, wakes a reflector waiting for room.
+//! The handlers' side (P3, P4) is the informer's `wait_for_handlers` and each listener's
+//! `wait_for_low_water` and lagging flag, at half of [`Pacing::handler_high_water`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -26,7 +17,8 @@ use reflector::store_index::{Object, ObjectKey, ResourceVersion};
 use tokio::sync::Notify;
 
 /// How far an informer reads ahead of its cache and its handlers (see
-/// [`InformerOptions::pacing`](crate::InformerOptions::pacing)).
+/// [`InformerOptions::pacing`](crate::InformerOptions::pacing); what it changes and when to turn
+/// it off: [`crate::threading`]).
 ///
 /// ```
 /// use std::time::Duration;
