@@ -33,14 +33,14 @@
 //!   use the reflector's lane whatever lister-watcher wraps them; the reflector drops on that lane
 //!   only if a decoder used it (else, as before, on the task reading the watch).
 //! - **M6 (one wake-up back)**: a watch reader on a runtime worker is told a batch is decoded
-//!   through the runtime's I/O driver (a [`Doorbell`]: a datagram socket pair the lane rings after
-//!   the job), not by waking its task from the lane's thread. tokio schedules a task woken from a
+//!   through the runtime's I/O driver (a [`ReadySignal`]: a datagram socket pair the lane writes
+//!   to after the job), not by waking its task from the lane's thread. tokio schedules a task woken from a
 //!   foreign thread on its global queue and unparks a worker as a *searching* one, which, finding
 //!   the task, unparks a second worker that finds nothing: two worker wake-ups per decoded batch,
 //!   the first of which a paced watch pays per event. A wake-up through the I/O driver unparks the
 //!   worker parked on it alone, with the task in its own slot. The result itself still travels in
-//!   the job's channel (M3); the bell only says when to look, and a reader off any runtime, or
-//!   where no bell could be made, waits on the channel as before (M4, W5).
+//!   the job's channel (M3); the signal only says when to look, and a reader off any runtime, or
+//!   where no signal could be made, waits on the channel as before (M4, W5).
 //! - **M7 (drops ride along)**: objects handed back while a watch is read
 //!   ([`DecodeLane::drop_later`]) wait on the lane for its next job and are dropped, on the lane,
 //!   before it; the lane is woken for them alone only once [`DROPS_WAKE`] wait, so at everyday
@@ -241,12 +241,13 @@ impl DecodeLane {
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
     {
-        self.run_ringing(f, None)
+        self.run_notifying(f, None)
     }
 
-    /// [`run`](Self::run), ringing `bell` once the result is in (M6): a reader waiting with
-    /// [`LaneResult::wait_rung`] is then woken through the runtime's I/O driver.
-    pub(crate) fn run_ringing<T, F>(self, f: F, bell: Option<BellRope>) -> LaneResult<T>
+    /// [`run`](Self::run), sending through `notifier` once the result is in (M6): a reader
+    /// waiting with [`LaneResult::wait_notified`] is then woken through the runtime's I/O
+    /// driver.
+    pub(crate) fn run_notifying<T, F>(self, f: F, notifier: Option<ReadyNotifier>) -> LaneResult<T>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
@@ -255,9 +256,9 @@ impl DecodeLane {
         let job: Job = Box::new(move || {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
             let _ = tx.send(outcome);
-            // After the send: a reader that sees the ring finds the result (M6).
-            if let Some(bell) = bell {
-                bell.ring();
+            // After the send: a reader that sees the notice finds the result (M6).
+            if let Some(notifier) = notifier {
+                notifier.notify();
             }
         });
         self.submit(job);
@@ -349,36 +350,36 @@ impl<T> LaneResult<T> {
         }
     }
 
-    /// The result, as awaiting `self` gives it, woken by `bell` (which the job was given the
-    /// rope of, [`DecodeLane::run_ringing`]) rather than by the lane's thread when there is one
+    /// The result, as awaiting `self` gives it, woken by `signal` (whose notifier the job was
+    /// given, [`DecodeLane::run_notifying`]) rather than by the lane's thread when there is one
     /// and this task runs on a runtime (M6); else as awaiting `self`.
-    pub(crate) async fn wait_rung(&mut self, bell: Option<&Doorbell>) -> Option<T> {
-        let bell = match bell {
-            Some(bell) if tokio::runtime::Handle::try_current().is_ok() => bell,
+    pub(crate) async fn wait_notified(&mut self, signal: Option<&ReadySignal>) -> Option<T> {
+        let signal = match signal {
+            Some(signal) if tokio::runtime::Handle::try_current().is_ok() => signal,
             _ => return self.await,
         };
         loop {
             if let Some(result) = self.try_take() {
                 return result;
             }
-            // A ring for a result already taken only costs one more look.
-            if !bell.wait().await {
+            // A notice for a result already taken only costs one more look.
+            if !signal.wait().await {
                 return self.await;
             }
         }
     }
 }
 
-/// The end of a [`Doorbell`] a lane job rings (M6).
+/// The end of a [`ReadySignal`] a lane job notifies through (M6).
 #[derive(Clone)]
-pub(crate) struct BellRope {
+pub(crate) struct ReadyNotifier {
     #[cfg(unix)]
     tx: Arc<std::os::unix::net::UnixDatagram>,
 }
 
-impl BellRope {
-    fn ring(&self) {
-        // Non-blocking, and `send` never raises SIGPIPE: a full queue means a ring is already
+impl ReadyNotifier {
+    fn notify(&self) {
+        // Non-blocking, and `send` never raises SIGPIPE: a full queue means a notice is already
         // waiting, a closed one that nobody waits any more; both are fine.
         #[cfg(unix)]
         let _ = self.tx.send(&[1]);
@@ -388,22 +389,22 @@ impl BellRope {
 /// How a lane tells a watch reader on a runtime worker that a batch is decoded: a datagram socket
 /// pair, whose reading end is registered with the runtime's I/O driver (M6). One per watch
 /// stream.
-pub(crate) struct Doorbell {
+pub(crate) struct ReadySignal {
     #[cfg(unix)]
     rx: tokio::net::UnixDatagram,
-    rope: BellRope,
+    notifier: ReadyNotifier,
 }
 
-impl std::fmt::Debug for Doorbell {
+impl std::fmt::Debug for ReadySignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Doorbell")
+        f.write_str("ReadySignal")
     }
 }
 
-impl Doorbell {
-    /// A bell registered with the current runtime's I/O driver; `None` outside a runtime, off
+impl ReadySignal {
+    /// A signal registered with the current runtime's I/O driver; `None` outside a runtime, off
     /// Unix, or when the sockets cannot be made (then readers wait on the job's channel, M6).
-    pub(crate) fn new() -> Option<Doorbell> {
+    pub(crate) fn new() -> Option<ReadySignal> {
         #[cfg(unix)]
         {
             tokio::runtime::Handle::try_current().ok()?;
@@ -411,9 +412,9 @@ impl Doorbell {
             rx.set_nonblocking(true).ok()?;
             tx.set_nonblocking(true).ok()?;
             let rx = tokio::net::UnixDatagram::from_std(rx).ok()?;
-            Some(Doorbell {
+            Some(ReadySignal {
                 rx,
-                rope: BellRope { tx: Arc::new(tx) },
+                notifier: ReadyNotifier { tx: Arc::new(tx) },
             })
         }
         #[cfg(not(unix))]
@@ -422,13 +423,13 @@ impl Doorbell {
         }
     }
 
-    /// The end a job rings.
-    pub(crate) fn rope(&self) -> BellRope {
-        self.rope.clone()
+    /// The end a job notifies through.
+    pub(crate) fn notifier(&self) -> ReadyNotifier {
+        self.notifier.clone()
     }
 
-    /// Waits for a ring (one already rung counts) and takes every ring waiting; false if the
-    /// bell failed (not expected of a socket pair), and the caller should wait another way.
+    /// Waits for a notice (one already sent counts) and takes every notice waiting; false if the
+    /// signal failed (not expected of a socket pair), and the caller should wait another way.
     async fn wait(&self) -> bool {
         #[cfg(unix)]
         {
@@ -716,21 +717,21 @@ mod tests {
         }
     }
 
-    /// M6: a reader waiting with a doorbell is not woken by the lane's job completing (that
-    /// would be a wake-up from a foreign thread), only by the bell the job rings, through the
+    /// M6: a reader waiting with a ready signal is not woken by the lane's job completing (that
+    /// would be a wake-up from a foreign thread), only by the signal the job sends, through the
     /// runtime's I/O driver; and the result it then takes is the job's.
     #[test]
-    fn m6_a_reader_with_a_doorbell_is_woken_by_the_bell_not_by_the_lane() {
+    fn m6_a_reader_with_a_ready_signal_is_woken_by_the_signal_not_by_the_lane() {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_io()
             .build()
             .unwrap();
         let _entered = rt.enter();
-        let bell = Doorbell::new().expect("a doorbell on a runtime with I/O");
+        let signal = ReadySignal::new().expect("a ready signal on a runtime with I/O");
         let lane = private_lane();
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
-        // A job that does not ring: if anything wakes the reader, it is not the bell.
+        // A job that does not notify: if anything wakes the reader, it is not the signal.
         let mut silent = lane.run(move || {
             let _ = release_rx.recv();
             7
@@ -739,7 +740,7 @@ mod tests {
         let waker = std::task::Waker::from(Arc::clone(&counter));
         let mut cx = Context::from_waker(&waker);
         {
-            let mut wait = std::pin::pin!(silent.wait_rung(Some(&bell)));
+            let mut wait = std::pin::pin!(silent.wait_notified(Some(&signal)));
             assert!(wait.as_mut().poll(&mut cx).is_pending());
             release_tx.send(()).unwrap();
             // The job is done once the lane runs the next one.
@@ -749,30 +750,30 @@ mod tests {
                 0,
                 "the lane's completion woke the reader"
             );
-            // The bell's wake comes from a worker polling the I/O driver.
-            bell.rope().ring();
+            // The wake comes from a worker polling the I/O driver.
+            signal.notifier().notify();
             let woken = std::time::Instant::now();
             while counter.0.load(Ordering::SeqCst) == 0 {
                 assert!(
                     woken.elapsed() < std::time::Duration::from_secs(60),
-                    "the bell never woke the reader"
+                    "the signal never woke the reader"
                 );
                 std::thread::yield_now();
             }
             assert_eq!(wait.as_mut().poll(&mut cx), Poll::Ready(Some(7)));
         }
-        // A ringing job wakes its reader by itself, result first; rings for results already
+        // A notifying job wakes its reader by itself, result first; notices for results already
         // taken cost one more look, never a lost wake-up.
         rt.block_on(async {
             for i in 0..50u32 {
-                let mut r = lane.run_ringing(move || i, Some(bell.rope()));
-                assert_eq!(r.wait_rung(Some(&bell)).await, Some(i));
+                let mut r = lane.run_notifying(move || i, Some(signal.notifier()));
+                assert_eq!(r.wait_notified(Some(&signal)).await, Some(i));
             }
         });
-        // Ringing a bell nobody listens to any more is harmless.
-        let rope = bell.rope();
-        drop(bell);
-        rope.ring();
+        // Notifying a signal nobody listens to any more is harmless.
+        let notifier = signal.notifier();
+        drop(signal);
+        notifier.notify();
     }
 
     /// M7: objects handed over with `drop_later` wait on the lane, wake it only once

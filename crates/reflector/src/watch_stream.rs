@@ -31,7 +31,7 @@ use futures::{FutureExt as _, Stream, StreamExt as _};
 use parking_lot::Mutex;
 
 use crate::client::BoxError;
-use crate::decode_lane::{DecodeLane, Doorbell, LaneResult};
+use crate::decode_lane::{DecodeLane, LaneResult, ReadySignal};
 use crate::error::ReflectorError;
 use crate::lister_watcher::WatchStream;
 use crate::wire::decoder::{decode_frames, DecodeError, RawFrame, WatchDecoder, WatchEvent};
@@ -125,9 +125,9 @@ struct BodyState<K, S> {
     finished: bool,
     /// Where batches are decoded; inline when `None`.
     lane: Option<DecodeLane>,
-    /// Rung by the lane when a batch is decoded, so that this task is woken through the runtime's
-    /// I/O driver (M6 in `decode_lane.rs`); `None` without a lane or outside a runtime.
-    bell: Option<Doorbell>,
+    /// Notified by the lane when a batch is decoded, so that this task is woken through the
+    /// runtime's I/O driver (M6 in `decode_lane.rs`); `None` without a lane or outside a runtime.
+    signal: Option<ReadySignal>,
 }
 
 impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, S> {
@@ -166,15 +166,15 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
         let Some(Batch::OnLane { result, .. }) = self.in_flight.front_mut() else {
             return;
         };
-        let bell = self.bell.as_ref();
+        let signal = self.signal.as_ref();
         let decoded = if room {
             tokio::select! {
                 biased;
-                decoded = result.wait_rung(bell) => decoded,
+                decoded = result.wait_notified(signal) => decoded,
                 item = self.chunks.next() => return self.read(item),
             }
         } else {
-            result.wait_rung(bell).await
+            result.wait_notified(signal).await
         };
         let (error, last) = match self.in_flight.front_mut() {
             Some(Batch::OnLane { error, last, .. }) => (error.take(), *last),
@@ -299,12 +299,12 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
             let job = Arc::new(Job {
                 frames: Mutex::new(Some(batch)),
             });
-            let result = lane.run_ringing(
+            let result = lane.run_notifying(
                 {
                     let job = Arc::clone(&job);
                     move || job.claim().map(|frames| decode_batch(frames, None, false))
                 },
-                self.bell.as_ref().map(Doorbell::rope),
+                self.signal.as_ref().map(ReadySignal::notifier),
             );
             self.in_flight.push_back(Batch::OnLane {
                 job,
@@ -327,7 +327,7 @@ where
     K: Decode,
     S: Stream<Item = Result<Bytes, BoxError>> + Send + 'static,
 {
-    // No doorbell (M6): `chunks` may come from anywhere, and a runtime without its I/O driver
+    // No ready signal (M6): `chunks` may come from anywhere, and a runtime without its I/O driver
     // cannot register one (tokio panics rather than say so).
     decode_watch_body_on(
         chunks,
@@ -359,7 +359,7 @@ where
 
 /// [`decode_watch_body`], with events decoded on `lane` (inline when `None`); with `io`, the
 /// current runtime's I/O driver is known to run (the body is read from a socket through it), and
-/// the lane rings a [`Doorbell`] when a batch is decoded (M6 in `decode_lane.rs`).
+/// the lane notifies a [`ReadySignal`] when a batch is decoded (M6 in `decode_lane.rs`).
 pub(crate) fn decode_watch_body_on<K, S>(
     chunks: S,
     decoder: WatchDecoder<K>,
@@ -377,7 +377,7 @@ where
         ready: VecDeque::new(),
         body_done: false,
         finished: false,
-        bell: lane.filter(|_| io).and_then(|_| Doorbell::new()),
+        signal: lane.filter(|_| io).and_then(|_| ReadySignal::new()),
         lane,
     };
     Box::pin(futures::stream::unfold(state, |mut st| async move {
@@ -463,11 +463,11 @@ mod tests {
         assert_eq!(rvs(&events), expected);
     }
 
-    /// W1 with the doorbell (M6 in `decode_lane.rs`), as `HttpListerWatcher` reads: one event per
-    /// chunk, several batches, a malformed event at the end; every event once, in order, then
-    /// the error, each wake-up coming from the bell.
+    /// W1 with the ready signal (M6 in `decode_lane.rs`), as `HttpListerWatcher` reads: one
+    /// event per chunk, several batches, a malformed event at the end; every event once, in order, then
+    /// the error, each wake-up coming from the signal.
     #[test]
-    fn w1_w2_with_a_doorbell_events_come_out_in_order_then_the_error() {
+    fn w1_w2_with_a_ready_signal_events_come_out_in_order_then_the_error() {
         let n = BATCH * MAX_IN_FLIGHT * 3 + 5;
         let text: String = (0..n)
             .map(line)
@@ -481,7 +481,7 @@ mod tests {
             .enable_io()
             .build()
             .unwrap();
-        let (events, rung) = rt.block_on(async {
+        let (events, signalled) = rt.block_on(async {
             let lane = DecodeLane::next().usable();
             let stream = decode_watch_body_on::<CompactObject, _>(
                 body(&text, &cuts, None, Arc::default()),
@@ -489,10 +489,10 @@ mod tests {
                 lane,
                 true,
             );
-            let rung = lane.is_none() || Doorbell::new().is_some();
-            (stream.collect::<Vec<_>>().await, rung)
+            let signalled = lane.is_none() || ReadySignal::new().is_some();
+            (stream.collect::<Vec<_>>().await, signalled)
         });
-        assert!(rung, "a doorbell on a runtime with I/O");
+        assert!(signalled, "a ready signal on a runtime with I/O");
         let mut expected: Vec<String> = (0..n).map(|i| i.to_string()).collect();
         expected.push("error".to_string());
         let got: Vec<String> = rvs(&events)

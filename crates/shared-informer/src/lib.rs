@@ -37,10 +37,10 @@ mod informer;
 mod informer_id;
 mod informer_name;
 mod informer_thread;
-mod lazy;
 mod listener;
 mod pacing;
 mod processor;
+mod recomputed;
 mod registration;
 mod synced;
 mod synctrack;
@@ -60,7 +60,14 @@ pub use informer_name::{
     InformerName, InformerNameAndResource, InformerNameError, InformerNameRegistry,
 };
 pub use informer_thread::{InformerThread, MAX_BATCH_WINDOW};
-pub use lazy::Lazy;
+pub use recomputed::Recomputed;
+/// The old name of [`Recomputed`] (client-go's `synctrack.Lazy`), which read as a compute-once
+/// cell.
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `Recomputed`: a value recomputed after each notify"
+)]
+pub type Lazy<T, E> = Recomputed<T, E>;
 pub use pacing::{
     Pacing, DEFAULT_HANDLER_HIGH_WATER, DEFAULT_MAX_HANDLER_WAIT, DEFAULT_QUEUE_HIGH_WATER,
 };

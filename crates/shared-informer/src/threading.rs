@@ -45,8 +45,8 @@
 //! 2. **Decode, allocate.** The frames go to the decode lane in batches, a bounded number in
 //!    flight while the task reads on (W1–W5); the lane decodes each object once, into the
 //!    `Arc<K>` that the queue, the cache and every handler then share (M1). *Wake-up: the lane.*
-//! 3. **Back to the reader.** The lane rings a doorbell registered with the runtime's I/O driver,
-//!    which wakes one worker to run the reflector's task with the decoded batch (M6).
+//! 3. **Back to the reader.** The lane notifies a ready signal registered with the runtime's I/O
+//!    driver, which wakes one worker to run the reflector's task with the decoded batch (M6).
 //!    *Wake-up: one worker, by the lane.*
 //! 4. **Queue.** The reflector's task applies the events to the informer's queue
 //!    (`Store::add`/`update`/`delete`), first checking that it has room (pacing, P2).
@@ -65,7 +65,7 @@
 //!    woken for drops alone only once enough of them wait.*
 //!
 //! So an event that arrives alone costs three thread wake-ups: the socket's, the lane's and the
-//! doorbell's. When events come faster than that, a woken thread finds several waiting and the
+//! ready signal's. When events come faster than that, a woken thread finds several waiting and the
 //! wake-ups are shared; then the lane pays off, decoding while the workers read and handle.
 //!
 //! A list is decoded the same way: its pages on the lane, applied by the reflector's task with
@@ -170,7 +170,7 @@
 //! of pops no handler hears of (`listener.rs`, `processor.rs`), [`InformerThread`]
 //! (`informer_thread.rs`, IT1–IT3). In the reflector: the watch loop that checks for room and
 //! frees what is kept (`reflector.rs`), the watch stream that decodes in batches
-//! (`watch_stream.rs`, W1–W5), the lanes and their doorbell (`decode_lane.rs`, M1–M7),
+//! (`watch_stream.rs`, W1–W5), the lanes and their ready signal (`decode_lane.rs`, M1–M7),
 //! [`Reclaim`] (`reclaim.rs`, G1–G3) and the watch body that reads its own connection
 //! (`client/watch_body.rs`, WB1).
 //!

@@ -1,5 +1,6 @@
-//! [`Lazy`]: a value computed when first asked for and computed again, when next asked for,
-//! after each [`notify`](Lazy::notify) (client-go's `synctrack.Lazy`).
+//! [`Recomputed`]: a value computed when first asked for and computed again, when next asked
+//! for, after each [`notify`](Recomputed::notify) (client-go's `synctrack.Lazy`; not a
+//! compute-once cell such as `std::sync::LazyLock`, hence its name here).
 //!
 //! Controllers use it for a value derived from a cache that is costly to derive and read more
 //! often than the cache changes: a handler calls `notify` on every change (cheap, no
@@ -15,7 +16,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-/// The function a [`Lazy`] evaluates.
+/// The function a [`Recomputed`] evaluates.
 type Evaluate<T, E> = Arc<dyn Fn() -> Result<T, E> + Send + Sync>;
 
 /// One generation of the value: empty until evaluated successfully.
@@ -34,36 +35,36 @@ struct Entry<T> {
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
 /// use std::sync::Arc;
-/// use shared_informer::Lazy;
+/// use shared_informer::Recomputed;
 ///
 /// let evaluations = Arc::new(AtomicUsize::new(0));
-/// let lazy = Lazy::new({
+/// let value = Recomputed::new({
 ///     let evaluations = evaluations.clone();
 ///     move || Ok::<_, std::convert::Infallible>(evaluations.fetch_add(1, Ordering::SeqCst) + 1)
 /// });
-/// assert_eq!(lazy.get(), Ok(1));
-/// assert_eq!(lazy.get(), Ok(1), "kept until notified");
-/// lazy.notify();
-/// assert_eq!(lazy.get(), Ok(2));
+/// assert_eq!(value.get(), Ok(1));
+/// assert_eq!(value.get(), Ok(1), "kept until notified");
+/// value.notify();
+/// assert_eq!(value.get(), Ok(2));
 /// ```
-pub struct Lazy<T, E> {
+pub struct Recomputed<T, E> {
     evaluate: Evaluate<T, E>,
     current: RwLock<Arc<Entry<T>>>,
 }
 
-impl<T, E> fmt::Debug for Lazy<T, E> {
+impl<T, E> fmt::Debug for Recomputed<T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let evaluated = self.current.read().value.try_lock().map(|v| v.is_some());
-        f.debug_struct("Lazy")
+        f.debug_struct("Recomputed")
             .field("evaluated", &evaluated)
             .finish()
     }
 }
 
-impl<T: Clone, E> Lazy<T, E> {
+impl<T: Clone, E> Recomputed<T, E> {
     /// A value computed by `evaluate` when first asked for.
     pub fn new(evaluate: impl Fn() -> Result<T, E> + Send + Sync + 'static) -> Self {
-        Lazy {
+        Recomputed {
             evaluate: Arc::new(evaluate),
             current: RwLock::new(Arc::new(Entry {
                 value: Mutex::new(None),
@@ -83,7 +84,7 @@ impl<T: Clone, E> Lazy<T, E> {
     /// progress; an error is returned to the caller whose evaluation failed and not kept.
     ///
     /// Evaluation runs on the caller's thread while it holds the entry's lock: keep it free of
-    /// calls back into this `Lazy`.
+    /// calls back into this `Recomputed`.
     pub fn get(&self) -> Result<T, E> {
         let entry = Arc::clone(&self.current.read());
         let mut value = entry.value.lock();
@@ -101,9 +102,9 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    fn counting(fail_first: usize) -> (Lazy<usize, String>, Arc<AtomicUsize>) {
+    fn counting(fail_first: usize) -> (Recomputed<usize, String>, Arc<AtomicUsize>) {
         let calls = Arc::new(AtomicUsize::new(0));
-        let lazy = Lazy::new({
+        let value = Recomputed::new({
             let calls = calls.clone();
             move || {
                 let n = calls.fetch_add(1, Ordering::SeqCst) + 1;
@@ -114,42 +115,42 @@ mod tests {
                 }
             }
         });
-        (lazy, calls)
+        (value, calls)
     }
 
     #[test]
     fn evaluates_once_per_notify_and_only_when_asked() {
-        let (lazy, calls) = counting(0);
-        lazy.notify();
-        lazy.notify();
+        let (value, calls) = counting(0);
+        value.notify();
+        value.notify();
         assert_eq!(calls.load(Ordering::SeqCst), 0, "notify evaluates nothing");
-        assert_eq!(lazy.get(), Ok(1));
-        assert_eq!(lazy.get(), Ok(1));
+        assert_eq!(value.get(), Ok(1));
+        assert_eq!(value.get(), Ok(1));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        lazy.notify();
-        assert_eq!(lazy.get(), Ok(2));
-        assert_eq!(lazy.get(), Ok(2));
+        value.notify();
+        assert_eq!(value.get(), Ok(2));
+        assert_eq!(value.get(), Ok(2));
         assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
     #[test]
     fn an_error_is_not_kept() {
-        let (lazy, calls) = counting(2);
-        assert_eq!(lazy.get(), Err("failure 1".to_string()));
-        assert_eq!(lazy.get(), Err("failure 2".to_string()));
-        assert_eq!(lazy.get(), Ok(3));
-        assert_eq!(lazy.get(), Ok(3));
+        let (value, calls) = counting(2);
+        assert_eq!(value.get(), Err("failure 1".to_string()));
+        assert_eq!(value.get(), Err("failure 2".to_string()));
+        assert_eq!(value.get(), Ok(3));
+        assert_eq!(value.get(), Ok(3));
         assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
     #[test]
     fn concurrent_readers_of_one_generation_share_one_evaluation() {
-        let (lazy, calls) = counting(0);
-        let lazy = Arc::new(lazy);
+        let (value, calls) = counting(0);
+        let value = Arc::new(value);
         let readers: Vec<_> = (0..8)
             .map(|_| {
-                let lazy = lazy.clone();
-                std::thread::spawn(move || lazy.get())
+                let value = value.clone();
+                std::thread::spawn(move || value.get())
             })
             .collect();
         for reader in readers {
