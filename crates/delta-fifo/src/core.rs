@@ -28,13 +28,15 @@ macro_rules! core_accessors {
         }
 
         /// Waits until [`has_synced`](Self::has_synced) is true and the process call of the last
-        /// initial item has returned. Returns at once if that already happened.
+        /// initial item has returned (`true`, at once if that already happened), or until the
+        /// queue is closed before that (`false`): the same answer as
+        /// `HasSynced::wait_for_sync`'s.
         ///
         /// # Cancel safety
         ///
         /// Cancel safe: it only waits.
-        pub async fn wait_for_sync(&self) {
-            self.core.wait_for_sync().await;
+        pub async fn wait_for_sync(&self) -> bool {
+            self.core.wait_for_sync().await
         }
 
         /// Closes the queue: every waiting popper wakes and, once the queue is empty, gets
@@ -186,8 +188,17 @@ impl<K: Object, S> QueueCore<K, S> {
         self.locked.lock().has_synced()
     }
 
-    pub(crate) async fn wait_for_sync(&self) {
-        self.signals.wait_for_sync().await;
+    /// Waits until synced (`true`) or closed before syncing (`false`, unless it synced
+    /// meanwhile): a closed queue will never sync, and a waiter must not wait for ever.
+    pub(crate) async fn wait_for_sync(&self) -> bool {
+        let closed = self
+            .signals
+            .wait_until(|| self.locked.lock().closed.then_some(()));
+        tokio::select! {
+            biased;
+            () = self.signals.wait_for_sync() => true,
+            () = closed => self.has_synced(),
+        }
     }
 
     pub(crate) fn close(&self) {

@@ -479,7 +479,7 @@ impl<K: Object> Queue<K> for DeltaFifo<K> {
     fn has_synced(&self) -> bool {
         DeltaFifo::has_synced(self)
     }
-    async fn wait_for_sync(&self) {
+    async fn wait_for_sync(&self) -> bool {
         DeltaFifo::wait_for_sync(self).await
     }
     fn close(&self) {

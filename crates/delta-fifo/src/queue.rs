@@ -124,9 +124,9 @@ pub trait Queue<K>: Store<K> + Clone + Send + Sync + 'static {
         R: Send;
     /// Whether the initial population has been fully popped.
     fn has_synced(&self) -> bool;
-    /// Waits until synced (after the last initial item's process call returned). Cancel safe:
-    /// it only waits.
-    fn wait_for_sync(&self) -> impl Future<Output = ()> + Send;
+    /// Waits until synced (after the last initial item's process call returned): `true`; or
+    /// until the queue is closed before that: `false`. Cancel safe: it only waits.
+    fn wait_for_sync(&self) -> impl Future<Output = bool> + Send;
     /// Closes the queue; poppers get [`FifoError::Closed`] once it is empty.
     fn close(&self);
     /// Whether the queue is closed.

@@ -740,7 +740,7 @@ impl<K: Object> Queue<K> for RealFifo<K> {
     fn has_synced(&self) -> bool {
         RealFifo::has_synced(self)
     }
-    async fn wait_for_sync(&self) {
+    async fn wait_for_sync(&self) -> bool {
         RealFifo::wait_for_sync(self).await
     }
     fn close(&self) {

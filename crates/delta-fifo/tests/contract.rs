@@ -520,10 +520,28 @@ async fn wait_synced_fires_after_the_last_initial_process_call() {
     tokio::task::yield_now().await;
     assert!(!waiter.is_finished());
     pop(&f).await;
-    tokio::time::timeout(Duration::from_secs(1), waiter)
+    assert!(tokio::time::timeout(Duration::from_secs(1), waiter)
         .await
         .unwrap()
+        .unwrap());
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_synced_answers_false_when_the_queue_closes_before_it_synced() {
+    let f = fifo();
+    f.replace(vec![obj("a", 1)], "").unwrap();
+    let waiter = {
+        let f = f.clone();
+        tokio::spawn(async move { f.wait_for_sync().await })
+    };
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished());
+    f.close();
+    let synced = tokio::time::timeout(Duration::from_secs(1), waiter)
+        .await
+        .expect("a close ends the wait")
         .unwrap();
+    assert!(!synced, "closed with its initial item never popped");
 }
 
 #[tokio::test(start_paused = true)]

@@ -79,7 +79,7 @@ async fn fifo_has_synced_follows_the_initial_population() {
     assert!(!f.has_synced());
     assert!(fifo_pop(&f).await.1);
     assert!(f.has_synced());
-    f.wait_for_sync().await;
+    assert!(f.wait_for_sync().await);
 }
 
 #[tokio::test]

@@ -691,7 +691,9 @@ where
             let fifo = fifo.clone();
             let inner = Arc::clone(&self.inner);
             tokio::spawn(async move {
-                fifo.wait_for_sync().await;
+                if !fifo.wait_for_sync().await {
+                    return; // closed before it synced: the informer never syncs
+                }
                 inner.synced.set_synced();
                 // Handlers with no initial add left to handle sync now.
                 for listener in inner.processor.listeners() {
