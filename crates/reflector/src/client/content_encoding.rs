@@ -24,25 +24,25 @@ use super::error::ClientError;
 
 /// How a response body is encoded, from its `Content-Encoding` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Encoding {
+pub(crate) enum ContentCoding {
     /// No header, an empty one, or `identity`: the bytes are the body.
     Identity,
     /// `gzip` (or its old alias `x-gzip`).
     Gzip,
 }
 
-impl Encoding {
+impl ContentCoding {
     /// The encoding `headers` announce; anything but identity and gzip (`br`, `deflate`, a
     /// list of codings) is a transport error naming `what`: the client only ever asks for gzip.
     pub(crate) fn of(headers: &HeaderMap, what: &str) -> Result<Self, ClientError> {
         let Some(value) = headers.get(CONTENT_ENCODING) else {
-            return Ok(Encoding::Identity);
+            return Ok(ContentCoding::Identity);
         };
         let coding = value.to_str().unwrap_or("").trim();
         if coding.is_empty() || coding.eq_ignore_ascii_case("identity") {
-            Ok(Encoding::Identity)
+            Ok(ContentCoding::Identity)
         } else if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
-            Ok(Encoding::Gzip)
+            Ok(ContentCoding::Gzip)
         } else {
             Err(ClientError::transport(
                 format!("reading the body of {what}"),
@@ -342,14 +342,14 @@ mod tests {
             if let Some(v) = v {
                 h.insert(CONTENT_ENCODING, v.parse().unwrap());
             }
-            Encoding::of(&h, "GET /api/v1/pods")
+            ContentCoding::of(&h, "GET /api/v1/pods")
         };
-        assert_eq!(enc(None).unwrap(), Encoding::Identity);
-        assert_eq!(enc(Some("identity")).unwrap(), Encoding::Identity);
-        assert_eq!(enc(Some("")).unwrap(), Encoding::Identity);
-        assert_eq!(enc(Some("gzip")).unwrap(), Encoding::Gzip);
-        assert_eq!(enc(Some(" GZIP ")).unwrap(), Encoding::Gzip);
-        assert_eq!(enc(Some("x-gzip")).unwrap(), Encoding::Gzip);
+        assert_eq!(enc(None).unwrap(), ContentCoding::Identity);
+        assert_eq!(enc(Some("identity")).unwrap(), ContentCoding::Identity);
+        assert_eq!(enc(Some("")).unwrap(), ContentCoding::Identity);
+        assert_eq!(enc(Some("gzip")).unwrap(), ContentCoding::Gzip);
+        assert_eq!(enc(Some(" GZIP ")).unwrap(), ContentCoding::Gzip);
+        assert_eq!(enc(Some("x-gzip")).unwrap(), ContentCoding::Gzip);
         for other in ["br", "deflate", "gzip, br", "zstd"] {
             let err = enc(Some(other)).unwrap_err().to_string();
             assert!(

@@ -23,7 +23,7 @@ use rustls::pki_types::ServerName;
 
 use super::auth::Authenticator;
 use super::config::{ClusterConfig, Credentials, Impersonate};
-use super::content_encoding::{read_gzip_body, Encoding};
+use super::content_encoding::{read_gzip_body, ContentCoding};
 use super::error::{ClientError, ConfigError};
 use super::proxy::{describe_route, forward_authorization, ProxyConnector, ProxySettings};
 use super::rate_limit::{RateLimit, TokenBucket};
@@ -454,7 +454,7 @@ impl Client {
             })
             .await??;
         if resp.status().is_success() {
-            if Encoding::of(resp.headers(), path_and_query)? != Encoding::Identity {
+            if ContentCoding::of(resp.headers(), path_and_query)? != ContentCoding::Identity {
                 return Err(ClientError::transport(
                     format!("watching {path_and_query}"),
                     "the server compressed a watch stream, which was not asked for".into(),
@@ -483,7 +483,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u32>().ok());
         // An encoding we cannot read leaves the code alone to say what happened.
-        let encoding = Encoding::of(resp.headers(), "error body").ok();
+        let encoding = ContentCoding::of(resp.headers(), "error body").ok();
         let read = async {
             match encoding {
                 Some(encoding) => {
@@ -663,7 +663,7 @@ impl Client {
             if !resp.status().is_success() {
                 return Err(self.error_response(resp, accept).await);
             }
-            let encoding = Encoding::of(resp.headers(), path_and_query)?;
+            let encoding = ContentCoding::of(resp.headers(), path_and_query)?;
             let len = resp
                 .headers()
                 .get(CONTENT_LENGTH)
@@ -748,7 +748,7 @@ impl Client {
             if !resp.status().is_success() {
                 return Err(self.error_response(resp, accept).await);
             }
-            let encoding = Encoding::of(resp.headers(), &what)?;
+            let encoding = ContentCoding::of(resp.headers(), &what)?;
             let len = resp
                 .headers()
                 .get(CONTENT_LENGTH)
@@ -820,7 +820,7 @@ fn impersonation_headers(
 /// read (decompressed), is an error; `what` names the request in errors.
 async fn read_body<B>(
     mut body: B,
-    encoding: Encoding,
+    encoding: ContentCoding,
     len: Option<usize>,
     max: usize,
     what: &str,
@@ -828,7 +828,7 @@ async fn read_body<B>(
 where
     B: hyper::body::Body<Data = Bytes, Error = hyper::Error> + Unpin,
 {
-    if encoding == Encoding::Gzip {
+    if encoding == ContentCoding::Gzip {
         return read_gzip_body(body, len, max, what).await;
     }
     let too_large = || ClientError::BodyTooLarge {
