@@ -8,7 +8,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 use reflector::protobuf::transcode::{encode_message_as, encode_object};
-use reflector::protobuf::{encode_frame, WatchEvent};
+use reflector::protobuf::{encode_frame, RawWatchEvent};
 use reflector::store_index::serde_json::{self, json, Value};
 
 const POD: &str = include_str!("../seeds/pod.json");
@@ -63,7 +63,7 @@ fn main() {
     let mut stream = Vec::new();
     for (i, (ty, object)) in events.iter().enumerate() {
         let object = Bytes::from(encode_object(object).expect("the object encodes"));
-        let event = WatchEvent {
+        let event = RawWatchEvent {
             event_type: ty.to_string(),
             object,
         };

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use informer_fuzz::{cut, stream};
 use libfuzzer_sys::fuzz_target;
-use reflector::protobuf::{FrameDecoder, Unknown, WatchEvent, MAGIC};
+use reflector::protobuf::{FrameDecoder, RawWatchEvent, Unknown, MAGIC};
 use reflector::store_index::k8s_pb::api::core::v1::Pod;
 use reflector::store_index::{CompactObject, DynamicObject, Pb};
 use reflector::WatchDecoder;
@@ -31,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
             let (copy, slice) = (frames.next_frame(), sliced.next_frame());
             assert_eq!(copy, slice, "push and push_bytes disagree");
             let Ok(Some(frame)) = copy else { break };
-            if let Ok(event) = WatchEvent::decode(&frame) {
+            if let Ok(event) = RawWatchEvent::decode(&frame) {
                 let _ = Unknown::decode(&event.object);
             }
         }

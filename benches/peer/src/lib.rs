@@ -1300,7 +1300,7 @@ mod server {
     #[cfg(test)]
     mod tests {
         use bytes::Bytes;
-        use sim_apiserver::protobuf::{decode_object, FrameDecoder, WatchEvent};
+        use sim_apiserver::protobuf::{decode_object, FrameDecoder, RawWatchEvent};
 
         #[test]
         fn protobuf_events_are_the_json_events_transcoded() {
@@ -1311,7 +1311,7 @@ mod server {
             let event_of = |frame: &Bytes| {
                 let mut decoder = FrameDecoder::new(1 << 20);
                 decoder.push(frame);
-                let event = WatchEvent::decode(&decoder.next_frame().unwrap().unwrap()).unwrap();
+                let event = RawWatchEvent::decode(&decoder.next_frame().unwrap().unwrap()).unwrap();
                 assert_eq!(event.event_type, "MODIFIED");
                 decode_object(&event.object).unwrap()
             };
@@ -1351,7 +1351,7 @@ mod server {
             let stamped = sim_apiserver::prebuilt::stamp(&frame, &marker, sent);
             let mut decoder = FrameDecoder::new(1 << 20);
             decoder.push(&stamped);
-            let event = WatchEvent::decode(&decoder.next_frame().unwrap().unwrap()).unwrap();
+            let event = RawWatchEvent::decode(&decoder.next_frame().unwrap().unwrap()).unwrap();
             let pod = decode_object(&event.object).unwrap();
             assert_eq!(
                 pod["metadata"]["annotations"][super::super::SENT_ANNOTATION],

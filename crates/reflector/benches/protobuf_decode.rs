@@ -22,7 +22,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use reflector::protobuf::convert::{decode_compact, to_k8s_pb};
 use reflector::protobuf::transcode::decode_message_as;
-use reflector::protobuf::{encode_frame, PbView, WatchEvent as Frame, WATCH_MEDIA_TYPE};
+use reflector::protobuf::{encode_frame, PbView, RawWatchEvent as Frame, WATCH_MEDIA_TYPE};
 use reflector::store_index::CompactObject;
 use reflector::{Decode, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE};
 

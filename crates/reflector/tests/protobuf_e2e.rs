@@ -598,7 +598,7 @@ async fn compact_objects_asking_for_protobuf_hold_it_from_a_protobuf_server_and_
 /// in place, never copied into strings thrown away after the event.
 #[test]
 fn a_protobuf_watch_event_allocates_only_what_its_compact_object_keeps() {
-    use reflector::protobuf::{encode_frame, WatchEvent as Frame, WATCH_MEDIA_TYPE};
+    use reflector::protobuf::{encode_frame, RawWatchEvent as Frame, WATCH_MEDIA_TYPE};
     use reflector::{WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE};
 
     let frames: Vec<bytes::Bytes> = (0..50)

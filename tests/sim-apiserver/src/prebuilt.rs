@@ -35,7 +35,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
 use crate::protobuf::{
-    encode_frame, encode_object, ProtobufError, Unknown, WatchEvent, MEDIA_TYPE, WATCH_MEDIA_TYPE,
+    encode_frame, encode_object, ProtobufError, RawWatchEvent, Unknown, MEDIA_TYPE,
+    WATCH_MEDIA_TYPE,
 };
 
 type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
@@ -214,7 +215,7 @@ pub fn protobuf_watch_frame(event: &[u8]) -> Result<Bytes, ProtobufError> {
         why: "a watch event without a type".into(),
     })?;
     let object = encode_object(&event["object"])?;
-    let payload = WatchEvent {
+    let payload = RawWatchEvent {
         event_type: event_type.to_string(),
         object: Bytes::from(object),
     }
@@ -712,7 +713,7 @@ mod tests {
                 .next_frame()
                 .unwrap()
                 .expect("a whole frame per chunk");
-            let event = WatchEvent::decode(&frame).unwrap();
+            let event = RawWatchEvent::decode(&frame).unwrap();
             assert_eq!(event.event_type, "MODIFIED");
             assert_eq!(
                 decode_object(&event.object).unwrap(),

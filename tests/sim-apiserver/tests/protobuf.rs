@@ -14,7 +14,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
-use sim_apiserver::protobuf::{self, FrameDecoder, WatchEvent};
+use sim_apiserver::protobuf::{self, FrameDecoder, RawWatchEvent};
 use sim_apiserver::{ResourceDef, SimServer};
 
 const PB: &str = "application/vnd.kubernetes.protobuf";
@@ -175,7 +175,7 @@ async fn a_protobuf_watch_is_length_prefixed_watch_events_of_enveloped_objects()
             frames.push(&data);
         }
         if let Some(f) = frames.next_frame().unwrap() {
-            break WatchEvent::decode(&f).unwrap();
+            break RawWatchEvent::decode(&f).unwrap();
         }
     };
     assert_eq!(event.event_type, "ADDED");
@@ -199,7 +199,7 @@ async fn watch_events(sim: &SimServer, path: &str, n: usize) -> Vec<(String, Val
     let mut out = Vec::new();
     while out.len() < n {
         if let Some(f) = frames.next_frame().unwrap() {
-            let e = WatchEvent::decode(&f).unwrap();
+            let e = RawWatchEvent::decode(&f).unwrap();
             out.push((e.event_type, protobuf::decode_object(&e.object).unwrap()));
             continue;
         }

@@ -39,7 +39,7 @@ use crate::store_index::ResourceVersion;
 use crate::wire::object::{Decode, DecodeSource, ProtobufSource};
 use crate::wire::protobuf::meta as pb_meta;
 use crate::wire::protobuf::{
-    is_protobuf, FrameDecoder, ProtobufError, UnknownView, WatchEventView,
+    is_protobuf, FrameDecoder, ProtobufError, RawWatchEventView, UnknownView,
 };
 use crate::wire::status::Status;
 
@@ -414,7 +414,7 @@ pub(crate) fn decode_frames<K: Decode>(
 /// (see [`RawFrame::bytes`]).
 fn decode_protobuf_event<K: Decode>(payload: &Bytes) -> Result<WatchEvent<K>, DecodeError> {
     // Views: the event's type and the envelope's kind and apiVersion are read in place.
-    let event = WatchEventView::decode(payload)?;
+    let event = RawWatchEventView::decode(payload)?;
     let object = UnknownView::decode(&event.object)?;
     if !object.content_type.is_empty() || !object.content_encoding.is_empty() {
         return Err(ProtobufError::Malformed {

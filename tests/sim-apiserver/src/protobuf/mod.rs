@@ -3,7 +3,7 @@
 //! Layers, each usable alone (all the client's, `reflector::protobuf`, re-exported here):
 //! - [`Unknown`]: the `k8s\0` magic + `runtime.Unknown` envelope of every object, list and
 //!   `Status` body;
-//! - [`FrameDecoder`], [`encode_frame`], [`WatchEvent`]: watch framing
+//! - [`FrameDecoder`], [`encode_frame`], [`RawWatchEvent`]: watch framing
 //!   (`;stream=watch`: 4-byte big-endian lengths, bare `meta.v1.WatchEvent`s);
 //! - [`encode_object`], [`decode_object`], [`message_for`]: objects between the simulator's JSON
 //!   and their messages, from Kubernetes' own `.proto` descriptors
@@ -21,8 +21,8 @@ pub use reflector::protobuf::transcode::{
     decode_message_as, decode_object, descriptors, encode_object, message_for,
 };
 pub use reflector::protobuf::{
-    encode_frame, time, FrameDecoder, ProtobufError, Unknown, WatchEvent, DEFAULT_MAX_FRAME, MAGIC,
-    MEDIA_TYPE, WATCH_MEDIA_TYPE,
+    encode_frame, time, FrameDecoder, ProtobufError, RawWatchEvent, Unknown, DEFAULT_MAX_FRAME,
+    MAGIC, MEDIA_TYPE, WATCH_MEDIA_TYPE,
 };
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use http::{header, HeaderValue, Method, Request, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{encode_frame, encode_object, WatchEvent, MEDIA_TYPE, WATCH_MEDIA_TYPE};
+use super::{encode_frame, encode_object, RawWatchEvent, MEDIA_TYPE, WATCH_MEDIA_TYPE};
 use crate::body::{Chunk, SimBody};
 use crate::representation::{PARTIAL_OBJECT_METADATA, PARTIAL_OBJECT_METADATA_LIST};
 use crate::resources::ResourceDef;
@@ -175,7 +175,7 @@ fn event_frame(line: &[u8]) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(object.len() + 32);
     encode_frame(
         &mut out,
-        &WatchEvent {
+        &RawWatchEvent {
             event_type,
             object: Bytes::from(object),
         }
@@ -243,7 +243,7 @@ mod tests {
             }
             let mut names = Vec::new();
             while let Some(f) = d.next_frame().unwrap() {
-                let e = WatchEvent::decode(&f).unwrap();
+                let e = RawWatchEvent::decode(&f).unwrap();
                 let o = decode_object(&e.object).unwrap();
                 names.push(format!(
                     "{} {}",

@@ -246,7 +246,7 @@ proptest! {
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..512)) {
         let bytes = Bytes::from(data.clone());
         let _ = Unknown::decode(&bytes);
-        let _ = WatchEvent::decode(&bytes);
+        let _ = RawWatchEvent::decode(&bytes);
         let _ = decode_object(&bytes);
         let _ = decode_message_as("v1", "Pod", &data);
         let mut with_magic = MAGIC.to_vec();
@@ -255,7 +255,7 @@ proptest! {
         let mut frames = FrameDecoder::new(256);
         frames.push(&data);
         while let Ok(Some(f)) = frames.next_frame() {
-            let _ = WatchEvent::decode(&f);
+            let _ = RawWatchEvent::decode(&f);
         }
     }
 

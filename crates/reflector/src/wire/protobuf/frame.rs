@@ -176,16 +176,17 @@ impl FrameDecoder {
     }
 }
 
-/// A decoded `meta.v1.WatchEvent`: its type and its object, still enveloped.
+/// A `meta.v1.WatchEvent` as framed on the wire: its type and its object, still enveloped (the
+/// decoded event, object and all, is [`crate::WatchEvent`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchEvent {
+pub struct RawWatchEvent {
     /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
     pub event_type: String,
     /// `object.raw`: `k8s\0` + `runtime.Unknown` (a `Status` for `ERROR`).
     pub object: Bytes,
 }
 
-impl WatchEvent {
+impl RawWatchEvent {
     /// The event's message (the payload of one frame).
     pub fn encode(&self) -> Vec<u8> {
         let mut raw_ext = Vec::with_capacity(self.object.len() + 6);
@@ -198,7 +199,7 @@ impl WatchEvent {
 
     /// Decodes one frame's payload; `object` shares `payload`'s buffer.
     pub fn decode(payload: &Bytes) -> Result<Self, ProtobufError> {
-        let view = WatchEventView::decode(payload)?;
+        let view = RawWatchEventView::decode(payload)?;
         Ok(Self {
             event_type: view.event_type.to_string(),
             object: view.object,
@@ -206,19 +207,19 @@ impl WatchEvent {
     }
 }
 
-/// A watch event read without copying its type: [`WatchEvent`]'s fields, the type borrowed from
+/// A watch event read without copying its type: [`RawWatchEvent`]'s fields, the type borrowed from
 /// the frame. What a watch decodes each frame into, so that reading an event allocates nothing
 /// that the object does not keep.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct WatchEventView<'a> {
+pub(crate) struct RawWatchEventView<'a> {
     /// `ADDED`, `MODIFIED`, `DELETED`, `BOOKMARK` or `ERROR`.
     pub(crate) event_type: &'a str,
     /// `object.raw`, sharing the frame's buffer.
     pub(crate) object: Bytes,
 }
 
-impl<'a> WatchEventView<'a> {
-    /// Decodes one frame's payload, as [`WatchEvent::decode`] does.
+impl<'a> RawWatchEventView<'a> {
+    /// Decodes one frame's payload, as [`RawWatchEvent::decode`] does.
     pub(crate) fn decode(payload: &'a Bytes) -> Result<Self, ProtobufError> {
         let mut event_type = None;
         let mut object = Bytes::new();
@@ -250,7 +251,7 @@ mod tests {
     use super::*;
     use crate::wire::protobuf::Unknown;
 
-    fn frames_of(events: &[WatchEvent]) -> Vec<u8> {
+    fn frames_of(events: &[RawWatchEvent]) -> Vec<u8> {
         let mut out = Vec::new();
         for e in events {
             encode_frame(&mut out, &e.encode());
@@ -258,16 +259,16 @@ mod tests {
         out
     }
 
-    fn event(t: &str, name: &[u8]) -> WatchEvent {
+    fn event(t: &str, name: &[u8]) -> RawWatchEvent {
         let object = Unknown::new("v1", "ConfigMap", Bytes::copy_from_slice(name)).encode();
-        WatchEvent {
+        RawWatchEvent {
             event_type: t.to_string(),
             object: Bytes::from(object),
         }
     }
 
     /// Three events of three types, the last with an empty object.
-    fn three_events() -> Vec<WatchEvent> {
+    fn three_events() -> Vec<RawWatchEvent> {
         vec![
             event("ADDED", b"a"),
             event("MODIFIED", b"bb"),
@@ -285,7 +286,7 @@ mod tests {
             for part in [&stream[..cut], &stream[cut..]] {
                 d.push(part);
                 while let Some(f) = d.next_frame().unwrap() {
-                    got.push(WatchEvent::decode(&f).unwrap());
+                    got.push(RawWatchEvent::decode(&f).unwrap());
                 }
             }
             d.finish().unwrap();
@@ -332,7 +333,7 @@ mod tests {
                             Some(c) => assert!(inside(&f, c), "{first}/{second}: copied"),
                             None => assert!(!inside(&f, &stream), "{first}/{second}: a slice"),
                         }
-                        got.push(WatchEvent::decode(&f).unwrap());
+                        got.push(RawWatchEvent::decode(&f).unwrap());
                     }
                 }
                 d.finish().unwrap();
@@ -372,7 +373,7 @@ mod tests {
             !own.contains(&(a.as_ptr() as usize)),
             "a frame borrows the chunk"
         );
-        assert_eq!(WatchEvent::decode(&b).unwrap(), events[1]);
+        assert_eq!(RawWatchEvent::decode(&b).unwrap(), events[1]);
     }
 
     #[test]
@@ -400,10 +401,10 @@ mod tests {
 
     #[test]
     fn an_event_without_a_type_or_with_a_cut_field_is_an_error() {
-        assert!(WatchEvent::decode(&Bytes::new()).is_err());
+        assert!(RawWatchEvent::decode(&Bytes::new()).is_err());
         let enc = event("ADDED", b"abc").encode();
         for cut in 1..enc.len() {
-            let r = WatchEvent::decode(&Bytes::copy_from_slice(&enc[..cut]));
+            let r = RawWatchEvent::decode(&Bytes::copy_from_slice(&enc[..cut]));
             // Only the cut right after the type field leaves a whole (object-less) event.
             if cut != 7 {
                 assert!(r.is_err(), "cut at {cut}");

@@ -5,7 +5,7 @@
 //! - [`wire`]: the protobuf wire format (varints, length-delimited fields), read with bounds;
 //! - [`Unknown`]: the `k8s\0` magic + `runtime.Unknown` envelope of every object, list and
 //!   `Status` body;
-//! - [`FrameDecoder`], [`encode_frame`], [`WatchEvent`]: watch framing
+//! - [`FrameDecoder`], [`encode_frame`], [`RawWatchEvent`]: watch framing
 //!   (`;stream=watch`: 4-byte big-endian lengths, bare `meta.v1.WatchEvent`s);
 //! - [`meta`]: `ObjectMeta` (from `store_index::protobuf`), `ListMeta` and `Status` read straight
 //!   off the wire (the metadata of every top-level built-in object is its field 1).
@@ -43,8 +43,14 @@ pub use crate::store_index::time;
 
 pub(crate) use envelope::UnknownView;
 pub use envelope::{Unknown, MAGIC};
-pub(crate) use frame::WatchEventView;
-pub use frame::{encode_frame, FrameDecoder, WatchEvent, DEFAULT_MAX_FRAME};
+pub(crate) use frame::RawWatchEventView;
+pub use frame::{encode_frame, FrameDecoder, RawWatchEvent, DEFAULT_MAX_FRAME};
+/// The old name of [`RawWatchEvent`], which read as the decoded [`crate::WatchEvent`].
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `RawWatchEvent`: a `meta.v1.WatchEvent` whose object is still enveloped"
+)]
+pub type WatchEvent = RawWatchEvent;
 
 /// The media type of protobuf bodies.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

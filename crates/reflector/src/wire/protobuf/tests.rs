@@ -79,7 +79,7 @@ proptest! {
     fn arbitrary_bytes_never_panic_in_any_layer(data in proptest::collection::vec(any::<u8>(), 0..512)) {
         let bytes = Bytes::from(data.clone());
         let _ = Unknown::decode(&bytes);
-        let _ = WatchEvent::decode(&bytes);
+        let _ = RawWatchEvent::decode(&bytes);
         let _ = meta::object_meta_of(&data);
         let _ = meta::object_meta(&data);
         let _ = meta::list_meta(&data);
@@ -90,7 +90,7 @@ proptest! {
         let mut frames = FrameDecoder::new(256);
         frames.push(&data);
         while let Ok(Some(f)) = frames.next_frame() {
-            let _ = WatchEvent::decode(&f);
+            let _ = RawWatchEvent::decode(&f);
         }
         let _ = frames.finish();
     }
@@ -103,13 +103,13 @@ proptest! {
         let u = Unknown::new(api_version, kind, Bytes::from(raw));
         let enc = Bytes::from(u.encode());
         prop_assert_eq!(&Unknown::decode(&enc).unwrap(), &u);
-        let e = WatchEvent { event_type: ty, object: enc };
+        let e = RawWatchEvent { event_type: ty, object: enc };
         let mut stream = Vec::new();
         encode_frame(&mut stream, &e.encode());
         let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME);
         d.push(&stream);
         let f = d.next_frame().unwrap().unwrap();
-        prop_assert_eq!(WatchEvent::decode(&f).unwrap(), e);
+        prop_assert_eq!(RawWatchEvent::decode(&f).unwrap(), e);
         prop_assert!(d.finish().is_ok());
     }
 }
@@ -119,7 +119,7 @@ fn frame_of(event_type: &str, object: &serde_json::Value) -> Vec<u8> {
     let mut out = Vec::new();
     encode_frame(
         &mut out,
-        &WatchEvent {
+        &RawWatchEvent {
             event_type: event_type.into(),
             object,
         }
