@@ -396,6 +396,23 @@ impl Object for CompactObject {
     fn annotation(&self, key: &str) -> Option<&str> {
         self.meta.lookup(&self.raw, self.meta.annotations, key)
     }
+    /// In JSON, the raw bytes are cut (MF1 in `managed_fields.rs`: the member removed, the rest
+    /// as the server wrote it) and the metadata read again from them; a protobuf message is kept
+    /// as it is (`false`: ask the server not to send them instead).
+    fn drop_managed_fields(&mut self) -> bool {
+        match self.encoding {
+            RawEncoding::Json => {
+                if let Some(cut) = crate::managed_fields::json_without_managed_fields(&self.raw) {
+                    match CompactObject::from_json(Bytes::from(cut)) {
+                        Ok(cut) => *self = cut,
+                        Err(_) => return false,
+                    }
+                }
+                true
+            }
+            RawEncoding::Protobuf => false,
+        }
+    }
 }
 
 impl Serialize for CompactObject {
