@@ -155,9 +155,9 @@ fn mode(drop: &str) -> &'static str {
 /// The table of medians: RSS at sync, per pod, and against client-go's protobuf informer in the
 /// same mode.
 fn table(runs: &BTreeMap<(&str, &str), Vec<f64>>, pods: usize) -> String {
-    let mut out = format!(
+    let mut out = String::from(
         "| client | managedFields | RSS at sync (MB) | per pod (KiB) | ÷ client-go protobuf, same mode |\n\
-         |---|---|---:|---:|---:|\n"
+         |---|---|---:|---:|---:|\n",
     );
     for &(client, label, drops) in CLIENTS {
         for &drop in drops {

@@ -201,6 +201,7 @@ fn breakdown(json: &str) -> Table {
         ),
     );
     let labels = meta.labels.as_ref().map_or(0, |l| l.len());
+    let annotations = meta.annotations.as_ref().map_or(0, |a| a.len());
     let maps = freed_by(|| {
         drop(meta.labels.take());
         drop(meta.annotations.take());
@@ -209,8 +210,7 @@ fn breakdown(json: &str) -> Table {
         "metadata.labels + annotations (`BTreeMap<String, String>`)",
         maps,
         format!(
-            "{labels} + {} entries, a leaf node of {} bytes each map",
-            3,
+            "{labels} + {annotations} entries, a leaf node of {} bytes each map",
             btree_leaf_bytes::<String, String>()
         ),
     );

@@ -178,6 +178,8 @@ async fn dropped_everywhere(gate: bool) {
     eventually("the relisted cache", || informer.indexer().len() == 19).await;
     assert_cache_is_the_server_less_managed_fields(&sim, &informer);
 
+    cancel.cancel();
+    factory.shutdown().await;
     let heard = heard.lock();
     assert_eq!(heard.count("add"), 21, "20 listed, 1 created");
     for (event, object) in &heard.objects {
@@ -188,8 +190,6 @@ async fn dropped_everywhere(gate: bool) {
             "{event}: the rest stays"
         );
     }
-    cancel.cancel();
-    factory.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
