@@ -690,6 +690,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_client_asking_to_drop_managed_fields_gets_the_pods_without_them() {
+        let (pods, prebuilt) = realistic();
+        let bare: Vec<Bytes> = pods
+            .iter()
+            .map(|p| {
+                let mut p = p.clone();
+                p["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("managedFields");
+                Bytes::from(p.to_string())
+            })
+            .collect();
+        let dropped = (
+            PrebuiltList::paged("PodList", "42", bare),
+            Arc::new(Vec::new()),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve_prebuilt_with(
+            listener,
+            prebuilt.with_managed_fields_dropped(dropped, None),
+            tokio::sync::watch::channel(true).1,
+        ));
+        let managed_fields_in = |accept: &'static str| async move {
+            let (_, body) = exchange(addr, "/api/v1/pods", accept).await;
+            let list: Value = serde_json::from_slice(&body.concat()).unwrap();
+            let items = list["items"].as_array().unwrap();
+            assert_eq!(items.len(), 3);
+            items
+                .iter()
+                .filter(|i| i["metadata"].get("managedFields").is_some())
+                .count()
+        };
+        assert_eq!(managed_fields_in("application/json").await, 3);
+        let asking = "application/json;drop=metadata.managedFields";
+        assert_eq!(managed_fields_in(asking).await, 0);
+        server.abort();
+    }
+
+    #[tokio::test]
     async fn protobuf_pages_and_watch_frames_decode_back_to_the_same_pods() {
         let (pods, prebuilt) = realistic();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
