@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use shared_informer::reflector::store_index::{DynamicObject, Object, ObjectOrTombstone};
-use shared_informer::reflector::{ClusterConfig, ReflectorOptions, Resource};
+use shared_informer::reflector::store_index::{
+    CompactObject, DynamicObject, Object, ObjectOrTombstone, RawEncoding,
+};
+use shared_informer::reflector::{ClusterConfig, Encoding, ReflectorOptions, Resource};
 use shared_informer::{EventHandlerFns, SharedInformerFactory};
 use sim_apiserver::SimServer;
 use tokio_util::sync::CancellationToken;
@@ -19,6 +21,9 @@ fn configmaps() -> Resource {
     Resource::namespaced("", "v1", "configmaps")
 }
 
+/// The manager of the configmaps' managedFields entry.
+const MANAGER: &[u8] = b"mf-test-manager";
+
 /// A configmap carrying a managedFields entry, as a server writes one after an update.
 fn configmap(name: &str, value: &str) -> Value {
     json!({
@@ -26,7 +31,7 @@ fn configmap(name: &str, value: &str) -> Value {
             "name": name,
             "labels": {"app": "x"},
             "managedFields": [{
-                "manager": "test", "operation": "Update", "apiVersion": "v1",
+                "manager": "mf-test-manager", "operation": "Update", "apiVersion": "v1",
                 "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:k": {}}}
             }]
         },
@@ -255,5 +260,59 @@ async fn only_a_server_with_the_gate_sends_fewer_bytes_and_only_a_client_that_as
     assert_eq!(
         asked_of_old, not_asked,
         "an old server ignores the parameter"
+    );
+}
+
+/// Whether each of the configmaps a protobuf `CompactObject` informer caches still holds its
+/// managed fields (the manager's name among its message's bytes), the server's gate `gate`.
+async fn protobuf_compact_keeps_managed_fields(gate: bool) -> Vec<bool> {
+    let sim = SimServer::builder()
+        .managed_fields_opt_out(gate)
+        .start()
+        .await
+        .unwrap();
+    for i in 0..5 {
+        sim.create(
+            "configmaps",
+            Some("default"),
+            configmap(&format!("c{i}"), "v"),
+        )
+        .unwrap();
+    }
+    let factory = SharedInformerFactory::new(ClusterConfig::new(&sim.url()).unwrap())
+        .encoding(Encoding::Protobuf)
+        .drop_managed_fields();
+    let informer = factory.informer::<CompactObject>(configmaps()).unwrap();
+    let cancel = CancellationToken::new();
+    factory.start(&cancel);
+    assert!(factory
+        .wait_for_cache_sync(Duration::from_secs(30))
+        .await
+        .all_synced());
+    let kept = informer
+        .indexer()
+        .list()
+        .iter()
+        .map(|o| {
+            assert_eq!(o.encoding(), RawEncoding::Protobuf);
+            assert_eq!(o.label("app"), Some("x"));
+            o.raw().windows(MANAGER.len()).any(|w| w == MANAGER)
+        })
+        .collect();
+    cancel.cancel();
+    factory.shutdown().await;
+    kept
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_the_gate_drops_them_from_protobuf_too_which_the_client_cannot() {
+    assert_eq!(
+        protobuf_compact_keeps_managed_fields(true).await,
+        [false; 5]
+    );
+    // A protobuf CompactObject keeps its message as it came: only the server can drop them.
+    assert_eq!(
+        protobuf_compact_keeps_managed_fields(false).await,
+        [true; 5]
     );
 }
