@@ -209,8 +209,7 @@ impl<K> HttpListerWatcher<K> {
     /// received drops whatever it still has right after it is decoded, on the thread that
     /// decoded it ([`Object::drop_managed_fields`](crate::store_index::Object::drop_managed_fields)),
     /// so nothing downstream ever sees them: a cache, handlers, resyncs and tombstones. A type
-    /// that cannot drop them (a `CompactObject` or `PbView` held in protobuf, a type of your own
-    /// that does not implement the method) keeps what the server sent. Default: off.
+    /// of your own that does not implement the method keeps what the server sent. Default: off.
     ///
     /// ```no_run
     /// use reflector::{ClusterConfig, HttpListerWatcher, Resource};

@@ -266,10 +266,11 @@ impl SharedInformerFactory {
     /// watch asks the server to leave them out, and every object drops what the server sends
     /// anyway as soon as it is decoded (see
     /// [`HttpListerWatcher::drop_managed_fields`]), as controller-runtime users strip them with a
-    /// transform. For `k8s_openapi` types, `DynamicObject`, `PartialObjectMetadata`, `Pb<T>` and
-    /// `CompactObject` in JSON; a protobuf `CompactObject` or `PbView` relies on the server.
-    /// A typed `Pod` of the benchmarks' shape is 22% lighter without them
-    /// (docs/performance.md, *Memory per cached object*).
+    /// transform. For every object type of the crates (`k8s_openapi` types, `DynamicObject`,
+    /// `PartialObjectMetadata`, `CompactObject`, `Pb<T>`, `PbView<T>`); a type of your own drops
+    /// them by implementing [`Object::drop_managed_fields`]. A cache of typed `Pod`s of the
+    /// benchmarks' shape is 13% lighter without them (docs/performance.md, *Memory per cached
+    /// object*).
     ///
     /// ```
     /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

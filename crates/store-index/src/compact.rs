@@ -396,21 +396,31 @@ impl Object for CompactObject {
     fn annotation(&self, key: &str) -> Option<&str> {
         self.meta.lookup(&self.raw, self.meta.annotations, key)
     }
-    /// In JSON, the raw bytes are cut (MF1 in `managed_fields.rs`: the member removed, the rest
-    /// as the server wrote it) and the metadata read again from them; a protobuf message is kept
-    /// as it is (`false`: ask the server not to send them instead).
+    /// The raw bytes are cut (MF1 in `managed_fields.rs`: the member removed, the rest as the
+    /// server wrote it) and the metadata read again from them; `false`, the object kept as it
+    /// is, when they cannot be read again (which decoding them first would have refused).
     fn drop_managed_fields(&mut self) -> bool {
-        match self.encoding {
-            RawEncoding::Json => {
-                if let Some(cut) = crate::managed_fields::json_without_managed_fields(&self.raw) {
-                    match CompactObject::from_json(Bytes::from(cut)) {
-                        Ok(cut) => *self = cut,
-                        Err(_) => return false,
-                    }
+        let cut = match self.encoding {
+            RawEncoding::Json => crate::managed_fields::json_without_managed_fields(&self.raw)
+                .map(|cut| CompactObject::from_json(Bytes::from(cut)).ok()),
+            RawEncoding::Protobuf => {
+                match crate::managed_fields::protobuf_without_managed_fields(&self.raw) {
+                    Ok(cut) => cut.map(|cut| {
+                        let api_version = self.api_version().unwrap_or("").to_string();
+                        let kind = self.kind().unwrap_or("").to_string();
+                        CompactObject::from_protobuf(Bytes::from(cut), &api_version, &kind).ok()
+                    }),
+                    Err(_) => return false,
                 }
+            }
+        };
+        match cut {
+            None => true,
+            Some(Some(cut)) => {
+                *self = cut;
                 true
             }
-            RawEncoding::Protobuf => false,
+            Some(None) => false,
         }
     }
 }

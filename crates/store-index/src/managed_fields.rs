@@ -1,13 +1,18 @@
-//! `metadata.managedFields` cut out of an object's raw JSON, for
+//! `metadata.managedFields` cut out of an object's raw JSON or protobuf message, for
 //! [`CompactObject::drop_managed_fields`](crate::Object::drop_managed_fields): the bytes before
 //! and after the member are kept as they are, so every other field, its order and its spelling
 //! stay the server's.
 //!
 //! Invariant MF1 (tested below): the cut JSON decodes to the original object's `Value` without
-//! `metadata.managedFields`, and is the original bytes when there were none.
+//! `metadata.managedFields`, and is the original bytes when there were none; the cut message is
+//! the original's fields, in order and byte for byte, but the metadata's `managedFields`
+//! (field 17 of field 1), the metadata's length written again.
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+use crate::protobuf::wire::{put_bytes, Field, Reader};
+use crate::protobuf::ProtobufError;
 
 /// The object's `metadata`, only as far as its `managedFields` member.
 #[derive(Deserialize)]
@@ -93,6 +98,52 @@ fn rewritten(raw: &[u8]) -> Option<Vec<u8>> {
     serde_json::to_vec(&value).ok()
 }
 
+/// The object message `message` without its metadata's `managedFields` (field 17 of the
+/// metadata, field 1): `None` when it has none. A message that does not read as one is an error.
+pub(crate) fn protobuf_without_managed_fields(
+    message: &[u8],
+) -> Result<Option<Vec<u8>>, ProtobufError> {
+    let mut out = Vec::with_capacity(message.len());
+    let mut cut = false;
+    let mut fields = Reader::new(message, "object");
+    loop {
+        let start = message.len() - fields.rest().len();
+        let Some(field) = fields.next_field()? else {
+            break;
+        };
+        let whole = &message[start..message.len() - fields.rest().len()];
+        match field {
+            Field::Bytes(1, meta) => match meta_without_managed_fields(meta)? {
+                Some(meta) => {
+                    put_bytes(&mut out, 1, &meta);
+                    cut = true;
+                }
+                None => out.extend_from_slice(whole),
+            },
+            _ => out.extend_from_slice(whole),
+        }
+    }
+    Ok(cut.then_some(out))
+}
+
+/// An `ObjectMeta` message without its field 17, or `None` when it has none.
+fn meta_without_managed_fields(meta: &[u8]) -> Result<Option<Vec<u8>>, ProtobufError> {
+    let mut out = Vec::with_capacity(meta.len());
+    let mut cut = false;
+    let mut fields = Reader::new(meta, "ObjectMeta");
+    loop {
+        let start = meta.len() - fields.rest().len();
+        let Some(field) = fields.next_field()? else {
+            break;
+        };
+        match field {
+            Field::Bytes(17, _) => cut = true,
+            _ => out.extend_from_slice(&meta[start..meta.len() - fields.rest().len()]),
+        }
+    }
+    Ok(cut.then_some(out))
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -167,10 +218,10 @@ mod tests {
         assert_eq!(compact.metadata(), &dynamic.metadata);
         assert_eq!(compact.label("app"), Some("web"));
 
-        // A protobuf message stays as it is: the server is asked instead.
+        // A protobuf message without them stays as it is, byte for byte.
         let message = bytes::Bytes::from_static(b"\x0a\x03\x0a\x01p");
         let mut pb = CompactObject::from_protobuf(message.clone(), "v1", "Pod").unwrap();
-        assert!(!pb.drop_managed_fields());
+        assert!(pb.drop_managed_fields());
         assert_eq!(pb.raw(), &message);
 
         #[cfg(feature = "k8s-openapi")]
@@ -200,6 +251,56 @@ mod tests {
             assert!(meta.managed_fields.is_empty());
             assert_eq!(meta.name.as_deref(), Some("p"));
         }
+    }
+
+    #[test]
+    fn a_protobuf_message_loses_its_metadata_field_17_and_nothing_else() {
+        use crate::protobuf::wire::put_varint;
+        use crate::{CompactObject, Object};
+        // metadata { name "p", managedFields {manager "m"} x2, labels {app: web}, generation 3 },
+        // spec { ... } (field 2), then a field after it.
+        let mut meta = Vec::new();
+        put_bytes(&mut meta, 1, b"p");
+        put_bytes(&mut meta, 17, b"\x0a\x01m");
+        let mut label = Vec::new();
+        put_bytes(&mut label, 1, b"app");
+        put_bytes(&mut label, 2, b"web");
+        put_bytes(&mut meta, 11, &label);
+        put_bytes(&mut meta, 17, b"\x0a\x02mm");
+        put_varint(&mut meta, 7 << 3);
+        put_varint(&mut meta, 3);
+        let message = |meta: &[u8]| {
+            let mut m = Vec::new();
+            put_bytes(&mut m, 1, meta);
+            put_bytes(&mut m, 2, b"\x12\x03abc");
+            put_bytes(&mut m, 3, b"status");
+            m
+        };
+        let mut bare = Vec::new();
+        put_bytes(&mut bare, 1, b"p");
+        put_bytes(&mut bare, 11, &label);
+        put_varint(&mut bare, 7 << 3);
+        put_varint(&mut bare, 3);
+        assert_eq!(
+            protobuf_without_managed_fields(&message(&meta)).unwrap(),
+            Some(message(&bare))
+        );
+        assert_eq!(
+            protobuf_without_managed_fields(&message(&bare)).unwrap(),
+            None
+        );
+        assert!(protobuf_without_managed_fields(b"\x0a\x05ab").is_err());
+
+        let mut object =
+            CompactObject::from_protobuf(bytes::Bytes::from(message(&meta)), "v1", "Pod").unwrap();
+        assert!(object.drop_managed_fields());
+        assert_eq!(object.raw().as_ref(), message(&bare).as_slice());
+        assert_eq!((object.name(), object.label("app")), ("p", Some("web")));
+        assert_eq!(
+            (object.kind(), object.api_version()),
+            (Some("Pod"), Some("v1"))
+        );
+        assert_eq!(object.metadata().managed_fields, None);
     }
 
     proptest! {

@@ -210,7 +210,7 @@ pub trait Object: Send + Sync + 'static {
     /// it is cached (see `HttpListerWatcher::drop_managed_fields` in the reflector).
     ///
     /// Implemented by every type of this crate that can hold them (`DynamicObject`,
-    /// `PartialObjectMetadata`, `CompactObject` in JSON, `k8s_openapi` and `Pb<T>` types); the
+    /// `PartialObjectMetadata`, `CompactObject` in JSON or protobuf, `k8s_openapi` and `Pb<T>` types); the
     /// default, for a type that does not say how, leaves the object as it is and returns
     /// `false`. Implement it for your own type by clearing its field:
     ///
