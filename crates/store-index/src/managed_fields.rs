@@ -95,7 +95,9 @@ fn rewritten(raw: &[u8]) -> Option<Vec<u8>> {
         .get_mut("metadata")?
         .as_object_mut()?
         .remove("managedFields")?;
-    serde_json::to_vec(&value).ok()
+    let mut out = serde_json::to_vec(&value).ok()?;
+    out.shrink_to_fit();
+    Some(out)
 }
 
 /// The object message `message` without its metadata's `managedFields` (field 17 of the
@@ -123,6 +125,8 @@ pub(crate) fn protobuf_without_managed_fields(
             _ => out.extend_from_slice(whole),
         }
     }
+    // Kept by the object for as long as it is cached: at its length, not the original's.
+    out.shrink_to_fit();
     Ok(cut.then_some(out))
 }
 
