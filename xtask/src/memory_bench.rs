@@ -16,8 +16,7 @@ use std::collections::BTreeMap;
 
 use crate::{bench, tools};
 
-/// The clients and how each drops managedFields (`PEER_DROP`; empty: kept). A protobuf
-/// `CompactObject` or `PbView` cannot drop them itself: only the server's mode is theirs.
+/// The clients and how each drops managedFields (`PEER_DROP`; empty: kept).
 const CLIENTS: &[(&str, &str, &[&str])] = &[
     (
         "go-pod",
@@ -42,7 +41,7 @@ const CLIENTS: &[(&str, &str, &[&str])] = &[
     (
         "ours-pod-view",
         "informer, PbView<Pod>, protobuf",
-        &["", "server"],
+        &["", "client", "server"],
     ),
     (
         "ours-compact",
@@ -52,7 +51,7 @@ const CLIENTS: &[(&str, &str, &[&str])] = &[
     (
         "ours-compact-pb",
         "informer, CompactObject, protobuf",
-        &["", "server"],
+        &["", "client", "server"],
     ),
 ];
 
