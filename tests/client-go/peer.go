@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	typedcore "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -29,12 +32,28 @@ const sentAnnotation = "informer-rs.bench/sent-us"
 // server's watch events), and prints "result {json}" once PEER_EVENTS updates were handled:
 // events/s, CPU and context switches per event (every thread's, from /proc), memory, and for a
 // paced watch the latency from the server's send to the handler.
+//
+// PEER_DROP=client strips every pod's managedFields before it is cached, with a transform, as
+// controller-runtime users do; PEER_DROP=server also asks the server to leave them out
+// (drop=metadata.managedFields on each media range of Accept, KEP-5958).
 func peerMode(cfg *rest.Config) {
 	events := envInt("PEER_EVENTS", 100000)
 	cached := envInt("PEER_CACHED", 10000)
+	drop := os.Getenv("PEER_DROP")
 	if os.Getenv("PEER_ENCODING") == "json" {
 		cfg.ContentType = "application/json"
 		cfg.AcceptContentTypes = "application/json"
+	}
+	if drop == "server" {
+		accept := cfg.AcceptContentTypes
+		if accept == "" {
+			accept = "application/vnd.kubernetes.protobuf,application/json"
+		}
+		ranges := strings.Split(accept, ",")
+		for i, r := range ranges {
+			ranges[i] = strings.TrimSpace(r) + ";drop=metadata.managedFields"
+		}
+		cfg.AcceptContentTypes = strings.Join(ranges, ",")
 	}
 	cfg.WrapTransport = nil
 	cfg.QPS, cfg.Burst = 1000, 1000
@@ -48,6 +67,18 @@ func peerMode(cfg *rest.Config) {
 		cache.NewListWatchFromClient(core.RESTClient(), "pods", "", fields.Everything()),
 		&corev1.Pod{}, 0, cache.Indexers{},
 	)
+	if drop == "client" || drop == "server" {
+		err = informer.SetTransform(func(obj interface{}) (interface{}, error) {
+			if pod, ok := obj.(*corev1.Pod); ok {
+				pod.ManagedFields = nil
+			}
+			return obj, nil
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "client-go-probe: %v\n", err)
+			os.Exit(2)
+		}
+	}
 	var adds, updates atomic.Int64
 	addsDone, updatesDone := make(chan struct{}), make(chan struct{})
 	lat := &latencies{}
@@ -78,6 +109,19 @@ func peerMode(cfg *rest.Config) {
 	syncMs := float64(time.Since(started).Microseconds()) / 1e3
 	rssSync, listPeak := statusMB("VmRSS:"), statusMB("VmHWM:")
 	<-addsDone
+	// PEER_GO_HEAP=1: the live heap at sync (after a collection, which the watch's figures then
+	// follow), and the sizes of the types a cached pod is made of, for the memory breakdown.
+	var liveHeapMB interface{}
+	if os.Getenv("PEER_GO_HEAP") == "1" {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		liveHeapMB = float64(m.HeapAlloc) / (1 << 20)
+		fmt.Fprintf(os.Stderr, "go sizes: Pod %d, ObjectMeta %d, PodSpec %d, PodStatus %d, Container %d, Volume %d, ContainerStatus %d, ManagedFieldsEntry %d; live heap at sync %.1f MB\n",
+			unsafe.Sizeof(corev1.Pod{}), unsafe.Sizeof(metav1.ObjectMeta{}), unsafe.Sizeof(corev1.PodSpec{}),
+			unsafe.Sizeof(corev1.PodStatus{}), unsafe.Sizeof(corev1.Container{}), unsafe.Sizeof(corev1.Volume{}),
+			unsafe.Sizeof(corev1.ContainerStatus{}), unsafe.Sizeof(metav1.ManagedFieldsEntry{}), liveHeapMB)
+	}
 	// Reset the peak, so that VmHWM below is the watch's (as the bench does for its own clients).
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 	fmt.Println("ready")
@@ -98,6 +142,7 @@ func peerMode(cfg *rest.Config) {
 		"rss_sync_mb":                    rssSync,
 		"rss_end_mb":                     statusMB("VmRSS:"),
 		"list_peak_rss_mb":               listPeak,
+		"live_heap_mb":                   liveHeapMB,
 		"watch_peak_rss_mb":              statusMB("VmHWM:"),
 		"cpu_us_per_event":               float64(after.cpuNs-before.cpuNs) / 1e3 / n,
 		"voluntary_switches_per_event":   float64(after.voluntary-before.voluntary) / n,

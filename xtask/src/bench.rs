@@ -216,7 +216,7 @@ fn peer_clients() -> Vec<&'static str> {
     clients
 }
 
-fn go_peer_enabled() -> bool {
+pub(crate) fn go_peer_enabled() -> bool {
     client_go_peer().is_some()
 }
 
@@ -662,23 +662,7 @@ fn run_collecting(
 /// Builds `peer-bench` and runs each client [`PEER_RUNS`] times, round by round (so that a slow
 /// moment of the machine weighs on every client alike); returns the table's figures.
 fn peer_comparison(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
-    // A workspace of its own (so that CI never builds kube): its manifest, and the project's
-    // target directory, which its dependencies shared with the project's reuse.
-    let manifest = tools::workspace_root().join("benches/peer/Cargo.toml");
-    let target = tools::target_dir();
-    tools::run(
-        cargo,
-        &[
-            "build",
-            "--release",
-            "--quiet",
-            "--manifest-path",
-            &manifest.to_string_lossy(),
-            "--target-dir",
-            &target.to_string_lossy(),
-        ],
-    )?;
-    let exe = target.join("release/peer-bench");
+    let exe = build_peer_bench(cargo)?;
     let events = if quick { "30000" } else { "100000" };
     let mut rows = Vec::new();
     // Two runtimes: kube-rs's reflector runs twice as fast on one worker thread as on two (its
@@ -1005,9 +989,30 @@ fn large_list_time_rows(large: &BTreeMap<&str, Value>) -> Vec<Value> {
         .collect()
 }
 
+/// Builds `peer-bench` in release mode; its path.
+pub(crate) fn build_peer_bench(cargo: &str) -> Result<PathBuf, String> {
+    // A workspace of its own (so that CI never builds kube): its manifest, and the project's
+    // target directory, which its dependencies shared with the project's reuse.
+    let manifest = tools::workspace_root().join("benches/peer/Cargo.toml");
+    let target = tools::target_dir();
+    tools::run(
+        cargo,
+        &[
+            "build",
+            "--release",
+            "--quiet",
+            "--manifest-path",
+            &manifest.to_string_lossy(),
+            "--target-dir",
+            &target.to_string_lossy(),
+        ],
+    )?;
+    Ok(target.join("release/peer-bench"))
+}
+
 /// Runs `peer-bench <args>` on a client runtime of `workers` threads, with `env` set; its
 /// `bench-result` line.
-fn run_peer_bench(
+pub(crate) fn run_peer_bench(
     exe: &Path,
     args: &[&str],
     workers: usize,

@@ -20,6 +20,9 @@
 //!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only),
 //!   and the peer comparison drawn as `docs/img/peer-bench.svg` (`--chart-only` redraws it from
 //!   the recorded table without running anything).
+//! - `bench-memory`: the memory of a cache of pods at sync, this project's informers beside
+//!   client-go's, with `metadata.managedFields` kept, dropped by the client or by the server,
+//!   medians of interleaved rounds (`--pods N`, `--rounds N`, `--events N`); prints its table.
 //! - `real-apiserver`: a real kube-apiserver and etcd, built from the Go module proxy into
 //!   `target/real-apiserver/` (`build`), started on 127.0.0.1 until Enter (`start`), started and
 //!   stopped once (`check`), or their build modules rewritten for other versions (`regenerate`).
@@ -41,6 +44,7 @@ mod fuzz;
 mod integration;
 mod issue_numbers;
 mod layering;
+mod memory_bench;
 mod modules;
 mod real_apiserver;
 mod rules;
@@ -67,6 +71,8 @@ fn usage() -> &'static str {
        --only informers|others; --ci alone for CI's step: both queues at once)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
        (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg)\n  \
+       bench-memory the memory per cached pod of our informers and client-go's, managedFields kept or dropped\n               \
+       (--pods N, default 10000; --rounds N, default 3; --events N, default 1000; --clients a,b)\n  \
        real-apiserver  build kube-apiserver and etcd from the Go module proxy (cached under target/),\n               \
        or `start` them on 127.0.0.1, `check` that they start and stop, `regenerate` their build modules\n  \
        differential  hold the simulator to kube-apiserver: `record` the golden answers from a real server,\n               \
@@ -131,6 +137,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(&args[1..]),
         Some("integration") => integration::run(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
+        Some("bench-memory") => memory_bench::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),
         Some("real-apiserver") => real_apiserver::run(&args[1..]),
         Some("differential") => differential::run(&args[1..]),

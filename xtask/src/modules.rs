@@ -111,6 +111,7 @@ const SIMULATOR_WALLS: Walls = Walls {
                 "discovery",
                 "fault_responses",
                 "list",
+                "managed_fields",
                 "openapi::serve",
                 "protobuf::serve",
                 "reads",

@@ -4,7 +4,10 @@
 //! `PEER_CLIENT_GO`; it measures itself as this crate measures its own clients (every thread's
 //! CPU and context switches from `/proc/self/task`, `VmRSS` and `VmHWM`, the peak reset at
 //! sync) and reports one JSON line. Its informer lists then watches
-//! (`KUBE_FEATURE_WatchListClient=false`): the fast server streams no initial list.
+//! (`KUBE_FEATURE_WatchListClient=false`): the fast server streams no initial list. The probe
+//! inherits `PEER_DROP` (a transform strips managedFields; `server` also asks the server not to
+//! send them) and `PEER_GO_HEAP=1` (a collection at sync, then its live heap in the result and
+//! its types' sizes on stderr).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -64,6 +64,12 @@
 //! default); paced, a chunk leaves at its last event's time. `peer-bench wire [events]` prints the
 //! bytes per listed pod and per watch event of each encoding instead of running a client.
 //!
+//! `PEER_DROP=client` or `PEER_DROP=server` drops the pods' `metadata.managedFields` before they
+//! are cached, by the client (our factories' `drop_managed_fields`, a transform in client-go's
+//! informer) or by the server (which then also holds the pods without them and serves those to
+//! clients asking with `drop=metadata.managedFields` in `Accept`, as KEP-5958's servers do); see
+//! [`Dropper`].
+//!
 //! `PEER_TRACE=1` also prints the CPU each thread used until sync (the initial list), RSS and the
 //! handler's count every 100 ms during the watch, and the CPU each thread used in it, on stderr; `PEER_MALLOC_STATS=1` prints glibc's per-arena statistics
 //! (`malloc_stats(3)`) at sync, after the watch and, with `PEER_TRACE`, at every tick.
@@ -87,9 +93,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt as _;
+use shared_informer::reflector::protobuf::PbView;
 use shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod as PbPod;
 use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object, Pb};
-use shared_informer::reflector::protobuf::PbView;
 use shared_informer::reflector::{ClusterConfig, Decode, Encoding, Resource};
 use shared_informer::{
     EventHandlerFns, HandlerRegistration, InformerThread, SharedInformerFactory,
@@ -130,6 +136,31 @@ pub fn rate() -> Option<f64> {
         .ok()
         .map(|r| r.parse::<f64>().expect("PEER_RATE: events per second"))
         .filter(|r| *r > 0.0)
+}
+
+/// `PEER_DROP`: who drops the pods' `metadata.managedFields` (read by the client and inherited by
+/// the server process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropper {
+    /// `PEER_DROP=client`: the client strips them (our informers'
+    /// `SharedInformerFactory::drop_managed_fields`, client-go's informer a transform, as
+    /// controller-runtime users write it); the server sends them (it ignores the `drop`
+    /// parameter, as kube-apiserver 1.36 does).
+    Client,
+    /// `PEER_DROP=server`: the server leaves them out for clients that ask with
+    /// `drop=metadata.managedFields` in `Accept` (KEP-5958); the clients ask, and strip as with
+    /// `client` what still comes.
+    Server,
+}
+
+/// `PEER_DROP`, if set.
+pub fn drop_managed_fields() -> Option<Dropper> {
+    match std::env::var("PEER_DROP").as_deref() {
+        Ok("client") => Some(Dropper::Client),
+        Ok("server") => Some(Dropper::Server),
+        Ok("") | Err(_) => None,
+        Ok(other) => panic!("PEER_DROP={other}: client or server"),
+    }
 }
 
 /// The annotation a paced event carries its send time in.
@@ -371,8 +402,14 @@ pub struct Figures {
 impl Figures {
     fn to_json(self, client: &str, events: usize, allocator: &str) -> serde_json::Value {
         let paced = rate().map_or(String::new(), |r| format!(", paced at {r}/s"));
+        let dropped = match drop_managed_fields() {
+            None => "",
+            Some(Dropper::Client) => ", managedFields dropped by the client",
+            Some(Dropper::Server) => ", managedFields dropped by the server",
+        };
         serde_json::json!({
-            "name": format!("peer: {client}, watch {events} events over {} pods{paced}, {allocator}", cached()),
+            "name": format!("peer: {client}, watch {events} events over {} pods{paced}{dropped}, {allocator}", cached()),
+            "drop_managed_fields": format!("{:?}", drop_managed_fields()),
             "value": self.events_per_s,
             "unit": "events/s",
             "client": client,
@@ -881,8 +918,14 @@ impl ClientRun {
     where
         K: Object + Decode + Send + Sync + 'static,
     {
-        Self::ours_encoded::<K>(url, counter, Encoding::Auto, Some(Duration::ZERO), count_stamped)
-            .await
+        Self::ours_encoded::<K>(
+            url,
+            counter,
+            Encoding::Auto,
+            Some(Duration::ZERO),
+            count_stamped,
+        )
+        .await
     }
 
     /// `ours-*-thread-batched`: [`ours_on_thread`](Self::ours_on_thread), the thread started with
@@ -947,6 +990,9 @@ impl ClientRun {
         }
         let mut factory =
             SharedInformerFactory::new(ClusterConfig::new(url).expect("config")).encoding(encoding);
+        if drop_managed_fields().is_some() {
+            factory = factory.drop_managed_fields();
+        }
         if let Some(pacing) = pacing_from_env() {
             factory = factory.pacing(pacing);
         }
@@ -1195,7 +1241,16 @@ mod server {
     /// The list (served in pages of the client's `limit`, as kube-apiserver serves it) and the event
     /// lines: the bytes the `informer` bench's fast server serves.
     pub fn bytes(cached: usize, events: usize) -> (PrebuiltList, Vec<Bytes>) {
-        let pod_lines: Vec<String> = (0..cached).map(realistic_pod_json).collect();
+        bytes_of(cached, events, realistic_pod_json)
+    }
+
+    /// [`bytes`] of the pods `pod` writes.
+    fn bytes_of(
+        cached: usize,
+        events: usize,
+        pod: fn(usize) -> String,
+    ) -> (PrebuiltList, Vec<Bytes>) {
+        let pod_lines: Vec<String> = (0..cached).map(pod).collect();
         // MODIFIED events: the same pods with later resource versions.
         let stamp = stamp_placeholder();
         let lines = (0..events)
@@ -1220,6 +1275,16 @@ mod server {
         events: usize,
         list: &PrebuiltList,
     ) -> (PrebuiltList, Vec<Bytes>) {
+        protobuf_of(cached, events, list, realistic_pod_json)
+    }
+
+    /// [`protobuf`] of the pods `pod` writes.
+    fn protobuf_of(
+        cached: usize,
+        events: usize,
+        list: &PrebuiltList,
+        pod: fn(usize) -> String,
+    ) -> (PrebuiltList, Vec<Bytes>) {
         let list = list.to_protobuf().expect("the pods transcode");
         let stamp = stamp_placeholder();
         let mut templates: HashMap<(usize, usize), (Bytes, usize)> = HashMap::new();
@@ -1229,8 +1294,7 @@ mod server {
                 let rv = (cached + 1 + e).to_string();
                 let (template, at) = templates.entry((i, rv.len())).or_insert_with(|| {
                     let placeholder = "#".repeat(rv.len());
-                    let line =
-                        event_line(&realistic_pod_json(i), i, &placeholder, stamp.as_deref());
+                    let line = event_line(&pod(i), i, &placeholder, stamp.as_deref());
                     let frame =
                         protobuf_watch_frame(line.as_bytes()).expect("the event transcodes");
                     let at = frame
@@ -1261,12 +1325,44 @@ mod server {
         }
     }
 
+    /// The realistic pod `i` without its `metadata.managedFields` (the bytes around them as
+    /// they are), as a server honouring `drop=metadata.managedFields` writes it.
+    pub fn pod_without_managed_fields(i: usize) -> String {
+        let pod = realistic_pod_json(i);
+        let start = pod
+            .find(r#","managedFields":["#)
+            .expect("the pod has managedFields");
+        let open = start + r#","managedFields":"#.len();
+        let mut depth = 0;
+        let end = pod[open..]
+            .char_indices()
+            .find_map(|(at, c)| {
+                match c {
+                    '[' | '{' => depth += 1,
+                    ']' | '}' => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(open + at + 1)
+            })
+            .expect("the managedFields array ends");
+        format!("{}{}", &pod[..start], &pod[end..])
+    }
+
     pub fn serve(cached: usize, events: usize, protobuf: bool) {
         let (list, lines) = bytes(cached, events);
         let mut prebuilt = Prebuilt::new(list.clone(), Arc::new(lines)).framing(super::framing());
         if protobuf {
             let (list, frames) = self::protobuf(cached, events, &list);
             prebuilt = prebuilt.with_protobuf(list, Arc::new(frames));
+        }
+        if super::drop_managed_fields() == Some(super::Dropper::Server) {
+            // Also the pods without managedFields, for clients that ask (KEP-5958).
+            let (list, lines) = bytes_of(cached, events, pod_without_managed_fields);
+            let pb = protobuf.then(|| {
+                let (list, frames) = protobuf_of(cached, events, &list, pod_without_managed_fields);
+                (list, Arc::new(frames))
+            });
+            prebuilt = prebuilt.with_managed_fields_dropped((list, Arc::new(lines)), pb);
         }
         let (release, released) = tokio::sync::watch::channel(false);
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -1301,6 +1397,20 @@ mod server {
     mod tests {
         use bytes::Bytes;
         use sim_apiserver::protobuf::{decode_object, FrameDecoder, RawWatchEvent};
+
+        #[test]
+        fn a_pod_without_managed_fields_is_the_pod_less_that_member() {
+            let mut pod: serde_json::Value =
+                serde_json::from_str(&super::realistic_pod_json(7)).unwrap();
+            pod["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("managedFields")
+                .expect("the fixture has managedFields");
+            let cut: serde_json::Value =
+                serde_json::from_str(&super::pod_without_managed_fields(7)).unwrap();
+            assert_eq!(cut, pod);
+        }
 
         #[test]
         fn protobuf_events_are_the_json_events_transcoded() {

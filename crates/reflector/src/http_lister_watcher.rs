@@ -21,7 +21,7 @@ use crate::store_index::{Selector, ShardSelector};
 use crate::watch_idle::{idle_timeout_for, with_idle_timeout, Activity};
 use crate::watch_stream::decode_watch_body_on;
 use crate::wire::decoder::{WatchDecoder, DEFAULT_MAX_EVENT_SIZE};
-use crate::wire::encoding::Encoding;
+use crate::wire::encoding::{accept_dropping_managed_fields, Encoding};
 use crate::wire::list_page::ObjectList;
 use crate::wire::object::Decode;
 
@@ -56,6 +56,8 @@ pub struct HttpListerWatcher<K> {
     max_list_page_bytes: usize,
     watch_idle_timeout: Option<Duration>,
     encoding: Encoding,
+    /// Asks the server to leave `metadata.managedFields` out, and drops what it sends anyway.
+    drop_managed_fields: bool,
     metrics: Option<Arc<ReflectorMetrics>>,
     /// Where its list pages and watch events are decoded when it is called outside a reflector
     /// (inside one, on the reflector's lane: `decode_lane.rs`, M5).
@@ -92,6 +94,7 @@ impl<K> HttpListerWatcher<K> {
             max_list_page_bytes: DEFAULT_MAX_BODY_BYTES,
             watch_idle_timeout: None,
             encoding: Encoding::Auto,
+            drop_managed_fields: false,
             metrics: None,
             lane: DecodeLane::next(),
             _k: PhantomData,
@@ -198,6 +201,39 @@ impl<K> HttpListerWatcher<K> {
         self
     }
 
+    /// With `drop`, no object this lister-watcher returns has `metadata.managedFields`
+    /// (server-side apply's record of field ownership, which an informer's handlers seldom read
+    /// and which is often the largest part of an object's metadata). Every list and watch asks
+    /// the server to leave them out (`drop=metadata.managedFields` on each media range of the
+    /// `Accept` header, KEP-5958; a server without the feature ignores it), and every object
+    /// received drops whatever it still has right after it is decoded, on the thread that
+    /// decoded it ([`Object::drop_managed_fields`](crate::store_index::Object::drop_managed_fields)),
+    /// so nothing downstream ever sees them: a cache, handlers, resyncs and tombstones. A type
+    /// of your own that does not implement the method keeps what the server sent. Default: off.
+    ///
+    /// ```no_run
+    /// use reflector::{ClusterConfig, HttpListerWatcher, Resource};
+    /// use reflector::store_index::DynamicObject;
+    /// let config = ClusterConfig::new("https://10.0.0.1:6443").unwrap();
+    /// let lw: HttpListerWatcher<DynamicObject> =
+    ///     HttpListerWatcher::new(&config, Resource::namespaced("", "v1", "pods"))
+    ///         .unwrap()
+    ///         .drop_managed_fields(true);
+    /// ```
+    pub fn drop_managed_fields(mut self, drop: bool) -> Self {
+        self.drop_managed_fields = drop;
+        self
+    }
+
+    /// `accept`, with the `drop` parameter when managed fields are dropped.
+    fn accept<'a>(&self, accept: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.drop_managed_fields {
+            std::borrow::Cow::Owned(accept_dropping_managed_fields(accept))
+        } else {
+            std::borrow::Cow::Borrowed(accept)
+        }
+    }
+
     /// Declares whether the server can do watch-list streaming (default: assume it can).
     pub fn watch_list_supported(mut self, supported: bool) -> Self {
         self.watch_list = supported;
@@ -225,6 +261,15 @@ impl<K> HttpListerWatcher<K> {
     }
 }
 
+/// With `drop`, every item of `list` drops its `metadata.managedFields`.
+fn drop_managed_fields<K: Decode>(list: &mut ObjectList<K>, drop: bool) {
+    if drop {
+        for item in &mut list.items {
+            item.drop_managed_fields();
+        }
+    }
+}
+
 impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
     async fn list(&self, mut options: ListOptions) -> Result<ObjectList<K>, ReflectorError> {
         options.label_selector = options
@@ -236,12 +281,15 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         if let Some(shard) = &self.shard {
             options.shard_selector = Some(shard.parameter().to_string());
         }
+        let accept = self.accept(
+            self.encoding
+                .list_accept::<K>(&self.resource, K::REPRESENTATION),
+        );
         let (body, content_type) = self
             .client
             .get_body_accepting(
                 &self.path(&options.to_query()),
-                self.encoding
-                    .list_accept::<K>(&self.resource, K::REPRESENTATION),
+                &accept,
                 request_byte_bound(&options, self.max_list_page_bytes),
             )
             .await?;
@@ -252,8 +300,14 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         if let Some(lane) = DecodeLane::for_decoding(self.lane) {
             let page = body.clone();
             let ct = content_type.clone();
+            let drop = self.drop_managed_fields;
             if let Some(list) = lane
-                .run(move || ObjectList::from_body(&page, ct.as_deref()))
+                .run(move || {
+                    ObjectList::from_body(&page, ct.as_deref()).map(|mut list| {
+                        drop_managed_fields(&mut list, drop);
+                        list
+                    })
+                })
                 .await
             {
                 return list.map_err(ReflectorError::from).map(|l| self.shard_of(l));
@@ -261,7 +315,10 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         }
         ObjectList::from_body(&body, content_type.as_deref())
             .map_err(ReflectorError::from)
-            .map(|l| self.shard_of(l))
+            .map(|mut l| {
+                drop_managed_fields(&mut l, self.drop_managed_fields);
+                self.shard_of(l)
+            })
     }
 
     async fn watch(&self, mut options: WatchOptions) -> Result<WatchStream<K>, ReflectorError> {
@@ -277,13 +334,13 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         let idle = self
             .watch_idle_timeout
             .unwrap_or_else(|| idle_timeout_for(options.timeout_seconds));
+        let accept = self.accept(
+            self.encoding
+                .watch_accept::<K>(&self.resource, K::REPRESENTATION),
+        );
         let (body, content_type) = self
             .client
-            .watch_negotiated(
-                &self.path(&options.to_query()),
-                self.encoding
-                    .watch_accept::<K>(&self.resource, K::REPRESENTATION),
-            )
+            .watch_negotiated(&self.path(&options.to_query()), &accept)
             .await?;
         let activity = Activity::default();
         let chunks = body.into_data_stream().map({
@@ -299,7 +356,8 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
         });
         let events = decode_watch_body_on(
             chunks,
-            WatchDecoder::for_content_type(content_type.as_deref(), self.max_event_size),
+            WatchDecoder::for_content_type(content_type.as_deref(), self.max_event_size)
+                .drop_managed_fields(self.drop_managed_fields),
             DecodeLane::for_decoding(self.lane),
             // Read from a socket through this runtime: its I/O driver runs (M6).
             true,

@@ -98,7 +98,7 @@ pub use wire::decoder::{
     Bookmark, DecodeError, WatchDecoder, WatchEvent, DEFAULT_MAX_EVENT_SIZE,
     INITIAL_EVENTS_END_ANNOTATION,
 };
-pub use wire::encoding::Encoding;
+pub use wire::encoding::{accept_dropping_managed_fields, Encoding, DROP_MANAGED_FIELDS};
 pub use wire::list_page::{ListError, ListPageError, ObjectList};
 pub use wire::object::{Decode, DecodeSource, ProtobufSource};
 /// Kubernetes' protobuf encoding of built-in kinds: the wire layers (`wire::protobuf`), and

@@ -97,18 +97,14 @@ impl<K> Drop for Batch<K> {
     }
 }
 
-/// Decodes `frames` into one batch's result, `error` and `last` applying after them.
-fn decode_batch<K: Decode>(
-    frames: Vec<RawFrame>,
-    error: Option<DecodeError>,
-    last: bool,
-) -> Decoded<K> {
+/// Decodes `frames` into one batch's result (its `error` and `last` are the reader's to set).
+fn decode_batch<K: Decode>(frames: Vec<RawFrame>, drop_managed_fields: bool) -> Decoded<K> {
     let mut events = Vec::with_capacity(frames.len());
-    let decoded = decode_frames(frames, &mut events).err();
+    let decoded = decode_frames(frames, &mut events, drop_managed_fields).err();
     Decoded {
         events,
-        error: decoded.or(error),
-        last,
+        error: decoded,
+        last: false,
     }
 }
 
@@ -279,7 +275,8 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
         }
         let Some(lane) = self.lane else {
             let mut events = Vec::with_capacity(frames.len());
-            let decoded = decode_frames(frames, &mut events).err();
+            let decoded =
+                decode_frames(frames, &mut events, self.decoder.drops_managed_fields()).err();
             self.in_flight.push_back(Batch::Done(Decoded {
                 events,
                 error: decoded.or(error),
@@ -299,10 +296,14 @@ impl<K: Decode, S: Stream<Item = Result<Bytes, BoxError>> + Unpin> BodyState<K, 
             let job = Arc::new(Job {
                 frames: Mutex::new(Some(batch)),
             });
+            let drop_managed_fields = self.decoder.drops_managed_fields();
             let result = lane.run_notifying(
                 {
                     let job = Arc::clone(&job);
-                    move || job.claim().map(|frames| decode_batch(frames, None, false))
+                    move || {
+                        job.claim()
+                            .map(|frames| decode_batch(frames, drop_managed_fields))
+                    }
                 },
                 self.signal.as_ref().map(ReadySignal::notifier),
             );

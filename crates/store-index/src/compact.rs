@@ -396,6 +396,33 @@ impl Object for CompactObject {
     fn annotation(&self, key: &str) -> Option<&str> {
         self.meta.lookup(&self.raw, self.meta.annotations, key)
     }
+    /// The raw bytes are cut (MF1 in `managed_fields.rs`: the member removed, the rest as the
+    /// server wrote it) and the metadata read again from them; `false`, the object kept as it
+    /// is, when they cannot be read again (which decoding them first would have refused).
+    fn drop_managed_fields(&mut self) -> bool {
+        let cut = match self.encoding {
+            RawEncoding::Json => crate::managed_fields::json_without_managed_fields(&self.raw)
+                .map(|cut| CompactObject::from_json(Bytes::from(cut)).ok()),
+            RawEncoding::Protobuf => {
+                match crate::managed_fields::protobuf_without_managed_fields(&self.raw) {
+                    Ok(cut) => cut.map(|cut| {
+                        let api_version = self.api_version().unwrap_or("").to_string();
+                        let kind = self.kind().unwrap_or("").to_string();
+                        CompactObject::from_protobuf(Bytes::from(cut), &api_version, &kind).ok()
+                    }),
+                    Err(_) => return false,
+                }
+            }
+        };
+        match cut {
+            None => true,
+            Some(Some(cut)) => {
+                *self = cut;
+                true
+            }
+            Some(None) => false,
+        }
+    }
 }
 
 impl Serialize for CompactObject {

@@ -113,6 +113,10 @@ impl Object for DynamicObject {
     fn object_meta(&self) -> Option<&ObjectMeta> {
         Some(&self.metadata)
     }
+    fn drop_managed_fields(&mut self) -> bool {
+        self.metadata.managed_fields = None;
+        true
+    }
     fn api_version(&self) -> Option<&str> {
         self.api_version.as_deref()
     }

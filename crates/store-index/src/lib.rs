@@ -55,6 +55,7 @@ mod index_key_adapter;
 mod indexer;
 mod key;
 mod lister;
+mod managed_fields;
 mod mutation_cache;
 mod object;
 mod partial_object_metadata;

@@ -202,6 +202,38 @@ pub trait Object: Send + Sync + 'static {
             .and_then(|a| a.get(key))
             .map(String::as_str)
     }
+
+    /// Removes `metadata.managedFields` (server-side apply's record of which manager owns which
+    /// field), leaving everything else as it is; returns whether the object holds none
+    /// afterwards. An informer's handlers rarely read them, and they are often the largest part
+    /// of an object's metadata: `drop_managed_fields` options call this on every object before
+    /// it is cached (see `HttpListerWatcher::drop_managed_fields` in the reflector).
+    ///
+    /// Implemented by every type of this crate that can hold them (`DynamicObject`,
+    /// `PartialObjectMetadata`, `CompactObject` in JSON or protobuf, `k8s_openapi` and `Pb<T>` types); the
+    /// default, for a type that does not say how, leaves the object as it is and returns
+    /// `false`. Implement it for your own type by clearing its field:
+    ///
+    /// ```
+    /// use store_index::{Object, ObjectMeta};
+    ///
+    /// struct Widget {
+    ///     metadata: ObjectMeta,
+    /// }
+    ///
+    /// impl Object for Widget {
+    ///     fn object_meta(&self) -> Option<&ObjectMeta> {
+    ///         Some(&self.metadata)
+    ///     }
+    ///     fn drop_managed_fields(&mut self) -> bool {
+    ///         self.metadata.managed_fields = None;
+    ///         true
+    ///     }
+    /// }
+    /// ```
+    fn drop_managed_fields(&mut self) -> bool {
+        false
+    }
 }
 
 #[cfg(feature = "k8s-openapi")]
@@ -255,6 +287,10 @@ mod k8s {
         }
         fn kind(&self) -> Option<&str> {
             Some(T::KIND)
+        }
+        fn drop_managed_fields(&mut self) -> bool {
+            self.metadata_mut().managed_fields = None;
+            true
         }
     }
 }

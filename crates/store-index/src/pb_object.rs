@@ -150,6 +150,12 @@ where
     fn kind(&self) -> Option<&str> {
         Some(T::KIND)
     }
+    fn drop_managed_fields(&mut self) -> bool {
+        if let Some(meta) = crate::k8s_pb::Metadata::metadata_mut(&mut self.0) {
+            meta.managed_fields = Vec::new();
+        }
+        true
+    }
 }
 
 #[cfg(test)]

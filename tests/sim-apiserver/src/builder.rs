@@ -23,6 +23,7 @@ pub struct SimServerBuilder {
     pub(crate) partial_object_metadata: bool,
     pub(crate) protobuf: bool,
     pub(crate) sharded_list_and_watch: bool,
+    pub(crate) managed_fields_opt_out: bool,
     pub(crate) resources: Vec<ResourceDef>,
     pub(crate) readonly_tokens: Vec<String>,
     pub(crate) user_tokens: Vec<(String, String)>,
@@ -67,6 +68,7 @@ impl Default for SimServerBuilder {
             partial_object_metadata: true,
             protobuf: true,
             sharded_list_and_watch: true,
+            managed_fields_opt_out: true,
             resources: Vec::new(),
             readonly_tokens: Vec::new(),
             user_tokens: Vec::new(),
@@ -163,6 +165,16 @@ impl SimServerBuilder {
     /// object and no list echoes `shardInfo`.
     pub fn sharded_list_and_watch(mut self, on: bool) -> Self {
         self.sharded_list_and_watch = on;
+        self
+    }
+
+    /// Leave `metadata.managedFields` out of the objects of an answer whose `Accept` asks for
+    /// it with `drop=metadata.managedFields` (see [`crate::managed_fields`]), standing for
+    /// kube-apiserver's `ManagedFieldsOptOut` feature gate (KEP-5958, alpha). Default on; off,
+    /// the server behaves as one without the gate (or older, 1.36 included): it ignores the
+    /// parameter and sends the managed fields.
+    pub fn managed_fields_opt_out(mut self, on: bool) -> Self {
+        self.managed_fields_opt_out = on;
         self
     }
 

@@ -223,6 +223,7 @@ pub mod fixtures;
 pub mod go_json;
 mod label_syntax;
 pub mod list;
+pub mod managed_fields;
 pub mod metrics;
 pub mod openapi;
 pub mod params;

@@ -281,9 +281,17 @@ impl Framing {
 pub struct Prebuilt {
     json: (PrebuiltList, Arc<Vec<Bytes>>),
     protobuf: Option<(PrebuiltList, Arc<Vec<Bytes>>)>,
+    /// The same objects without `metadata.managedFields`, in JSON and maybe protobuf.
+    dropped: Option<Encodings>,
     framing: Framing,
     pace: Option<Pace>,
 }
+
+/// A list and its events in JSON, and maybe in protobuf.
+type Encodings = (
+    (PrebuiltList, Arc<Vec<Bytes>>),
+    Option<(PrebuiltList, Arc<Vec<Bytes>>)>,
+);
 
 impl Prebuilt {
     /// `list` and `events` (each event's JSON line), one chunk per event, sent at once.
@@ -291,6 +299,7 @@ impl Prebuilt {
         Prebuilt {
             json: (list.into(), events),
             protobuf: None,
+            dropped: None,
             framing: Framing::PerEvent,
             pace: None,
         }
@@ -314,6 +323,19 @@ impl Prebuilt {
             .map(|e| protobuf_watch_frame(e))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(self.with_protobuf(list, Arc::new(frames)))
+    }
+
+    /// Also serves `json` (and `protobuf`, to those who ask for it), the same list and events
+    /// with no `metadata.managedFields` in their objects, to clients whose `Accept` asks with
+    /// `drop=metadata.managedFields` (see [`crate::managed_fields`]), as a server with
+    /// KEP-5958's feature does. Without it, the parameter is ignored, as by a server without it.
+    pub fn with_managed_fields_dropped(
+        mut self,
+        json: (PrebuiltList, Arc<Vec<Bytes>>),
+        protobuf: Option<(PrebuiltList, Arc<Vec<Bytes>>)>,
+    ) -> Self {
+        self.dropped = Some((json, protobuf));
+        self
     }
 
     /// Cuts the watch into `framing`'s chunks.
@@ -428,6 +450,7 @@ pub async fn serve_prebuilt_with(
     let Prebuilt {
         json,
         protobuf,
+        dropped,
         framing,
         pace,
     } = prebuilt;
@@ -443,14 +466,20 @@ pub async fn serve_prebuilt_with(
             watch_type: types.1,
         })
     };
-    let json = served(json, ("application/json", "application/json"));
-    let protobuf = protobuf.map(|p| served(p, (MEDIA_TYPE, WATCH_MEDIA_TYPE)));
+    let encodings = |(json, protobuf): Encodings| {
+        Arc::new((
+            served(json, ("application/json", "application/json")),
+            protobuf.map(|p| served(p, (MEDIA_TYPE, WATCH_MEDIA_TYPE))),
+        ))
+    };
+    let whole = encodings((json, protobuf));
+    let dropped = dropped.map(encodings);
     let streamed = Arc::new(AtomicBool::new(false));
     while let Ok((socket, _)) = listener.accept().await {
         let _ = socket.set_nodelay(true);
-        let (json, protobuf, streamed, release, pace) = (
-            Arc::clone(&json),
-            protobuf.clone(),
+        let (whole, dropped, streamed, release, pace) = (
+            Arc::clone(&whole),
+            dropped.clone(),
             Arc::clone(&streamed),
             release.clone(),
             pace.clone(),
@@ -462,11 +491,15 @@ pub async fn serve_prebuilt_with(
                     .get(hyper::header::ACCEPT)
                     .and_then(|a| a.to_str().ok())
                     .is_some_and(|a| a.contains(MEDIA_TYPE));
+                let (json, protobuf) = match &dropped {
+                    Some(dropped) if crate::managed_fields::requested(req.headers()) => &**dropped,
+                    _ => &*whole,
+                };
                 // A server without protobuf bytes answers JSON, as kube-apiserver does for kinds
                 // without a protobuf message.
-                let served = match (&protobuf, wants_protobuf) {
+                let served = match (protobuf, wants_protobuf) {
                     (Some(protobuf), true) => protobuf,
-                    _ => &json,
+                    _ => json,
                 };
                 let (content_type, body) =
                     answer(&req, served, &streamed, release.clone(), &pace, framing);
@@ -655,6 +688,47 @@ mod tests {
         let items = pods.into_iter().map(Bytes::from).collect();
         let list = PrebuiltList::paged("PodList", "42", items);
         (values, Prebuilt::new(list, Arc::new(events)))
+    }
+
+    #[tokio::test]
+    async fn a_client_asking_to_drop_managed_fields_gets_the_pods_without_them() {
+        let (pods, prebuilt) = realistic();
+        let bare: Vec<Bytes> = pods
+            .iter()
+            .map(|p| {
+                let mut p = p.clone();
+                p["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("managedFields");
+                Bytes::from(p.to_string())
+            })
+            .collect();
+        let dropped = (
+            PrebuiltList::paged("PodList", "42", bare),
+            Arc::new(Vec::new()),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve_prebuilt_with(
+            listener,
+            prebuilt.with_managed_fields_dropped(dropped, None),
+            tokio::sync::watch::channel(true).1,
+        ));
+        let managed_fields_in = |accept: &'static str| async move {
+            let (_, body) = exchange(addr, "/api/v1/pods", accept).await;
+            let list: Value = serde_json::from_slice(&body.concat()).unwrap();
+            let items = list["items"].as_array().unwrap();
+            assert_eq!(items.len(), 3);
+            items
+                .iter()
+                .filter(|i| i["metadata"].get("managedFields").is_some())
+                .count()
+        };
+        assert_eq!(managed_fields_in("application/json").await, 3);
+        let asking = "application/json;drop=metadata.managedFields";
+        assert_eq!(managed_fields_in(asking).await, 0);
+        server.abort();
     }
 
     #[tokio::test]

@@ -230,6 +230,9 @@ async fn handle(
     client_cert: Option<Arc<UserInfo>>,
 ) -> Response<SimBody> {
     let gzip = shared.cfg.gzip && accepts_gzip(req.headers());
+    // Read before the protobuf layer rewrites `Accept` to JSON.
+    let drop_managed_fields =
+        shared.cfg.managed_fields_opt_out && crate::managed_fields::requested(req.headers());
     let protobuf = match route(&shared, req.uri().path()) {
         Route::Resource(rp) if shared.cfg.protobuf => {
             crate::protobuf::serve::negotiate(&mut req, &rp.def, shared.cfg.partial_object_metadata)
@@ -237,6 +240,11 @@ async fn handle(
         _ => None,
     };
     let resp = respond(shared.clone(), req, client_cert).await;
+    let resp = if drop_managed_fields {
+        crate::managed_fields::strip(resp)
+    } else {
+        resp
+    };
     let resp = match protobuf {
         Some(p) => {
             let resp = p.encode(resp);

@@ -75,6 +75,14 @@ impl<K> WatchEvent<K> {
             WatchEvent::Error(_) => "ERROR",
         }
     }
+
+    /// The object of an `ADDED`, `MODIFIED` or `DELETED` event.
+    pub fn object_mut(&mut self) -> Option<&mut K> {
+        match self {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => Some(o),
+            WatchEvent::Bookmark(_) | WatchEvent::Error(_) => None,
+        }
+    }
 }
 
 /// A `BOOKMARK` event's content.
@@ -134,6 +142,8 @@ pub struct WatchDecoder<K> {
     max_event_size: usize,
     /// A protobuf stream's framing (`None`: JSON lines).
     protobuf: Option<FrameDecoder>,
+    /// Each object drops its `metadata.managedFields` once decoded.
+    drop_managed_fields: bool,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -159,8 +169,22 @@ impl<K: Decode> WatchDecoder<K> {
             pending: BytesMut::new(),
             max_event_size: max_event_size.max(1),
             protobuf: None,
+            drop_managed_fields: false,
             _k: PhantomData,
         }
+    }
+
+    /// With `drop`, every object decoded drops its `metadata.managedFields`
+    /// ([`Object::drop_managed_fields`](crate::store_index::Object::drop_managed_fields)) right
+    /// after it is decoded, on the thread that decoded it, before anything else sees it.
+    pub fn drop_managed_fields(mut self, drop: bool) -> Self {
+        self.drop_managed_fields = drop;
+        self
+    }
+
+    /// Whether objects drop their `metadata.managedFields` ([`drop_managed_fields`](Self::drop_managed_fields)).
+    pub fn drops_managed_fields(&self) -> bool {
+        self.drop_managed_fields
     }
 
     /// A decoder of a protobuf watch stream (`application/vnd.kubernetes.protobuf;stream=watch`:
@@ -193,7 +217,7 @@ impl<K: Decode> WatchDecoder<K> {
     ) -> Result<(), DecodeError> {
         let mut frames = Vec::new();
         let framed = self.frames(chunk, &mut frames);
-        decode_frames(frames, out)?;
+        decode_frames(frames, out, self.drop_managed_fields)?;
         framed
     }
 
@@ -271,7 +295,7 @@ impl<K: Decode> WatchDecoder<K> {
     /// The body ended: decodes what is pending. A partial event is an error.
     pub fn finish(&mut self, out: &mut Vec<WatchEvent<K>>) -> Result<(), DecodeError> {
         match self.final_frame()? {
-            Some(frame) => decode_frames(vec![frame], out),
+            Some(frame) => decode_frames(vec![frame], out, self.drop_managed_fields),
             None => Ok(()),
         }
     }
@@ -390,8 +414,27 @@ pub(crate) struct RawFrame {
 }
 
 /// Decodes frames in order into `out`, stopping at the first error (events before it are in
-/// `out`).
+/// `out`); with `drop_managed_fields`, each object drops its `metadata.managedFields` as soon as
+/// it is decoded, on the thread that decoded it (see [`WatchDecoder::drop_managed_fields`]).
 pub(crate) fn decode_frames<K: Decode>(
+    frames: Vec<RawFrame>,
+    out: &mut Vec<WatchEvent<K>>,
+    drop_managed_fields: bool,
+) -> Result<(), DecodeError> {
+    let first = out.len();
+    let decoded = decode_each(frames, out);
+    if drop_managed_fields {
+        for event in &mut out[first..] {
+            if let Some(object) = event.object_mut() {
+                object.drop_managed_fields();
+            }
+        }
+    }
+    decoded
+}
+
+/// [`decode_frames`]' decoding.
+fn decode_each<K: Decode>(
     frames: Vec<RawFrame>,
     out: &mut Vec<WatchEvent<K>>,
 ) -> Result<(), DecodeError> {
@@ -774,6 +817,41 @@ mod tests {
     }
 
     #[test]
+    fn a_decoder_dropping_managed_fields_hands_out_objects_without_them() {
+        let with = |ty: &str, name: &str| {
+            format!(
+                r#"{{"type":"{ty}","object":{{"kind":"Pod","metadata":{{"name":"{name}","resourceVersion":"1","managedFields":[{{"manager":"m"}}]}},"spec":{{"x":1}}}}}}"#
+            )
+        };
+        // The fast path (an apiserver-shaped line), the general one (the object first), a
+        // line cut across chunks and the last line without a newline.
+        let general = r#"{"object":{"kind":"Pod","metadata":{"name":"c","managedFields":[{"manager":"m"}]}},"type":"DELETED"}"#;
+        let stream = format!(
+            "{}\n{general}\n{}",
+            with("ADDED", "a"),
+            with("MODIFIED", "b")
+        );
+        for drop in [false, true] {
+            let mut d = WatchDecoder::<DynamicObject>::default().drop_managed_fields(drop);
+            assert_eq!(d.drops_managed_fields(), drop);
+            let mut out = Vec::new();
+            let (head, tail) = stream.split_at(stream.len() - 20);
+            d.decode(Bytes::copy_from_slice(head.as_bytes()), &mut out)
+                .unwrap();
+            d.decode(Bytes::copy_from_slice(tail.as_bytes()), &mut out)
+                .unwrap();
+            d.finish(&mut out).unwrap();
+            assert_eq!(names(&out), ["ADDED a", "DELETED c", "MODIFIED b"]);
+            for mut event in out {
+                let object = event.object_mut().expect("an object event");
+                assert_eq!(object.metadata.managed_fields.is_none(), drop);
+                let x = object.data.get("spec").and_then(|s| s["x"].as_i64());
+                assert_eq!(x, (object.name() != "c").then_some(1), "the rest stays");
+            }
+        }
+    }
+
+    #[test]
     fn bookmark_carries_resource_version_and_initial_events_end() {
         let line = br#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
         let out = decode_all(&[line]).unwrap();
@@ -943,7 +1021,7 @@ mod tests {
         );
         let span = frames[0].bytes.as_ptr_range();
         let mut out: Vec<WatchEvent<CompactObject>> = Vec::new();
-        decode_frames(frames, &mut out).unwrap();
+        decode_frames(frames, &mut out, false).unwrap();
         let [WatchEvent::Added(obj)] = &out[..] else {
             panic!("{out:?}")
         };

@@ -123,6 +123,31 @@ impl Encoding {
     }
 }
 
+/// The `Accept` parameter asking a server not to send `metadata.managedFields` (KEP-5958: the
+/// `ManagedFieldsOptOut` feature gate of kube-apiserver, alpha; a server without it ignores the
+/// parameter and sends them).
+pub const DROP_MANAGED_FIELDS: &str = "drop=metadata.managedFields";
+
+/// `accept` with [`DROP_MANAGED_FIELDS`] on each of its media ranges.
+///
+/// ```
+/// use reflector::accept_dropping_managed_fields;
+/// assert_eq!(
+///     accept_dropping_managed_fields("application/vnd.kubernetes.protobuf, application/json"),
+///     "application/vnd.kubernetes.protobuf;drop=metadata.managedFields, application/json;drop=metadata.managedFields",
+/// );
+/// ```
+pub fn accept_dropping_managed_fields(accept: &str) -> String {
+    accept
+        .split(',')
+        .map(|range| {
+            let trimmed = range.trim_end();
+            format!("{trimmed};{DROP_MANAGED_FIELDS}{}", &range[trimmed.len()..])
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -217,6 +217,11 @@ impl<T: 'static> Object for PbView<T> {
     fn annotation(&self, key: &str) -> Option<&str> {
         self.object.annotation(key)
     }
+    /// The message loses its metadata's field 17, as a protobuf `CompactObject`'s does; what is
+    /// left still has `T`'s layout (a repeated field's entries removed, the rest byte for byte).
+    fn drop_managed_fields(&mut self) -> bool {
+        self.object.drop_managed_fields()
+    }
 }
 
 /// Owner references through the full metadata, as for a `CompactObject`.

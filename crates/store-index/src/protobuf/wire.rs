@@ -88,6 +88,12 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    /// The bytes not read yet: after [`next_field`](Self::next_field), where the next field
+    /// starts, so a caller can copy a field's exact bytes.
+    pub fn rest(&self) -> &'a [u8] {
+        self.buf
+    }
+
     /// The next field, `None` at the end of the message.
     #[inline]
     pub fn next_field(&mut self) -> Result<Option<Field<'a>>, ProtobufError> {

@@ -301,7 +301,7 @@ fn m1_compact_objects_from_watch_frames_keep_a_copy_made_where_they_are_decoded(
         .map(|f| f.bytes.as_ptr() as usize..f.bytes.as_ptr() as usize + f.bytes.len())
         .collect();
     let mut events: Vec<Event<CompactObject>> = Vec::new();
-    crate::wire::decoder::decode_frames(frames, &mut events).unwrap();
+    crate::wire::decoder::decode_frames(frames, &mut events, false).unwrap();
     let [Event::Added(pod)] = &events[..] else {
         panic!("{events:?}")
     };
