@@ -14,9 +14,11 @@
 //!   landing ([`FenceError::Fenced`]: the key is retried on a fresher copy).
 //!
 //! Children are written by server-side apply with the controller's name as field manager and a
-//! controller owner reference to their owner; sharded, an existing child is applied only while it
-//! carries this replica's label, with its seen resourceVersion as precondition, and a missing one
-//! is created (never applied) so that a late duplicate is refused as `AlreadyExists`.
+//! controller owner reference to their owner. A child of an owned resource that the cache holds
+//! is applied with its seen resourceVersion as precondition, in every mode; sharded, it must also
+//! carry this replica's label, and a missing one is created (never applied: kube-apiserver
+//! ignores a resourceVersion in an apply that creates) so that a late duplicate is refused as
+//! `AlreadyExists`.
 
 use std::fmt;
 use std::ops::Deref;
@@ -277,18 +279,23 @@ impl<K: Object + Decode, S> Context<K, S> {
         let namespace = owner.namespace().filter(|_| resource.namespaced);
         let api: Api<DynamicObject> = self.api_of(resource.clone(), namespace);
         let options = PatchOptions::apply(self.shared.manager.clone()).force();
-        let Fence::Shard(writer) = &self.fence else {
-            return Ok(api.patch(&name, &options, &Patch::Apply(body)).await?);
-        };
         let key = match namespace {
             Some(ns) => format!("{ns}/{name}"),
             None => name.clone(),
         };
-        let seen = self
-            .shared
-            .children
-            .iter()
-            .find(|(r, _)| r == resource)
+        let cache = self.shared.children.iter().find(|(r, _)| r == resource);
+        let Fence::Shard(writer) = &self.fence else {
+            // An owned child as cached is applied on the version seen, so that an apply the
+            // network delays past a newer write (a new leader's) is refused; an unowned or
+            // uncached one is applied as it is.
+            let seen = cache.and_then(|(_, children)| children.get_by_key(&key));
+            let body = match seen.as_ref().and_then(|c| c.resource_version()) {
+                Some(rv) if !rv.is_empty() => with_precondition(&body, rv)?,
+                _ => body,
+            };
+            return Ok(api.patch(&name, &options, &Patch::Apply(body)).await?);
+        };
+        let seen = cache
             .ok_or_else(|| FenceError::NotOwned {
                 resource: resource.path(None),
             })?

@@ -93,6 +93,9 @@ struct Wired<K> {
     events: Option<JoinHandle<()>>,
     ring: Option<Ring<ApiRingLeases>>,
     tasks: Vec<JoinHandle<()>>,
+    /// This replica's identity in every lease it holds (the builder's, or the default one,
+    /// found once).
+    identity: String,
 }
 
 impl<K: Object + Decode + Send + Sync + 'static> Wired<K> {
@@ -170,6 +173,7 @@ impl<K: Object + Decode + Send + Sync + 'static> Wired<K> {
             events: Some(events),
             ring,
             tasks,
+            identity,
         })
     }
 
@@ -336,9 +340,10 @@ where
             Ok(())
         }
         (Mode::Leader(election), None) => {
-            let identity = b.identity.clone().unwrap_or_else(default_identity);
             let config = match election {
-                LeaderElection::Named(name) => LeaderElectionConfig::new(name.clone(), identity),
+                LeaderElection::Named(name) => {
+                    LeaderElectionConfig::new(name.clone(), wired.identity.clone())
+                }
                 LeaderElection::Config(config) => (**config).clone(),
             };
             let lock = ApiLeaseLock::new(
