@@ -160,6 +160,7 @@ pub fn replica_opts(sim: &SimServer, id: &str, ns: &str) -> ReplicaOpts {
         url: sim.url(),
         token: format!("{id}-token"),
         sharder_token: format!("{id}-sharder-token"),
+        kubeconfigs: None,
         identity: identity(id),
         namespace: ns.into(),
         lease_ms: LEASE_MS,
@@ -216,15 +217,26 @@ pub fn converged(
     let widgets = sim
         .list("widgets.example.com", Some(ns))
         .map_err(|e| e.to_string())?;
-    let children: HashMap<String, Value> = sim
+    let children = sim
         .list("configmaps", Some(ns))
-        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    converged_in(&widgets, children, ns, members)
+}
+
+/// [`converged`] on `widgets` and `children` (the ConfigMaps of `ns`) as read from any server.
+pub fn converged_in(
+    widgets: &[Value],
+    children: Vec<Value>,
+    ns: &str,
+    members: &[String],
+) -> Result<BTreeMap<String, u64>, String> {
+    let children: HashMap<String, Value> = children
         .into_iter()
         .map(|c| (name_of(&c).to_string(), c))
         .collect();
     let (shard, drain) = (shard_label(RING), drain_label(RING));
     let mut owned: BTreeMap<String, u64> = members.iter().map(|m| (m.clone(), 0)).collect();
-    for widget in &widgets {
+    for widget in widgets {
         let name = name_of(widget);
         let key = format!("{ns}/{name}");
         let owner = owner_of(&key, members.iter().map(String::as_str))
@@ -262,6 +274,31 @@ pub fn converged(
     Ok(owned)
 }
 
+/// What churn writes through: the simulator's test API, or any other path to a server.
+pub trait ChurnTarget: Send + Sync + 'static {
+    /// Creates widget `name` in `ns` with `spec.size`.
+    fn create_widget(&self, ns: &str, name: &str, size: i64) -> Result<(), String>;
+    /// Sets widget `name`'s `spec.size`.
+    fn set_size(&self, ns: &str, name: &str, size: i64) -> Result<(), String>;
+}
+
+impl ChurnTarget for SimServer {
+    fn create_widget(&self, ns: &str, name: &str, size: i64) -> Result<(), String> {
+        create_widget(self, ns, name, size)
+    }
+
+    fn set_size(&self, ns: &str, name: &str, size: i64) -> Result<(), String> {
+        self.patch(
+            "widgets.example.com",
+            Some(ns),
+            name,
+            &json!({"spec": {"size": size}}),
+        )
+        .map(|_| ())
+        .map_err(err)
+    }
+}
+
 /// Churn: spec updates of random widgets and a few new widgets, while `on`.
 pub struct Churn {
     on: Arc<AtomicBool>,
@@ -272,7 +309,7 @@ pub struct Churn {
 
 impl Churn {
     /// Starts it, paused.
-    pub fn start(sim: SimServer, ns: &str, widgets: usize) -> Self {
+    pub fn start(sim: impl ChurnTarget, ns: &str, widgets: usize) -> Self {
         let on = Arc::new(AtomicBool::new(false));
         let ops = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -299,16 +336,11 @@ impl Churn {
                         let n = next();
                         let done = if n % 100 < 3 {
                             created += 1;
-                            create_widget(&sim, &ns, &format!("w-new-{created}"), 1).is_ok()
+                            sim.create_widget(&ns, &format!("w-new-{created}"), 1)
+                                .is_ok()
                         } else {
                             let name = format!("w-{}", n % widgets as u64);
-                            sim.patch(
-                                "widgets.example.com",
-                                Some(&ns),
-                                &name,
-                                &json!({"spec": {"size": (n >> 32) % 1000}}),
-                            )
-                            .is_ok()
+                            sim.set_size(&ns, &name, ((n >> 32) % 1000) as i64).is_ok()
                         };
                         if done {
                             ops.fetch_add(1, Ordering::Relaxed);

@@ -93,12 +93,16 @@ pub fn sharder_user(identity: &str) -> String {
 /// Timings and sizes of a replica.
 #[derive(Debug, Clone)]
 pub struct ReplicaOpts {
-    /// The simulator's URL.
+    /// The simulator's URL (unused with `kubeconfig`).
     pub url: String,
     /// The token of user `identity` (controller and ring Lease).
     pub token: String,
     /// The token of user `sharder-<identity>`.
     pub sharder_token: String,
+    /// Instead of `url` and the tokens: kubeconfig files (paths) for the replica's user and for
+    /// its sharder's, as on a real kube-apiserver, where each is a user of its own by client
+    /// certificate.
+    pub kubeconfigs: Option<(String, String)>,
     /// The replica's identity.
     pub identity: String,
     /// The namespace of the widgets.
@@ -144,6 +148,14 @@ impl ReplicaOpts {
             args.push(flag.into());
             args.push(value);
         }
+        if let Some((mine, sharder)) = &self.kubeconfigs {
+            args.extend([
+                "--kubeconfig".into(),
+                mine.clone(),
+                "--sharder-kubeconfig".into(),
+                sharder.clone(),
+            ]);
+        }
         args
     }
 
@@ -152,6 +164,7 @@ impl ReplicaOpts {
             url: String::new(),
             token: String::new(),
             sharder_token: String::new(),
+            kubeconfigs: None,
             identity: String::new(),
             namespace: "default".into(),
             lease_ms: 3000,
@@ -175,6 +188,14 @@ impl ReplicaOpts {
                 "--url" => opts.url = value.clone(),
                 "--token" => opts.token = value.clone(),
                 "--sharder-token" => opts.sharder_token = value.clone(),
+                "--kubeconfig" => {
+                    let sharder = opts.kubeconfigs.take().map(|k| k.1).unwrap_or_default();
+                    opts.kubeconfigs = Some((value.clone(), sharder));
+                }
+                "--sharder-kubeconfig" => {
+                    let mine = opts.kubeconfigs.take().map(|k| k.0).unwrap_or_default();
+                    opts.kubeconfigs = Some((mine, value.clone()));
+                }
                 "--identity" => opts.identity = value.clone(),
                 "--namespace" => opts.namespace = value.clone(),
                 "--lease-ms" => opts.lease_ms = number()?,
@@ -188,8 +209,15 @@ impl ReplicaOpts {
                 other => return Err(format!("unknown flag {other:?}")),
             }
         }
-        if opts.url.is_empty() || opts.identity.is_empty() {
-            return Err("--url and --identity are required".into());
+        match &opts.kubeconfigs {
+            Some((mine, sharder)) if mine.is_empty() || sharder.is_empty() => {
+                return Err("--kubeconfig and --sharder-kubeconfig go together".into())
+            }
+            None if opts.url.is_empty() => return Err("--url or --kubeconfig is required".into()),
+            _ => {}
+        }
+        if opts.identity.is_empty() {
+            return Err("--identity is required".into());
         }
         Ok(opts)
     }
@@ -278,10 +306,55 @@ pub fn main(args: &[String]) -> ExitCode {
     }
 }
 
-/// A client of `url` authenticated by `token`, at `qps` requests/s (0: the default limit).
+/// A client of `url` authenticated by `token`, at `qps` requests/s (0: the default limit): a
+/// test's stand-in for a replica's.
+#[cfg(test)]
 pub fn client(url: &str, token: &str, qps: u64) -> Result<Client, String> {
     let mut config = ClusterConfig::new(url).map_err(|e| e.to_string())?;
     config.credentials = Credentials::Token(token.into());
+    client_for(config, qps)
+}
+
+/// The `User-Agent` of a client writing as `manager`: client-go's shape with `manager` as the
+/// program, so that a kube-apiserver, which names the field manager of a write without a
+/// `fieldManager` after the agent's first word, records `manager` in `managedFields`.
+pub fn user_agent(manager: &str) -> String {
+    let default = workqueue::shared_informer::reflector::default_user_agent();
+    match default.split_once('/') {
+        Some((_, rest)) => format!("{manager}/{rest}"),
+        None => manager.to_string(),
+    }
+}
+
+/// The client of the replica (`sharder` false) or of its sharder: from its kubeconfig, or of
+/// `url` with its token; named in its User-Agent after its user (`identity` or
+/// `sharder-<identity>`).
+fn replica_client(opts: &ReplicaOpts, sharder: bool) -> Result<Client, String> {
+    let mut config = match (&opts.kubeconfigs, sharder) {
+        (Some((path, _)), false) | (Some((_, path)), true) => {
+            ClusterConfig::from_kubeconfig_files(&[path.into()], None)
+                .map_err(|e| format!("the kubeconfig {path}: {e}"))?
+        }
+        (None, _) => {
+            let mut config = ClusterConfig::new(&opts.url).map_err(|e| e.to_string())?;
+            let token = if sharder {
+                &opts.sharder_token
+            } else {
+                &opts.token
+            };
+            config.credentials = Credentials::Token(token.as_str().into());
+            config
+        }
+    };
+    config.user_agent = user_agent(&if sharder {
+        sharder_user(&opts.identity)
+    } else {
+        opts.identity.clone()
+    });
+    client_for(config, opts.qps)
+}
+
+fn client_for(mut config: ClusterConfig, qps: u64) -> Result<Client, String> {
     if qps > 0 {
         config.rate_limit = Some(RateLimit::new(
             qps as f64,
@@ -295,8 +368,10 @@ async fn run(opts: ReplicaOpts) -> Result<(), String> {
     let stop = CancellationToken::new();
     let identity = opts.identity.clone();
     let ns = opts.namespace.clone();
-    let client = client(&opts.url, &opts.token, opts.qps)?;
-    let sharder_client = self::client(&opts.url, &opts.sharder_token, opts.qps)?;
+    // Each client names its writer in its User-Agent: the field manager a real server records
+    // in `managedFields`, which is how the `sharding` scenario tells there who wrote a version.
+    let client = replica_client(&opts, false)?;
+    let sharder_client = replica_client(&opts, true)?;
     let counts = Arc::new(Counts::default());
     let mut tasks = Vec::new();
 
