@@ -27,6 +27,7 @@ mod logs;
 mod scenarios;
 mod shard_bench;
 mod shard_fleet;
+mod shard_history;
 mod shard_replica;
 
 use std::process::ExitCode;
@@ -47,7 +48,8 @@ pub struct Opts {
     /// The request budget of each sharded replica's clients, requests/s (`None`: the
     /// scenario's own, 2,000; `--replica-qps 50` runs them at client-go's default).
     pub replica_qps: Option<u64>,
-    /// How many widgets the sharding scenario runs with (`None`: its own 3,000).
+    /// How many widgets the sharding scenario runs with (`None`: its own 3,000, or 400 on a
+    /// real server).
     pub widgets: Option<usize>,
     /// The sharded replicas' ring and sharder share their clients' request budgets, as before
     /// they had their own (`--shared-budgets`, for comparisons).
@@ -83,8 +85,9 @@ fn usage() -> &'static str {
      or those that do not; `--server real` runs the portable scenarios on a real kube-apiserver\n\
      and etcd (built from the Go module proxy when missing) instead of the simulator;\n\
      `--replica-qps N` gives the sharded replicas' clients N requests/s (default 2,000), and\n\
-     `--widgets N` runs the sharding scenario with N widgets (default 3,000); `--shared-budgets`\n\
-     makes the replicas' ring and sharder share their clients' request budgets."
+     `--widgets N` runs the sharding scenario with N widgets (default 3,000; 400 on a real\n\
+     server); `--shared-budgets` makes the replicas' ring and sharder share their clients'\n\
+     request budgets."
 }
 
 struct Args {
