@@ -185,20 +185,19 @@ impl Cluster {
             .collect())
     }
 
-    /// Gives `who` work: a new `spec.size` for every widget it holds, so that its workers have
-    /// writes in flight when the fault that follows strikes.
-    fn bump(&self, who: &str, size: i64) -> Result<usize, Failure> {
+    /// Gives `who` work: a new `spec.size` for every widget it holds, written four at a time
+    /// so that on a real server too (a write takes milliseconds there) the work arrives
+    /// faster than the replica gets through it, and its workers have writes in flight when
+    /// the fault that follows strikes.
+    async fn bump(&self, who: &str, size: i64) -> Result<usize, Failure> {
         let held = self.labelled(who)?;
-        for name in &held {
-            self.server
-                .merge_patch(
-                    WIDGETS_RESOURCE,
-                    Some(NS),
-                    name,
-                    json!({"spec": {"size": size}}),
-                )
-                .map_err(Failure)?;
-        }
+        let patch = json!({"spec": {"size": size}});
+        in_lanes(&self.server, held.clone(), move |server, name| {
+            server
+                .merge_patch(WIDGETS_RESOURCE, Some(NS), &name, patch.clone())
+                .map(|_| ())
+        })
+        .await?;
         Ok(held.len())
     }
 
@@ -339,21 +338,33 @@ fn widget(name: &str, size: i64) -> Value {
 
 /// Creates `w-0` .. `w-{n-1}`, four at a time (a real server's writes wait on etcd).
 async fn seed(server: &Arc<dyn Backend>, n: usize) -> Result<(), Failure> {
+    let names = (0..n).map(|i| format!("w-{i}")).collect();
+    in_lanes(server, names, |server, name| {
+        server
+            .create(WIDGETS_RESOURCE, Some(NS), widget(&name, 0))
+            .map(|_| ())
+    })
+    .await
+}
+
+/// `write` for each of `names`, in four lanes at once (blocking threads: a real server's
+/// backend blocks on each request).
+async fn in_lanes<F>(server: &Arc<dyn Backend>, names: Vec<String>, write: F) -> Result<(), Failure>
+where
+    F: Fn(&dyn Backend, String) -> Result<(), String> + Clone + Send + 'static,
+{
     let lanes = 4;
     let mut tasks = Vec::new();
     for lane in 0..lanes {
-        let server = server.clone();
+        let (server, write) = (server.clone(), write.clone());
+        let mine: Vec<String> = names.iter().skip(lane).step_by(lanes).cloned().collect();
         tasks.push(tokio::task::spawn_blocking(move || {
-            (lane..n).step_by(lanes).try_for_each(|i| {
-                server
-                    .create(WIDGETS_RESOURCE, Some(NS), widget(&format!("w-{i}"), 0))
-                    .map(|_| ())
-            })
+            mine.into_iter().try_for_each(|name| write(&*server, name))
         }));
     }
     for task in tasks {
         task.await
-            .map_err(|e| Failure(format!("seeding: {e}")))?
+            .map_err(|e| Failure(format!("a lane of writes: {e}")))?
             .map_err(Failure)?;
     }
     Ok(())
@@ -529,7 +540,7 @@ pub async fn sharding(opts: Opts) -> Outcome {
     let d_id = identity("d");
     let pid = procs[&d_id].pid().map_err(Failure)?;
     let fenced_before_freeze = procs[&d_id].status().map_or(0, |s| s.fenced);
-    cluster.bump(&d_id, 2001)?;
+    cluster.bump(&d_id, 2001).await?;
     let held = cluster.labelled(&d_id)?;
     let frozen_at = Instant::now();
     signal(pid, "-STOP").map_err(Failure)?;
@@ -553,7 +564,7 @@ pub async fn sharding(opts: Opts) -> Outcome {
             churn.set(true);
             let e_id = identity("e");
             let fenced_before = procs[&e_id].status().map_or(0, |s| s.fenced);
-            cluster.bump(&e_id, 2002)?;
+            cluster.bump(&e_id, 2002).await?;
             let held = cluster.labelled(&e_id)?;
             let partitioned_at = Instant::now();
             sim.faults().partition_user(&e_id);
