@@ -135,7 +135,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
     // target/real-apiserver (cached by version; Go's own caches make a rebuild on a machine that
     // built them once a matter of a minute), started and stopped once, then every portable
     // scenario on it, on both queues.
-    // Coordinated leader election is judged by kube-apiserver's own coordinator, and the python
+    // Coordinated leader election is judged by kube-apiserver's own coordinator, the event
+    // recorder's repeated and combined Events by what the server stores, and the python
     // client's probe runs on it as on the simulator: those tests skip in the tests step, where
     // the binaries may not be built yet, and run here.
     tools::step("real-apiserver", || {
@@ -149,6 +150,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "--all-features",
                 "--test",
                 "lease_candidate_real",
+                "--test",
+                "events_real",
                 "--test",
                 "python_probe_real",
             ],
