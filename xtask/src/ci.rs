@@ -153,6 +153,21 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "python_probe_real",
             ],
             &[("REAL_APISERVER", "1")],
+        )?;
+        // The kubectl probe's steps on the real server (the same steps ran on the simulator in
+        // the tests step).
+        tools::run_with_env(
+            &cargo,
+            &[
+                "test",
+                "--workspace",
+                "--all-features",
+                "--test",
+                "kubectl_probe",
+                "--",
+                "kubectl_probe_every_step_behaves_alike_on_a_real_kube_apiserver",
+            ],
+            &[("REAL_APISERVER", "1")],
         )
     })?;
     println!("ci: all steps passed");

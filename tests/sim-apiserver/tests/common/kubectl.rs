@@ -43,11 +43,14 @@ impl Kube {
 
     /// [`new`](Self::new) with another kubeconfig for the same server (another user's).
     pub fn with_kubeconfig(bin: PathBuf, sim: &SimServer, tag: &str, kubeconfig: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "sim-kubectl-{}-{}-{tag}",
-            std::process::id(),
-            sim.addr().port()
-        ));
+        Self::for_server(bin, sim.addr().port(), tag, kubeconfig)
+    }
+
+    /// A kubectl for the server on `port` (any server: the simulator or a real one), with
+    /// `kubeconfig`; `tag` tells this run's directory apart from others on the same server.
+    pub fn for_server(bin: PathBuf, port: u16, tag: &str, kubeconfig: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("sim-kubectl-{}-{port}-{tag}", std::process::id(),));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("config"), kubeconfig).unwrap();
         Self { bin, dir }
