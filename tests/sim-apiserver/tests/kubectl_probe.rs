@@ -1047,7 +1047,7 @@ fn require_all(server: &str, minor: u32, total: usize, failed: &[Failed]) {
 async fn kubectl_probe_every_step_behaves_as_against_kube_apiserver() {
     let Some(bin) = find_kubectl() else {
         println!(
-            "SKIPPED: kubectl not found (install Debian's kubernetes-client, or set SIM_KUBECTL)"
+            "SKIPPED: kubectl not found (run `cargo xtask ci`, which builds one, or set SIM_KUBECTL)"
         );
         return;
     };
@@ -1082,7 +1082,7 @@ async fn kubectl_probe_every_step_behaves_alike_on_a_real_kube_apiserver() {
     }
     let Some(bin) = find_kubectl() else {
         println!(
-            "SKIPPED: kubectl not found (install Debian's kubernetes-client, or set SIM_KUBECTL)"
+            "SKIPPED: kubectl not found (run `cargo xtask ci`, which builds one, or set SIM_KUBECTL)"
         );
         return;
     };

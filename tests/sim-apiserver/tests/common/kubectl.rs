@@ -9,8 +9,9 @@ use std::time::Duration;
 use sim_apiserver::SimServer;
 use tokio::process::Command;
 
-/// The kubectl to drive: `SIM_KUBECTL` when set (to probe another version), else the one CI
-/// installs. `None` (the test then skips with a message) when neither exists.
+/// The kubectl to drive: `SIM_KUBECTL` when set (to probe another version), else the machine's,
+/// else the one `cargo xtask ci` built from the Go module proxy on a machine that has none.
+/// `None` (the test then skips with a message) when none exists.
 pub fn find_kubectl() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("SIM_KUBECTL") {
         let p = PathBuf::from(p);
@@ -19,6 +20,7 @@ pub fn find_kubectl() -> Option<PathBuf> {
     ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
         .iter()
         .map(PathBuf::from)
+        .chain(real_apiserver::BuildModule::Kubectl.cached().ok())
         .find(|p| p.exists())
 }
 
