@@ -151,6 +151,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "lease_candidate_real",
                 "--test",
                 "python_probe_real",
+                "--test",
+                "test_server",
             ],
             &[("REAL_APISERVER", "1")],
         )?;
