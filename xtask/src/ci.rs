@@ -153,6 +153,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "python_probe_real",
                 "--test",
                 "test_server",
+                "--test",
+                "events_server",
             ],
             &[("REAL_APISERVER", "1")],
         )?;
