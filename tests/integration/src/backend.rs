@@ -65,6 +65,10 @@ pub trait Backend: Send + Sync {
     /// Starts recording every version of the objects of `resource` in `namespace`, in the
     /// server's order of writes, from now on.
     fn record(&self, resource: &str, namespace: &str) -> Result<Box<dyn History>, String>;
+    /// A kubeconfig (YAML) by which a process of its own reaches the server as a user of its
+    /// own named `user`, in `system:masters` (allowed everything): a client certificate signed
+    /// by the server's CA, embedded. The simulator needs TLS with client certificates for it.
+    fn kubeconfig_for(&self, user: &str) -> Result<String, String>;
 }
 
 /// Every version of some objects as the server wrote them: what a checker of "who wrote what,
@@ -72,6 +76,9 @@ pub trait Backend: Send + Sync {
 pub trait History: Send + Sync {
     /// The versions of the object `name`, oldest first.
     fn versions(&self, name: &str) -> Vec<Value>;
+    /// Whether the recording is still whole: an error when it stopped before it was dropped
+    /// (a watch the server ended), so that versions since are missing.
+    fn whole(&self) -> Result<(), String>;
 }
 
 /// The simulator keeps every version itself.
@@ -86,25 +93,44 @@ impl History for SimHistory {
         self.sim
             .history(&self.resource, Some(&self.namespace), name)
     }
+
+    fn whole(&self) -> Result<(), String> {
+        // The simulator keeps versions up to its history limits, which its scenarios size.
+        Ok(())
+    }
 }
 
 /// A watch on a real server, from a list's version on, on a thread of its own; stopped and
 /// joined when dropped.
 struct WatchHistory {
-    seen: Arc<Mutex<Vec<Value>>>,
+    /// The versions of each object, by name, in the watch's order.
+    seen: Arc<Mutex<HashMap<String, Vec<Value>>>>,
+    /// Why the watch ended, if it ended before it was stopped.
+    ended: Arc<Mutex<Option<String>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl History for WatchHistory {
     fn versions(&self, name: &str) -> Vec<Value> {
-        self.seen
-            .lock()
-            .iter()
-            .filter(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
-            .cloned()
-            .collect()
+        self.seen.lock().get(name).cloned().unwrap_or_default()
     }
+
+    fn whole(&self) -> Result<(), String> {
+        match &*self.ended.lock() {
+            Some(why) => Err(format!("the recording's watch ended early: {why}")),
+            None => Ok(()),
+        }
+    }
+}
+
+fn by_name(seen: &Mutex<HashMap<String, Vec<Value>>>, object: Value) {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    seen.lock().entry(name).or_default().push(object);
 }
 
 impl Drop for WatchHistory {
@@ -178,6 +204,11 @@ impl Backend for SimServer {
             resource: resource.to_string(),
             namespace: namespace.to_string(),
         }))
+    }
+
+    fn kubeconfig_for(&self, user: &str) -> Result<String, String> {
+        self.kubeconfig_with_cert(user, &["system:masters"])
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -346,27 +377,64 @@ impl Backend for Real {
             .as_str()
             .ok_or_else(|| format!("GET {path}: no resourceVersion"))?
             .to_string();
-        let seen = Arc::new(Mutex::new(
-            list["items"].as_array().cloned().unwrap_or_default(),
-        ));
+        let seen = Arc::new(Mutex::new(HashMap::new()));
+        for item in list["items"].as_array().cloned().unwrap_or_default() {
+            by_name(&seen, item);
+        }
         let stop = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(Mutex::new(None));
         let watch = format!("{path}?watch=1&resourceVersion={from}&timeoutSeconds=3600");
         let thread = std::thread::spawn({
             let (server, seen, stop) = (self.server.clone(), seen.clone(), stop.clone());
+            let ended = ended.clone();
             move || {
+                let mut refused = None;
                 let result = server.watch(User::Admin, &watch, &stop, |event| {
-                    seen.lock().push(event["object"].clone());
+                    if event["type"] == "ERROR" {
+                        refused = Some(event["object"]["message"].to_string());
+                    } else if event["type"] != "BOOKMARK" {
+                        by_name(&seen, event["object"].clone());
+                    }
                 });
-                if let Err(e) = result {
-                    tracing::error!(error = %e, "the history's watch ended");
+                let why = match (result, refused) {
+                    (Err(e), _) => Some(e.to_string()),
+                    (Ok(()), Some(message)) => Some(format!("an ERROR event: {message}")),
+                    (Ok(()), None) if !stop.load(Ordering::Relaxed) => {
+                        Some("the server closed it".to_string())
+                    }
+                    (Ok(()), None) => None,
+                };
+                if let Some(why) = why {
+                    tracing::error!(error = %why, "the history's watch ended");
+                    *ended.lock() = Some(why);
                 }
             }
         });
         Ok(Box::new(WatchHistory {
             seen,
+            ended,
             stop,
             thread: Some(thread),
         }))
+    }
+
+    fn kubeconfig_for(&self, user: &str) -> Result<String, String> {
+        use base64::Engine as _;
+        let (cert, key) = self
+            .server
+            .client_cert(user, &["system:masters"])
+            .map_err(|e| e.to_string())?;
+        let b64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+        Ok(format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: real\n  cluster:\n    server: {url}\n    \
+             certificate-authority-data: {ca}\nusers:\n- name: {user}\n  user:\n    \
+             client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: real\n  \
+             context:\n    cluster: real\n    user: {user}\ncurrent-context: real\n",
+            url = self.server.url(),
+            ca = b64(self.server.ca_pem()),
+            cert = b64(&cert),
+            key = b64(&key),
+        ))
     }
 }
 
