@@ -154,6 +154,25 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "events_real",
                 "--test",
                 "python_probe_real",
+                "--test",
+                "test_server",
+                "--test",
+                "events_server",
+            ],
+            &[("REAL_APISERVER", "1")],
+        )?;
+        // The kubectl probe's steps on the real server (the same steps ran on the simulator in
+        // the tests step).
+        tools::run_with_env(
+            &cargo,
+            &[
+                "test",
+                "--workspace",
+                "--all-features",
+                "--test",
+                "kubectl_probe",
+                "--",
+                "kubectl_probe_every_step_behaves_alike_on_a_real_kube_apiserver",
             ],
             &[("REAL_APISERVER", "1")],
         )

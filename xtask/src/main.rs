@@ -25,7 +25,8 @@
 //!   medians of interleaved rounds (`--pods N`, `--rounds N`, `--events N`); prints its table.
 //! - `real-apiserver`: a real kube-apiserver and etcd, built from the Go module proxy into
 //!   `target/real-apiserver/` (`build`), started on 127.0.0.1 until Enter (`start`), started and
-//!   stopped once (`check`), or their build modules rewritten for other versions (`regenerate`).
+//!   stopped once (`check`), or their build modules rewritten for other versions (`regenerate`);
+//!   `kubectl` builds the kubectl probe's kubectl on a machine that has none.
 //! - `differential`: the differential corpus (`tests/differential`): `record` the real
 //!   kube-apiserver's normalised answers as golden files, or `compare --server real|sim` a
 //!   server's answers with them and print the report.
@@ -74,7 +75,8 @@ fn usage() -> &'static str {
        bench-memory the memory per cached pod of our informers and client-go's, managedFields kept or dropped\n               \
        (--pods N, default 10000; --rounds N, default 3; --events N, default 1000; --clients a,b)\n  \
        real-apiserver  build kube-apiserver and etcd from the Go module proxy (cached under target/),\n               \
-       or `start` them on 127.0.0.1, `check` that they start and stop, `regenerate` their build modules\n  \
+       or `start` them on 127.0.0.1, `check` that they start and stop, `regenerate` their build modules,\n               \
+       `kubectl` to build kubectl 1.33 for the kubectl probe on a machine without one\n  \
        differential  hold the simulator to kube-apiserver: `record` the golden answers from a real server,\n               \
        or `compare --server real|sim` a server's answers with them ([GROUP...] to pick corpus groups)\n  \
        fuzz         run the fuzz targets of fuzz/ with cargo-fuzz, installing it when missing\n               \

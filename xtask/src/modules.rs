@@ -120,7 +120,10 @@ const SIMULATOR_WALLS: Walls = Walls {
                 "writes",
             ],
         ),
-        ("server", &["churn", "prebuilt", "server", "sim_server"]),
+        (
+            "server",
+            &["churn", "prebuilt", "server", "sim_server", "test_server"],
+        ),
     ],
 };
 

@@ -5,6 +5,8 @@
 //! - `start`: starts etcd and kube-apiserver on 127.0.0.1, prints the kubeconfig, and runs until
 //!   Enter or end of input (ctrl-c works too: the servers' supervisors end them with us).
 //! - `check`: starts both, asks `/version`, stops both: what CI's step runs before the suite.
+//! - `kubectl`: finds or builds the kubectl the kubectl probe uses on a machine without one
+//!   (`k8s.io/kubectl` at the version `tests/real-apiserver/go/kubectl` pins) and prints where.
 //! - `regenerate [KUBERNETES_VERSION ETCD_VERSION]`: rewrites the committed build modules for
 //!   other versions (by default the ones they pin now), generating kube-apiserver's staging
 //!   replacements from the Kubernetes module's own go.mod.
@@ -17,7 +19,7 @@ use std::time::Duration;
 use real_apiserver::{Binaries, BuildModule, RealServer, ServerOptions, User};
 
 fn usage() -> &'static str {
-    "usage: cargo xtask real-apiserver [build | start | check | regenerate [K8S_VERSION ETCD_VERSION]]"
+    "usage: cargo xtask real-apiserver [build | start | check | kubectl | regenerate [K8S_VERSION ETCD_VERSION]]"
 }
 
 /// Runs the subcommand in `args`.
@@ -27,6 +29,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
         [] | ["build"] => build().map(|_| ()),
         ["start"] => start(),
         ["check"] => check(),
+        ["kubectl"] => {
+            let path = BuildModule::Kubectl.ensure().map_err(|e| e.to_string())?;
+            println!("kubectl: {}", path.display());
+            Ok(())
+        }
         ["regenerate"] => {
             let kubernetes = BuildModule::KubeApiserver
                 .version()

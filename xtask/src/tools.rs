@@ -100,9 +100,11 @@ pub fn succeeds(program: &str, args: &[&str]) -> bool {
 /// python and client-go probes the simulator's real-client tests run.
 ///
 /// Idempotent: each tool is probed first and installed only when the probe fails. rustfmt and
-/// clippy come from rustup; kubectl (used by the simulated API server's real-client test) comes
-/// from Debian's `kubernetes-client` package. A missing kubectl that cannot be installed is not
-/// fatal: that one test then skips itself with a message saying so.
+/// clippy come from rustup. kubectl (the kubectl probe's, on the simulator and on the real
+/// server) is the machine's when it has one; else it is built from the Go module proxy (the
+/// `k8s.io/kubectl` module, at the version `tests/real-apiserver/go/kubectl` pins, the newest the
+/// probe is checked with) into `target/real-apiserver/bin`, where the probe finds it. A kubectl
+/// that cannot be built is not fatal: the kubectl tests then skip themselves saying so.
 pub fn ensure_tools() -> Result<(), String> {
     let cargo = cargo();
     for (component, probe) in [("rustfmt", "fmt"), ("clippy", "clippy")] {
@@ -112,11 +114,12 @@ pub fn ensure_tools() -> Result<(), String> {
         }
     }
     if !succeeds("kubectl", &["version", "--client"]) {
-        println!("kubectl not found: installing Debian package kubernetes-client");
-        let installed = succeeds("apt-get", &["update", "-qq"])
-            && succeeds("apt-get", &["install", "-y", "-qq", "kubernetes-client"]);
-        if !installed {
-            println!("warning: could not install kubernetes-client; the kubectl test will skip");
+        println!("kubectl not found: building it from the Go module proxy");
+        match real_apiserver::BuildModule::Kubectl.ensure() {
+            Ok(path) => println!("kubectl: {}", path.display()),
+            Err(e) => {
+                println!("warning: could not build kubectl ({e}); the kubectl tests will skip")
+            }
         }
     }
     ensure_python_probe();

@@ -338,9 +338,9 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             self.encoding
                 .watch_accept::<K>(&self.resource, K::REPRESENTATION),
         );
-        let (body, content_type) = self
+        let crate::client::WatchResponse { body, content_type } = self
             .client
-            .watch_negotiated(&self.path(&options.to_query()), &accept)
+            .watch(&self.path(&options.to_query()), &accept)
             .await?;
         let activity = Activity::default();
         let chunks = body.into_data_stream().map({

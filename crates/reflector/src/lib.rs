@@ -77,7 +77,7 @@ pub use client::{
     ListOptions, OidcConfig, Patch, PatchOptions, Preconditions, PropagationPolicy, Proxy,
     RateLimit, Representation, Resource, ResourceVersionMatch, RetryBackoff, Scale, ScaleSpec,
     ScaleStatus, SecretSlice, SecretString, Status, StatusCause, StatusDetails, WatchBody,
-    WatchOptions, DEFAULT_MAX_BODY_BYTES, MAX_KUBECONFIG_BYTES, MAX_OBJECT_BYTES,
+    WatchOptions, WatchResponse, DEFAULT_MAX_BODY_BYTES, MAX_KUBECONFIG_BYTES, MAX_OBJECT_BYTES,
     SERVICE_ACCOUNT_DIR,
 };
 #[allow(deprecated)]

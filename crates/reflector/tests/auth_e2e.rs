@@ -120,7 +120,10 @@ async fn an_exec_plugin_client_certificate_authenticates_over_tls() {
     );
     // Watches on their own connections present it too.
     client
-        .watch(&format!("{PODS}?watch=true&timeoutSeconds=1"))
+        .watch(
+            &format!("{PODS}?watch=true&timeoutSeconds=1"),
+            "application/json",
+        )
         .await
         .unwrap();
     assert_eq!(runs(&dir), 1, "the credential is cached until it expires");
@@ -144,7 +147,10 @@ async fn a_401_runs_the_exec_plugin_again_once() {
     assert_eq!(runs(&dir), 2, "one run, a 401, one more run");
     client.get_bytes(PODS).await.unwrap();
     client
-        .watch(&format!("{PODS}?watch=true&timeoutSeconds=1"))
+        .watch(
+            &format!("{PODS}?watch=true&timeoutSeconds=1"),
+            "application/json",
+        )
         .await
         .unwrap();
     assert_eq!(runs(&dir), 2, "the renewed token is cached");
@@ -158,7 +164,7 @@ async fn a_401_runs_the_exec_plugin_again_once() {
     assert_eq!(code(&err), Some(401), "{err}");
     assert_eq!(runs(&dir), 2);
     let err = client
-        .watch(&format!("{PODS}?watch=true"))
+        .watch(&format!("{PODS}?watch=true"), "application/json")
         .await
         .unwrap_err();
     assert_eq!(code(&err), Some(401), "{err}");

@@ -800,9 +800,13 @@ async fn client_watch_streams_and_closes_over_every_protocol() {
                 .unwrap();
             let before = sim.watcher_count();
             let mut body = client
-                .watch("/api/v1/namespaces/w/pods?watch=true&resourceVersion=0")
+                .watch(
+                    "/api/v1/namespaces/w/pods?watch=true&resourceVersion=0",
+                    "application/json",
+                )
                 .await
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+                .body;
             assert!(
                 format!("{body:?}").contains(&format!("dedicated_connection: {dedicated}")),
                 "{name}: {body:?}"
@@ -829,7 +833,10 @@ async fn client_watch_streams_and_closes_over_every_protocol() {
                 .unwrap_or_else(|_| panic!("{name}: the server sees the watch closed"));
         }
         let err = client
-            .watch("/api/v1/namespaces/w/nosuchthings?watch=true")
+            .watch(
+                "/api/v1/namespaces/w/nosuchthings?watch=true",
+                "application/json",
+            )
             .await
             .unwrap_err();
         assert!(

@@ -234,9 +234,10 @@ async fn lists_ask_for_gzip_unless_compression_is_off_and_watches_never_do() {
             server.seen.lock().clear();
             client.get_bytes(PODS).await.unwrap();
             let body = client
-                .watch(&format!("{PODS}?watch=true"))
+                .watch(&format!("{PODS}?watch=true"), "application/json")
                 .await
                 .unwrap()
+                .body
                 .collect()
                 .await
                 .unwrap()
@@ -321,7 +322,7 @@ async fn a_watch_answered_compressed_is_refused() {
     let server = Scripted::start(|_| respond_with(Some("gzip"), gzip(b"{}\n"))).await;
     let client = Client::new(&config_for(&server.url)).unwrap();
     let err = client
-        .watch(&format!("{PODS}?watch=true"))
+        .watch(&format!("{PODS}?watch=true"), "application/json")
         .await
         .unwrap_err();
     assert!(

@@ -53,9 +53,13 @@ async fn list_then_watch(client: &Client, sim: &SimServer, name: &str) {
     );
     let rv = list["metadata"]["resourceVersion"].as_str().unwrap();
     let mut body = client
-        .watch(&format!("{PODS}?watch=true&resourceVersion={rv}"))
+        .watch(
+            &format!("{PODS}?watch=true&resourceVersion={rv}"),
+            "application/json",
+        )
         .await
-        .unwrap_or_else(|e| panic!("{name}: watch: {e}"));
+        .unwrap_or_else(|e| panic!("{name}: watch: {e}"))
+        .body;
     let after = format!("{name}-after");
     sim.create(
         "pods",
@@ -154,7 +158,7 @@ async fn a_refusing_proxy_is_a_clear_error_for_lists_and_watches() {
     );
     let err = tokio::time::timeout(
         Duration::from_secs(10),
-        client.watch(&format!("{PODS}?watch=true")),
+        client.watch(&format!("{PODS}?watch=true"), "application/json"),
     )
     .await
     .expect("an error, not a hang")

@@ -295,7 +295,11 @@ impl UpdateCounter {
 /// Reads a watch body until `events` lines have come, then drops the connection.
 async fn read_events(client: &Client, path: &str, events: usize) -> bytes::Bytes {
     use http_body_util::BodyExt;
-    let mut body = client.watch(path).await.expect("watch");
+    let mut body = client
+        .watch(path, "application/json")
+        .await
+        .expect("watch")
+        .body;
     let mut all = bytes::BytesMut::new();
     let mut lines = 0;
     while lines < events {
@@ -815,9 +819,10 @@ async fn handoff(events: usize) {
     let client = Client::new(&ClusterConfig::new(&url).expect("config")).expect("client");
     let start = Instant::now();
     let mut body = client
-        .watch("/api/v1/pods?watch=true")
+        .watch("/api/v1/pods?watch=true", "application/json")
         .await
-        .expect("watch");
+        .expect("watch")
+        .body;
     let mut n = 0usize;
     while n < events {
         let f = body.frame().await.expect("frame").expect("ok");

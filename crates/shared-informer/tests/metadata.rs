@@ -341,7 +341,7 @@ async fn a_representation_the_server_does_not_know_is_a_clear_not_acceptable_err
         "{text}"
     );
     let err = client
-        .watch_accepting(
+        .watch(
             "/api/v1/pods?watch=true",
             "application/json;as=Surprise;g=meta.k8s.io;v=v1",
         )

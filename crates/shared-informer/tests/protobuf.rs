@@ -92,7 +92,7 @@ async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
 async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protobuf() {
     let sim = SimServer::builder().start().await.unwrap();
     let config = config_for(&sim);
-    let api: Api<Pb<Pod>> = Api::namespaced_pb(Client::new(&config).unwrap(), "default");
+    let api: Api<Pb<Pod>> = Api::namespaced(Client::new(&config).unwrap(), "default");
     for (name, node, app) in [("a", "n1", "web"), ("b", "n2", "web"), ("c", "n1", "db")] {
         let created = api
             .create_pb(&CreateOptions::default(), &pod(name, node, app))
@@ -192,7 +192,7 @@ async fn a_k8s_pb_pod_informer_indexes_lists_transforms_and_notifies_over_protob
 async fn a_pod_view_informer_indexes_lists_and_notifies_over_protobuf_and_json() {
     let sim = SimServer::builder().start().await.unwrap();
     let config = config_for(&sim);
-    let api: Api<PbView<Pod>> = Api::namespaced_pb(Client::new(&config).unwrap(), "default");
+    let api: Api<PbView<Pod>> = Api::namespaced(Client::new(&config).unwrap(), "default");
     for (name, node, app) in [("a", "n1", "web"), ("b", "n2", "web"), ("c", "n1", "db")] {
         let created = api
             .create_pb(&CreateOptions::default(), &pod(name, node, app))
@@ -244,7 +244,7 @@ async fn a_pod_view_informer_indexes_lists_and_notifies_over_protobuf_and_json()
 
     // The same objects from JSON answers, transcoded into their messages.
     let json_api: Api<PbView<Pod>> =
-        Api::namespaced_pb(Client::new(&config).unwrap(), "default").encoding(Encoding::Json);
+        Api::namespaced(Client::new(&config).unwrap(), "default").encoding(Encoding::Json);
     let before = sim.counters().protobuf_responses;
     let from_json = json_api.get("a").await.unwrap();
     assert_eq!(
@@ -297,7 +297,7 @@ async fn k8s_pb_writes_are_sent_again_as_json_to_a_server_that_refuses_protobuf_
     use shared_informer::reflector::Encoding;
 
     let sim = SimServer::builder().protobuf(false).start().await.unwrap();
-    let api: Api<Pb<Pod>> = Api::namespaced_pb(Client::new(&config_for(&sim)).unwrap(), "default");
+    let api: Api<Pb<Pod>> = Api::namespaced(Client::new(&config_for(&sim)).unwrap(), "default");
     let created = api
         .create_pb(&CreateOptions::default(), &pod("a", "n1", "web"))
         .await
@@ -345,8 +345,7 @@ async fn k8s_pb_writes_are_sent_again_as_json_to_a_server_that_refuses_protobuf_
         }),
         ..Default::default()
     };
-    let crds: Api<Pb<CustomResourceDefinition>> =
-        Api::all_pb(Client::new(&config_for(&sim)).unwrap());
+    let crds: Api<Pb<CustomResourceDefinition>> = Api::all(Client::new(&config_for(&sim)).unwrap());
     let refused = crds
         .create_pb(&CreateOptions::default(), &crd)
         .await

@@ -42,6 +42,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod api_resource;
 mod clock;
 mod compact;
 mod compact_meta;
@@ -72,6 +73,7 @@ mod tombstone;
 mod transaction;
 mod undelta_store;
 
+pub use api_resource::{ApiResource, ResourceScope};
 pub use clock::{Clock, FakeClock, SystemClock};
 pub use compact::{CompactObject, RawEncoding};
 pub use deleted_object::DeletedObject;

@@ -23,6 +23,7 @@ mod backend;
 mod check;
 mod harness;
 mod hostile;
+mod le_replica;
 mod logs;
 mod scenarios;
 mod shard_bench;
@@ -242,6 +243,9 @@ fn main() -> ExitCode {
     let raw: Vec<String> = std::env::args().collect();
     if raw.get(1).map(String::as_str) == Some("shard-bench") {
         return shard_bench::main(&raw[2..]);
+    }
+    if raw.get(1).map(String::as_str) == Some("le-replica") {
+        return le_replica::main(&raw[2..]);
     }
     if raw.get(1).map(String::as_str) == Some("shard-replica") {
         let filter =

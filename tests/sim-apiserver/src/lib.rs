@@ -245,6 +245,7 @@ pub mod smp;
 pub mod status;
 pub mod storage;
 mod table;
+mod test_server;
 mod time;
 pub mod tls;
 mod unknown_fields;
@@ -270,6 +271,7 @@ pub use prebuilt::{
 pub use resources::{ResourceDef, ScaleDef};
 pub use sim_server::{SimError, SimServer};
 pub use status::ApiError;
+pub use test_server::{TestServer, TestServerError, REAL_APISERVER_VARIABLE};
 pub use users::User;
 
 /// The guide `docs/simulator.md`, whose Rust snippets are compiled and run as this crate's

@@ -48,7 +48,7 @@ async fn kubectl_shows_the_generic_text_for_a_failed_test() {
         .find(|p| p.exists())
     else {
         println!(
-            "SKIPPED: kubectl not found (install Debian's kubernetes-client to run this test)"
+            "SKIPPED: kubectl not found (run `cargo xtask ci`, which builds one, or set SIM_KUBECTL)"
         );
         return;
     };

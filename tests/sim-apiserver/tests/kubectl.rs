@@ -101,7 +101,9 @@ async fn exercise(bin: PathBuf, sim: SimServer, tag: &str) {
 }
 
 fn skip_message() {
-    println!("SKIPPED: kubectl not found (install Debian's kubernetes-client to run this test)");
+    println!(
+        "SKIPPED: kubectl not found (run `cargo xtask ci`, which builds one, or set SIM_KUBECTL)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -58,7 +58,9 @@ async fn server() -> SimServer {
 }
 
 fn skip() {
-    println!("SKIPPED: kubectl not found (install Debian's kubernetes-client to run this test)");
+    println!(
+        "SKIPPED: kubectl not found (run `cargo xtask ci`, which builds one, or set SIM_KUBECTL)"
+    );
 }
 
 #[tokio::test]

@@ -369,7 +369,7 @@ async fn kubectl_typed_creates_send_protobuf_and_work() {
     let bins = kubectls();
     if bins.is_empty() {
         eprintln!(
-            "SKIPPED: kubectl not found (install Debian's kubernetes-client, or set SIM_KUBECTL)"
+            "SKIPPED: kubectl not found (run `cargo xtask ci`, which builds one, or set SIM_KUBECTL)"
         );
         return;
     }

@@ -87,6 +87,7 @@
 mod assign;
 mod fence;
 mod handover;
+mod ranges;
 mod ring;
 mod sharder;
 
@@ -96,6 +97,7 @@ pub use fence::{shard_label, FenceError, FencedWriter, SHARD_LABEL_PREFIX};
 pub use handover::{
     Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY, LAPSE_WARNING,
 };
+pub use ranges::{RangeMove, RangeTable, VIRTUAL_RANGES};
 pub use ring::{
     max_departure_delay, shard_lease_name, ApiRingLeases, Membership, MemoryRingLeases, Ring,
     RingLeases, ShardLease, RING_LABEL, RING_RATE_LIMIT,

@@ -16,7 +16,7 @@ use crate::wire::list_page::{ListPageError, ObjectList};
 use crate::wire::object::{Decode, DecodeSource, ProtobufSource};
 use crate::wire::params::ListOptions;
 use crate::wire::protobuf::{is_protobuf, ProtobufError, Unknown};
-use crate::wire::resource::Resource;
+use crate::wire::resource::{ApiResource, Resource};
 use crate::wire::status::Status;
 
 /// Bound on one object's response body: kube-apiserver stores objects of at most about 1.5 MB
@@ -473,29 +473,34 @@ impl<K> Api<K> {
     }
 }
 
-#[cfg(feature = "k8s-openapi")]
-impl<K: k8s_openapi::Resource> Api<K>
-where
-    K::Scope: 'static,
-{
-    /// The verbs on a `k8s_openapi` type in `namespace`.
+impl<K: ApiResource> Api<K> {
+    /// The verbs on a type that knows its address ([`ApiResource`]: `k8s_openapi` types, `Pb<T>`
+    /// and `PbView<T>` of `k8s_pb` types, your own custom resource types) in `namespace` (a
+    /// cluster-scoped type ignores it). A type known only at run time ([`DynamicObject`],
+    /// [`CompactObject`]) uses [`namespaced_with`](Api::namespaced_with).
+    ///
+    /// [`DynamicObject`]: crate::store_index::DynamicObject
+    /// [`CompactObject`]: crate::store_index::CompactObject
     ///
     /// ```
+    /// # #[cfg(feature = "k8s-openapi")] {
     /// use k8s_openapi::api::core::v1::ConfigMap;
     /// use reflector::{Api, Client, ClusterConfig};
     /// # fn f(client: Client) {
     /// let cms: Api<ConfigMap> = Api::namespaced(client, "default");
     /// assert_eq!(cms.namespace(), Some("default"));
     /// # }
+    /// # }
     /// ```
     pub fn namespaced(client: Client, namespace: &str) -> Self {
-        Api::namespaced_with(client, Resource::of_k8s::<K>(), namespace)
+        Api::namespaced_with(client, Resource::of::<K>(), namespace)
     }
 
-    /// The verbs on a cluster-scoped `k8s_openapi` type, or on a namespaced one across all
-    /// namespaces.
+    /// The verbs on a cluster-scoped type that knows its address, or on a namespaced one across
+    /// all namespaces (where only [`list`](Api::list) and
+    /// [`delete_collection`](Api::delete_collection) make sense).
     pub fn all(client: Client) -> Self {
-        Api::all_with(client, Resource::of_k8s::<K>())
+        Api::all_with(client, Resource::of::<K>())
     }
 }
 
@@ -504,23 +509,21 @@ impl<K: crate::store_index::k8s_pb::Resource> Api<K>
 where
     K::Scope: 'static,
 {
-    /// The verbs on a `k8s_pb` type in `namespace` (reads in protobuf by default).
-    ///
-    /// ```
-    /// use reflector::store_index::k8s_pb::api::core::v1::ConfigMap;
-    /// use reflector::{Api, Client};
-    /// # fn f(client: Client) {
-    /// use reflector::store_index::Pb;
-    /// let cms: Api<Pb<ConfigMap>> = Api::namespaced_pb(client, "default");
-    /// assert_eq!(cms.resource().plural, "configmaps");
-    /// # }
-    /// ```
+    /// The old name of [`Api::namespaced`] for `k8s_pb` types, which [`Api::namespaced`] now
+    /// takes (`Pb<T>` and `PbView<T>` are [`ApiResource`]).
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `Api::namespaced`, which takes `Pb<T>` and `PbView<T>`"
+    )]
     pub fn namespaced_pb(client: Client, namespace: &str) -> Self {
         Api::namespaced_with(client, Resource::of_pb::<K>(), namespace)
     }
 
-    /// The verbs on a cluster-scoped `k8s_pb` type, or on a namespaced one across all
-    /// namespaces.
+    /// The old name of [`Api::all`] for `k8s_pb` types.
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `Api::all`, which takes `Pb<T>` and `PbView<T>`"
+    )]
     pub fn all_pb(client: Client) -> Self {
         Api::all_with(client, Resource::of_pb::<K>())
     }

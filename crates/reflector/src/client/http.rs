@@ -72,6 +72,17 @@ pub struct Client {
     watches: Option<Arc<TokenBucket>>,
 }
 
+/// A watch's response once its head arrived ([`Client::watch`]): the body to read the events
+/// from, and the `Content-Type` the server chose for them.
+#[derive(Debug)]
+pub struct WatchResponse {
+    /// The streaming body: JSON lines, or length-prefixed protobuf frames.
+    pub body: WatchBody,
+    /// The response's `Content-Type`, if it named one: `application/json`, or
+    /// `application/vnd.kubernetes.protobuf;stream=watch` for a protobuf stream.
+    pub content_type: Option<String>,
+}
+
 /// Default bound on one response body read whole (a list page): 1 GiB. A list larger than that in
 /// one answer (an unpaginated list of a very large resource) needs
 /// [`HttpListerWatcher::max_list_page_bytes`](crate::HttpListerWatcher::max_list_page_bytes).
@@ -382,46 +393,86 @@ impl Client {
         Ok(req)
     }
 
-    /// Opens a watch (`GET path_and_query` whose body streams): returns the body of a successful
-    /// response once its head arrives, within the request timeout; an error status is read and
-    /// returned as [`ClientError::Api`]. The body itself has no timeout (the server ends a
-    /// watch after its `timeoutSeconds`). A watch never asks for compression (kube-apiserver
-    /// never compresses one); a stream that comes encoded anyway is a transport error.
+    /// Opens a watch (`GET path_and_query` whose body streams) asking for `accept` (JSON,
+    /// `application/json`, or a [`Representation`]'s or protobuf's media type): returns the
+    /// response once its head arrives, within the request timeout, as the body to read events
+    /// from and the `Content-Type` the server chose (a protobuf stream, `…;stream=watch`, or JSON
+    /// lines, whatever was asked for). An error status is read and returned as
+    /// [`ClientError::Api`]. The body itself has no timeout (the server ends a watch after its
+    /// `timeoutSeconds`). A watch never asks for compression (kube-apiserver never compresses
+    /// one); a stream that comes encoded anyway is a transport error.
     ///
     /// Over HTTP/1.1 the watch gets a connection of its own that its body drives as it is read
     /// (see [`WatchBody`] for why); over HTTP/2 it shares the pool's multiplexed connection. The
     /// protocol is learned from the server's answers: a dedicated connection whose ALPN
     /// negotiation picks HTTP/2 is dropped and the watch goes to the pool, as do all later ones.
     ///
+    /// ```no_run
+    /// use http_body_util::BodyExt;
+    /// # async fn f(client: reflector::Client) -> Result<(), Box<dyn std::error::Error>> {
+    /// let watch = client
+    ///     .watch("/api/v1/namespaces/default/pods?watch=true", "application/json")
+    ///     .await?;
+    /// let mut body = watch.body;
+    /// while let Some(frame) = body.frame().await {
+    ///     let bytes = frame?.into_data().unwrap_or_default();
+    ///     println!("{} bytes of JSON lines", bytes.len());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`Representation`]: crate::Representation
+    ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future abandons the watch request; nothing was changed.
-    pub async fn watch(&self, path_and_query: &str) -> Result<WatchBody, ClientError> {
-        self.watch_accepting(path_and_query, JSON).await
+    pub async fn watch(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+    ) -> Result<WatchResponse, ClientError> {
+        let (body, content_type) = self.open_watch(path_and_query, accept).await?;
+        Ok(WatchResponse { body, content_type })
     }
 
-    /// [`watch`](Self::watch) with this `Accept` header (for instance a [`Representation`]'s).
+    /// The old name of [`watch`](Self::watch) with an `Accept` header, answering the body only.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: dropping the future abandons the watch request; nothing was changed.
+    /// Cancel safe, as [`watch`](Self::watch).
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `watch(path, accept)`, whose answer's `body` this is"
+    )]
     pub async fn watch_accepting(
         &self,
         path_and_query: &str,
         accept: &str,
     ) -> Result<WatchBody, ClientError> {
-        self.watch_negotiated(path_and_query, accept)
+        self.open_watch(path_and_query, accept)
             .await
             .map(|(body, _)| body)
     }
 
-    /// [`watch_accepting`](Self::watch_accepting), and the response's `Content-Type`: a
-    /// protobuf stream (`…;stream=watch`) or JSON lines, whatever was asked for.
+    /// The old name of [`watch`](Self::watch), answering a pair.
     ///
     /// # Cancel safety
     ///
-    /// Cancel safe: dropping the future abandons the watch request; nothing was changed.
+    /// Cancel safe, as [`watch`](Self::watch).
+    #[deprecated(
+        since = "0.1.0",
+        note = "use `watch(path, accept)`, whose answer has `body` and `content_type`"
+    )]
     pub async fn watch_negotiated(
+        &self,
+        path_and_query: &str,
+        accept: &str,
+    ) -> Result<(WatchBody, Option<String>), ClientError> {
+        self.open_watch(path_and_query, accept).await
+    }
+
+    /// [`watch`](Self::watch)'s work: the body and the `Content-Type`.
+    async fn open_watch(
         &self,
         path_and_query: &str,
         accept: &str,

@@ -47,7 +47,7 @@ pub use config::{
     OidcConfig,
 };
 pub use error::{BoxError, ClientError, ConfigError};
-pub use http::{Client, WriteCheck, DEFAULT_MAX_BODY_BYTES};
+pub use http::{Client, WatchResponse, WriteCheck, DEFAULT_MAX_BODY_BYTES};
 pub use incluster::SERVICE_ACCOUNT_DIR;
 pub use kubeconfig::{KubeconfigLoad, KubeconfigWarning, MAX_KUBECONFIG_BYTES};
 pub use proxy::Proxy;

@@ -81,8 +81,7 @@ impl<T> Clone for PbView<T> {
     }
 }
 
-/// The kind's address, as `T`'s: `Resource::of_pb::<PbView<Pod>>()` and `Api::namespaced_pb`
-/// work as for `Pb<Pod>`.
+/// The kind's address, as `T`'s: `Resource::of_pb::<PbView<Pod>>()` works as for `Pb<Pod>`.
 impl<T: k8s_pb::Resource> k8s_pb::Resource for PbView<T> {
     const API_VERSION: &'static str = T::API_VERSION;
     const GROUP: &'static str = T::GROUP;
@@ -90,6 +89,19 @@ impl<T: k8s_pb::Resource> k8s_pb::Resource for PbView<T> {
     const VERSION: &'static str = T::VERSION;
     const URL_PATH_SEGMENT: &'static str = T::URL_PATH_SEGMENT;
     type Scope = T::Scope;
+}
+
+/// The kind's address, as `T`'s: `Api::namespaced` and `Resource::of` work as for `Pb<Pod>`.
+impl<T> crate::store_index::ApiResource for PbView<T>
+where
+    T: k8s_pb::Resource,
+    T::Scope: crate::store_index::ResourceScope,
+{
+    const GROUP: &'static str = T::GROUP;
+    const VERSION: &'static str = T::VERSION;
+    const KIND: &'static str = T::KIND;
+    const PLURAL: &'static str = T::URL_PATH_SEGMENT;
+    const NAMESPACED: bool = <T::Scope as crate::store_index::ResourceScope>::NAMESPACED;
 }
 
 impl<T> PartialEq for PbView<T> {

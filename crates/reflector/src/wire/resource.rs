@@ -134,9 +134,10 @@ impl std::fmt::Display for Resource {
     }
 }
 
-/// A Rust type that knows where its objects live in the API: the typed counterpart of
-/// [`Resource`] (k8s-openapi's `Resource` trait carries the same facts; a `k8s-openapi` feature
-/// can implement this for its types once the layers below forward that feature).
+/// A Rust type that knows where its objects live in the API, the typed counterpart of
+/// [`Resource`]: implemented for every `k8s_openapi` resource type (feature `k8s-openapi`), every
+/// `Pb<T>` and `PbView<T>` (feature `k8s-pb`), and by a type of your own with five constants.
+/// [`Api::namespaced`](crate::Api::namespaced) and [`Api::all`](crate::Api::all) take any of them.
 ///
 /// ```
 /// use reflector::{ApiResource, Resource};
@@ -151,18 +152,7 @@ impl std::fmt::Display for Resource {
 /// assert_eq!(Resource::of::<Widget>().path(Some("ns")), "/apis/example.com/v1/namespaces/ns/widgets");
 /// assert_eq!(Resource::of::<Widget>().api_version(), "example.com/v1");
 /// ```
-pub trait ApiResource {
-    /// API group (`""` for the core group).
-    const GROUP: &'static str;
-    /// Version.
-    const VERSION: &'static str;
-    /// Kind.
-    const KIND: &'static str;
-    /// Plural resource name.
-    const PLURAL: &'static str;
-    /// Whether objects live in namespaces.
-    const NAMESPACED: bool;
-}
+pub use crate::store_index::ApiResource;
 
 impl Resource {
     /// The address of `T`'s objects.

@@ -355,61 +355,8 @@ pub async fn leader_election(opts: Opts) -> Outcome {
         "only {} Lease versions recorded",
         leases.len()
     );
-    let mut timeline: BTreeMap<u64, (bool, String)> = BTreeMap::new();
-    for l in &leases {
-        let h = l["spec"]["holderIdentity"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        timeline.insert(rv(l), (true, h));
-    }
-    let mut guarded_writes = 0;
-    for w in &writes {
-        if let Some(writer) = w["data"]["writer"].as_str() {
-            timeline.insert(rv(w), (false, writer.to_string()));
-            guarded_writes += 1;
-        }
-    }
-    let mut holder_now = String::new();
-    let mut bad = Vec::new();
-    for (at, (is_lease, who)) in &timeline {
-        if *is_lease {
-            holder_now = who.clone();
-        } else if *who != holder_now {
-            bad.push(format!(
-                "rv {at}: {who} wrote while the Lease said {holder_now:?}"
-            ));
-        }
-    }
-    ensure!(
-        bad.is_empty(),
-        "writes by a non-holder: {:?}",
-        &bad[..bad.len().min(5)]
-    );
-
-    // Takeovers in the Lease's history: never before the previous holder's lease ran out.
-    let mut last: Option<(String, SystemTime)> = None;
-    let mut transitions = 0;
-    for l in &leases {
-        let spec = &l["spec"];
-        let h = spec["holderIdentity"].as_str().unwrap_or("").to_string();
-        let renew = spec["renewTime"].as_str().and_then(parse_micro_time);
-        let acquire = spec["acquireTime"].as_str().and_then(parse_micro_time);
-        let released = h.is_empty();
-        if let (Some((prev, prev_renew)), Some(acquire)) = (&last, acquire) {
-            if !released && !prev.is_empty() && *prev != h {
-                transitions += 1;
-                let gap = acquire.duration_since(*prev_renew).unwrap_or_default();
-                ensure!(
-                    gap >= LEASE,
-                    "{h} took the lease from {prev} {gap:?} after its last renewal, before the lease of {LEASE:?} ran out"
-                );
-            }
-        }
-        if let Some(renew) = renew {
-            last = Some((h, renew));
-        }
-    }
+    let guarded_writes = check_no_write_by_a_non_holder(&leases, &writes)?;
+    let transitions = check_takeovers_after_the_lease(&leases, LEASE)?;
     // The freeze forces one, and on the simulator the partition another.
     let forced = if sim.is_some() { 2 } else { 1 };
     ensure!(
@@ -468,4 +415,77 @@ pub async fn leader_election(opts: Opts) -> Outcome {
         leases.len(),
         took.join(", ")
     ))
+}
+
+/// In the server's order of writes (Lease versions and guarded writes merged by resourceVersion,
+/// so no clock is involved), every write carrying `data.writer` was made while the Lease named
+/// that writer: the number of such writes.
+pub(crate) fn check_no_write_by_a_non_holder(
+    leases: &[Value],
+    writes: &[Value],
+) -> Result<usize, Failure> {
+    let mut timeline: BTreeMap<u64, (bool, String)> = BTreeMap::new();
+    for l in leases {
+        let h = l["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        timeline.insert(rv(l), (true, h));
+    }
+    let mut guarded_writes = 0;
+    for w in writes {
+        if let Some(writer) = w["data"]["writer"].as_str() {
+            timeline.insert(rv(w), (false, writer.to_string()));
+            guarded_writes += 1;
+        }
+    }
+    let mut holder_now = String::new();
+    let mut bad = Vec::new();
+    for (at, (is_lease, who)) in &timeline {
+        if *is_lease {
+            holder_now = who.clone();
+        } else if *who != holder_now {
+            bad.push(format!(
+                "rv {at}: {who} wrote while the Lease said {holder_now:?}"
+            ));
+        }
+    }
+    ensure!(
+        bad.is_empty(),
+        "writes by a non-holder: {:?}",
+        &bad[..bad.len().min(5)]
+    );
+    Ok(guarded_writes)
+}
+
+/// In the Lease's history, every takeover (a new holder, not after a release) came at least
+/// `lease` after the previous holder's last renewal (the replicas share one machine's clock, so
+/// their timestamps compare): the number of takeovers.
+pub(crate) fn check_takeovers_after_the_lease(
+    leases: &[Value],
+    lease: Duration,
+) -> Result<usize, Failure> {
+    let mut last: Option<(String, SystemTime)> = None;
+    let mut transitions = 0;
+    for l in leases {
+        let spec = &l["spec"];
+        let h = spec["holderIdentity"].as_str().unwrap_or("").to_string();
+        let renew = spec["renewTime"].as_str().and_then(parse_micro_time);
+        let acquire = spec["acquireTime"].as_str().and_then(parse_micro_time);
+        let released = h.is_empty();
+        if let (Some((prev, prev_renew)), Some(acquire)) = (&last, acquire) {
+            if !released && !prev.is_empty() && *prev != h {
+                transitions += 1;
+                let gap = acquire.duration_since(*prev_renew).unwrap_or_default();
+                ensure!(
+                    gap >= lease,
+                    "{h} took the lease from {prev} {gap:?} after its last renewal, before the lease of {lease:?} ran out"
+                );
+            }
+        }
+        if let Some(renew) = renew {
+            last = Some((h, renew));
+        }
+    }
+    Ok(transitions)
 }

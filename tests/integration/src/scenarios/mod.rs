@@ -8,6 +8,7 @@ mod crd;
 mod handlers;
 mod hostile;
 mod leader;
+mod leader_processes;
 mod modes;
 mod portable;
 mod protobuf;
@@ -140,6 +141,16 @@ pub fn all() -> Vec<Scenario> {
             // On a real server without the partition and the slowing (see the module doc).
             portable: true,
             run: |o| leader::leader_election(o).boxed(),
+        },
+        Scenario {
+            name: "leader-election-processes",
+            about: "three replica processes on a Lease: the leader killed, the next frozen past its lease; no write by a non-holder",
+            timeout: secs(120),
+            // Replica processes, a Lease and writes: no informer, so no queue to vary.
+            informers: false,
+            // Signals only, no fault of the simulator's: the same on a real server.
+            portable: true,
+            run: |o| leader_processes::leader_election_processes(o).boxed(),
         },
         Scenario {
             name: "sharding",

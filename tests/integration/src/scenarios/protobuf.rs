@@ -252,7 +252,7 @@ async fn json_server() -> Outcome {
         None,
         serde_json::json!({"metadata": {"name": "js-1"}}),
     )?;
-    let api: Api<Pb<Pod>> = Api::namespaced_pb(Client::new(&config_for(&sim)?)?, "js-1");
+    let api: Api<Pb<Pod>> = Api::namespaced(Client::new(&config_for(&sim)?)?, "js-1");
     let written = Pod {
         metadata: Some(ObjectMeta {
             name: Some("typed-write".into()),

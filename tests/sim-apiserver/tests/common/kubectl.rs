@@ -9,8 +9,9 @@ use std::time::Duration;
 use sim_apiserver::SimServer;
 use tokio::process::Command;
 
-/// The kubectl to drive: `SIM_KUBECTL` when set (to probe another version), else the one CI
-/// installs. `None` (the test then skips with a message) when neither exists.
+/// The kubectl to drive: `SIM_KUBECTL` when set (to probe another version), else the machine's,
+/// else the one `cargo xtask ci` built from the Go module proxy on a machine that has none.
+/// `None` (the test then skips with a message) when none exists.
 pub fn find_kubectl() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("SIM_KUBECTL") {
         let p = PathBuf::from(p);
@@ -19,6 +20,7 @@ pub fn find_kubectl() -> Option<PathBuf> {
     ["/usr/bin/kubectl", "/usr/local/bin/kubectl"]
         .iter()
         .map(PathBuf::from)
+        .chain(real_apiserver::BuildModule::Kubectl.cached().ok())
         .find(|p| p.exists())
 }
 
@@ -43,11 +45,14 @@ impl Kube {
 
     /// [`new`](Self::new) with another kubeconfig for the same server (another user's).
     pub fn with_kubeconfig(bin: PathBuf, sim: &SimServer, tag: &str, kubeconfig: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "sim-kubectl-{}-{}-{tag}",
-            std::process::id(),
-            sim.addr().port()
-        ));
+        Self::for_server(bin, sim.addr().port(), tag, kubeconfig)
+    }
+
+    /// A kubectl for the server on `port` (any server: the simulator or a real one), with
+    /// `kubeconfig`; `tag` tells this run's directory apart from others on the same server.
+    pub fn for_server(bin: PathBuf, port: u16, tag: &str, kubeconfig: &str) -> Self {
+        let dir =
+            std::env::temp_dir().join(format!("sim-kubectl-{}-{port}-{tag}", std::process::id(),));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("config"), kubeconfig).unwrap();
         Self { bin, dir }
