@@ -100,8 +100,8 @@ impl History for SimHistory {
     }
 }
 
-/// A watch on a real server, from a list's version on, on a thread of its own; stopped and
-/// joined when dropped.
+/// A watch on a real server, from a list's version on, on a thread of its own, resumed from
+/// the last version it sent when the server ends it; stopped and joined when dropped.
 struct WatchHistory {
     /// The versions of each object, by name, in the watch's order.
     seen: Arc<Mutex<HashMap<String, Vec<Value>>>>,
@@ -383,26 +383,47 @@ impl Backend for Real {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let ended = Arc::new(Mutex::new(None));
-        let watch = format!("{path}?watch=1&resourceVersion={from}&timeoutSeconds=3600");
         let thread = std::thread::spawn({
             let (server, seen, stop) = (self.server.clone(), seen.clone(), stop.clone());
             let ended = ended.clone();
             move || {
-                let mut refused = None;
-                let result = server.watch(User::Admin, &watch, &stop, |event| {
-                    if event["type"] == "ERROR" {
-                        refused = Some(event["object"]["message"].to_string());
-                    } else if event["type"] != "BOOKMARK" {
-                        by_name(&seen, event["object"].clone());
+                // A watch the server ends (its timeout, or a watcher it found too slow under
+                // load) is resumed from the last version it sent, as a reflector does: the events
+                // after it come next, none lost. One the server refuses (410 Gone: that version
+                // was compacted) leaves a hole, and says so.
+                let mut from = from;
+                let mut resumes = 0;
+                let why = loop {
+                    let watch = format!(
+                        "{path}?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds=3600"
+                    );
+                    let mut refused = None;
+                    let result = server.watch(User::Admin, &watch, &stop, |event| {
+                        if event["type"] == "ERROR" {
+                            refused = Some(event["object"]["message"].to_string());
+                            return;
+                        }
+                        if let Some(rv) = event["object"]["metadata"]["resourceVersion"].as_str() {
+                            from = rv.to_string();
+                        }
+                        if event["type"] != "BOOKMARK" {
+                            by_name(&seen, event["object"].clone());
+                        }
+                    });
+                    if stop.load(Ordering::Relaxed) {
+                        break None;
                     }
-                });
-                let why = match (result, refused) {
-                    (Err(e), _) => Some(e.to_string()),
-                    (Ok(()), Some(message)) => Some(format!("an ERROR event: {message}")),
-                    (Ok(()), None) if !stop.load(Ordering::Relaxed) => {
-                        Some("the server closed it".to_string())
+                    let ended = match (result, refused) {
+                        (_, Some(message)) => break Some(format!("an ERROR event: {message}")),
+                        (Err(e), None) => e.to_string(),
+                        (Ok(()), None) => "the server closed it".to_string(),
+                    };
+                    resumes += 1;
+                    if resumes > 20 {
+                        break Some(format!("{ended}, and 20 resumed watches after it"));
                     }
-                    (Ok(()), None) => None,
+                    tracing::warn!(%ended, %from, "the history's watch ended; resumed");
+                    std::thread::sleep(Duration::from_millis(100));
                 };
                 if let Some(why) = why {
                     tracing::error!(error = %why, "the history's watch ended");

@@ -60,7 +60,7 @@ const WIDGETS: usize = 3000;
 /// There, on the project's 2-core machine shared with etcd, the replicas and the recording
 /// watch, the sharder relabelled about a hundred widgets a second (each write an etcd write
 /// and an event to a dozen watches), so 1,000 widgets (307 held by the killed replica) left
-/// 101 unassigned at the bound; 400 were reassigned in 3.3–4.5 s.
+/// 101 unassigned at the bound; 400 were reassigned in 3.3–5.0 s (load average 5–7).
 const REAL_WIDGETS: usize = 400;
 /// The rebalance bound sharding was designed to: lease duration + 2 s from the moment the
 /// owner died.
