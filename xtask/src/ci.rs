@@ -151,8 +151,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "--test",
                 "lease_candidate_real",
                 "--test",
-                "events_real",
-                "--test",
                 "python_probe_real",
                 "--test",
                 "test_server",

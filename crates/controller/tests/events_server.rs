@@ -74,6 +74,15 @@ async fn repeated_and_similar_events_are_one_counted_and_one_combined_event_on_e
         "on {on}"
     );
     assert_eq!(event["source"]["component"], "web-controller", "on {on}");
+    // RFC 3339 in seconds, UTC: ordered as strings. The first occurrence's time is kept.
+    let (first, last) = (
+        event["firstTimestamp"].as_str().unwrap_or_default(),
+        event["lastTimestamp"].as_str().unwrap_or_default(),
+    );
+    assert!(
+        !first.is_empty() && first <= last,
+        "on {on}: first {first:?}, last {last:?}"
+    );
 
     let similars = stored(&server, "similar-0");
     let own: Vec<&String> = similars
