@@ -80,6 +80,10 @@ pub fn measure(client: &str, events: usize) -> Figures {
     };
     assert_eq!(next(), "ready", "the client-go probe did not sync");
     let sync = started.elapsed();
+    if real.is_some() {
+        // As for our clients: the burst of updates written during the list is left out.
+        std::thread::sleep(super::settle());
+    }
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(b"go\n").expect("tell the probe to start");
     stdin.flush().expect("flush");

@@ -134,12 +134,25 @@ pub fn batch_window() -> Duration {
 /// the fake server, and `PEER_CONTEXT` its context (else the current one). Its pods are those
 /// `peer-bench real-seed` created (`PEER_CACHED` of them, nothing else), its watch events those of
 /// a `peer-bench real-write` running beside the client (module `real`): the client counts the
-/// `events` updates after its cache synced and its handler had the list, and its figures are
-/// those of that window.
+/// `events` updates after its cache synced, its handler had the list and [`settle`] passed, and
+/// its figures are those of that window.
 pub fn real_server() -> Option<(std::path::PathBuf, Option<String>)> {
     let path = std::env::var_os("PEER_KUBECONFIG").filter(|p| !p.is_empty())?;
     let context = std::env::var("PEER_CONTEXT").ok().filter(|c| !c.is_empty());
     Some((path.into(), context))
+}
+
+/// `PEER_SETTLE_MS`: against a real server, how long a client watches after its sync (and its
+/// handler's initial adds) before its window opens, default 3,000 ms. The real server's writer
+/// runs all along, so the updates written while the client listed reach it first, in a burst, each
+/// with a latency as long as the list; a client catches up with them within a second at the
+/// paced rates, and the window then holds the steady flow alone.
+pub fn settle() -> Duration {
+    let ms = std::env::var("PEER_SETTLE_MS")
+        .ok()
+        .map(|ms| ms.parse().expect("PEER_SETTLE_MS: milliseconds"))
+        .unwrap_or(3_000);
+    Duration::from_millis(ms)
 }
 
 /// `PEER_RATE`: the paced watch's events per second, if set (read by the client and inherited by
@@ -740,6 +753,10 @@ pub fn measure(client: &str, events: usize) -> Figures {
         let backlog = client_run.backlog();
         if let Some(backlog) = &backlog {
             assert!((backlog.drained)().await, "the handler handled the initial list");
+        }
+        if real {
+            // The updates written while the client listed come first, as a burst: left out.
+            tokio::time::sleep(settle()).await;
         }
         let backlog_max = Arc::new(AtomicI64::new(0));
         let every = backlog_period();
