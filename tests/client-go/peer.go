@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -81,7 +83,14 @@ func peerMode(cfg *rest.Config) {
 	}
 	var adds, updates atomic.Int64
 	addsDone, updatesDone := make(chan struct{}), make(chan struct{})
-	lat := &latencies{}
+	// The count of updates that ends the run, set at "go": against the fake server no update
+	// comes before it; against a real server (whose writer runs all along) those before it are
+	// the list's tail, left out, and so are their latencies.
+	var target atomic.Int64
+	target.Store(math.MaxInt64)
+	var finish sync.Once
+	var lat atomic.Pointer[latencies]
+	lat.Store(&latencies{})
 	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(interface{}) {
 			if adds.Add(1) == int64(cached) {
@@ -90,10 +99,10 @@ func peerMode(cfg *rest.Config) {
 		},
 		UpdateFunc: func(_, obj interface{}) {
 			if s, ok := obj.(*corev1.Pod).Annotations[sentAnnotation]; ok {
-				lat.observe(s)
+				lat.Load().observe(s)
 			}
-			if updates.Add(1) == int64(events) {
-				close(updatesDone)
+			if updates.Add(1) >= target.Load() {
+				finish.Do(func() { close(updatesDone) })
 			}
 		},
 	})
@@ -132,23 +141,35 @@ func peerMode(cfg *rest.Config) {
 	}
 	before := tasks()
 	t0 := time.Now()
+	lat.Store(&latencies{})
+	target.Store(updates.Load() + int64(events))
+	if updates.Load() >= target.Load() {
+		finish.Do(func() { close(updatesDone) })
+	}
 	<-updatesDone
 	took := time.Since(t0)
 	after := tasks()
 	n := float64(events)
+	// Per event, or null for a run of no events (a sync alone): JSON has no NaN.
+	perEvent := func(x float64) interface{} {
+		if events == 0 {
+			return nil
+		}
+		return x / n
+	}
 	result := map[string]interface{}{
-		"events_per_s":                   n / took.Seconds(),
+		"events_per_s":                   perEvent(n * n / took.Seconds()), // n / took
 		"sync_ms":                        syncMs,
 		"rss_sync_mb":                    rssSync,
 		"rss_end_mb":                     statusMB("VmRSS:"),
 		"list_peak_rss_mb":               listPeak,
 		"live_heap_mb":                   liveHeapMB,
 		"watch_peak_rss_mb":              statusMB("VmHWM:"),
-		"cpu_us_per_event":               float64(after.cpuNs-before.cpuNs) / 1e3 / n,
-		"voluntary_switches_per_event":   float64(after.voluntary-before.voluntary) / n,
-		"involuntary_switches_per_event": float64(after.involuntary-before.involuntary) / n,
-		"latency_p50_us":                 lat.quantile(0.5),
-		"latency_p99_us":                 lat.quantile(0.99),
+		"cpu_us_per_event":               perEvent(float64(after.cpuNs-before.cpuNs) / 1e3),
+		"voluntary_switches_per_event":   perEvent(float64(after.voluntary - before.voluntary)),
+		"involuntary_switches_per_event": perEvent(float64(after.involuntary - before.involuntary)),
+		"latency_p50_us":                 lat.Load().quantile(0.5),
+		"latency_p99_us":                 lat.Load().quantile(0.99),
 	}
 	out, _ := json.Marshal(result)
 	fmt.Printf("result %s\n", out)

@@ -16,7 +16,10 @@
 //!
 //! Arguments: `--quick` (shorter criterion runs, fewer peer watch events; figures noisier),
 //! `--no-write` (print only), `--chart-only` (run nothing: redraw the peer comparison's chart,
-//! [`chart::PATH`], from the table already in `docs/benchmarks.md`).
+//! [`chart::PATH`], from the table already in `docs/benchmarks.md`), `--server real` (run only
+//! the peer comparison against a real kube-apiserver instead, [`crate::real_bench`], with its own
+//! `--pods a,b`, `--rounds N`, `--rate N`, `--seconds N`; its table has a section of its own;
+//! `main.rs` sends it there).
 //!
 //! A full run also draws that chart from the rows it writes into the table.
 
@@ -1210,8 +1213,8 @@ fn si(x: f64) -> String {
     }
 }
 
-/// The table in Markdown, headed by when, where and how it was measured.
-fn render(rows: &[Row], quick: bool) -> String {
+/// The machine and the day: cores, CPU model, rustc's version, the UTC date.
+pub(crate) fn machine() -> (usize, String, String, String) {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -1224,6 +1227,12 @@ fn render(rows: &[Row], quick: bool) -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let rustc = command_output("rustc", &["--version"]).unwrap_or_else(|| "rustc ?".to_string());
     let date = command_output("date", &["-u", "+%Y-%m-%d"]).unwrap_or_else(|| "?".to_string());
+    (cores, cpu, rustc, date)
+}
+
+/// The table in Markdown, headed by when, where and how it was measured.
+fn render(rows: &[Row], quick: bool) -> String {
+    let (cores, cpu, rustc, date) = machine();
     let mut out = String::new();
     out.push_str(&format!(
         "Measured {date} by `cargo xtask bench{}` on {cores} cores ({cpu}), {rustc}, release profile. \

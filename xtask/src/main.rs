@@ -19,7 +19,9 @@
 //! - `bench`: every benchmark in release mode, one table of figures with their same-run baselines,
 //!   written into `docs/benchmarks.md` (`--quick` for shorter runs, `--no-write` to print only),
 //!   and the peer comparison drawn as `docs/img/peer-bench.svg` (`--chart-only` redraws it from
-//!   the recorded table without running anything).
+//!   the recorded table without running anything); `bench --server real` runs instead the peer
+//!   comparison against a real kube-apiserver and etcd (sync of 10k and 100k pods, a paced
+//!   watch), recorded in a section of its own.
 //! - `bench-memory`: the memory of a cache of pods at sync, this project's informers beside
 //!   client-go's, with `metadata.managedFields` kept, dropped by the client or by the server,
 //!   medians of interleaved rounds (`--pods N`, `--rounds N`, `--events N`); prints its table.
@@ -48,6 +50,7 @@ mod layering;
 mod memory_bench;
 mod modules;
 mod real_apiserver;
+mod real_bench;
 mod rules;
 mod tools;
 
@@ -71,7 +74,8 @@ fn usage() -> &'static str {
        ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both,\n               \
        --only informers|others; --ci alone for CI's step: both queues at once)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
-       (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg)\n  \
+       (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg;\n               \
+       --server real for the peer comparison on a real kube-apiserver alone: --pods a,b, --rounds N, --rate N, --seconds N)\n  \
        bench-memory the memory per cached pod of our informers and client-go's, managedFields kept or dropped\n               \
        (--pods N, default 10000; --rounds N, default 3; --events N, default 1000; --clients a,b)\n  \
        real-apiserver  build kube-apiserver and etcd from the Go module proxy (cached under target/),\n               \
@@ -138,6 +142,7 @@ fn main() -> ExitCode {
         Some("modules") => modules::run(),
         Some("demo") => demo(&args[1..]),
         Some("integration") => integration::run(&args[1..]),
+        Some("bench") if real_bench::asked(&args[1..]) => real_bench::run_args(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("bench-memory") => memory_bench::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),

@@ -142,7 +142,7 @@ pub async fn serde_pod(url: &str, counter: &Arc<Counter>) -> tokio::task::JoinHa
                 pods[slot] = pod;
                 seen += 1;
             }
-            seen < counter.target as usize
+            seen < counter.target() as usize
         })
         .await;
     })
@@ -197,7 +197,7 @@ pub async fn prost_pod(url: &str, counter: &Arc<Counter>) -> tokio::task::JoinHa
                 pods[slot] = pod;
                 seen += 1;
             }
-            seen < counter.target as usize
+            seen < counter.target() as usize
         })
         .await;
     })

@@ -7,13 +7,16 @@
 //! (`KUBE_FEATURE_WatchListClient=false`): the fast server streams no initial list. The probe
 //! inherits `PEER_DROP` (a transform strips managedFields; `server` also asks the server not to
 //! send them) and `PEER_GO_HEAP=1` (a collection at sync, then its live heap in the result and
-//! its types' sizes on stderr).
+//! its types' sizes on stderr). Against a real server (`PEER_KUBECONFIG`) it gets the server's
+//! address, CA and the kubeconfig user's bearer token, and counts the updates after "go".
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use super::{cached, Figures, ServerProcess, PROTOBUF_CLIENTS};
+use shared_informer::reflector::{ClusterConfig, Credentials, ExposeSecret as _};
+
+use super::{cached, real_server, Figures, ServerProcess, PROTOBUF_CLIENTS};
 
 /// The client-go clients, as named on the command line.
 pub const CLIENTS: [&str; 2] = ["go-pod", "go-pod-json"];
@@ -25,12 +28,40 @@ pub fn measure(client: &str, events: usize) -> Figures {
         std::process::exit(2)
     });
     let protobuf = PROTOBUF_CLIENTS.contains(&client);
-    let mut server = ServerProcess::start(events, protobuf);
+    // Against a real server (`PEER_KUBECONFIG`): its address, CA and bearer token, read from the
+    // kubeconfig as our clients read it; its events already flow, and the probe counts those
+    // after "go".
+    let real = real_server().map(|(path, context)| {
+        let config = ClusterConfig::from_kubeconfig_files(&[path], context.as_deref())
+            .expect("the real server's kubeconfig");
+        let ca = std::env::temp_dir().join(format!("peer-bench-ca-{}.pem", std::process::id()));
+        std::fs::write(
+            &ca,
+            config.certificate_authority.as_deref().unwrap_or_default(),
+        )
+        .expect("writing the CA for the probe");
+        let token = match &config.credentials {
+            Credentials::Token(token) => token.expose_secret().to_string(),
+            _ => panic!("the probe needs a bearer token: use the kubeconfig's token context"),
+        };
+        let url = config.server.as_str().trim_end_matches('/').to_string();
+        (url, ca, token)
+    });
+    let mut server = real
+        .is_none()
+        .then(|| ServerProcess::start(events, protobuf));
+    let (url, ca, token) = match (&real, &server) {
+        (Some((url, ca, token)), _) => (url.clone(), Some(ca.clone()), token.clone()),
+        (None, Some(server)) => (server.url.clone(), None, String::new()),
+        (None, None) => unreachable!("a server or a real one"),
+    };
     let workers = std::env::var("PEER_WORKERS").unwrap_or_else(|_| "2".into());
     let started = Instant::now();
     let mut child = Command::new(bin)
         .env("PROBE_MODE", "peer")
-        .env("SIM_URL", &server.url)
+        .env("SIM_URL", &url)
+        .env("SIM_TOKEN", &token)
+        .env("SIM_CA", ca.as_deref().unwrap_or(std::path::Path::new("")))
         .env("PEER_EVENTS", events.to_string())
         .env("PEER_CACHED", cached().to_string())
         .env("PEER_ENCODING", if protobuf { "protobuf" } else { "json" })
@@ -49,10 +80,16 @@ pub fn measure(client: &str, events: usize) -> Figures {
     };
     assert_eq!(next(), "ready", "the client-go probe did not sync");
     let sync = started.elapsed();
+    if real.is_some() {
+        // As for our clients: the burst of updates written during the list is left out.
+        std::thread::sleep(super::settle());
+    }
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(b"go\n").expect("tell the probe to start");
     stdin.flush().expect("flush");
-    server.release();
+    if let Some(server) = &mut server {
+        server.release();
+    }
     let line = next();
     let result: serde_json::Value = serde_json::from_str(
         line.strip_prefix("result ")
@@ -61,6 +98,9 @@ pub fn measure(client: &str, events: usize) -> Figures {
     .expect("the result's JSON");
     drop(stdin);
     let _ = child.wait();
+    if let Some(ca) = ca {
+        let _ = std::fs::remove_file(ca);
+    }
     let f = |k: &str| result[k].as_f64().unwrap_or(0.0);
     let figures = Figures {
         events_per_s: f("events_per_s"),

@@ -107,6 +107,7 @@ use tokio_util::sync::CancellationToken;
 
 mod alone;
 mod go;
+mod real;
 mod wire;
 
 /// Pods in the list by default.
@@ -126,6 +127,31 @@ pub fn batch_window() -> Duration {
         .ok()
         .map(|n| n.parse().expect("PEER_BATCH_MS: a number of milliseconds"))
         .unwrap_or(BATCH_WINDOW_MS);
+    Duration::from_millis(ms)
+}
+
+/// `PEER_KUBECONFIG`: the kubeconfig of a real API server to run the clients against instead of
+/// the fake server, and `PEER_CONTEXT` its context (else the current one). Its pods are those
+/// `peer-bench real-seed` created (`PEER_CACHED` of them, nothing else), its watch events those of
+/// a `peer-bench real-write` running beside the client (module `real`): the client counts the
+/// `events` updates after its cache synced, its handler had the list and [`settle`] passed, and
+/// its figures are those of that window.
+pub fn real_server() -> Option<(std::path::PathBuf, Option<String>)> {
+    let path = std::env::var_os("PEER_KUBECONFIG").filter(|p| !p.is_empty())?;
+    let context = std::env::var("PEER_CONTEXT").ok().filter(|c| !c.is_empty());
+    Some((path.into(), context))
+}
+
+/// `PEER_SETTLE_MS`: against a real server, how long a client watches after its sync (and its
+/// handler's initial adds) before its window opens, default 3,000 ms. The real server's writer
+/// runs all along, so the updates written while the client listed reach it first, in a burst, each
+/// with a latency as long as the list; a client catches up with them within a second at the
+/// paced rates, and the window then holds the steady flow alone.
+pub fn settle() -> Duration {
+    let ms = std::env::var("PEER_SETTLE_MS")
+        .ok()
+        .map(|ms| ms.parse().expect("PEER_SETTLE_MS: milliseconds"))
+        .unwrap_or(3_000);
     Duration::from_millis(ms)
 }
 
@@ -220,6 +246,11 @@ impl Latencies {
             let mut counts = self.0.lock().expect("latencies");
             counts[bucket] = counts[bucket].saturating_add(1);
         }
+    }
+
+    /// Forgets every latency recorded so far.
+    fn clear(&self) {
+        self.0.lock().expect("latencies").fill(0);
     }
 
     /// The `q` quantile (0..=1) in microseconds, if any latency was recorded.
@@ -344,6 +375,22 @@ pub fn run(allocator: &'static str) {
             args.get(2).map(String::as_str) == Some("protobuf"),
         ),
         Some("wire") => println!("bench-result {}", wire::sizes(cached(), events)),
+        Some("real-seed") => {
+            let pods = args
+                .get(1)
+                .map_or_else(cached, |n| n.parse().expect("pods: a number"));
+            println!("bench-result {}", real::seed(pods));
+        }
+        Some("real-write") => {
+            let rate = args
+                .get(1)
+                .map(|r| r.parse::<f64>().expect("rate: writes per second"))
+                .expect("real-write <rate> [seconds]");
+            let seconds = args
+                .get(2)
+                .map(|s| s.parse::<f64>().expect("seconds: a number"));
+            println!("bench-result {}", real::write(rate, cached(), seconds));
+        }
         Some("soak") => {
             let soak = soak::run(events);
             println!("bench-result {}", soak.to_json(events, allocator));
@@ -364,7 +411,8 @@ pub fn run(allocator: &'static str) {
         }
         _ => {
             eprintln!(
-                "usage: peer-bench <{}|{}|soak|wire> [events, default {DEFAULT_EVENTS}]",
+                "usage: peer-bench <{}|{}|soak|wire> [events, default {DEFAULT_EVENTS}]\n       \
+                 peer-bench real-seed [pods] | real-write <rate> [seconds] (PEER_KUBECONFIG)",
                 CLIENTS.join("|"),
                 go::CLIENTS.join("|")
             );
@@ -487,7 +535,10 @@ impl Drop for ServerProcess {
 /// Counts what the handler receives and wakes the waiter at `target`.
 struct Counter {
     count: AtomicU64,
-    target: u64,
+    /// The count the waiter waits for: fixed at the start against the fake server (whose events
+    /// come only once released); against a real server, whose writer runs all along, set when the
+    /// window opens ([`rearm`](Self::rearm)), and out of reach until then.
+    target: AtomicU64,
     reached: tokio::sync::Notify,
     latencies: Latencies,
 }
@@ -496,10 +547,26 @@ impl Counter {
     fn new(target: usize) -> Arc<Self> {
         Arc::new(Counter {
             count: AtomicU64::new(0),
-            target: target as u64,
+            target: AtomicU64::new(target as u64),
             reached: tokio::sync::Notify::new(),
             latencies: Latencies::default(),
         })
+    }
+
+    /// The count the waiter waits for.
+    fn target(&self) -> u64 {
+        self.target.load(Ordering::Relaxed)
+    }
+
+    /// Opens the window of a watch whose events are already flowing: the waiter now waits for
+    /// `events` more, and the latencies seen so far (those of the list's tail) are forgotten.
+    fn rearm(&self, events: usize) {
+        self.latencies.clear();
+        let target = self.count.load(Ordering::Relaxed) + events as u64;
+        self.target.store(target, Ordering::Relaxed);
+        if self.count.load(Ordering::Relaxed) >= target {
+            self.reached.notify_one();
+        }
     }
 
     /// Counts one event, recording its latency when it carries a stamp.
@@ -509,13 +576,13 @@ impl Counter {
     }
 
     fn hit(&self) {
-        if self.count.fetch_add(1, Ordering::Relaxed) + 1 == self.target {
+        if self.count.fetch_add(1, Ordering::Relaxed) + 1 == self.target() {
             self.reached.notify_one();
         }
     }
 
     async fn wait(&self) {
-        while self.count.load(Ordering::Relaxed) < self.target {
+        while self.count.load(Ordering::Relaxed) < self.target() {
             self.reached.notified().await;
         }
     }
@@ -541,20 +608,27 @@ fn count_stamped<K: Object>(new: &K, counter: &Counter) {
 
 /// Runs one client against a fresh server process and returns its figures.
 pub fn measure(client: &str, events: usize) -> Figures {
-    let mut server = ServerProcess::start(events, PROTOBUF_CLIENTS.contains(&client));
+    // Against a real server (`PEER_KUBECONFIG`) there is no server process: its events come from
+    // a writer already running, so the target is set when the window opens.
+    let real = real_server().is_some();
+    let mut server =
+        (!real).then(|| ServerProcess::start(events, PROTOBUF_CLIENTS.contains(&client)));
     let rt = client_runtime();
-    let counter = Counter::new(events);
-    let url = server.url.clone();
+    let counter = Counter::new(if real { usize::MAX } else { events });
+    let url = server.as_ref().map_or_else(String::new, |s| s.url.clone());
     rt.block_on(async {
         let started = Instant::now();
         let client_run = match client {
+            "serde-pod" | "prost-pod" if real => {
+                panic!("{client} speaks plain HTTP to the fake server only")
+            }
             "kube-pod" => {
-                let client = kube_client(&url);
+                let client = kube_client(&url).await;
                 ClientRun::kube(kube::Api::<Pod>::all(client), (), &counter).await
             }
             "kube-dynamic" => {
                 let resource = kube::discovery::ApiResource::erase::<Pod>(&());
-                let client = kube_client(&url);
+                let client = kube_client(&url).await;
                 let api = kube::Api::<kube::api::DynamicObject>::all_with(client, &resource);
                 ClientRun::kube(api, resource, &counter).await
             }
@@ -680,6 +754,10 @@ pub fn measure(client: &str, events: usize) -> Figures {
         if let Some(backlog) = &backlog {
             assert!((backlog.drained)().await, "the handler handled the initial list");
         }
+        if real {
+            // The updates written while the client listed come first, as a burst: left out.
+            tokio::time::sleep(settle()).await;
+        }
         let backlog_max = Arc::new(AtomicI64::new(0));
         let every = backlog_period();
         let sampler = backlog.map(|backlog| {
@@ -696,7 +774,10 @@ pub fn measure(client: &str, events: usize) -> Figures {
         let tasks_before = task_totals();
         perf_control("enable");
         let start = Instant::now();
-        server.release();
+        match &mut server {
+            Some(server) => server.release(),
+            None => counter.rearm(events),
+        }
         counter.wait().await;
         let took = start.elapsed();
         perf_control("disable");
@@ -763,10 +844,34 @@ pub fn measure(client: &str, events: usize) -> Figures {
     })
 }
 
-/// A kube-rs client of the server at `url`, with kube's default configuration otherwise.
-fn kube_client(url: &str) -> kube::Client {
-    let config = kube::Config::new(url.parse().expect("url"));
+/// A kube-rs client of the server at `url`, or of the real server's kubeconfig
+/// ([`real_server`]), with kube's default configuration otherwise.
+async fn kube_client(url: &str) -> kube::Client {
+    let config = match real_server() {
+        Some((path, context)) => {
+            let kubeconfig =
+                kube::config::Kubeconfig::read_from(&path).expect("the real server's kubeconfig");
+            let options = kube::config::KubeConfigOptions {
+                context,
+                ..Default::default()
+            };
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .expect("a kube-rs configuration from the kubeconfig")
+        }
+        None => kube::Config::new(url.parse().expect("url")),
+    };
     kube::Client::try_from(config).expect("kube client")
+}
+
+/// This project's configuration for the server at `url`, or for the real server's kubeconfig
+/// ([`real_server`]).
+fn cluster_config(url: &str) -> ClusterConfig {
+    match real_server() {
+        Some((path, context)) => ClusterConfig::from_kubeconfig_files(&[path], context.as_deref())
+            .expect("the real server's kubeconfig"),
+        None => ClusterConfig::new(url).expect("config"),
+    }
 }
 
 /// A running, synced client.
@@ -888,7 +993,7 @@ impl ClientRun {
                             .as_ref()
                             .and_then(|a| a.get(SENT_ANNOTATION));
                         counter.hit_stamped(stamp.map(String::as_str));
-                        if counter.count.load(Ordering::Relaxed) >= counter.target {
+                        if counter.count.load(Ordering::Relaxed) >= counter.target() {
                             // Done: nothing after the last event is measured.
                             break;
                         }
@@ -988,8 +1093,7 @@ impl ClientRun {
             );
             return Self::ours_wrapped::<K>(url, counter).await;
         }
-        let mut factory =
-            SharedInformerFactory::new(ClusterConfig::new(url).expect("config")).encoding(encoding);
+        let mut factory = SharedInformerFactory::new(cluster_config(url)).encoding(encoding);
         if drop_managed_fields().is_some() {
             factory = factory.drop_managed_fields();
         }
@@ -1027,7 +1131,7 @@ impl ClientRun {
             None => {
                 // PEER_NO_HANDLER: no handler; the end is seen in the cache, polled every
                 // millisecond: the last event's pod at the last event's resource version.
-                let target = counter.target as usize;
+                let target = counter.target() as usize;
                 let cached = cached();
                 let i = (target - 1) % cached;
                 let key = format!("team-{}/web-{i}-7c9f8d6b5-x2k4p", i % 100);
@@ -1041,7 +1145,7 @@ impl ClientRun {
                             .get_by_key(&key)
                             .is_some_and(|o| o.resource_version() == Some(last_rv.as_str()));
                         if done {
-                            counter.count.store(counter.target, Ordering::Relaxed);
+                            counter.count.store(counter.target(), Ordering::Relaxed);
                             counter.reached.notify_one();
                             return;
                         }
@@ -1064,7 +1168,7 @@ impl ClientRun {
             std::env::var_os("PEER_NO_HANDLER").is_none(),
             "PEER_WRAP runs with a handler"
         );
-        let config = ClusterConfig::new(url).expect("config");
+        let config = cluster_config(url);
         let lw = shared_informer::reflector::HttpListerWatcher::<K>::new(
             &config,
             Resource::namespaced("", "v1", "pods"),

@@ -35,6 +35,9 @@ pub struct ServerOptions {
     pub ready_timeout: Duration,
     /// More kube-apiserver flags, appended after ours (a later flag wins).
     pub extra_args: Vec<String>,
+    /// More etcd flags, appended after ours (a later flag wins): for example
+    /// `--quota-backend-bytes=8589934592` for a store of more than etcd's default 2 GiB.
+    pub etcd_extra_args: Vec<String>,
 }
 
 impl Default for ServerOptions {
@@ -54,6 +57,7 @@ impl Default for ServerOptions {
             secure_port: None,
             ready_timeout: Duration::from_secs(120),
             extra_args: Vec::new(),
+            etcd_extra_args: Vec::new(),
         }
     }
 }
@@ -344,7 +348,9 @@ impl RealServer {
             "--unsafe-no-fsync=true".to_string(),
             "--log-level=warn".to_string(),
         ]
-        .into();
+        .into_iter()
+        .chain(options.etcd_extra_args.iter().cloned())
+        .collect();
         let etcd = self.etcd.insert(Supervised::spawn(
             "etcd",
             &binaries.etcd,
