@@ -26,7 +26,7 @@ use controller::leader_election::{
     ApiLeaseLock, Candidacy, ElectionEnd, LeaderElectionConfig, LeaderElector,
 };
 use parking_lot::Mutex;
-use real_apiserver::{BuildModule, RealServer, ServerOptions, User};
+use real_apiserver::{RealServer, ServerOptions, User};
 use reflector::{Client, ClusterConfig, Credentials};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
@@ -36,27 +36,6 @@ use workqueue::CancellationToken;
 
 const NAMESPACE: &str = "coordinated";
 const LEASE: &str = "my-controller";
-
-/// Why the test cannot run here, if it cannot.
-fn not_runnable() -> Option<String> {
-    if std::env::var("REAL_APISERVER").is_ok_and(|v| v == "1") {
-        return None;
-    }
-    let missing: Vec<String> = [BuildModule::Etcd, BuildModule::KubeApiserver]
-        .into_iter()
-        .filter_map(|module| match module.cached() {
-            Ok(path) if path.is_file() => None,
-            Ok(path) => Some(path.display().to_string()),
-            Err(error) => Some(error.to_string()),
-        })
-        .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "no real kube-apiserver: {} not built; set REAL_APISERVER=1 to build and run",
-            missing.join(", ")
-        )
-    })
-}
 
 fn request(server: &RealServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
     let body = body.map(|b| b.to_string());
@@ -177,7 +156,7 @@ async fn holder_fields(server: &Arc<RealServer>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_kube_apiserver_elects_our_candidates_by_their_versions() {
-    if let Some(reason) = not_runnable() {
+    if let Some(reason) = real_apiserver::unavailable() {
         println!("skipped: {reason}");
         return;
     }

@@ -105,6 +105,20 @@ impl BuildModule {
         }
     }
 
+    /// The binary to run if it is there now, without building: the environment variable's when
+    /// set, else the cached build; else why not.
+    pub fn present(self) -> Result<PathBuf, String> {
+        let path = match std::env::var_os(self.variable()).filter(|p| !p.is_empty()) {
+            Some(path) => PathBuf::from(path),
+            None => self.cached().map_err(|e| e.to_string())?,
+        };
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!("{} not built", path.display()))
+        }
+    }
+
     /// The binary to run: the environment variable's when set, else the cached build, built now
     /// when missing.
     pub fn ensure(self) -> Result<PathBuf, Error> {

@@ -51,6 +51,26 @@ mod server;
 pub use build::{regenerate_build_modules, Binaries, BuildModule};
 pub use server::{RealServer, ServerOptions, User};
 
+/// Why a test that needs the real server should not run here, if it should not: it runs when
+/// `REAL_APISERVER=1` (CI's real-server step, which builds the binaries first) or when both
+/// binaries are there already (built, or named by `KUBE_APISERVER` and `ETCD`), so that
+/// `cargo test --workspace` needs no Go.
+pub fn unavailable() -> Option<String> {
+    if std::env::var("REAL_APISERVER").is_ok_and(|v| v == "1") {
+        return None;
+    }
+    let missing: Vec<String> = [BuildModule::Etcd, BuildModule::KubeApiserver]
+        .into_iter()
+        .filter_map(|module| module.present().err())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "no real kube-apiserver: {}; set REAL_APISERVER=1 to build and run",
+            missing.join(", ")
+        )
+    })
+}
+
 use std::path::PathBuf;
 
 /// What went wrong building or running the real server.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use real_apiserver::{BuildModule, RealServer, ServerOptions, User};
+use real_apiserver::{RealServer, ServerOptions, User};
 
 fn skip(why: &str) {
     let bar = "!".repeat(78);
@@ -25,19 +25,6 @@ fn python() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-fn not_runnable() -> Option<String> {
-    if std::env::var("REAL_APISERVER").is_ok_and(|v| v == "1") {
-        return None;
-    }
-    [BuildModule::Etcd, BuildModule::KubeApiserver]
-        .into_iter()
-        .find_map(|module| match module.cached() {
-            Ok(path) if path.is_file() => None,
-            Ok(path) => Some(format!("{} not built", path.display())),
-            Err(error) => Some(error.to_string()),
-        })
-}
-
 /// The CRD whose `widgets` the probe's custom object steps use (the simulator's test registers
 /// the same resource).
 const WIDGETS: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -49,7 +36,7 @@ const WIDGETS: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "Cust
 
 #[test]
 fn python_client_probe_every_step_passes_on_the_real_server() {
-    if let Some(why) = not_runnable() {
+    if let Some(why) = real_apiserver::unavailable() {
         return skip(&why);
     }
     let Some(py) = python() else {

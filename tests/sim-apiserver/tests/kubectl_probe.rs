@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kubectl_common::{find_kubectl, Kube, Output};
-use real_apiserver::{BuildModule, RealServer, ServerOptions, User};
+use real_apiserver::{RealServer, ServerOptions, User};
 use serde_json::{json, Value};
 use sim_apiserver::SimServer;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -1059,24 +1059,9 @@ async fn kubectl_probe_every_step_behaves_as_against_kube_apiserver() {
     require_all("the simulator", minor, total, &failed);
 }
 
-/// Why the real server's probe cannot run here, if it cannot: it runs when `REAL_APISERVER=1`
-/// (CI's real-server step, which builds the binaries first) or when both are built already.
-fn real_not_runnable() -> Option<String> {
-    if std::env::var("REAL_APISERVER").is_ok_and(|v| v == "1") {
-        return None;
-    }
-    [BuildModule::Etcd, BuildModule::KubeApiserver]
-        .into_iter()
-        .find_map(|module| match module.cached() {
-            Ok(path) if path.is_file() => None,
-            Ok(path) => Some(format!("{} not built", path.display())),
-            Err(error) => Some(error.to_string()),
-        })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_probe_every_step_behaves_alike_on_a_real_kube_apiserver() {
-    if let Some(why) = real_not_runnable() {
+    if let Some(why) = real_apiserver::unavailable() {
         println!("SKIPPED: the kubectl probe on a real kube-apiserver not run: {why}");
         return;
     }

@@ -60,9 +60,9 @@ const MARGIN: Duration = Duration::from_secs(1);
 /// second, it sometimes won that race on a loaded machine, and then kept its lease.
 const TAKEOVER_AFTER_RELEASE: Duration = Duration::from_millis(RETRY.as_millis() as u64 * 3 + 1000);
 
-/// What a replica did, by this process's monotonic clock.
-#[derive(Debug, Clone)]
-enum Act {
+/// What a replica did, by a clock all replicas share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Act {
     Started,
     Wrote,
     Stopped,
@@ -373,37 +373,7 @@ pub async fn leader_election(opts: Opts) -> Outcome {
 
     // Acting intervals (start to last guarded write) never overlap.
     let log = log.lock().clone();
-    let mut terms: Vec<(usize, Instant, Instant)> = Vec::new();
-    let mut open: BTreeMap<usize, (Instant, Instant)> = BTreeMap::new();
-    for (i, act, at) in &log {
-        match act {
-            Act::Started => {
-                open.insert(*i, (*at, *at));
-            }
-            Act::Wrote => {
-                if let Some(t) = open.get_mut(i) {
-                    t.1 = *at;
-                }
-            }
-            Act::Stopped => {
-                if let Some((s, e)) = open.remove(i) {
-                    terms.push((*i, s, e));
-                }
-            }
-        }
-    }
-    terms.extend(open.into_iter().map(|(i, (s, e))| (i, s, e)));
-    terms.sort_by_key(|t| t.1);
-    for w in terms.windows(2) {
-        ensure!(
-            w[1].1 >= w[0].2,
-            "replica {} acted as leader from {:?} while replica {} still did until {:?}",
-            w[1].0,
-            w[1].1,
-            w[0].0,
-            w[0].2
-        );
-    }
+    let terms = check_acting_terms_apart(&log)?;
     let took: Vec<String> = takeovers
         .iter()
         .map(|(w, t)| format!("{w} {:.1}s", t.as_secs_f64()))
@@ -411,7 +381,7 @@ pub async fn leader_election(opts: Opts) -> Outcome {
     Ok(format!(
         "{}; {} terms, {guarded_writes} guarded writes, {} Lease versions, no write by a non-holder; takeovers: {}",
         report.join(", "),
-        terms.len(),
+        terms,
         leases.len(),
         took.join(", ")
     ))
@@ -488,4 +458,46 @@ pub(crate) fn check_takeovers_after_the_lease(
         }
     }
     Ok(transitions)
+}
+
+/// The terms in which replicas acted as leader, from `Started` to their last `Wrote` (a term
+/// never stopped, as a killed replica's, ends at its last write), by a clock every replica
+/// shares: none may begin before the one before it ended. The number of terms.
+pub(crate) fn check_acting_terms_apart<T: Ord + Copy + std::fmt::Debug>(
+    log: &[(usize, Act, T)],
+) -> Result<usize, Failure> {
+    let mut terms: Vec<(usize, T, T)> = Vec::new();
+    let mut open: BTreeMap<usize, (T, T)> = BTreeMap::new();
+    for (i, act, at) in log {
+        match act {
+            Act::Started => {
+                if let Some((s, e)) = open.insert(*i, (*at, *at)) {
+                    terms.push((*i, s, e));
+                }
+            }
+            Act::Wrote => {
+                if let Some(t) = open.get_mut(i) {
+                    t.1 = *at;
+                }
+            }
+            Act::Stopped => {
+                if let Some((s, e)) = open.remove(i) {
+                    terms.push((*i, s, e));
+                }
+            }
+        }
+    }
+    terms.extend(open.into_iter().map(|(i, (s, e))| (i, s, e)));
+    terms.sort_by_key(|t| t.1);
+    for w in terms.windows(2) {
+        ensure!(
+            w[1].1 >= w[0].2,
+            "replica {} acted as leader from {:?} while replica {} still did until {:?}",
+            w[1].0,
+            w[1].1,
+            w[0].0,
+            w[0].2
+        );
+    }
+    Ok(terms.len())
 }

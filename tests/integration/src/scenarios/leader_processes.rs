@@ -18,7 +18,6 @@
 //! - the intervals in which replicas acted as leader (from `leading` to their last accepted
 //!   write, by the processes' shared system clock) never overlap.
 
-use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,7 +28,9 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
 use tokio::process::{Child, ChildStdin};
 use tokio::time::Instant;
 
-use super::leader::{check_no_write_by_a_non_holder, check_takeovers_after_the_lease};
+use super::leader::{
+    check_acting_terms_apart, check_no_write_by_a_non_holder, check_takeovers_after_the_lease, Act,
+};
 use crate::backend::{Backend, ServerKind};
 use crate::check::{eventually, Failure, Outcome};
 use crate::le_replica::{self, LEASE, RETRY};
@@ -261,47 +262,26 @@ pub async fn leader_election_processes(opts: Opts) -> Outcome {
     }
 
     // Acting intervals (from `leading` to the last accepted write) never overlap.
-    let said = said.lock().clone();
-    let mut terms: Vec<(usize, u128, u128)> = Vec::new();
-    let mut open: BTreeMap<usize, (u128, u128)> = BTreeMap::new();
-    for (r, what, at) in &said {
-        match what.as_str() {
-            "leading" => {
-                if let Some((s, e)) = open.insert(*r, (*at, *at)) {
-                    terms.push((*r, s, e));
-                }
-            }
-            "wrote" => {
-                if let Some(t) = open.get_mut(r) {
-                    t.1 = *at;
-                }
-            }
-            _ => {
-                if let Some((s, e)) = open.remove(r) {
-                    terms.push((*r, s, e));
-                }
-            }
-        }
-    }
-    terms.extend(open.into_iter().map(|(r, (s, e))| (r, s, e)));
-    terms.sort_by_key(|t| t.1);
-    for w in terms.windows(2) {
-        ensure!(
-            w[1].1 >= w[0].2,
-            "replica-{} acted as leader from {} µs while replica-{} still did until {} µs",
-            w[1].0,
-            w[1].1,
-            w[0].0,
-            w[0].2
-        );
-    }
+    let log: Vec<(usize, Act, u128)> = said
+        .lock()
+        .iter()
+        .map(|(r, what, at)| {
+            let act = match what.as_str() {
+                "leading" => Act::Started,
+                "wrote" => Act::Wrote,
+                _ => Act::Stopped,
+            };
+            (*r, act, *at)
+        })
+        .collect();
+    let terms = check_acting_terms_apart(&log)?;
     let took: Vec<String> = takeovers
         .iter()
         .map(|(w, t)| format!("{w} {:.1}s", t.as_secs_f64()))
         .collect();
     Ok(format!(
         "{first} led first, killed; then {second}, frozen; then {third}; {} terms, {guarded_writes} guarded writes, {} Lease versions, no write by a non-holder; takeovers: {}",
-        terms.len(),
+        terms,
         leases.len(),
         took.join(", ")
     ))
