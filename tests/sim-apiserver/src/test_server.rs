@@ -85,7 +85,9 @@ enum Inner {
 }
 
 /// The API server a controller's tests run against: the simulator, or a real kube-apiserver
-/// when `REAL_APISERVER=1` ([module docs](self)).
+/// and etcd when `REAL_APISERVER=1`, both reached through a kubeconfig file. A real server runs
+/// no controllers beside it (no garbage collection, namespaces stay `Terminating`) and has none
+/// of the simulator's faults, write log or history: [`TestServer::sim`] is `None` there.
 ///
 /// ```no_run
 /// use sim_apiserver::TestServer;
