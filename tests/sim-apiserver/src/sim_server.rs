@@ -467,17 +467,35 @@ fn patch_object(
     if !patch.is_object() {
         return Err(ApiError::bad_request("the patch is not a JSON object"));
     }
-    let cur = storage
-        .get(idx, &key_of(ns, name))
-        .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))?;
-    let mut v = cur.value.clone();
     // A resourceVersion in the patch becomes a precondition (409 when stale); without one the
-    // patch applies to the version just read.
-    json_patch::merge(&mut v, patch);
-    if v.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
-        return Err(ApiError::bad_request(
-            "metadata.name: the name may not be changed by a patch",
-        ));
+    // patch applies to the latest version: read, merged and written again when another write
+    // landed in between, as kube-apiserver's storage retries a patch (a bounded number of
+    // times here, yielding between tries; a test driving more contention than that gets the 409).
+    let preconditioned = patch.pointer("/metadata/resourceVersion").is_some();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let cur = storage
+            .get(idx, &key_of(ns, name))
+            .ok_or_else(|| ApiError::not_found(&def.plural, &def.group, name))?;
+        let mut v = cur.value.clone();
+        json_patch::merge(&mut v, patch);
+        if v.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+            return Err(ApiError::bad_request(
+                "metadata.name: the name may not be changed by a patch",
+            ));
+        }
+        match storage.update(idx, def, ns, name, v) {
+            Err(e) if e.code == 409 && !preconditioned && attempts < PATCH_ATTEMPTS => {
+                // Let the writer that got in first finish before reading again.
+                std::thread::yield_now();
+            }
+            written => return written,
+        }
     }
-    storage.update(idx, def, ns, name, v)
 }
+
+/// How many times the test API's patch without a resourceVersion is tried against concurrent
+/// writes of the same object (kube-apiserver retries without a bound; each try here is a read,
+/// a merge and a compare-and-swap, microseconds).
+const PATCH_ATTEMPTS: usize = 1000;
