@@ -156,6 +156,9 @@ pub fn run(args: &[String]) -> Result<(), String> {
                 "test_server",
                 "--test",
                 "events_server",
+                // Range mode's replicas split by the server's shard selector.
+                "--test",
+                "range_mode",
                 // The kubectl probe's steps on the real server (and again, in 20 s, on the
                 // simulator, whose run the tests step made already).
                 "--test",

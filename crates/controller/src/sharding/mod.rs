@@ -85,18 +85,25 @@
 //! ```
 
 mod assign;
+mod claims;
 mod fence;
 mod handover;
+mod range_shard;
 mod ranges;
 mod ring;
 mod sharder;
 
 pub use assign::{owner_of, weight};
+pub use claims::{
+    claims_name, decide, encode_claims, parse_claims, ClaimsError, PeerClaims, RangeDecision,
+    CLAIMS_KEY,
+};
 pub(crate) use fence::with_precondition;
 pub use fence::{shard_label, FenceError, FencedWriter, SHARD_LABEL_PREFIX};
 pub use handover::{
     Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY, LAPSE_WARNING,
 };
+pub use range_shard::{touch_annotation, RangeShard, RangeWriter};
 pub use ranges::{RangeMove, RangeTable, VIRTUAL_RANGES};
 pub use ring::{
     max_departure_delay, shard_lease_name, ApiRingLeases, Membership, MemoryRingLeases, Ring,

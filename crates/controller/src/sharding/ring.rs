@@ -380,6 +380,12 @@ impl<S: RingLeases> Ring<S> {
         self.inner.guard.clone()
     }
 
+    /// How often the ring is listed (its config's `retry_period`), the pace of whatever follows
+    /// the members, such as a [`RangeShard`](crate::sharding::RangeShard).
+    pub fn retry_period(&self) -> Duration {
+        self.inner.config.retry_period
+    }
+
     /// The live members as last observed (SH5), sorted.
     pub fn members(&self) -> Vec<String> {
         self.inner.membership.lock().members()

@@ -1,0 +1,858 @@
+//! Range mode's runtime: a replica that lists, watches, caches and reconciles only the virtual
+//! ranges of the hash space it holds, with no write to any object to move one (unless its
+//! holder died), and no cache of all objects anywhere.
+//!
+//! ```text
+//!   RangeShard::run, every tick of the ring's retry period:
+//!     ring members ──► RangeTable ──► decide (claims.rs) ──► release / claim / act / touch
+//!     claim r:  publish <ring>-ranges-<me>.data.held, start r's informer
+//!               (shardSelector = r's slice of the hash space: the server sends r only)
+//!     act r:    after a fresh listing of every member's claims (SH21); enqueue r's keys
+//!     release:  stop admitting r, wait for r's reconciles in flight, touch r's keys whose
+//!               last write got no answer, stop r's informer, unpublish (SH22)
+//!   RangeShard::run_controller: workers over the queue; a key is reconciled only when its
+//!     object is cached in a range acted on, with a RangeWriter (guard + range + resourceVersion)
+//! ```
+//!
+//! Each held range has an informer of its own, so a move lists only the range that moved; the
+//! ranges kept are never listed again. The hand-over rules are SH21–SH23 ([`super::claims`]);
+//! the argument is in docs/sharding.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use workqueue::shared_informer::reflector::store_index::{
+    DynamicObject, Object, ShardField, ShardRange, ShardSelector,
+};
+use workqueue::shared_informer::reflector::{
+    Api, Client, ClientError, CreateOptions, Decode, ListOptions, Patch, PatchOptions, Resource,
+};
+use workqueue::shared_informer::{SharedIndexInformer, SharedInformerFactory};
+use workqueue::{KeyEnqueuer, RateLimitingQueue};
+
+use crate::leader_election::LeaseGuard;
+use crate::runner::{Action, Controller};
+
+use super::claims::{
+    claims_name, decide, encode_claims, parse_claims, PeerClaims, RangeDecision, CLAIMS_KEY,
+};
+use super::fence::{with_precondition, FenceError};
+use super::handover::LAPSED_RETRY;
+use super::ranges::{RangeTable, VIRTUAL_RANGES};
+use super::ring::{Ring, RingLeases, RING_LABEL};
+
+/// The annotation a touch writes (SH23): `touched.sharding.informer-rs.io/<ring>`, valued with
+/// the toucher and a mark of the touch, so that every touch changes the object.
+pub fn touch_annotation(ring: &str) -> String {
+    format!("touched.sharding.informer-rs.io/{ring}")
+}
+
+/// How many times a touch reads an object again after a conflict before giving up for this tick.
+const TOUCH_TRIES: usize = 20;
+
+/// The slowest a failing touch or publish is retried.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+fn configmaps(client: &Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        Resource::namespaced("", "v1", "configmaps"),
+        namespace,
+    )
+}
+
+/// Whether a failed request got an answer: the server refused it, or nothing was sent. A
+/// timeout or a broken connection leaves the write's fate unknown (SH22).
+fn answered(error: &ClientError) -> bool {
+    !matches!(
+        error,
+        ClientError::Transport { .. } | ClientError::Timeout(_)
+    )
+}
+
+/// One held range's informer.
+struct RangeInformer<K> {
+    informer: SharedIndexInformer<K>,
+    stop: CancellationToken,
+}
+
+/// What a [`RangeShard`] holds, acts on and has in flight.
+///
+/// Invariants: `acting ⊆ held`; `in_flight` counts the admitted reconciles of each range, and a
+/// range leaves `held` only when its count is zero and its `unknown` keys were touched (SH22);
+/// `informers` has exactly the ranges of `held`.
+struct State<K> {
+    /// Published in the claims ConfigMap (after the publish succeeded).
+    held: BTreeSet<u32>,
+    acting: BTreeSet<u32>,
+    in_flight: BTreeMap<u32, usize>,
+    /// Keys of each range whose last write got no answer.
+    unknown: BTreeMap<u32, BTreeSet<String>>,
+    /// Ranges this member's previous incarnation held: touched before acted on or released.
+    inherited: BTreeSet<u32>,
+    informers: BTreeMap<u32, RangeInformer<K>>,
+    /// The claims ConfigMap's resourceVersion, once read or written.
+    claims_version: Option<String>,
+}
+
+struct Inner<K> {
+    ring: String,
+    identity: String,
+    namespace: String,
+    client: Client,
+    resource: Resource,
+    guard: LeaseGuard,
+    queue: RateLimitingQueue<String>,
+    state: Mutex<State<K>>,
+    touch_key: String,
+    /// Distinguishes this process's touches from any earlier one's.
+    incarnation: String,
+}
+
+/// A replica of a shard ring in range mode, for one namespaced resource: see the
+/// [module](self) and docs/sharding.md.
+///
+/// ```no_run
+/// use controller::leader_election::LeaderElectionConfig;
+/// use controller::sharding::{ApiRingLeases, FenceError, RangeShard, Ring};
+/// use controller::{Action, CancellationToken};
+/// use serde_json::json;
+/// use workqueue::shared_informer::reflector::store_index::DynamicObject;
+/// use workqueue::shared_informer::reflector::{Client, Resource};
+/// use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
+///
+/// # async fn replica(client: Client, identity: &str) -> Result<(), Box<dyn std::error::Error>> {
+/// let stop = CancellationToken::new();
+/// let leases = ApiRingLeases::new(client.clone(), "default");
+/// let ring = Ring::new("widgets", LeaderElectionConfig::new("widgets", identity), leases)?;
+/// tokio::spawn({
+///     let (ring, stop) = (ring.clone(), stop.clone());
+///     async move { ring.run(ring.lock(), stop).await }
+/// });
+/// let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+/// let widgets = Resource::namespaced("example.com", "v1", "widgets");
+/// let shard: RangeShard<DynamicObject> = RangeShard::new(&ring, client, widgets, "default", queue);
+/// tokio::spawn({
+///     let (shard, ring, stop) = (shard.clone(), ring.clone(), stop.clone());
+///     async move { shard.run(&ring, stop).await }
+/// });
+/// shard
+///     .run_controller(4, stop, |widget, writer| async move {
+///         writer.merge_patch_status(&widget, &json!({"status": {"ready": true}})).await?;
+///         Ok::<_, FenceError>(Action::Done)
+///     })
+///     .await;
+/// # Ok(()) }
+/// ```
+pub struct RangeShard<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for RangeShard<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K> fmt::Debug for RangeShard<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.inner.state.lock();
+        f.debug_struct("RangeShard")
+            .field("ring", &self.inner.ring)
+            .field("identity", &self.inner.identity)
+            .field("held", &state.held)
+            .field("acting", &state.acting)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
+    /// `ring`'s replica for `resource` in `namespace`, feeding `queue` with the keys of the
+    /// ranges it holds. Its claims ConfigMap is written in `namespace`.
+    pub fn new<S: RingLeases>(
+        ring: &Ring<S>,
+        client: Client,
+        resource: Resource,
+        namespace: &str,
+        queue: RateLimitingQueue<String>,
+    ) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Self {
+            inner: Arc::new(Inner {
+                ring: ring.name().to_string(),
+                identity: ring.identity().to_string(),
+                namespace: namespace.to_string(),
+                client,
+                resource,
+                guard: ring.guard(),
+                queue,
+                state: Mutex::new(State {
+                    held: BTreeSet::new(),
+                    acting: BTreeSet::new(),
+                    in_flight: BTreeMap::new(),
+                    unknown: BTreeMap::new(),
+                    inherited: BTreeSet::new(),
+                    informers: BTreeMap::new(),
+                    claims_version: None,
+                }),
+                touch_key: touch_annotation(ring.name()),
+                incarnation: format!("{nanos:x}"),
+            }),
+        }
+    }
+
+    /// The ranges published as held, in order.
+    pub fn held(&self) -> Vec<u32> {
+        self.inner.state.lock().held.iter().copied().collect()
+    }
+
+    /// The ranges acted on, in order.
+    pub fn acting(&self) -> Vec<u32> {
+        self.inner.state.lock().acting.iter().copied().collect()
+    }
+
+    /// How many objects the held ranges' caches hold.
+    pub fn cached(&self) -> usize {
+        let state = self.inner.state.lock();
+        state
+            .informers
+            .values()
+            .map(|r| r.informer.indexer().len())
+            .sum()
+    }
+
+    /// The writer reconciles write with.
+    pub fn writer(&self) -> RangeWriter<K> {
+        RangeWriter {
+            api: self.inner.guard.protect(Api::namespaced_with(
+                self.inner.client.clone(),
+                self.inner.resource.clone(),
+                &self.inner.namespace,
+            )),
+            shard: self.clone(),
+        }
+    }
+
+    /// Moves the replica's ranges as the ring changes, one tick per `ring`'s retry period, until
+    /// `cancel` fires; then stops its informers. `ring` must be the one given to
+    /// [`new`](Self::new) and be [run](Ring::run) beside it. A failing tick is logged and tried
+    /// again at the next one.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: stop it with `cancel`. The claims stay published: a replica that stops
+    /// without releasing is, to the others, a member whose lease runs out (its ranges are touched
+    /// by their next holders, SH23).
+    pub async fn run<S: RingLeases>(&self, ring: &Ring<S>, cancel: CancellationToken) {
+        let period = ring.retry_period();
+        let mut failures = 0u32;
+        loop {
+            match self.tick(ring, &cancel).await {
+                Ok(()) => failures = 0,
+                Err(error) => {
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(ring = %self.inner.ring, identity = %self.inner.identity,
+                        %error, failures, "range mode: tick failed; trying again");
+                }
+            }
+            let backoff = period
+                .saturating_mul(failures.min(3) + 1)
+                .min(MAX_BACKOFF.max(period));
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                () = tokio::time::sleep(backoff) => {}
+            }
+        }
+        let mut state = self.inner.state.lock();
+        state.acting.clear();
+        for (_, range) in std::mem::take(&mut state.informers) {
+            range.stop.cancel();
+        }
+    }
+
+    /// One round: read what an earlier incarnation published (once), release, claim, publish,
+    /// list every member's claims, refresh the ring, and act or touch (SH21–SH23).
+    async fn tick<S: RingLeases>(
+        &self,
+        ring: &Ring<S>,
+        cancel: &CancellationToken,
+    ) -> Result<(), ClientError> {
+        let inner = &self.inner;
+        if !inner.guard.is_valid() {
+            // Not a member by its own clock: stop acting; what is held stays published, so
+            // that others wait for it or, once its lease has run out, touch (SH22, SH23).
+            inner.state.lock().acting.clear();
+            return Ok(());
+        }
+        if inner.state.lock().claims_version.is_none() {
+            self.inherit(cancel).await?;
+        }
+        let members = ring.members();
+        let table = if members.iter().any(|m| *m == inner.identity) {
+            RangeTable::new(members.iter().map(String::as_str))
+        } else {
+            RangeTable::new(std::iter::empty())
+        };
+        let plan = {
+            let state = inner.state.lock();
+            decide(&inner.identity, &table, &state.held, &state.acting, &[])
+        };
+        let mut held = inner.state.lock().held.clone();
+        // A range released but not yet unpublished (a publish that failed) and wanted again
+        // gets its informer back.
+        for range in held.difference(&plan.release) {
+            self.start_informer(*range, cancel);
+        }
+        for range in &plan.release {
+            inner.state.lock().acting.remove(range);
+            if self.release(*range, cancel).await? {
+                held.remove(range);
+            }
+        }
+        for range in &plan.claim {
+            self.start_informer(*range, cancel);
+            held.insert(*range);
+        }
+        self.publish(&held).await?;
+        let peers = self.list_claims().await?;
+        // After the listing: a member whose claims were listed wrote its Lease before them,
+        // so a fresh view counts it live (SH7), never dead for want of having seen it.
+        if let Err(error) = ring.refresh().await {
+            tracing::warn!(%error, "range mode: could not refresh the ring; acting on no new range");
+            return Ok(());
+        }
+        let live = ring.members();
+        let peers: Vec<PeerClaims> = peers
+            .into_iter()
+            .map(|(member, held)| PeerClaims {
+                live: live.contains(&member),
+                member,
+                held,
+            })
+            .collect();
+        let decision = {
+            let state = inner.state.lock();
+            decide(&inner.identity, &table, &state.held, &state.acting, &peers)
+        };
+        self.act_on(decision, cancel).await
+    }
+
+    /// Acts on the ranges `decision` allows, touching first those a dead member (or this
+    /// member's previous incarnation) claimed.
+    async fn act_on(
+        &self,
+        decision: RangeDecision,
+        cancel: &CancellationToken,
+    ) -> Result<(), ClientError> {
+        let inherited = self.inner.state.lock().inherited.clone();
+        let mut to_touch: BTreeMap<u32, Vec<String>> = decision.touch;
+        for range in decision.act.iter().filter(|r| inherited.contains(r)) {
+            to_touch.insert(*range, vec![self.inner.identity.clone()]);
+        }
+        for range in decision.act.iter().filter(|r| !inherited.contains(r)) {
+            self.start_acting(*range);
+        }
+        for (range, dead) in to_touch {
+            if !self.synced(range) {
+                continue;
+            }
+            if !self.touch_range(range, cancel).await? {
+                continue;
+            }
+            tracing::info!(range, ?dead, "range mode: range touched; acting on it");
+            self.inner.state.lock().inherited.remove(&range);
+            for member in dead.iter().filter(|m| **m != self.inner.identity) {
+                self.unclaim_for(member, range).await;
+            }
+            self.start_acting(range);
+        }
+        Ok(())
+    }
+
+    /// Starts acting on `range`: its cached keys are queued (their events may have been
+    /// skipped while it was waited for).
+    fn start_acting(&self, range: u32) {
+        let keys = {
+            let mut state = self.inner.state.lock();
+            if !state.held.contains(&range) || !state.acting.insert(range) {
+                return;
+            }
+            state
+                .informers
+                .get(&range)
+                .map(|r| r.informer.indexer().list_keys())
+                .unwrap_or_default()
+        };
+        for key in keys {
+            self.inner.queue.add(key.to_string());
+        }
+    }
+
+    fn synced(&self, range: u32) -> bool {
+        let state = self.inner.state.lock();
+        state
+            .informers
+            .get(&range)
+            .is_some_and(|r| r.informer.has_synced())
+    }
+
+    fn start_informer(&self, range: u32, cancel: &CancellationToken) {
+        let inner = &self.inner;
+        if inner.state.lock().informers.contains_key(&range) {
+            return;
+        }
+        let selector = ShardRange::equal_part(range, VIRTUAL_RANGES)
+            .and_then(|r| ShardSelector::new(ShardField::Uid, [r]));
+        let selector = match selector {
+            Ok(selector) => selector,
+            Err(error) => {
+                tracing::error!(range, %error, "range mode: no selector for the range");
+                return;
+            }
+        };
+        let factory = SharedInformerFactory::with_client(inner.client.clone())
+            .namespace(inner.namespace.clone())
+            .shard_selector(selector);
+        let informer = match factory.informer::<K>(inner.resource.clone()) {
+            Ok(informer) => informer,
+            Err(error) => {
+                tracing::error!(range, %error, "range mode: cannot make the range's informer");
+                return;
+            }
+        };
+        if let Err(error) =
+            informer.add_event_handler(KeyEnqueuer::<K, _>::new(inner.queue.clone()))
+        {
+            tracing::error!(range, %error, "range mode: cannot watch the range");
+            return;
+        }
+        let stop = cancel.child_token();
+        factory.start(&stop);
+        inner
+            .state
+            .lock()
+            .informers
+            .insert(range, RangeInformer { informer, stop });
+    }
+
+    /// Lets `range` go if its reconciles in flight are done and its unanswered keys touched
+    /// (SH22); `Ok(false)` when it must wait for a later tick.
+    async fn release(&self, range: u32, cancel: &CancellationToken) -> Result<bool, ClientError> {
+        let (busy, unknown, inherited) = {
+            let state = self.inner.state.lock();
+            (
+                state.in_flight.get(&range).copied().unwrap_or(0) > 0,
+                state.unknown.get(&range).cloned().unwrap_or_default(),
+                state.inherited.contains(&range),
+            )
+        };
+        if busy {
+            return Ok(false);
+        }
+        if inherited {
+            if !self.synced(range) || !self.touch_range(range, cancel).await? {
+                return Ok(false);
+            }
+        } else {
+            for key in &unknown {
+                if !self.touch_key(key, cancel).await? {
+                    return Ok(false);
+                }
+            }
+        }
+        let mut state = self.inner.state.lock();
+        state.unknown.remove(&range);
+        state.inherited.remove(&range);
+        if let Some(informer) = state.informers.remove(&range) {
+            informer.stop.cancel();
+        }
+        Ok(true)
+    }
+
+    /// Touches every cached object of `range` (SH23); `Ok(false)` when one could not be.
+    async fn touch_range(
+        &self,
+        range: u32,
+        cancel: &CancellationToken,
+    ) -> Result<bool, ClientError> {
+        let keys = {
+            let state = self.inner.state.lock();
+            state
+                .informers
+                .get(&range)
+                .map(|r| r.informer.indexer().list_keys())
+                .unwrap_or_default()
+        };
+        for key in keys {
+            if !self.touch_key(key.as_str(), cancel).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// One touch of `key`: read the object, write the touch annotation conditioned on the
+    /// version read; read again on a conflict. `Ok(false)` when it did not get through.
+    async fn touch_key(&self, key: &str, cancel: &CancellationToken) -> Result<bool, ClientError> {
+        let name = key.rsplit('/').next().unwrap_or(key);
+        let api = self
+            .inner
+            .guard
+            .protect(Api::<DynamicObject>::namespaced_with(
+                self.inner.client.clone(),
+                self.inner.resource.clone(),
+                &self.inner.namespace,
+            ));
+        let mark = format!("{} {}", self.inner.identity, self.inner.incarnation);
+        let mut backoff = Duration::from_millis(50);
+        for _ in 0..TOUCH_TRIES {
+            if cancel.is_cancelled() {
+                return Ok(false);
+            }
+            let seen = match api.get(name).await {
+                Ok(seen) => seen,
+                Err(ClientError::NotFound(_)) => return Ok(true),
+                Err(error) => return Err(error),
+            };
+            let Some(rv) = seen.resource_version().map(str::to_string) else {
+                return Ok(false);
+            };
+            // A touch that changes nothing would not change the resourceVersion either.
+            let value = format!("{mark} {rv}");
+            let patch = json!({"metadata": {"annotations": {self.inner.touch_key.clone(): value}}});
+            let patch = with_precondition(&patch, &rv)
+                .map_err(|e| ClientError::InvalidRequest(format!("touch of {key}: {e}")))?;
+            match api
+                .patch(name, &PatchOptions::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) | Err(ClientError::NotFound(_)) => return Ok(true),
+                Err(ClientError::Conflict(_)) => {}
+                Err(error) if answered(&error) => return Err(error),
+                Err(_) => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Reads the claims an earlier run of this identity published: they are held again, to be
+    /// touched before acted on or released (SH23).
+    async fn inherit(&self, cancel: &CancellationToken) -> Result<(), ClientError> {
+        let api = configmaps(&self.inner.client, &self.inner.namespace);
+        let name = claims_name(&self.inner.ring, &self.inner.identity);
+        let (held, version) = match api.get_opt(&name).await? {
+            Some(map) => (
+                read_claims(&map)?,
+                map.resource_version().map(str::to_string),
+            ),
+            None => (BTreeSet::new(), None),
+        };
+        let mut state = self.inner.state.lock();
+        state.held.clone_from(&held);
+        state.inherited = held;
+        state.claims_version = Some(version.unwrap_or_default());
+        drop(state);
+        for range in self.held() {
+            self.start_informer(range, cancel);
+        }
+        Ok(())
+    }
+
+    /// Stores `held` as this member's claims (creating the ConfigMap the first time), then
+    /// takes it as held.
+    async fn publish(&self, held: &BTreeSet<u32>) -> Result<(), ClientError> {
+        let inner = &self.inner;
+        let (current, version) = {
+            let state = inner.state.lock();
+            (
+                state.held.clone(),
+                state.claims_version.clone().unwrap_or_default(),
+            )
+        };
+        if *held == current && !version.is_empty() {
+            return Ok(());
+        }
+        let api = configmaps(&inner.client, &inner.namespace);
+        let name = claims_name(&inner.ring, &inner.identity);
+        let body = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": inner.namespace,
+                         "labels": {RING_LABEL: inner.ring},
+                         "resourceVersion": (!version.is_empty()).then_some(&version)},
+            "data": {CLAIMS_KEY: encode_claims(held)},
+        });
+        let stored = if version.is_empty() {
+            api.create(&CreateOptions::default(), &body).await
+        } else {
+            api.replace(&name, &CreateOptions::default(), &body).await
+        };
+        let stored = match stored {
+            Ok(stored) => stored,
+            Err(error @ (ClientError::Conflict(_) | ClientError::AlreadyExists(_))) => {
+                // Someone cleaned up a range of ours (SH23) or an earlier run wrote it: read
+                // it again at the next tick, keeping what is held until then.
+                inner.state.lock().claims_version = None;
+                return Err(error);
+            }
+            Err(error) => return Err(error),
+        };
+        let mut state = inner.state.lock();
+        state.claims_version = Some(stored.resource_version().unwrap_or_default().to_string());
+        for range in state.held.difference(held).copied().collect::<Vec<_>>() {
+            state.acting.remove(&range);
+        }
+        state.held.clone_from(held);
+        Ok(())
+    }
+
+    /// Every member's published claims, read now from the server.
+    async fn list_claims(&self) -> Result<Vec<(String, BTreeSet<u32>)>, ClientError> {
+        let api = configmaps(&self.inner.client, &self.inner.namespace);
+        let prefix = claims_name(&self.inner.ring, "");
+        let mut options = ListOptions {
+            label_selector: Some(format!("{RING_LABEL}={}", self.inner.ring)),
+            limit: 500,
+            ..ListOptions::default()
+        };
+        let mut out = Vec::new();
+        loop {
+            let page = api.list(&options).await?;
+            for map in page.items {
+                let Some(member) = map.name().strip_prefix(&prefix) else {
+                    continue;
+                };
+                out.push((member.to_string(), read_claims(&map)?));
+            }
+            match page.continue_token.filter(|t| !t.is_empty()) {
+                Some(token) => options.continue_token = Some(token),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    /// Removes `range` from a dead member's claims once it was touched, so that its next holder
+    /// need not touch it again. Best effort: a conflict (the member came back and wrote) leaves
+    /// it, and the next holder touches once more.
+    async fn unclaim_for(&self, member: &str, range: u32) {
+        let api = configmaps(&self.inner.client, &self.inner.namespace);
+        let name = claims_name(&self.inner.ring, member);
+        let Ok(Some(map)) = api.get_opt(&name).await else {
+            return;
+        };
+        let (Ok(mut held), Some(rv)) = (read_claims(&map), map.resource_version()) else {
+            return;
+        };
+        if !held.remove(&range) {
+            return;
+        }
+        let patch = json!({"metadata": {"resourceVersion": rv}, "data": {CLAIMS_KEY: encode_claims(&held)}});
+        if let Err(error) = api
+            .patch(&name, &PatchOptions::default(), &Patch::Merge(patch))
+            .await
+        {
+            tracing::debug!(member, range, %error, "range mode: a dead member's claim left");
+        }
+    }
+
+    /// The cached object of `key` if it lies in a range acted on, with a permit that counts it
+    /// in flight until dropped.
+    fn admit(&self, key: &str) -> Option<(Arc<K>, RangePermit<K>)> {
+        let mut state = self.inner.state.lock();
+        let (range, object) = state.acting.iter().find_map(|r| {
+            Some((
+                *r,
+                state.informers.get(r)?.informer.indexer().get_by_key(key)?,
+            ))
+        })?;
+        *state.in_flight.entry(range).or_default() += 1;
+        Some((
+            object,
+            RangePermit {
+                shard: self.clone(),
+                range,
+            },
+        ))
+    }
+
+    /// Workers over the queue given to [`new`](Self::new): `reconcile(object, writer)` is
+    /// called for a key whose object is cached in a range acted on; other keys are skipped
+    /// (they are queued again when their range is acted on). Runs until `cancel` fires.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: stop it with `cancel`, which lets each reconcile finish.
+    pub async fn run_controller<F, Fut, E>(
+        self,
+        workers: usize,
+        cancel: CancellationToken,
+        reconcile: F,
+    ) where
+        F: Fn(Arc<K>, RangeWriter<K>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: fmt::Display + Send + 'static,
+    {
+        let reconcile = Arc::new(reconcile);
+        let writer = self.writer();
+        let queue = self.inner.queue.clone();
+        Controller::new(queue)
+            .workers(workers)
+            .run(cancel, move |key: String| {
+                let (shard, writer, reconcile) = (self.clone(), writer.clone(), reconcile.clone());
+                async move {
+                    if !shard.inner.guard.is_valid() {
+                        return Ok(Action::RequeueAfter(LAPSED_RETRY));
+                    }
+                    let Some((object, permit)) = shard.admit(&key) else {
+                        return Ok(Action::Done);
+                    };
+                    let result = reconcile(object, writer).await;
+                    drop(permit);
+                    result
+                }
+            })
+            .await
+    }
+}
+
+fn read_claims(map: &DynamicObject) -> Result<BTreeSet<u32>, ClientError> {
+    let value = map
+        .data
+        .get("data")
+        .and_then(|d| d.get(CLAIMS_KEY))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    parse_claims(value).map_err(|e| ClientError::InvalidRequest(format!("{}: {e}", map.name())))
+}
+
+/// A reconcile of a range in flight: the range is not released before it is dropped (SH22).
+struct RangePermit<K> {
+    shard: RangeShard<K>,
+    range: u32,
+}
+
+impl<K> Drop for RangePermit<K> {
+    fn drop(&mut self) {
+        let mut state = self.shard.inner.state.lock();
+        if let Some(count) = state.in_flight.get_mut(&self.range) {
+            *count = count.saturating_sub(1);
+        }
+    }
+}
+
+/// Writes of a [`RangeShard`]'s replica: refused locally unless its shard lease is held and the
+/// object, as seen, lies in a range it acts on; sent with the seen resourceVersion as
+/// precondition; a write whose fate is unknown (no answer) marks its key to be touched before
+/// its range is released (SH22).
+pub struct RangeWriter<K> {
+    api: Api<K>,
+    shard: RangeShard<K>,
+}
+
+impl<K> Clone for RangeWriter<K> {
+    fn clone(&self) -> Self {
+        Self {
+            api: self.api.clone(),
+            shard: self.shard.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for RangeWriter<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RangeWriter")
+            .field("identity", &self.shard.inner.identity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
+    /// The range `seen` lies in if this replica acts on it, and its resourceVersion.
+    pub fn check<'a, T: Object>(&self, seen: &'a T) -> Result<(u32, &'a str), FenceError> {
+        let inner = &self.shard.inner;
+        if !inner.guard.is_valid() {
+            return Err(FenceError::LeaseNotHeld {
+                identity: inner.identity.clone(),
+            });
+        }
+        let uid = seen.uid().unwrap_or_default();
+        let range = RangeTable::range_of_hash(
+            workqueue::shared_informer::reflector::store_index::shard_hash(uid),
+        );
+        if uid.is_empty() || !inner.state.lock().acting.contains(&range) {
+            return Err(FenceError::NotAssigned {
+                object: seen.name().to_string(),
+                assigned_to: None,
+                identity: inner.identity.clone(),
+            });
+        }
+        let rv = seen
+            .resource_version()
+            .filter(|rv| !rv.is_empty())
+            .ok_or_else(|| FenceError::NoResourceVersion {
+                object: seen.name().to_string(),
+            })?;
+        Ok((range, rv))
+    }
+
+    /// A JSON merge patch of `seen`, conditioned on its resourceVersion.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one request; dropped, its fate is unknown and its key is not marked (the
+    /// reconcile that dropped it should return an error, so that the key is retried).
+    pub async fn merge_patch(&self, seen: &K, patch: &Value) -> Result<K, FenceError> {
+        self.patch(seen, patch, false).await
+    }
+
+    /// [`merge_patch`](Self::merge_patch) through the `status` subresource.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`merge_patch`](Self::merge_patch).
+    pub async fn merge_patch_status(&self, seen: &K, patch: &Value) -> Result<K, FenceError> {
+        self.patch(seen, patch, true).await
+    }
+
+    async fn patch(&self, seen: &K, patch: &Value, status: bool) -> Result<K, FenceError> {
+        let (range, rv) = self.check(seen)?;
+        let patch = Patch::Merge(with_precondition(patch, rv)?);
+        let api = &self.api;
+        let options = PatchOptions::default();
+        let result = if status {
+            api.patch_status(seen.name(), &options, &patch).await
+        } else {
+            api.patch(seen.name(), &options, &patch).await
+        };
+        let key = match seen.namespace().filter(|ns| !ns.is_empty()) {
+            Some(ns) => format!("{ns}/{}", seen.name()),
+            None => seen.name().to_string(),
+        };
+        let mut state = self.shard.inner.state.lock();
+        match &result {
+            Err(error) if !answered(error) => {
+                state.unknown.entry(range).or_default().insert(key);
+            }
+            _ => {
+                if let Some(keys) = state.unknown.get_mut(&range) {
+                    keys.remove(&key);
+                }
+            }
+        }
+        drop(state);
+        Ok(result?)
+    }
+}

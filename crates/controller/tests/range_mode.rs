@@ -1,0 +1,528 @@
+//! Range mode end to end, on the simulator by `cargo test` and on a real kube-apiserver with
+//! `ShardedListAndWatch` by `REAL_APISERVER=1 cargo test`: replicas that split 120
+//! Services by the server's shard selector, through their ring's Leases and claims
+//! ConfigMaps, under churn, while a member is killed (its lease left to run out) and another
+//! joins.
+//!
+//! Checked from the server's side, on a recording of every version of every object and every
+//! claims ConfigMap (a watch started before the replicas):
+//! - each reconcile write names its writer (`by`), a touch names its toucher; whenever the
+//!   writer of an object changes from A to B, B's write is a touch (SH23) or A's claims lost the
+//!   object's range at a revision between A's last write and B's first (SH22): no object ever
+//!   has two acting owners;
+//! - after each step every object is reconciled by its range's owner in the live members'
+//!   table, at its current spec, and only the killed member's ranges were touched;
+//! - each replica caches about its share of the objects.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use controller::leader_election::LeaderElectionConfig;
+use controller::sharding::{
+    claims_name, parse_claims, touch_annotation, ApiRingLeases, FenceError, RangeShard, RangeTable,
+    Ring, CLAIMS_KEY,
+};
+use controller::{Action, CancellationToken};
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use shared_informer::reflector::store_index::{shard_hash, DynamicObject, Object};
+use shared_informer::reflector::{Api, Client, ClusterConfig, Patch, PatchOptions, Resource};
+use shared_informer::{EventHandlerFns, SharedInformerFactory};
+use sim_apiserver::TestServer;
+use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
+
+const NS: &str = "ranges";
+const RING: &str = "accounts";
+const OBJECTS: usize = 120;
+
+fn config(identity: &str) -> LeaderElectionConfig {
+    let mut config = LeaderElectionConfig::new(RING, identity);
+    config.lease_duration = Duration::from_secs(4);
+    config.renew_deadline = Duration::from_secs(3);
+    config.retry_period = Duration::from_millis(500);
+    config
+}
+
+/// One replica: its ring membership, its range shard and its controller, stopped together.
+struct Replica {
+    name: String,
+    stop: CancellationToken,
+    shard: RangeShard<DynamicObject>,
+}
+
+/// A reconcile the test holds in flight: the reconcile of the object named here waits, once it
+/// has said so, until the test lets it go.
+#[derive(Default)]
+struct Hold {
+    name: Mutex<Option<String>>,
+    entered: tokio::sync::Notify,
+    released: tokio::sync::Notify,
+}
+
+impl Hold {
+    async fn pass(&self, name: &str) {
+        if self.name.lock().as_deref() == Some(name) {
+            let released = self.released.notified();
+            self.entered.notify_one();
+            released.await;
+        }
+    }
+}
+
+fn start_replica(
+    client: &Client,
+    name: &str,
+    release_on_cancel: bool,
+    hold: &Arc<Hold>,
+) -> Replica {
+    let stop = CancellationToken::new();
+    let mut config = config(name);
+    config.release_on_cancel = release_on_cancel;
+    let leases = ApiRingLeases::new(client.clone(), NS);
+    let ring = Ring::new(RING, config, leases).unwrap();
+    tokio::spawn({
+        let (ring, stop) = (ring.clone(), stop.clone());
+        async move { ring.run(ring.lock(), stop).await }
+    });
+    let queue = RateLimitingQueue::new(default_controller_rate_limiter());
+    let accounts = Resource::namespaced("", "v1", "services");
+    let shard: RangeShard<DynamicObject> =
+        RangeShard::new(&ring, client.clone(), accounts, NS, queue);
+    tokio::spawn({
+        let (shard, ring, stop) = (shard.clone(), ring.clone(), stop.clone());
+        async move { shard.run(&ring, stop).await }
+    });
+    let me = name.to_string();
+    let hold = hold.clone();
+    tokio::spawn(
+        shard
+            .clone()
+            .run_controller(2, stop.clone(), move |account, writer| {
+                let (me, hold) = (me.clone(), hold.clone());
+                async move {
+                    let spec = account.annotation("spec").unwrap_or_default().to_string();
+                    if account.annotation("by") == Some(me.as_str())
+                        && account.annotation("seen") == Some(spec.as_str())
+                    {
+                        return Ok(Action::Done);
+                    }
+                    hold.pass(account.name()).await;
+                    let patch = json!({"metadata": {"annotations": {"by": me, "seen": spec}}});
+                    writer.merge_patch(&account, &patch).await?;
+                    Ok::<_, FenceError>(Action::Done)
+                }
+            }),
+    );
+    Replica {
+        name: name.to_string(),
+        stop,
+        shard,
+    }
+}
+
+/// Every version of every object of one resource, by name, as a watch delivered them.
+#[derive(Clone, Default)]
+struct Recording(Arc<Mutex<BTreeMap<String, Vec<Arc<DynamicObject>>>>>);
+
+impl Recording {
+    fn start(factory: &SharedInformerFactory, resource: Resource) -> Recording {
+        let recording = Recording::default();
+        let informer = factory.informer::<DynamicObject>(resource).unwrap();
+        let (on_add, on_update) = (recording.clone(), recording.clone());
+        informer
+            .add_event_handler(
+                EventHandlerFns::new()
+                    .on_add(move |obj, _| on_add.push(obj))
+                    .on_update(move |_, obj| on_update.push(obj)),
+            )
+            .unwrap();
+        recording
+    }
+
+    fn push(&self, obj: &Arc<DynamicObject>) {
+        self.0
+            .lock()
+            .entry(obj.name().to_string())
+            .or_default()
+            .push(obj.clone());
+    }
+
+    fn snapshot(&self) -> BTreeMap<String, Vec<Arc<DynamicObject>>> {
+        self.0.lock().clone()
+    }
+}
+
+fn revision(obj: &DynamicObject) -> u64 {
+    obj.resource_version().unwrap_or("0").parse().unwrap_or(0)
+}
+
+fn range_of(obj: &DynamicObject) -> u32 {
+    RangeTable::range_of_hash(shard_hash(obj.uid().unwrap_or_default()))
+}
+
+/// Each member's claims over time: (revision, ranges held from then on).
+fn claims_history(
+    maps: &BTreeMap<String, Vec<Arc<DynamicObject>>>,
+) -> BTreeMap<String, Vec<(u64, BTreeSet<u32>)>> {
+    let prefix = claims_name(RING, "");
+    let mut out = BTreeMap::new();
+    for (name, versions) in maps {
+        let Some(member) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        let history = versions
+            .iter()
+            .map(|v| {
+                let held = v
+                    .data
+                    .get("data")
+                    .and_then(|d| d.get(CLAIMS_KEY))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                (revision(v), parse_claims(held).unwrap())
+            })
+            .collect();
+        out.insert(member.to_string(), history);
+    }
+    out
+}
+
+/// The fence check over the recording (see the module doc); the number of writer changes it
+/// checked, and of touches.
+fn check_owners(
+    objects: &BTreeMap<String, Vec<Arc<DynamicObject>>>,
+    claims: &BTreeMap<String, Vec<(u64, BTreeSet<u32>)>>,
+) -> Result<(usize, usize), String> {
+    let touch = touch_annotation(RING);
+    let (mut switches, mut touches) = (0, 0);
+    for (name, versions) in objects {
+        let mut versions: Vec<&Arc<DynamicObject>> = versions.iter().collect();
+        versions.sort_by_key(|v| revision(v));
+        versions.dedup_by_key(|v| revision(v));
+        // (writer, revision of its last write so far)
+        let mut last: Option<(String, u64)> = None;
+        for pair in versions.windows(2) {
+            let (before, now) = (pair[0], pair[1]);
+            let rev = revision(now);
+            let writer = if now.annotation(&touch) != before.annotation(&touch) {
+                touches += 1;
+                let toucher = now.annotation(&touch).unwrap_or_default();
+                Some((
+                    toucher.split(' ').next().unwrap_or_default().to_string(),
+                    true,
+                ))
+            } else if now.annotation("by") != before.annotation("by")
+                || now.annotation("seen") != before.annotation("seen")
+            {
+                Some((now.annotation("by").unwrap_or_default().to_string(), false))
+            } else {
+                None
+            };
+            let Some((writer, is_touch)) = writer else {
+                continue;
+            };
+            if let Some((previous, at)) = &last {
+                if *previous != writer && !is_touch {
+                    switches += 1;
+                    let range = range_of(now);
+                    let released = claims.get(previous).is_some_and(|history| {
+                        history
+                            .iter()
+                            .any(|(r, held)| *r > *at && *r < rev && !held.contains(&range))
+                    });
+                    if !released {
+                        return Err(format!(
+                            "{name}: written by {writer} at {rev} after {previous}'s write at \
+                             {at}, with neither a touch nor a release of range {range} between"
+                        ));
+                    }
+                }
+            }
+            last = Some((writer, rev));
+        }
+    }
+    Ok((switches, touches))
+}
+
+/// Waits until every account is reconciled by the owner of its range among `members`, at its
+/// current spec; `Err` with what is not, at the deadline.
+async fn converged(
+    server: &TestServer,
+    churn_paused: &std::sync::atomic::AtomicBool,
+    members: &[&str],
+) -> Result<(), String> {
+    churn_paused.store(true, std::sync::atomic::Ordering::SeqCst);
+    let result = settled(server, members).await;
+    churn_paused.store(false, std::sync::atomic::Ordering::SeqCst);
+    result
+}
+
+async fn settled(server: &TestServer, members: &[&str]) -> Result<(), String> {
+    let table = RangeTable::new(members.iter().copied());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let accounts = server.list("services", Some(NS)).unwrap();
+        let wrong: Vec<String> = accounts
+            .iter()
+            .filter(|a| a["metadata"]["annotations"]["spec"].is_string())
+            .filter_map(|a| {
+                let uid = a["metadata"]["uid"].as_str().unwrap_or_default();
+                let owner = table.owner_of_hash(shard_hash(uid)).unwrap_or_default();
+                let notes = &a["metadata"]["annotations"];
+                (notes["by"] != owner || notes["seen"] != notes["spec"])
+                    .then(|| format!("{} (owner {owner}): {notes}", a["metadata"]["name"]))
+            })
+            .collect();
+        if wrong.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!(
+                "{} not converged: {:?}",
+                wrong.len(),
+                &wrong[..wrong.len().min(5)]
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// An object whose range moves to `joiner` when it joins `members`, its owner now and the range.
+fn moving_to(joiner: &str, server: &TestServer, members: &[&str]) -> (String, String, u32) {
+    let before = RangeTable::new(members.iter().copied());
+    let after = RangeTable::new(members.iter().copied().chain([joiner]));
+    let services = server.list("services", Some(NS)).unwrap();
+    services
+        .iter()
+        .find_map(|s| {
+            let hash = shard_hash(s["metadata"]["uid"].as_str()?);
+            let range = RangeTable::range_of_hash(hash);
+            (after.owner(range) == Some(joiner)).then(|| {
+                let name = s["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                (
+                    name,
+                    before.owner(range).unwrap_or_default().to_string(),
+                    range,
+                )
+            })
+        })
+        .expect("an object whose range moves to the joiner")
+}
+
+async fn patch_spec(client: &Client, name: &str, spec: &str) {
+    let api = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        Resource::namespaced("", "v1", "services"),
+        NS,
+    );
+    let patch = Patch::Merge(json!({"metadata": {"annotations": {"spec": spec}}}));
+    api.patch(name, &PatchOptions::default(), &patch)
+        .await
+        .unwrap();
+}
+
+/// Waits (the churn running) until `replicas` together act on every range, each on its own.
+async fn acting_on_all(replicas: &[&Replica]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut all = BTreeSet::new();
+        let mut total = 0;
+        for replica in replicas {
+            let acting = replica.shard.acting();
+            total += acting.len();
+            all.extend(acting);
+        }
+        if all.len() == controller::sharding::VIRTUAL_RANGES as usize && total == all.len() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} ranges acted on ({total} in all) after a minute",
+            all.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_members_ranges() {
+    let server = TestServer::start().await.expect("a test server");
+    server
+        .create("namespaces", None, json!({"metadata": {"name": NS}}))
+        .unwrap();
+    let config =
+        ClusterConfig::from_kubeconfig_files(&[server.kubeconfig_path().to_path_buf()], None)
+            .unwrap();
+    let client = Client::new(&config).unwrap();
+    let recorder = SharedInformerFactory::new(config).namespace(NS);
+    let objects = Recording::start(&recorder, Resource::namespaced("", "v1", "services"));
+    let claims = Recording::start(&recorder, Resource::namespaced("", "v1", "configmaps"));
+    let stop_recording = CancellationToken::new();
+    recorder.start(&stop_recording);
+    for i in 0..OBJECTS {
+        let account = json!({"metadata": {"name": format!("sa-{i}"), "annotations": {"spec": "0"}},
+                              "spec": {"ports": [{"port": 80}]}});
+        server.create("services", Some(NS), account).unwrap();
+    }
+
+    // Churn: a spec changes every 50 ms, through the test's own client, while the ring
+    // changes; paused while convergence is checked.
+    let churn_stop = CancellationToken::new();
+    let paused = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = tokio::spawn({
+        let (server_url, stop) = (server.kubeconfig_path().to_path_buf(), churn_stop.clone());
+        let paused = paused.clone();
+        async move {
+            let config = ClusterConfig::from_kubeconfig_files(&[server_url], None).unwrap();
+            let api = Api::<DynamicObject>::namespaced_with(
+                Client::new(&config).unwrap(),
+                Resource::namespaced("", "v1", "services"),
+                NS,
+            );
+            let mut n = 0u64;
+            while !stop.is_cancelled() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if paused.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                n += 1;
+                let name = format!("sa-{}", (n * 7) % OBJECTS as u64);
+                let patch = json!({"metadata": {"annotations": {"spec": n.to_string()}}});
+                let _ = api
+                    .patch(&name, &PatchOptions::default(), &Patch::Merge(patch))
+                    .await;
+            }
+        }
+    });
+
+    let hold = Arc::new(Hold::default());
+    let a = start_replica(&client, "a", true, &hold);
+    let b = start_replica(&client, "b", true, &hold);
+    let c = start_replica(&client, "c", false, &hold);
+    converged(&server, &paused, &["a", "b", "c"]).await.unwrap();
+    let shares: Vec<usize> = [&a, &b, &c].iter().map(|r| r.shard.cached()).collect();
+    println!("three members: caches {shares:?} of {OBJECTS}");
+    for (replica, cached) in [&a, &b, &c].iter().zip(&shares) {
+        assert!(
+            *cached < OBJECTS * 6 / 10,
+            "{} caches {cached} of {OBJECTS}: not its share",
+            replica.name
+        );
+    }
+
+    // c dies without releasing: its lease runs out, its ranges are touched and taken.
+    let c_ranges: BTreeSet<u32> = c.shard.held().into_iter().collect();
+    c.stop.cancel();
+    acting_on_all(&[&a, &b]).await;
+    converged(&server, &paused, &["a", "b"]).await.unwrap();
+
+    // d joins: ranges move to it from a and b, drained and released, with no touch.
+    // d joins while a reconcile of an object whose range moves to d is in flight: d must not
+    // act on that range before its holder finished and released it (SH21, SH22).
+    let (moving, from, range) = moving_to("d", &server, &["a", "b"]);
+    *hold.name.lock() = Some(moving.clone());
+    let entered = hold.entered.notified();
+    patch_spec(&client, &moving, "held").await;
+    entered.await;
+    let d = start_replica(&client, "d", true, &hold);
+    let others = RangeTable::new(["a", "b", "d"]).ranges_of("d").len() - 1;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while d.shard.acting().len() < others {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "d acts on {:?}",
+            d.shard.acting()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !d.shard.acting().contains(&range),
+        "d acts on range {range} while {from} reconciles {moving} in it"
+    );
+    *hold.name.lock() = None;
+    hold.released.notify_waiters();
+    acting_on_all(&[&a, &b, &d]).await;
+    converged(&server, &paused, &["a", "b", "d"]).await.unwrap();
+
+    churn_stop.cancel();
+    churn.await.unwrap();
+    converged(&server, &paused, &["a", "b", "d"]).await.unwrap();
+    for replica in [&a, &b, &d] {
+        replica.stop.cancel();
+    }
+    stop_recording.cancel();
+
+    let objects = objects.snapshot();
+    let claims = claims_history(&claims.snapshot());
+    let (switches, touches) = check_owners(&objects, &claims).unwrap();
+    println!("{switches} hand-overs by release, {touches} touches");
+    assert!(switches > 0, "no hand-over by release was exercised");
+    // Only the dead member's ranges were touched, each object at most once per taker.
+    let touch = touch_annotation(RING);
+    for (name, versions) in &objects {
+        let last = versions.iter().max_by_key(|v| revision(v)).unwrap();
+        if let Some(mark) = last.annotation(&touch) {
+            assert!(
+                c_ranges.contains(&range_of(last)),
+                "{name} (range {}) touched by {mark}, not one of c's ranges {c_ranges:?}",
+                range_of(last)
+            );
+        }
+    }
+    assert!(touches > 0, "c's ranges were not touched");
+    server.stop().await.unwrap();
+}
+
+#[test]
+fn the_owner_check_fails_a_write_by_a_member_that_neither_released_nor_was_touched() {
+    fn account(rv: u64, by: &str, seen: &str) -> Arc<DynamicObject> {
+        let mut account = DynamicObject::new("v1", "Service")
+            .within(NS)
+            .named("sa-0")
+            .with_uid("uid-0")
+            .with_resource_version(rv.to_string());
+        account
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .extend([
+                ("by".to_string(), by.to_string()),
+                ("seen".to_string(), seen.to_string()),
+            ]);
+        Arc::new(account)
+    }
+    let range = RangeTable::range_of_hash(shard_hash("uid-0"));
+    let objects = BTreeMap::from([(
+        "sa-0".to_string(),
+        vec![
+            account(1, "", ""),
+            account(2, "a", "1"),
+            account(5, "b", "1"),
+        ],
+    )]);
+    let held_by_a = |at: u64, held: bool| {
+        let ranges: BTreeSet<u32> = if held {
+            [range].into()
+        } else {
+            BTreeSet::new()
+        };
+        (at, ranges)
+    };
+    // a still held the range when b wrote: refused.
+    let claims = BTreeMap::from([("a".to_string(), vec![held_by_a(1, true)])]);
+    let error = check_owners(&objects, &claims).unwrap_err();
+    assert!(
+        error.contains("written by b at 5 after a's write at 2"),
+        "{error}"
+    );
+    // a released it at revision 3, before b's write: a hand-over.
+    let claims = BTreeMap::from([(
+        "a".to_string(),
+        vec![held_by_a(1, true), held_by_a(3, false)],
+    )]);
+    assert_eq!(check_owners(&objects, &claims), Ok((1, 0)));
+}
