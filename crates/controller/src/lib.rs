@@ -86,8 +86,8 @@ pub mod prelude {
     pub use crate::events::{ApiEventSink, BroadcasterConfig, EventBroadcaster, EventSource};
     pub use crate::leader_election::ApiLeaseLock;
     pub use crate::sharding::{
-        ApiRingLeases, FenceError, FencedWriter, Ring, ShardGate, ShardedController, Sharder,
-        SharderConfig,
+        ApiRingLeases, FenceError, FencedWriter, RangeShard, RangeWriter, Ring, ShardGate,
+        ShardedController, Sharder, SharderConfig,
     };
     pub use crate::workqueue::prelude::*;
     pub use crate::{

@@ -30,7 +30,7 @@
 //!   earlier was conditioned on an older version and is refused if it arrives later.
 //!
 //! [`decide`] is this logic alone, pure: the runtime that publishes, lists, touches and moves
-//! informers is [`super::RangeShard`].
+//! informers is [`RangeShard`](super::RangeShard).
 
 use std::collections::{BTreeMap, BTreeSet};
 

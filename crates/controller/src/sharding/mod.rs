@@ -13,6 +13,14 @@
 //!                                                                            Sharder, plan
 //!   handover: a replica acknowledges a drain after its reconcile in flight   ShardGate,
 //!                                                                            ShardedController
+//!
+//!   range mode, no labels and no sharder:
+//!   ranges: 64 virtual ranges of the server's shard hash, owned by rendezvous  RangeTable
+//!   claims: each member publishes the ranges it holds; acts on one only when
+//!           no other live member claims it; touches what a dead one held      decide
+//!   range_shard: one informer per held range (shardSelector), the claims
+//!           published every tick, writes fenced by range and version         RangeShard,
+//!                                                                            RangeWriter
 //! ```
 //!
 //! Each replica caches only its share through an informer with [`shard_selector`];

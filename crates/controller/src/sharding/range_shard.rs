@@ -115,8 +115,9 @@ struct Inner<K> {
     incarnation: String,
 }
 
-/// A replica of a shard ring in range mode, for one namespaced resource: see the
-/// [module](self) and docs/sharding.md.
+/// A replica of a shard ring in range mode, for one namespaced resource: every tick of the
+/// ring it releases, claims, acts on or touches its ranges (SH21–SH23), with one informer per
+/// held range; docs/sharding.md gives the design and the safety argument.
 ///
 /// ```no_run
 /// use controller::leader_election::LeaderElectionConfig;
