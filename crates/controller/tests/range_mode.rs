@@ -6,7 +6,8 @@
 //!
 //! Checked from the server's side, on a recording of every version of every object and every
 //! claims ConfigMap (a watch started before the replicas):
-//! - each reconcile write names its writer (`by`), a touch names its toucher; whenever the
+//! - each reconcile write names its writer (`by`, on the Service and on its child ConfigMap,
+//!   created by the reconcile and labelled with its owner's range), a touch names its toucher; whenever the
 //!   writer of an object changes from A to B, B's write is a touch (SH23) or A's claims lost the
 //!   object's range at a revision between A's last write and B's first (SH22): no object ever
 //!   has two acting owners;
@@ -20,8 +21,8 @@ use std::time::Duration;
 
 use controller::leader_election::LeaderElectionConfig;
 use controller::sharding::{
-    claims_name, parse_claims, touch_annotation, ApiRingLeases, FenceError, RangeShard, RangeTable,
-    Ring, CLAIMS_KEY,
+    claims_name, parse_claims, range_label, touch_annotation, ApiRingLeases, FenceError,
+    RangeShard, RangeTable, RangeWriter, Ring, CLAIMS_KEY,
 };
 use controller::{Action, CancellationToken};
 use parking_lot::Mutex;
@@ -36,7 +37,7 @@ const NS: &str = "ranges";
 const RING: &str = "accounts";
 const OBJECTS: usize = 120;
 
-fn config(identity: &str) -> LeaderElectionConfig {
+fn election(identity: &str) -> LeaderElectionConfig {
     let mut config = LeaderElectionConfig::new(RING, identity);
     config.lease_duration = Duration::from_secs(4);
     config.renew_deadline = Duration::from_secs(3);
@@ -71,16 +72,19 @@ impl Hold {
 }
 
 fn start_replica(
-    client: &Client,
+    config: &ClusterConfig,
     name: &str,
     release_on_cancel: bool,
     hold: &Arc<Hold>,
 ) -> Replica {
+    // A client of its own, as a replica in a process of its own has: its connection carries
+    // its watches (at most 8 groups per resource) and its requests.
+    let client = &Client::new(config).unwrap();
     let stop = CancellationToken::new();
-    let mut config = config(name);
-    config.release_on_cancel = release_on_cancel;
+    let mut election = election(name);
+    election.release_on_cancel = release_on_cancel;
     let leases = ApiRingLeases::new(client.clone(), NS);
-    let ring = Ring::new(RING, config, leases).unwrap();
+    let ring = Ring::new(RING, election, leases).unwrap();
     tokio::spawn({
         let (ring, stop) = (ring.clone(), stop.clone());
         async move { ring.run(ring.lock(), stop).await }
@@ -88,30 +92,18 @@ fn start_replica(
     let queue = RateLimitingQueue::new(default_controller_rate_limiter());
     let accounts = Resource::namespaced("", "v1", "services");
     let shard: RangeShard<DynamicObject> =
-        RangeShard::new(&ring, client.clone(), accounts, NS, queue);
+        RangeShard::new(&ring, client.clone(), accounts, NS, queue)
+            .owns(Resource::namespaced("", "v1", "configmaps"), "Service");
     tokio::spawn({
         let (shard, ring, stop) = (shard.clone(), ring.clone(), stop.clone());
         async move { shard.run(&ring, stop).await }
     });
-    let me = name.to_string();
-    let hold = hold.clone();
+    let (me, hold, cache) = (name.to_string(), hold.clone(), shard.clone());
     tokio::spawn(
         shard
             .clone()
             .run_controller(2, stop.clone(), move |account, writer| {
-                let (me, hold) = (me.clone(), hold.clone());
-                async move {
-                    let spec = account.annotation("spec").unwrap_or_default().to_string();
-                    if account.annotation("by") == Some(me.as_str())
-                        && account.annotation("seen") == Some(spec.as_str())
-                    {
-                        return Ok(Action::Done);
-                    }
-                    hold.pass(account.name()).await;
-                    let patch = json!({"metadata": {"annotations": {"by": me, "seen": spec}}});
-                    writer.merge_patch(&account, &patch).await?;
-                    Ok::<_, FenceError>(Action::Done)
-                }
+                reconcile(me.clone(), hold.clone(), cache.clone(), account, writer)
             }),
     );
     Replica {
@@ -119,6 +111,55 @@ fn start_replica(
         stop,
         shard,
     }
+}
+
+/// The reconcile: the Service's child ConfigMap `<name>-cfg` and the Service itself carry
+/// `by: <me>` and `seen: <its spec>` (the child created through the range writer, labelled with
+/// its owner's range).
+async fn reconcile(
+    me: String,
+    hold: Arc<Hold>,
+    cache: RangeShard<DynamicObject>,
+    account: Arc<DynamicObject>,
+    writer: RangeWriter<DynamicObject>,
+) -> Result<Action, FenceError> {
+    let spec = account.annotation("spec").unwrap_or_default().to_string();
+    let child_name = format!("{}-cfg", account.name());
+    let child = cache.child(&format!("{NS}/{child_name}"));
+    let mine = |obj: &DynamicObject| {
+        written(obj, "by") == Some(me.as_str()) && written(obj, "seen") == Some(spec.as_str())
+    };
+    if mine(&account) && child.as_deref().is_some_and(mine) {
+        return Ok(Action::Done);
+    }
+    hold.pass(account.name()).await;
+    let data = json!({"by": me, "seen": spec});
+    match child {
+        None => {
+            let owner = json!([{"apiVersion": "v1", "kind": "Service", "name": account.name(),
+                                "uid": account.uid(), "controller": true}]);
+            let child = json!({"metadata": {"name": child_name, "ownerReferences": owner},
+                               "data": data});
+            match writer.create_child(&account, &child).await {
+                Ok(_) => {}
+                // Created by the range's previous holder and not in the cache yet.
+                Err(FenceError::ChildExists { .. }) => {
+                    return Ok(Action::RequeueAfter(Duration::from_millis(200)))
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Some(child) if !mine(&child) => {
+            writer
+                .merge_patch_child(&child, &json!({"data": data}))
+                .await?;
+        }
+        Some(_) => {}
+    }
+    writer
+        .merge_patch(&account, &json!({"metadata": {"annotations": data}}))
+        .await?;
+    Ok(Action::Done)
 }
 
 /// Every version of every object of one resource, by name, as a watch delivered them.
@@ -150,6 +191,20 @@ impl Recording {
 
     fn snapshot(&self) -> BTreeMap<String, Vec<Arc<DynamicObject>>> {
         self.0.lock().clone()
+    }
+}
+
+/// What a reconcile wrote, `by` or `seen`: an annotation of a Service, a data key of its child.
+fn written<'a>(obj: &'a DynamicObject, field: &str) -> Option<&'a str> {
+    obj.annotation(field)
+        .or_else(|| obj.data.get("data")?.get(field)?.as_str())
+}
+
+/// The virtual range of an object: its uid's, or for a child the one its label names.
+fn range_in(obj: &DynamicObject) -> u32 {
+    match obj.label(&range_label(RING)) {
+        Some(label) => label.parse().unwrap_or(u32::MAX),
+        None => range_of(obj),
     }
 }
 
@@ -200,8 +255,11 @@ fn check_owners(
         let mut versions: Vec<&Arc<DynamicObject>> = versions.iter().collect();
         versions.sort_by_key(|v| revision(v));
         versions.dedup_by_key(|v| revision(v));
-        // (writer, revision of its last write so far)
-        let mut last: Option<(String, u64)> = None;
+        // (writer, revision of its last write so far); a child's creator wrote its first version.
+        let mut last: Option<(String, u64)> = versions.first().and_then(|v| {
+            let creator = written(v, "by").filter(|by| !by.is_empty())?;
+            Some((creator.to_string(), revision(v)))
+        });
         for pair in versions.windows(2) {
             let (before, now) = (pair[0], pair[1]);
             let rev = revision(now);
@@ -212,10 +270,10 @@ fn check_owners(
                     toucher.split(' ').next().unwrap_or_default().to_string(),
                     true,
                 ))
-            } else if now.annotation("by") != before.annotation("by")
-                || now.annotation("seen") != before.annotation("seen")
+            } else if written(now, "by") != written(before, "by")
+                || written(now, "seen") != written(before, "seen")
             {
-                Some((now.annotation("by").unwrap_or_default().to_string(), false))
+                Some((written(now, "by").unwrap_or_default().to_string(), false))
             } else {
                 None
             };
@@ -225,7 +283,7 @@ fn check_owners(
             if let Some((previous, at)) = &last {
                 if *previous != writer && !is_touch {
                     switches += 1;
-                    let range = range_of(now);
+                    let range = range_in(now);
                     let released = claims.get(previous).is_some_and(|history| {
                         history
                             .iter()
@@ -263,6 +321,12 @@ async fn settled(server: &TestServer, members: &[&str]) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
         let accounts = server.list("services", Some(NS)).unwrap();
+        let children: BTreeMap<String, Value> = server
+            .list("configmaps", Some(NS))
+            .unwrap()
+            .into_iter()
+            .filter_map(|c| Some((c["metadata"]["name"].as_str()?.to_string(), c)))
+            .collect();
         let wrong: Vec<String> = accounts
             .iter()
             .filter(|a| a["metadata"]["annotations"]["spec"].is_string())
@@ -270,8 +334,13 @@ async fn settled(server: &TestServer, members: &[&str]) -> Result<(), String> {
                 let uid = a["metadata"]["uid"].as_str().unwrap_or_default();
                 let owner = table.owner_of_hash(shard_hash(uid)).unwrap_or_default();
                 let notes = &a["metadata"]["annotations"];
-                (notes["by"] != owner || notes["seen"] != notes["spec"])
-                    .then(|| format!("{} (owner {owner}): {notes}", a["metadata"]["name"]))
+                let name = a["metadata"]["name"].as_str().unwrap_or_default();
+                let child = children.get(&format!("{name}-cfg"));
+                let child_ok = child.is_some_and(|c| {
+                    c["data"]["by"] == owner && c["data"]["seen"] == notes["spec"]
+                });
+                (notes["by"] != owner || notes["seen"] != notes["spec"] || !child_ok)
+                    .then(|| format!("{name} (owner {owner}): {notes} child {child:?}"))
             })
             .collect();
         if wrong.is_empty() {
@@ -358,7 +427,7 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
         ClusterConfig::from_kubeconfig_files(&[server.kubeconfig_path().to_path_buf()], None)
             .unwrap();
     let client = Client::new(&config).unwrap();
-    let recorder = SharedInformerFactory::new(config).namespace(NS);
+    let recorder = SharedInformerFactory::new(config.clone()).namespace(NS);
     let objects = Recording::start(&recorder, Resource::namespaced("", "v1", "services"));
     let claims = Recording::start(&recorder, Resource::namespaced("", "v1", "configmaps"));
     let stop_recording = CancellationToken::new();
@@ -400,17 +469,27 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
     });
 
     let hold = Arc::new(Hold::default());
-    let a = start_replica(&client, "a", true, &hold);
-    let b = start_replica(&client, "b", true, &hold);
-    let c = start_replica(&client, "c", false, &hold);
+    let a = start_replica(&config, "a", true, &hold);
+    let b = start_replica(&config, "b", true, &hold);
+    let c = start_replica(&config, "c", false, &hold);
+
     converged(&server, &paused, &["a", "b", "c"]).await.unwrap();
     let shares: Vec<usize> = [&a, &b, &c].iter().map(|r| r.shard.cached()).collect();
-    println!("three members: caches {shares:?} of {OBJECTS}");
+    for replica in [&a, &b, &c] {
+        assert!(
+            replica.shard.watch_groups() <= 8,
+            "{} watch groups",
+            replica.shard.watch_groups()
+        );
+    }
+    // Each Service and its child: 2 × OBJECTS objects in all.
+    println!("three members: caches {shares:?} of {}", 2 * OBJECTS);
     for (replica, cached) in [&a, &b, &c].iter().zip(&shares) {
         assert!(
-            *cached < OBJECTS * 6 / 10,
-            "{} caches {cached} of {OBJECTS}: not its share",
-            replica.name
+            *cached < 2 * OBJECTS * 6 / 10,
+            "{} caches {cached} of {}: not its share",
+            replica.name,
+            2 * OBJECTS
         );
     }
 
@@ -428,7 +507,7 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
     let entered = hold.entered.notified();
     patch_spec(&client, &moving, "held").await;
     entered.await;
-    let d = start_replica(&client, "d", true, &hold);
+    let d = start_replica(&config, "d", true, &hold);
     let others = RangeTable::new(["a", "b", "d"]).ranges_of("d").len() - 1;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while d.shard.acting().len() < others {
@@ -457,7 +536,16 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
     stop_recording.cancel();
 
     let objects = objects.snapshot();
-    let claims = claims_history(&claims.snapshot());
+    let maps = claims.snapshot();
+    let claims = claims_history(&maps);
+    let children: BTreeMap<String, Vec<Arc<DynamicObject>>> = maps
+        .into_iter()
+        .filter(|(name, _)| name.ends_with("-cfg"))
+        .collect();
+    assert_eq!(children.len(), OBJECTS, "a child per Service");
+    let (child_switches, child_touches) = check_owners(&children, &claims).unwrap();
+    println!("children: {child_switches} hand-overs by release, {child_touches} touches");
+    assert!(child_touches > 0, "c's children were not touched");
     let (switches, touches) = check_owners(&objects, &claims).unwrap();
     println!("{switches} hand-overs by release, {touches} touches");
     assert!(switches > 0, "no hand-over by release was exercised");
@@ -467,9 +555,18 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
         let last = versions.iter().max_by_key(|v| revision(v)).unwrap();
         if let Some(mark) = last.annotation(&touch) {
             assert!(
-                c_ranges.contains(&range_of(last)),
+                c_ranges.contains(&range_in(last)),
                 "{name} (range {}) touched by {mark}, not one of c's ranges {c_ranges:?}",
-                range_of(last)
+                range_in(last)
+            );
+        }
+    }
+    for (name, versions) in &children {
+        let last = versions.iter().max_by_key(|v| revision(v)).unwrap();
+        if last.annotation(&touch).is_some() {
+            assert!(
+                c_ranges.contains(&range_in(last)),
+                "{name} touched out of c's ranges"
             );
         }
     }

@@ -18,8 +18,10 @@
 //!   ranges: 64 virtual ranges of the server's shard hash, owned by rendezvous  RangeTable
 //!   claims: each member publishes the ranges it holds; acts on one only when
 //!           no other live member claims it; touches what a dead one held      decide
-//!   range_shard: one informer per held range (shardSelector), the claims
-//!           published every tick, writes fenced by range and version         RangeShard,
+//!   range_watch: the held ranges' informers in 8 watch groups (shardSelector),
+//!           children by their owner's range label                           range_label
+//!   range_shard: the claims published every tick, ranges touched after a
+//!           death, writes fenced by range and version                        RangeShard,
 //!                                                                            RangeWriter
 //! ```
 //!
@@ -97,6 +99,7 @@ mod claims;
 mod fence;
 mod handover;
 mod range_shard;
+mod range_watch;
 mod ranges;
 mod ring;
 mod sharder;
@@ -112,6 +115,7 @@ pub use handover::{
     Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY, LAPSE_WARNING,
 };
 pub use range_shard::{touch_annotation, RangeShard, RangeWriter};
+pub use range_watch::range_label;
 pub use ranges::{RangeMove, RangeTable, VIRTUAL_RANGES};
 pub use ring::{
     max_departure_delay, shard_lease_name, ApiRingLeases, Membership, MemoryRingLeases, Ring,

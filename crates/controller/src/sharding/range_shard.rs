@@ -5,18 +5,16 @@
 //! ```text
 //!   RangeShard::run, every tick of the ring's retry period:
 //!     ring members ──► RangeTable ──► decide (claims.rs) ──► release / claim / act / touch
-//!     claim r:  publish <ring>-ranges-<me>.data.held, start r's informer
-//!               (shardSelector = r's slice of the hash space: the server sends r only)
+//!     claim r:  watch r (range_watch.rs: its watch group's informer now selects r too),
+//!               publish <ring>-ranges-<me>.data.held
 //!     act r:    after a fresh listing of every member's claims (SH21); enqueue r's keys
 //!     release:  stop admitting r, wait for r's reconciles in flight, touch r's keys whose
-//!               last write got no answer, stop r's informer, unpublish (SH22)
+//!               last write got no answer, unpublish, stop watching r (SH22)
 //!   RangeShard::run_controller: workers over the queue; a key is reconciled only when its
 //!     object is cached in a range acted on, with a RangeWriter (guard + range + resourceVersion)
 //! ```
 //!
-//! Each held range has an informer of its own, so a move lists only the range that moved; the
-//! ranges kept are never listed again. The hand-over rules are SH21–SH23 ([`super::claims`]);
-//! the argument is in docs/sharding.md.
+//! The hand-over rules are SH21–SH23 ([`super::claims`]); the argument is in docs/sharding.md.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -27,14 +25,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
-use workqueue::shared_informer::reflector::store_index::{
-    DynamicObject, Object, ShardField, ShardRange, ShardSelector,
-};
+use workqueue::shared_informer::reflector::store_index::{DynamicObject, Object};
 use workqueue::shared_informer::reflector::{
     Api, Client, ClientError, CreateOptions, Decode, ListOptions, Patch, PatchOptions, Resource,
 };
-use workqueue::shared_informer::{SharedIndexInformer, SharedInformerFactory};
-use workqueue::{KeyEnqueuer, RateLimitingQueue};
+use workqueue::RateLimitingQueue;
 
 use crate::leader_election::LeaseGuard;
 use crate::runner::{Action, Controller};
@@ -44,7 +39,8 @@ use super::claims::{
 };
 use super::fence::{with_precondition, FenceError};
 use super::handover::LAPSED_RETRY;
-use super::ranges::{RangeTable, VIRTUAL_RANGES};
+use super::range_watch::{child_range, range_label, range_of, Children, RangeWatches, WatchSpec};
+use super::ranges::RangeTable;
 use super::ring::{Ring, RingLeases, RING_LABEL};
 
 /// The annotation a touch writes (SH23): `touched.sharding.informer-rs.io/<ring>`, valued with
@@ -76,29 +72,37 @@ fn answered(error: &ClientError) -> bool {
     )
 }
 
-/// One held range's informer.
-struct RangeInformer<K> {
-    informer: SharedIndexInformer<K>,
-    stop: CancellationToken,
-}
-
 /// What a [`RangeShard`] holds, acts on and has in flight.
 ///
 /// Invariants: `acting ⊆ held`; `in_flight` counts the admitted reconciles of each range, and a
 /// range leaves `held` only when its count is zero and its `unknown` keys were touched (SH22);
-/// `informers` has exactly the ranges of `held`.
+/// `watches` follows `held` plus the ranges claimed in the current tick.
 struct State<K> {
     /// Published in the claims ConfigMap (after the publish succeeded).
     held: BTreeSet<u32>,
     acting: BTreeSet<u32>,
     in_flight: BTreeMap<u32, usize>,
-    /// Keys of each range whose last write got no answer.
-    unknown: BTreeMap<u32, BTreeSet<String>>,
+    /// Keys of each range whose last write got no answer, `true` for a child's.
+    unknown: BTreeMap<u32, BTreeSet<(bool, String)>>,
     /// Ranges this member's previous incarnation held: touched before acted on or released.
     inherited: BTreeSet<u32>,
-    informers: BTreeMap<u32, RangeInformer<K>>,
+    watches: RangeWatches<K>,
     /// The claims ConfigMap's resourceVersion, once read or written.
     claims_version: Option<String>,
+}
+
+impl<K> Default for State<K> {
+    fn default() -> Self {
+        Self {
+            held: BTreeSet::new(),
+            acting: BTreeSet::new(),
+            in_flight: BTreeMap::new(),
+            unknown: BTreeMap::new(),
+            inherited: BTreeSet::new(),
+            watches: RangeWatches::default(),
+            claims_version: None,
+        }
+    }
 }
 
 struct Inner<K> {
@@ -107,6 +111,7 @@ struct Inner<K> {
     namespace: String,
     client: Client,
     resource: Resource,
+    children: Option<Children>,
     guard: LeaseGuard,
     queue: RateLimitingQueue<String>,
     state: Mutex<State<K>>,
@@ -195,21 +200,51 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
                 namespace: namespace.to_string(),
                 client,
                 resource,
+                children: None,
                 guard: ring.guard(),
                 queue,
-                state: Mutex::new(State {
-                    held: BTreeSet::new(),
-                    acting: BTreeSet::new(),
-                    in_flight: BTreeMap::new(),
-                    unknown: BTreeMap::new(),
-                    inherited: BTreeSet::new(),
-                    informers: BTreeMap::new(),
-                    claims_version: None,
-                }),
+                state: Mutex::new(State::default()),
                 touch_key: touch_annotation(ring.name()),
                 incarnation: format!("{nanos:x}"),
             }),
         }
+    }
+
+    /// This shard owns children in `children` (same namespace): objects whose controller owner
+    /// reference names an object of kind `owner_kind` of the shard's resource. Each held range
+    /// then has a children informer too (the label [`range_label`] naming the range), a child's
+    /// events queue its owner's key, a touch covers the range's children, and the
+    /// [`RangeWriter`] creates and writes children ([`RangeWriter::create_child`],
+    /// [`RangeWriter::merge_patch_child`]). Call it on the shard [`new`](Self::new) returned,
+    /// before it is cloned or run: a clone made earlier stays without children.
+    #[must_use]
+    pub fn owns(self, children: Resource, owner_kind: &str) -> Self {
+        let inner = &self.inner;
+        Self {
+            inner: Arc::new(Inner {
+                ring: inner.ring.clone(),
+                identity: inner.identity.clone(),
+                namespace: inner.namespace.clone(),
+                client: inner.client.clone(),
+                resource: inner.resource.clone(),
+                children: Some(Children {
+                    resource: children,
+                    owner_kind: owner_kind.to_string(),
+                }),
+                guard: inner.guard.clone(),
+                queue: inner.queue.clone(),
+                state: Mutex::new(State::default()),
+                touch_key: inner.touch_key.clone(),
+                incarnation: inner.incarnation.clone(),
+            }),
+        }
+    }
+
+    /// The cached child `key` (`namespace/name`), if it lies in a range acted on.
+    pub fn child(&self, key: &str) -> Option<Arc<DynamicObject>> {
+        let state = self.inner.state.lock();
+        let (range, child) = state.watches.child(&self.inner.ring, key)?;
+        state.acting.contains(&range).then_some(child)
     }
 
     /// The ranges published as held, in order.
@@ -222,14 +257,14 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         self.inner.state.lock().acting.iter().copied().collect()
     }
 
-    /// How many objects the held ranges' caches hold.
+    /// How many objects (and children) the held ranges' caches hold.
     pub fn cached(&self) -> usize {
-        let state = self.inner.state.lock();
-        state
-            .informers
-            .values()
-            .map(|r| r.informer.indexer().len())
-            .sum()
+        self.inner.state.lock().watches.len()
+    }
+
+    /// How many watch groups are open (at most 8 per resource, whatever the ranges held).
+    pub fn watch_groups(&self) -> usize {
+        self.inner.state.lock().watches.groups()
     }
 
     /// The writer reconciles write with.
@@ -277,9 +312,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         }
         let mut state = self.inner.state.lock();
         state.acting.clear();
-        for (_, range) in std::mem::take(&mut state.informers) {
-            range.stop.cancel();
-        }
+        state.watches.stop_all();
     }
 
     /// One round: read what an earlier incarnation published (once), release, claim, publish,
@@ -310,21 +343,15 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
             decide(&inner.identity, &table, &state.held, &state.acting, &[])
         };
         let mut held = inner.state.lock().held.clone();
-        // A range released but not yet unpublished (a publish that failed) and wanted again
-        // gets its informer back.
-        for range in held.difference(&plan.release) {
-            self.start_informer(*range, cancel);
-        }
         for range in &plan.release {
             inner.state.lock().acting.remove(range);
             if self.release(*range, cancel).await? {
                 held.remove(range);
             }
         }
-        for range in &plan.claim {
-            self.start_informer(*range, cancel);
-            held.insert(*range);
-        }
+        held.extend(plan.claim.iter().copied());
+        // Watched before published: the cache warms while others release.
+        self.follow(&held, cancel);
         self.publish(&held).await?;
         let peers = self.list_claims().await?;
         // After the listing: a member whose claims were listed wrote its Lease before them,
@@ -389,62 +416,29 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
             if !state.held.contains(&range) || !state.acting.insert(range) {
                 return;
             }
-            state
-                .informers
-                .get(&range)
-                .map(|r| r.informer.indexer().list_keys())
-                .unwrap_or_default()
+            state.watches.keys_in(&self.inner.ring, range).0
         };
         for key in keys {
-            self.inner.queue.add(key.to_string());
+            self.inner.queue.add(key);
         }
     }
 
     fn synced(&self, range: u32) -> bool {
-        let state = self.inner.state.lock();
-        state
-            .informers
-            .get(&range)
-            .is_some_and(|r| r.informer.has_synced())
+        self.inner.state.lock().watches.synced(range)
     }
 
-    fn start_informer(&self, range: u32, cancel: &CancellationToken) {
+    /// Watches exactly `held` (see [`RangeWatches::follow`]).
+    fn follow(&self, held: &BTreeSet<u32>, cancel: &CancellationToken) {
         let inner = &self.inner;
-        if inner.state.lock().informers.contains_key(&range) {
-            return;
-        }
-        let selector = ShardRange::equal_part(range, VIRTUAL_RANGES)
-            .and_then(|r| ShardSelector::new(ShardField::Uid, [r]));
-        let selector = match selector {
-            Ok(selector) => selector,
-            Err(error) => {
-                tracing::error!(range, %error, "range mode: no selector for the range");
-                return;
-            }
+        let spec = WatchSpec {
+            ring: &inner.ring,
+            client: &inner.client,
+            namespace: &inner.namespace,
+            resource: &inner.resource,
+            children: inner.children.as_ref(),
+            queue: &inner.queue,
         };
-        let factory = SharedInformerFactory::with_client(inner.client.clone())
-            .namespace(inner.namespace.clone())
-            .shard_selector(selector);
-        let informer = match factory.informer::<K>(inner.resource.clone()) {
-            Ok(informer) => informer,
-            Err(error) => {
-                tracing::error!(range, %error, "range mode: cannot make the range's informer");
-                return;
-            }
-        };
-        if let Err(error) =
-            informer.add_event_handler(KeyEnqueuer::<K, _>::new(inner.queue.clone()))
-        {
-            tracing::error!(range, %error, "range mode: cannot watch the range");
-            return;
-        }
-        let stop = cancel.child_token();
-        factory.start(&stop);
-        inner
-            .state
-            .lock()
-            .informers
-            .insert(range, RangeInformer { informer, stop });
+        inner.state.lock().watches.follow(&spec, held, cancel);
     }
 
     /// Lets `range` go if its reconciles in flight are done and its unanswered keys touched
@@ -466,8 +460,12 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
                 return Ok(false);
             }
         } else {
-            for key in &unknown {
-                if !self.touch_key(key, cancel).await? {
+            for (child, key) in &unknown {
+                let resource = match (&self.inner.children, child) {
+                    (Some(children), true) => &children.resource,
+                    _ => &self.inner.resource,
+                };
+                if !self.touch_key(resource, key, cancel).await? {
                     return Ok(false);
                 }
             }
@@ -475,9 +473,6 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         let mut state = self.inner.state.lock();
         state.unknown.remove(&range);
         state.inherited.remove(&range);
-        if let Some(informer) = state.informers.remove(&range) {
-            informer.stop.cancel();
-        }
         Ok(true)
     }
 
@@ -487,17 +482,25 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         range: u32,
         cancel: &CancellationToken,
     ) -> Result<bool, ClientError> {
-        let keys = {
-            let state = self.inner.state.lock();
-            state
-                .informers
-                .get(&range)
-                .map(|r| r.informer.indexer().list_keys())
-                .unwrap_or_default()
-        };
+        if !self.synced(range) {
+            return Ok(false);
+        }
+        let (keys, child_keys) = self
+            .inner
+            .state
+            .lock()
+            .watches
+            .keys_in(&self.inner.ring, range);
         for key in keys {
-            if !self.touch_key(key.as_str(), cancel).await? {
+            if !self.touch_key(&self.inner.resource, &key, cancel).await? {
                 return Ok(false);
+            }
+        }
+        if let Some(children) = &self.inner.children {
+            for key in child_keys {
+                if !self.touch_key(&children.resource, &key, cancel).await? {
+                    return Ok(false);
+                }
             }
         }
         Ok(true)
@@ -505,14 +508,19 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
 
     /// One touch of `key`: read the object, write the touch annotation conditioned on the
     /// version read; read again on a conflict. `Ok(false)` when it did not get through.
-    async fn touch_key(&self, key: &str, cancel: &CancellationToken) -> Result<bool, ClientError> {
+    async fn touch_key(
+        &self,
+        resource: &Resource,
+        key: &str,
+        cancel: &CancellationToken,
+    ) -> Result<bool, ClientError> {
         let name = key.rsplit('/').next().unwrap_or(key);
         let api = self
             .inner
             .guard
             .protect(Api::<DynamicObject>::namespaced_with(
                 self.inner.client.clone(),
-                self.inner.resource.clone(),
+                resource.clone(),
                 &self.inner.namespace,
             ));
         let mark = format!("{} {}", self.inner.identity, self.inner.incarnation);
@@ -567,9 +575,8 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         state.inherited = held;
         state.claims_version = Some(version.unwrap_or_default());
         drop(state);
-        for range in self.held() {
-            self.start_informer(range, cancel);
-        }
+        let held = self.inner.state.lock().held.clone();
+        self.follow(&held, cancel);
         Ok(())
     }
 
@@ -673,12 +680,10 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
     /// in flight until dropped.
     fn admit(&self, key: &str) -> Option<(Arc<K>, RangePermit<K>)> {
         let mut state = self.inner.state.lock();
-        let (range, object) = state.acting.iter().find_map(|r| {
-            Some((
-                *r,
-                state.informers.get(r)?.informer.indexer().get_by_key(key)?,
-            ))
-        })?;
+        let (range, object) = state.watches.object(key)?;
+        if !state.acting.contains(&range) {
+            return None;
+        }
         *state.in_flight.entry(range).or_default() += 1;
         Some((
             object,
@@ -789,17 +794,13 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
                 identity: inner.identity.clone(),
             });
         }
-        let uid = seen.uid().unwrap_or_default();
-        let range = RangeTable::range_of_hash(
-            workqueue::shared_informer::reflector::store_index::shard_hash(uid),
-        );
-        if uid.is_empty() || !inner.state.lock().acting.contains(&range) {
+        let Some(range) = range_of(seen).filter(|r| inner.state.lock().acting.contains(r)) else {
             return Err(FenceError::NotAssigned {
                 object: seen.name().to_string(),
                 assigned_to: None,
                 identity: inner.identity.clone(),
             });
-        }
+        };
         let rv = seen
             .resource_version()
             .filter(|rv| !rv.is_empty())
@@ -838,10 +839,21 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
         } else {
             api.patch(seen.name(), &options, &patch).await
         };
-        let key = match seen.namespace().filter(|ns| !ns.is_empty()) {
-            Some(ns) => format!("{ns}/{}", seen.name()),
-            None => seen.name().to_string(),
-        };
+        self.answer(range, false, seen, result)
+    }
+
+    /// Remembers (or forgets) `seen`'s key as one whose last write got no answer (SH22).
+    fn answer<T, O: Object>(
+        &self,
+        range: u32,
+        child: bool,
+        seen: &O,
+        result: Result<T, ClientError>,
+    ) -> Result<T, FenceError> {
+        let key = (
+            child,
+            format!("{}/{}", seen.namespace().unwrap_or_default(), seen.name()),
+        );
         let mut state = self.shard.inner.state.lock();
         match &result {
             Err(error) if !answered(error) => {
@@ -855,5 +867,121 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
         }
         drop(state);
         Ok(result?)
+    }
+
+    fn children(&self) -> Result<&Children, FenceError> {
+        self.shard
+            .inner
+            .children
+            .as_ref()
+            .ok_or_else(|| FenceError::NotOwned {
+                resource: "(none: the shard owns no children)".into(),
+            })
+    }
+
+    /// The child API of this shard (guarded), in `namespace`.
+    fn children_api(&self, children: &Children) -> Api<DynamicObject> {
+        let inner = &self.shard.inner;
+        inner.guard.protect(Api::namespaced_with(
+            inner.client.clone(),
+            children.resource.clone(),
+            &inner.namespace,
+        ))
+    }
+
+    /// Creates `child` for the owner `owner_seen`, refused locally unless the shard lease is held
+    /// and the owner lies in a range acted on; the child must have a fixed name (a duplicate
+    /// delivered late is refused as AlreadyExists) and is labelled [`range_label`] with its
+    /// owner's range, so that this replica's children informer sees it and the range's next
+    /// holder does too. A child that exists already is [`FenceError::ChildExists`]: requeue the
+    /// owner. The shard must own children ([`RangeShard::owns`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: one request; dropped, the child may or may not exist.
+    pub async fn create_child(
+        &self,
+        owner_seen: &K,
+        child: &Value,
+    ) -> Result<DynamicObject, FenceError> {
+        let children = self.children()?;
+        let (range, _) = self.check(owner_seen)?;
+        let name = child
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or(FenceError::UnnamedChild)?
+            .to_string();
+        let mut body = child.clone();
+        let Some(metadata) = body.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return Err(FenceError::ChildNotAnObject("no metadata object".into()));
+        };
+        let labels = metadata
+            .entry("labels")
+            .or_insert_with(|| Value::Object(Default::default()));
+        let Some(labels) = labels.as_object_mut() else {
+            return Err(FenceError::ChildNotAnObject(
+                "labels is not an object".into(),
+            ));
+        };
+        labels.insert(
+            range_label(&self.shard.inner.ring),
+            Value::from(range.to_string()),
+        );
+        let result = self
+            .children_api(children)
+            .create(&CreateOptions::default(), &body)
+            .await;
+        match result {
+            Err(source @ ClientError::AlreadyExists(_)) => Err(FenceError::ChildExists {
+                child: name,
+                source,
+            }),
+            other => {
+                let seen = DynamicObject::new("v1", "Child")
+                    .within(self.shard.inner.namespace.clone())
+                    .named(name);
+                self.answer(range, true, &seen, other)
+            }
+        }
+    }
+
+    /// A JSON merge patch of the child `seen`, refused locally unless the shard lease is held and
+    /// the child's [`range_label`] names a range acted on; conditioned on its resourceVersion.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`merge_patch`](Self::merge_patch).
+    pub async fn merge_patch_child(
+        &self,
+        seen: &DynamicObject,
+        patch: &Value,
+    ) -> Result<DynamicObject, FenceError> {
+        let children = self.children()?;
+        let inner = &self.shard.inner;
+        if !inner.guard.is_valid() {
+            return Err(FenceError::LeaseNotHeld {
+                identity: inner.identity.clone(),
+            });
+        }
+        let range = child_range(&inner.ring, seen)
+            .filter(|r| inner.state.lock().acting.contains(r))
+            .ok_or_else(|| FenceError::NotAssigned {
+                object: seen.name().to_string(),
+                assigned_to: None,
+                identity: inner.identity.clone(),
+            })?;
+        let rv = seen
+            .resource_version()
+            .filter(|rv| !rv.is_empty())
+            .ok_or_else(|| FenceError::NoResourceVersion {
+                object: seen.name().to_string(),
+            })?;
+        let patch = Patch::Merge(with_precondition(patch, rv)?);
+        let result = self
+            .children_api(children)
+            .patch(seen.name(), &PatchOptions::default(), &patch)
+            .await;
+        self.answer(range, true, seen, result)
     }
 }

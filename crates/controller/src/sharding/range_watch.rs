@@ -1,0 +1,325 @@
+//! Range mode's informers: the held virtual ranges watched in a bounded number of groups.
+//!
+//! ```text
+//!   64 virtual ranges = 8 watch groups of 8 consecutive ranges
+//!   group g with held ranges R ─► one informer, shardSelector = R (adjacent ones merged)
+//!                                 (+ one children informer, label <range_label> in (R))
+//!   the held ranges of g change ─► g's informer replaced: only g's held ranges are listed again
+//! ```
+//!
+//! One informer per range would relist nothing but the range that moved, but a replica holding
+//! every range would keep 64 watches per resource open on one HTTP/2 connection, beyond what a
+//! server lets a connection carry at once (the replica's other requests then wait behind them).
+//! Eight groups bound a replica to 8 watches per resource, and a move relists only its group's
+//! held ranges (about 1/8 of the replica's share).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use workqueue::shared_informer::reflector::store_index::{
+    shard_hash, DynamicObject, Object, ShardField, ShardRange, ShardSelector,
+};
+use workqueue::shared_informer::reflector::{Client, Decode, Resource};
+use workqueue::shared_informer::{SharedIndexInformer, SharedInformerFactory};
+use workqueue::{KeyEnqueuer, RateLimitingQueue};
+
+use super::ranges::{RangeTable, VIRTUAL_RANGES};
+
+/// How many watch groups the virtual ranges fall into (8 consecutive ranges each).
+pub(super) const WATCH_GROUPS: u32 = 8;
+
+/// The watch group of virtual range `range`.
+pub(super) fn group_of(range: u32) -> u32 {
+    range / (VIRTUAL_RANGES / WATCH_GROUPS)
+}
+
+/// The label a child carries in range mode: `range.sharding.informer-rs.io/<ring>`, valued with
+/// its owner's virtual range (`0`–`63`). The server shards a child by its own uid, not its
+/// owner's, so a child is selected by this label instead; an owner's range is fixed by its uid,
+/// so the label is never rewritten.
+pub fn range_label(ring: &str) -> String {
+    format!("range.sharding.informer-rs.io/{ring}")
+}
+
+/// The virtual range of an object of the shard's resource: its uid's.
+pub(super) fn range_of<K: Object>(object: &K) -> Option<u32> {
+    let uid = object.uid().filter(|uid| !uid.is_empty())?;
+    Some(RangeTable::range_of_hash(shard_hash(uid)))
+}
+
+/// The virtual range a child's [`range_label`] names.
+pub(super) fn child_range(ring: &str, child: &DynamicObject) -> Option<u32> {
+    child
+        .label(&range_label(ring))?
+        .parse()
+        .ok()
+        .filter(|r| *r < VIRTUAL_RANGES)
+}
+
+/// The children a shard owns: a resource in the same namespace whose objects name an object of
+/// the shard as controller owner.
+#[derive(Debug, Clone)]
+pub(super) struct Children {
+    pub(super) resource: Resource,
+    pub(super) owner_kind: String,
+}
+
+/// What the informers are made from.
+pub(super) struct WatchSpec<'a> {
+    pub(super) ring: &'a str,
+    pub(super) client: &'a Client,
+    pub(super) namespace: &'a str,
+    pub(super) resource: &'a Resource,
+    pub(super) children: Option<&'a Children>,
+    pub(super) queue: &'a RateLimitingQueue<String>,
+}
+
+/// One watch group's informers over its held ranges.
+struct Group<K> {
+    ranges: BTreeSet<u32>,
+    informer: SharedIndexInformer<K>,
+    children: Option<SharedIndexInformer<DynamicObject>>,
+    stop: CancellationToken,
+}
+
+/// The informers of the held ranges, by watch group.
+///
+/// Invariant: the groups' `ranges` are exactly the ranges last given to
+/// [`follow`](Self::follow), each in the group [`group_of`] names.
+pub(super) struct RangeWatches<K> {
+    groups: BTreeMap<u32, Group<K>>,
+}
+
+impl<K> Default for RangeWatches<K> {
+    fn default() -> Self {
+        Self {
+            groups: BTreeMap::new(),
+        }
+    }
+}
+
+impl<K: Object + Decode + Send + Sync + 'static> RangeWatches<K> {
+    /// Watches exactly `held`: a group whose held ranges changed gets new informers (the old ones
+    /// stopped), a group with none left is stopped. An informer that cannot be made is logged,
+    /// and tried again at the next call.
+    pub(super) fn follow(
+        &mut self,
+        spec: &WatchSpec<'_>,
+        held: &BTreeSet<u32>,
+        cancel: &CancellationToken,
+    ) {
+        for group in 0..WATCH_GROUPS {
+            let wanted: BTreeSet<u32> = held
+                .iter()
+                .copied()
+                .filter(|r| group_of(*r) == group)
+                .collect();
+            if self.groups.get(&group).map(|g| &g.ranges) == Some(&wanted) {
+                continue;
+            }
+            if let Some(old) = self.groups.remove(&group) {
+                old.stop.cancel();
+            }
+            if wanted.is_empty() {
+                continue;
+            }
+            match start_group(spec, &wanted, cancel) {
+                Ok(started) => {
+                    self.groups.insert(group, started);
+                }
+                Err(error) => {
+                    tracing::error!(group, %error, "range mode: cannot watch the ranges");
+                }
+            }
+        }
+    }
+
+    /// Stops every informer.
+    pub(super) fn stop_all(&mut self) {
+        for (_, group) in std::mem::take(&mut self.groups) {
+            group.stop.cancel();
+        }
+    }
+
+    /// The cached object `key` and its range.
+    pub(super) fn object(&self, key: &str) -> Option<(u32, Arc<K>)> {
+        self.groups.values().find_map(|g| {
+            let object = g.informer.indexer().get_by_key(key)?;
+            Some((range_of(&*object)?, object))
+        })
+    }
+
+    /// The cached child `key` and the range its label names.
+    pub(super) fn child(&self, ring: &str, key: &str) -> Option<(u32, Arc<DynamicObject>)> {
+        self.groups.values().find_map(|g| {
+            let child = g.children.as_ref()?.indexer().get_by_key(key)?;
+            Some((child_range(ring, &child)?, child))
+        })
+    }
+
+    /// The cached keys of `range`'s objects and of its children.
+    pub(super) fn keys_in(&self, ring: &str, range: u32) -> (Vec<String>, Vec<String>) {
+        let Some(group) = self.groups.get(&group_of(range)) else {
+            return (Vec::new(), Vec::new());
+        };
+        let objects = group
+            .informer
+            .indexer()
+            .list()
+            .into_iter()
+            .filter(|o| range_of(&**o) == Some(range))
+            .filter_map(|o| key_of(&*o))
+            .collect();
+        let children = group
+            .children
+            .as_ref()
+            .map(|c| {
+                c.indexer()
+                    .list()
+                    .into_iter()
+                    .filter(|c| child_range(ring, c) == Some(range))
+                    .filter_map(|c| key_of(&*c))
+                    .collect()
+            })
+            .unwrap_or_default();
+        (objects, children)
+    }
+
+    /// Whether `range` is watched and its group's informers have synced.
+    pub(super) fn synced(&self, range: u32) -> bool {
+        self.groups.get(&group_of(range)).is_some_and(|g| {
+            g.ranges.contains(&range)
+                && g.informer.has_synced()
+                && g.children.as_ref().is_none_or(|c| c.has_synced())
+        })
+    }
+
+    /// How many objects and children are cached.
+    pub(super) fn len(&self) -> usize {
+        self.groups
+            .values()
+            .map(|g| {
+                g.informer.indexer().len() + g.children.as_ref().map_or(0, |c| c.indexer().len())
+            })
+            .sum()
+    }
+
+    /// How many watch groups are open.
+    pub(super) fn groups(&self) -> usize {
+        self.groups.len()
+    }
+}
+
+fn key_of<O: Object + ?Sized>(object: &O) -> Option<String> {
+    let name = object.name();
+    (!name.is_empty()).then(|| format!("{}/{name}", object.namespace().unwrap_or_default()))
+}
+
+/// The selector of `ranges`, adjacent ones merged.
+fn selector_of(ranges: &BTreeSet<u32>) -> Result<ShardSelector, String> {
+    let mut merged: Vec<(u32, u32)> = Vec::new();
+    for &r in ranges {
+        match merged.last_mut() {
+            Some((_, end)) if *end == r => *end = r + 1,
+            _ => merged.push((r, r + 1)),
+        }
+    }
+    let parts = merged
+        .into_iter()
+        .map(|(start, end)| {
+            let first = ShardRange::equal_part(start, VIRTUAL_RANGES)?;
+            let last = ShardRange::equal_part(end - 1, VIRTUAL_RANGES)?;
+            ShardRange::new(first.start(), last.end())
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    ShardSelector::new(ShardField::Uid, parts).map_err(|e| e.to_string())
+}
+
+/// Starts the informers of one group's `ranges`.
+fn start_group<K: Object + Decode + Send + Sync + 'static>(
+    spec: &WatchSpec<'_>,
+    ranges: &BTreeSet<u32>,
+    cancel: &CancellationToken,
+) -> Result<Group<K>, String> {
+    let factory = SharedInformerFactory::with_client(spec.client.clone())
+        .namespace(spec.namespace.to_string())
+        .shard_selector(selector_of(ranges)?);
+    let informer = factory
+        .informer::<K>(spec.resource.clone())
+        .map_err(|e| e.to_string())?;
+    informer
+        .add_event_handler(KeyEnqueuer::<K, _>::new(spec.queue.clone()))
+        .map_err(|e| e.to_string())?;
+    let children = match spec.children {
+        Some(children) => Some(start_children(spec, children, ranges)?),
+        None => None,
+    };
+    let stop = cancel.child_token();
+    factory.start(&stop);
+    let children = children.map(|(informer, factory)| {
+        factory.start(&stop);
+        informer
+    });
+    Ok(Group {
+        ranges: ranges.clone(),
+        informer,
+        children,
+        stop,
+    })
+}
+
+/// The informer of the children labelled with one of `ranges`, each event queueing its
+/// controlling owner's key, with its factory to start.
+fn start_children(
+    spec: &WatchSpec<'_>,
+    children: &Children,
+    ranges: &BTreeSet<u32>,
+) -> Result<(SharedIndexInformer<DynamicObject>, SharedInformerFactory), String> {
+    let values: Vec<String> = ranges.iter().map(u32::to_string).collect();
+    let selector = format!("{} in ({})", range_label(spec.ring), values.join(","))
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let factory = SharedInformerFactory::with_client(spec.client.clone())
+        .namespace(spec.namespace.to_string())
+        .label_selector(selector);
+    let informer = factory
+        .informer::<DynamicObject>(children.resource.clone())
+        .map_err(|e| e.to_string())?;
+    let owners = crate::owners::OwnerEnqueuer::<DynamicObject, _>::new(
+        spec.queue.clone(),
+        spec.resource.group.clone(),
+        children.owner_kind.clone(),
+    );
+    informer
+        .add_event_handler(owners)
+        .map_err(|e| e.to_string())?;
+    Ok((informer, factory))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_groups_selector_merges_adjacent_ranges_and_covers_exactly_them() {
+        let ranges: BTreeSet<u32> = [8, 9, 11].into();
+        let selector = selector_of(&ranges).unwrap();
+        assert_eq!(selector.ranges().len(), 2);
+        for r in 0..VIRTUAL_RANGES {
+            let part = ShardRange::equal_part(r, VIRTUAL_RANGES).unwrap();
+            assert_eq!(
+                selector.ranges().iter().any(|s| s.contains(part.start())),
+                ranges.contains(&r),
+                "range {r}"
+            );
+        }
+        assert_eq!(
+            (0..VIRTUAL_RANGES).map(group_of).max(),
+            Some(WATCH_GROUPS - 1)
+        );
+        assert_eq!(group_of(8), group_of(15));
+        assert_ne!(group_of(7), group_of(8));
+    }
+}
