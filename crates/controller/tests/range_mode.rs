@@ -59,6 +59,8 @@ struct Hold {
     name: Mutex<Option<String>>,
     entered: tokio::sync::Notify,
     released: tokio::sync::Notify,
+    /// Told when a reconcile of the held object returns, whatever it returns.
+    finished: tokio::sync::Notify,
 }
 
 impl Hold {
@@ -67,6 +69,12 @@ impl Hold {
             let released = self.released.notified();
             self.entered.notify_one();
             released.await;
+        }
+    }
+
+    fn finish(&self, name: &str) {
+        if self.name.lock().as_deref() == Some(name) {
+            self.finished.notify_one();
         }
     }
 }
@@ -103,7 +111,13 @@ fn start_replica(
         shard
             .clone()
             .run_controller(2, stop.clone(), move |account, writer| {
-                reconcile(me.clone(), hold.clone(), cache.clone(), account, writer)
+                let (me, hold, cache) = (me.clone(), hold.clone(), cache.clone());
+                async move {
+                    let name = account.name().to_string();
+                    let result = reconcile(me, hold.clone(), cache, account, writer).await;
+                    hold.finish(&name);
+                    result
+                }
             }),
     );
     Replica {
@@ -622,4 +636,151 @@ fn the_owner_check_fails_a_write_by_a_member_that_neither_released_nor_was_touch
         vec![held_by_a(1, true), held_by_a(3, false)],
     )]);
     assert_eq!(check_owners(&objects, &claims), Ok((1, 0)));
+}
+
+/// SH23 against delayed packets, on the simulator (which can hold one user's requests): b's
+/// write to an object is in the network when b is partitioned; b's lease runs out, a touches b's
+/// ranges and starts reconciling the object; only then is b's write delivered. It must be
+/// refused: the touch changed the object's resourceVersion. Without the touch it lands after
+/// a took over, and the owner check fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_members_delayed_write_is_refused_once_its_range_was_touched() {
+    let sim = sim_apiserver::SimServer::builder()
+        .token("admin-token")
+        .user_token("a-token", "a")
+        .user_token("b-token", "b")
+        .start()
+        .await
+        .unwrap();
+    sim.create("namespaces", None, json!({"metadata": {"name": NS}}))
+        .unwrap();
+    let as_user = |token: &str| {
+        let mut config = ClusterConfig::new(&sim.url()).unwrap();
+        config.credentials = shared_informer::reflector::Credentials::Token(token.into());
+        config
+    };
+    let recorder = SharedInformerFactory::new(as_user("admin-token")).namespace(NS);
+    let objects = Recording::start(&recorder, Resource::namespaced("", "v1", "services"));
+    let maps = Recording::start(&recorder, Resource::namespaced("", "v1", "configmaps"));
+    let stop_recording = CancellationToken::new();
+    recorder.start(&stop_recording);
+    for i in 0..40 {
+        let service = json!({"metadata": {"name": format!("sa-{i}"), "annotations": {"spec": "0"}},
+                             "spec": {"ports": [{"port": 80}]}});
+        sim.create("services", Some(NS), service).unwrap();
+    }
+    let hold = Arc::new(Hold::default());
+    let a = start_replica(&as_user("a-token"), "a", true, &hold);
+    let b = start_replica(&as_user("b-token"), "b", true, &hold);
+    let members = ["a", "b"];
+    let table = RangeTable::new(members);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let reconciled = |s: &Value| {
+        let uid = s["metadata"]["uid"].as_str().unwrap_or_default();
+        s["metadata"]["annotations"]["by"]
+            == table.owner_of_hash(shard_hash(uid)).unwrap_or_default()
+    };
+    while !sim
+        .list("services", Some(NS))
+        .unwrap()
+        .iter()
+        .all(reconciled)
+    {
+        assert!(tokio::time::Instant::now() < deadline, "not converged");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // b reconciles x, held just before its writes; b is cut off, then its writes are sent.
+    let services = sim.list("services", Some(NS)).unwrap();
+    let x = services
+        .iter()
+        .find(|s| s["metadata"]["annotations"]["by"] == "b")
+        .and_then(|s| s["metadata"]["name"].as_str())
+        .expect("a service of b's")
+        .to_string();
+    *hold.name.lock() = Some(x.clone());
+    let entered = hold.entered.notified();
+    let admin = Client::new(&as_user("admin-token")).unwrap();
+    patch_spec(&admin, &x, "late").await;
+    entered.await;
+    sim.faults().partition_user("b");
+    let a_entered = hold.entered.notified();
+    hold.released.notify_waiters();
+
+    // b's lease runs out; a touches b's ranges and starts on x, held before writing.
+    a_entered.await;
+    // (a admits only keys of ranges it acts on.)
+    // The network delivers b's delayed write now, while a reconciles x; b's reconcile returns
+    // whatever it got. None of b's writes may land in between.
+    let child = format!("{x}-cfg");
+    let last_revision = |name: &str| {
+        sim.history("configmaps", Some(NS), name)
+            .iter()
+            .filter_map(|v| {
+                v["metadata"]["resourceVersion"]
+                    .as_str()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let before = last_revision(&child);
+    let b_finished = hold.finished.notified();
+    sim.faults().heal_user("b");
+    b_finished.await;
+    let landed: Vec<Value> = sim
+        .history("configmaps", Some(NS), &child)
+        .into_iter()
+        .filter(|v| {
+            v["metadata"]["resourceVersion"]
+                .as_str()
+                .and_then(|r| r.parse::<u64>().ok())
+                > Some(before)
+                && v["data"]["by"] == "b"
+        })
+        .collect();
+    assert!(
+        landed.is_empty(),
+        "b's delayed write landed while a reconciled {x}: {landed:?}"
+    );
+    *hold.name.lock() = None;
+    hold.released.notify_waiters();
+
+    // b is back (its lease renewed once the network delivered it): the ring is a and b again,
+    // and every service ends with its owner's reconcile at its current spec.
+    let done = |s: &Value| {
+        reconciled(s)
+            && s["metadata"]["annotations"]["seen"] == s["metadata"]["annotations"]["spec"]
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !sim.list("services", Some(NS)).unwrap().iter().all(done) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not converged after the partition"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for replica in [&a, &b] {
+        replica.stop.cancel();
+    }
+    stop_recording.cancel();
+    let objects = objects.snapshot();
+    let maps = maps.snapshot();
+    let claims = claims_history(&maps);
+    let children: BTreeMap<String, Vec<Arc<DynamicObject>>> = maps
+        .into_iter()
+        .filter(|(name, _)| name.ends_with("-cfg"))
+        .collect();
+    check_owners(&children, &claims).unwrap();
+    check_owners(&objects, &claims).unwrap();
+    // x's child was touched by a before a acted on it; b's delayed write of it, had it landed
+    // after the touch, would be a change of writer from a to b with no release by a between.
+    let touch = touch_annotation(RING);
+    assert!(
+        children[&format!("{x}-cfg")]
+            .iter()
+            .any(|v| v.annotation(&touch).is_some_and(|t| t.starts_with("a "))),
+        "x's child not touched by a"
+    );
 }

@@ -31,8 +31,17 @@ use workqueue::shared_informer::reflector::Api;
 /// release is written.
 #[derive(Clone)]
 pub struct LeaseGuard {
+    state: Arc<Mutex<GuardState>>,
+}
+
+/// Invariant: `term` grows by one each time the guard becomes valid after having been invalid
+/// (never held, revoked, or run out by the clock), so two readings of the same `term` while
+/// valid bracket a stretch in which the lease was never lost.
+#[derive(Debug, Default)]
+struct GuardState {
     /// The end of validity: `None` before the first acquisition and after the term ends.
-    valid_until: Arc<Mutex<Option<Instant>>>,
+    valid_until: Option<Instant>,
+    term: u64,
 }
 
 /// The error of [`LeaseGuard::check`]: this process may no longer be the leader.
@@ -43,13 +52,22 @@ pub struct LeadershipLost;
 impl LeaseGuard {
     pub(crate) fn new() -> Self {
         Self {
-            valid_until: Arc::new(Mutex::new(None)),
+            state: Arc::new(Mutex::new(GuardState::default())),
         }
     }
 
     /// Whether the lease is still ours by the monotonic clock, now.
     pub fn is_valid(&self) -> bool {
-        matches!(*self.valid_until.lock(), Some(until) if Instant::now() < until)
+        matches!(self.state.lock().valid_until, Some(until) if Instant::now() < until)
+    }
+
+    /// The number of the current stretch of validity: it grows each time the guard becomes
+    /// valid again after a lapse (a revoke, or the clock passing the end unrenewed). Work that
+    /// must stop at a lapse, even one already over (a process frozen, or cut off from the
+    /// server, whose renewals went through once it was back), records the term it began in and
+    /// goes on only while [`is_valid`](Self::is_valid) and the term is unchanged.
+    pub fn term(&self) -> u64 {
+        self.state.lock().term
     }
 
     /// `Ok` while [`is_valid`](Self::is_valid); call it right before each write a leader makes.
@@ -94,15 +112,19 @@ impl LeaseGuard {
 
     /// Until when the guard is valid, unless renewed; `None` when not leading.
     pub fn valid_until(&self) -> Option<Instant> {
-        *self.valid_until.lock()
+        self.state.lock().valid_until
     }
 
     pub(crate) fn extend_to(&self, until: Instant) {
-        *self.valid_until.lock() = Some(until);
+        let mut state = self.state.lock();
+        if state.valid_until.is_none_or(|end| Instant::now() >= end) {
+            state.term += 1;
+        }
+        state.valid_until = Some(until);
     }
 
     pub(crate) fn revoke(&self) {
-        *self.valid_until.lock() = None;
+        self.state.lock().valid_until = None;
     }
 }
 
@@ -111,6 +133,35 @@ impl fmt::Debug for LeaseGuard {
         f.debug_struct("LeaseGuard")
             .field("valid_until", &self.valid_until())
             .field("is_valid", &self.is_valid())
+            .field("term", &self.term())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_term_grows_when_the_guard_is_valid_again_after_a_lapse_and_only_then() {
+        let guard = LeaseGuard::new();
+        assert_eq!(guard.term(), 0);
+        guard.extend_to(Instant::now() + Duration::from_secs(10));
+        assert_eq!(guard.term(), 1);
+        // Renewed in time: the same term.
+        tokio::time::advance(Duration::from_secs(5)).await;
+        guard.extend_to(Instant::now() + Duration::from_secs(10));
+        assert_eq!(guard.term(), 1);
+        // Run out by the clock, then renewed (a frozen process whose renewal went through).
+        tokio::time::advance(Duration::from_secs(11)).await;
+        assert!(!guard.is_valid());
+        guard.extend_to(Instant::now() + Duration::from_secs(10));
+        assert!(guard.is_valid());
+        assert_eq!(guard.term(), 2);
+        // Revoked, then acquired again.
+        guard.revoke();
+        guard.extend_to(Instant::now() + Duration::from_secs(10));
+        assert_eq!(guard.term(), 3);
     }
 }

@@ -74,13 +74,16 @@ fn answered(error: &ClientError) -> bool {
 
 /// What a [`RangeShard`] holds, acts on and has in flight.
 ///
-/// Invariants: `acting ⊆ held`; `in_flight` counts the admitted reconciles of each range, and a
+/// Invariants: `acting ⊆ held`, and is empty unless `acting_term` is the guard's term; `in_flight` counts the admitted reconciles of each range, and a
 /// range leaves `held` only when its count is zero and its `unknown` keys were touched (SH22);
 /// `watches` follows `held` plus the ranges claimed in the current tick.
 struct State<K> {
     /// Published in the claims ConfigMap (after the publish succeeded).
     held: BTreeSet<u32>,
     acting: BTreeSet<u32>,
+    /// The shard lease's term `acting` was granted in: acting counts only while the lease has
+    /// been valid since, without a lapse ([`LeaseGuard::term`]).
+    acting_term: Option<u64>,
     in_flight: BTreeMap<u32, usize>,
     /// Keys of each range whose last write got no answer, `true` for a child's.
     unknown: BTreeMap<u32, BTreeSet<(bool, String)>>,
@@ -91,11 +94,19 @@ struct State<K> {
     claims_version: Option<String>,
 }
 
+impl<K> State<K> {
+    /// Whether `range` is acted on now: granted in the guard's current term, still valid.
+    fn acts_on(&self, range: u32, guard: &LeaseGuard) -> bool {
+        guard.is_valid() && self.acting_term == Some(guard.term()) && self.acting.contains(&range)
+    }
+}
+
 impl<K> Default for State<K> {
     fn default() -> Self {
         Self {
             held: BTreeSet::new(),
             acting: BTreeSet::new(),
+            acting_term: None,
             in_flight: BTreeMap::new(),
             unknown: BTreeMap::new(),
             inherited: BTreeSet::new(),
@@ -244,7 +255,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
     pub fn child(&self, key: &str) -> Option<Arc<DynamicObject>> {
         let state = self.inner.state.lock();
         let (range, child) = state.watches.child(&self.inner.ring, key)?;
-        state.acting.contains(&range).then_some(child)
+        state.acts_on(range, &self.inner.guard).then_some(child)
     }
 
     /// The ranges published as held, in order.
@@ -252,9 +263,13 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         self.inner.state.lock().held.iter().copied().collect()
     }
 
-    /// The ranges acted on, in order.
+    /// The ranges acted on now, in order (none while the shard lease is lapsed, nor after a
+    /// lapse until the ranges are granted again).
     pub fn acting(&self) -> Vec<u32> {
-        self.inner.state.lock().acting.iter().copied().collect()
+        let state = self.inner.state.lock();
+        (0..super::VIRTUAL_RANGES)
+            .filter(|r| state.acts_on(*r, &self.inner.guard))
+            .collect()
     }
 
     /// How many objects (and children) the held ranges' caches hold.
@@ -323,10 +338,16 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         cancel: &CancellationToken,
     ) -> Result<(), ClientError> {
         let inner = &self.inner;
+        {
+            // Not a member by its own clock, or no longer the one that started acting (a lapse
+            // in between, however short): stop acting; what is held stays published, so that
+            // others wait for it or, once its lease has run out, touch (SH22, SH23).
+            let mut state = inner.state.lock();
+            if !inner.guard.is_valid() || state.acting_term != Some(inner.guard.term()) {
+                state.acting.clear();
+            }
+        }
         if !inner.guard.is_valid() {
-            // Not a member by its own clock: stop acting; what is held stays published, so
-            // that others wait for it or, once its lease has run out, touch (SH22, SH23).
-            inner.state.lock().acting.clear();
             return Ok(());
         }
         if inner.state.lock().claims_version.is_none() {
@@ -413,6 +434,11 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
     fn start_acting(&self, range: u32) {
         let keys = {
             let mut state = self.inner.state.lock();
+            let term = self.inner.guard.term();
+            if state.acting_term != Some(term) {
+                state.acting.clear();
+                state.acting_term = Some(term);
+            }
             if !state.held.contains(&range) || !state.acting.insert(range) {
                 return;
             }
@@ -681,7 +707,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
     fn admit(&self, key: &str) -> Option<(Arc<K>, RangePermit<K>)> {
         let mut state = self.inner.state.lock();
         let (range, object) = state.watches.object(key)?;
-        if !state.acting.contains(&range) {
+        if !state.acts_on(range, &self.inner.guard) {
             return None;
         }
         *state.in_flight.entry(range).or_default() += 1;
@@ -794,7 +820,8 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
                 identity: inner.identity.clone(),
             });
         }
-        let Some(range) = range_of(seen).filter(|r| inner.state.lock().acting.contains(r)) else {
+        let Some(range) = range_of(seen).filter(|r| inner.state.lock().acts_on(*r, &inner.guard))
+        else {
             return Err(FenceError::NotAssigned {
                 object: seen.name().to_string(),
                 assigned_to: None,
@@ -965,7 +992,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
             });
         }
         let range = child_range(&inner.ring, seen)
-            .filter(|r| inner.state.lock().acting.contains(r))
+            .filter(|r| inner.state.lock().acts_on(*r, &inner.guard))
             .ok_or_else(|| FenceError::NotAssigned {
                 object: seen.name().to_string(),
                 assigned_to: None,
