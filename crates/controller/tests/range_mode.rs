@@ -203,6 +203,17 @@ impl Recording {
             .push(obj.clone());
     }
 
+    /// The highest resourceVersion recorded so far.
+    fn last_revision(&self) -> u64 {
+        self.0
+            .lock()
+            .values()
+            .flatten()
+            .map(|v| revision(v))
+            .max()
+            .unwrap_or(0)
+    }
+
     fn snapshot(&self) -> BTreeMap<String, Vec<Arc<DynamicObject>>> {
         self.0.lock().clone()
     }
@@ -255,6 +266,19 @@ fn claims_history(
         out.insert(member.to_string(), history);
     }
     out
+}
+
+/// How many claims versions were written in `(from, to]`.
+fn maps_claims_versions(
+    claims: &BTreeMap<String, Vec<(u64, BTreeSet<u32>)>>,
+    from: u64,
+    to: u64,
+) -> usize {
+    claims
+        .values()
+        .flatten()
+        .filter(|(r, _)| (from + 1..=to).contains(r))
+        .count()
 }
 
 /// The fence check over the recording (see the module doc); the number of writer changes it
@@ -510,7 +534,12 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
     // c dies without releasing: its lease runs out, its ranges are touched and taken.
     let c_ranges: BTreeSet<u32> = c.shard.held().into_iter().collect();
     c.stop.cancel();
+    let killed = tokio::time::Instant::now();
     acting_on_all(&[&a, &b]).await;
+    println!(
+        "after the kill: every range acted on again in {:?} (lease 4 s)",
+        killed.elapsed()
+    );
     converged(&server, &paused, &["a", "b"]).await.unwrap();
 
     // d joins: ranges move to it from a and b, drained and released, with no touch.
@@ -521,6 +550,8 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
     let entered = hold.entered.notified();
     patch_spec(&client, &moving, "held").await;
     entered.await;
+    let join_from = objects.last_revision().max(claims.last_revision());
+    let joined = tokio::time::Instant::now();
     let d = start_replica(&config, "d", true, &hold);
     let others = RangeTable::new(["a", "b", "d"]).ranges_of("d").len() - 1;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -532,6 +563,10 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    println!(
+        "after the join: d acts on its {others} other ranges in {:?}",
+        joined.elapsed()
+    );
     assert!(
         !d.shard.acting().contains(&range),
         "d acts on range {range} while {from} reconciles {moving} in it"
@@ -540,6 +575,7 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
     hold.released.notify_waiters();
     acting_on_all(&[&a, &b, &d]).await;
     converged(&server, &paused, &["a", "b", "d"]).await.unwrap();
+    let join_to = objects.last_revision().max(claims.last_revision());
 
     churn_stop.cancel();
     churn.await.unwrap();
@@ -557,6 +593,24 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
         .filter(|(name, _)| name.ends_with("-cfg"))
         .collect();
     assert_eq!(children.len(), OBJECTS, "a child per Service");
+    // The join moved ranges with no write to any object or child for the move itself: no touch
+    // between d's start and convergence; the move's writes are the claims ConfigMaps'.
+    let in_join = |v: &Arc<DynamicObject>| (join_from + 1..=join_to).contains(&revision(v));
+    let touch = touch_annotation(RING);
+    let join_touches: Vec<&str> = objects
+        .iter()
+        .chain(&children)
+        .flat_map(|(name, versions)| {
+            versions
+                .windows(2)
+                .filter(|p| in_join(&p[1]) && p[1].annotation(&touch) != p[0].annotation(&touch))
+                .map(move |_| name.as_str())
+        })
+        .collect();
+    assert!(join_touches.is_empty(), "the join touched {join_touches:?}");
+    let claims_writes: usize = maps_claims_versions(&claims, join_from, join_to);
+    let moved = RangeTable::new(["a", "b", "d"]).ranges_of("d").len();
+    println!("the join: {moved} ranges moved to d, {claims_writes} claims writes, 0 object writes");
     let (child_switches, child_touches) = check_owners(&children, &claims).unwrap();
     println!("children: {child_switches} hand-overs by release, {child_touches} touches");
     assert!(child_touches > 0, "c's children were not touched");

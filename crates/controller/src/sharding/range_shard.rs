@@ -684,21 +684,31 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
     async fn unclaim_for(&self, member: &str, range: u32) {
         let api = configmaps(&self.inner.client, &self.inner.namespace);
         let name = claims_name(&self.inner.ring, member);
-        let Ok(Some(map)) = api.get_opt(&name).await else {
-            return;
-        };
-        let (Ok(mut held), Some(rv)) = (read_claims(&map), map.resource_version()) else {
-            return;
-        };
-        if !held.remove(&range) {
-            return;
-        }
-        let patch = json!({"metadata": {"resourceVersion": rv}, "data": {CLAIMS_KEY: encode_claims(&held)}});
-        if let Err(error) = api
-            .patch(&name, &PatchOptions::default(), &Patch::Merge(patch))
-            .await
-        {
-            tracing::debug!(member, range, %error, "range mode: a dead member's claim left");
+        // Several members may clean the same dead member's claims at once: read again after a
+        // conflict, a bounded number of times.
+        for _ in 0..TOUCH_TRIES {
+            let Ok(Some(map)) = api.get_opt(&name).await else {
+                return;
+            };
+            let (Ok(mut held), Some(rv)) = (read_claims(&map), map.resource_version()) else {
+                return;
+            };
+            if !held.remove(&range) {
+                return;
+            }
+            let patch = json!({"metadata": {"resourceVersion": rv},
+                               "data": {CLAIMS_KEY: encode_claims(&held)}});
+            match api
+                .patch(&name, &PatchOptions::default(), &Patch::Merge(patch))
+                .await
+            {
+                Ok(_) => return,
+                Err(ClientError::Conflict(_)) => tokio::task::yield_now().await,
+                Err(error) => {
+                    tracing::debug!(member, range, %error, "range mode: a dead member's claim left");
+                    return;
+                }
+            }
         }
     }
 
