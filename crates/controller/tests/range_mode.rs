@@ -268,6 +268,22 @@ fn claims_history(
     out
 }
 
+/// Each member's claims over time: (revision, ranges held from then on).
+type ClaimsHistory = BTreeMap<String, Vec<(u64, BTreeSet<u32>)>>;
+/// Every recorded version of each object, by name.
+type Versions = BTreeMap<String, Vec<Arc<DynamicObject>>>;
+
+/// The recorded ConfigMaps, split: every member's claims over time, and the children's versions.
+fn claims_and_children(maps: &Recording) -> (ClaimsHistory, Versions) {
+    let maps = maps.snapshot();
+    let claims = claims_history(&maps);
+    let children = maps
+        .into_iter()
+        .filter(|(name, _)| name.ends_with("-cfg"))
+        .collect();
+    (claims, children)
+}
+
 /// How many claims versions were written in `(from, to]`.
 fn maps_claims_versions(
     claims: &BTreeMap<String, Vec<(u64, BTreeSet<u32>)>>,
@@ -586,12 +602,7 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
     stop_recording.cancel();
 
     let objects = objects.snapshot();
-    let maps = claims.snapshot();
-    let claims = claims_history(&maps);
-    let children: BTreeMap<String, Vec<Arc<DynamicObject>>> = maps
-        .into_iter()
-        .filter(|(name, _)| name.ends_with("-cfg"))
-        .collect();
+    let (claims, children) = claims_and_children(&claims);
     assert_eq!(children.len(), OBJECTS, "a child per Service");
     // The join moved ranges with no write to any object or child for the move itself: no touch
     // between d's start and convergence; the move's writes are the claims ConfigMaps'.
@@ -820,12 +831,7 @@ async fn a_partitioned_members_delayed_write_is_refused_once_its_range_was_touch
     }
     stop_recording.cancel();
     let objects = objects.snapshot();
-    let maps = maps.snapshot();
-    let claims = claims_history(&maps);
-    let children: BTreeMap<String, Vec<Arc<DynamicObject>>> = maps
-        .into_iter()
-        .filter(|(name, _)| name.ends_with("-cfg"))
-        .collect();
+    let (claims, children) = claims_and_children(&maps);
     check_owners(&children, &claims).unwrap();
     check_owners(&objects, &claims).unwrap();
     // x's child was touched by a before a acted on it; b's delayed write of it, had it landed

@@ -203,12 +203,7 @@ impl<K: Object + Decode, S> Context<K, S> {
         match &self.fence {
             Fence::Shard(writer) => writer.merge_patch_status(seen, patch).await,
             _ => {
-                let rv = seen
-                    .resource_version()
-                    .filter(|rv| !rv.is_empty())
-                    .ok_or_else(|| FenceError::NoResourceVersion {
-                        object: seen.name().to_string(),
-                    })?;
+                let rv = crate::sharding::seen_version(seen)?;
                 let patch = with_precondition(patch, rv)?;
                 Ok(self
                     .api(seen)

@@ -147,6 +147,16 @@ impl From<ClientError> for FenceError {
     }
 }
 
+/// The resourceVersion of `seen`, the precondition a fenced write carries (SH9); an object
+/// seen without one cannot be written fenced.
+pub(crate) fn seen_version<T: Object + ?Sized>(seen: &T) -> Result<&str, FenceError> {
+    seen.resource_version()
+        .filter(|rv| !rv.is_empty())
+        .ok_or_else(|| FenceError::NoResourceVersion {
+            object: seen.name().to_string(),
+        })
+}
+
 /// `patch` with `metadata.resourceVersion` set to `rv`, the precondition the API server checks
 /// (a patch whose result carries another resourceVersion than the stored one is a 409). A patch
 /// that is not a JSON object, whose `metadata` is not one, or that carries another
@@ -303,11 +313,7 @@ impl<K: Decode> FencedWriter<K> {
                 identity: self.identity.clone(),
             });
         }
-        seen.resource_version()
-            .filter(|rv| !rv.is_empty())
-            .ok_or_else(|| FenceError::NoResourceVersion {
-                object: seen.name().to_string(),
-            })
+        seen_version(seen)
     }
 
     fn check_replacement<T: Object>(&self, seen: &K, object: &T) -> Result<(), FenceError> {

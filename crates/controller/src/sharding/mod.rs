@@ -109,7 +109,7 @@ pub use claims::{
     claims_name, decide, encode_claims, parse_claims, ClaimsError, PeerClaims, RangeDecision,
     CLAIMS_KEY,
 };
-pub(crate) use fence::with_precondition;
+pub(crate) use fence::{seen_version, with_precondition};
 pub use fence::{shard_label, FenceError, FencedWriter, SHARD_LABEL_PREFIX};
 pub use handover::{
     Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY, LAPSE_WARNING,

@@ -37,7 +37,7 @@ use crate::runner::{Action, Controller};
 use super::claims::{
     claims_name, decide, encode_claims, parse_claims, PeerClaims, RangeDecision, CLAIMS_KEY,
 };
-use super::fence::{with_precondition, FenceError};
+use super::fence::{seen_version, with_precondition, FenceError};
 use super::handover::LAPSED_RETRY;
 use super::range_watch::{child_range, range_label, range_of, Children, RangeWatches, WatchSpec};
 use super::ranges::RangeTable;
@@ -824,27 +824,30 @@ impl<K> fmt::Debug for RangeWriter<K> {
 impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
     /// The range `seen` lies in if this replica acts on it, and its resourceVersion.
     pub fn check<'a, T: Object>(&self, seen: &'a T) -> Result<(u32, &'a str), FenceError> {
+        self.fence(seen, range_of(seen))
+    }
+
+    /// SH8's check in range mode: the shard lease held since the ranges were granted, `range`
+    /// (the object's) acted on, and the seen resourceVersion to send as precondition.
+    fn fence<'a, T: Object>(
+        &self,
+        seen: &'a T,
+        range: Option<u32>,
+    ) -> Result<(u32, &'a str), FenceError> {
         let inner = &self.shard.inner;
         if !inner.guard.is_valid() {
             return Err(FenceError::LeaseNotHeld {
                 identity: inner.identity.clone(),
             });
         }
-        let Some(range) = range_of(seen).filter(|r| inner.state.lock().acts_on(*r, &inner.guard))
-        else {
+        let Some(range) = range.filter(|r| inner.state.lock().acts_on(*r, &inner.guard)) else {
             return Err(FenceError::NotAssigned {
                 object: seen.name().to_string(),
                 assigned_to: None,
                 identity: inner.identity.clone(),
             });
         };
-        let rv = seen
-            .resource_version()
-            .filter(|rv| !rv.is_empty())
-            .ok_or_else(|| FenceError::NoResourceVersion {
-                object: seen.name().to_string(),
-            })?;
-        Ok((range, rv))
+        Ok((range, seen_version(seen)?))
     }
 
     /// A JSON merge patch of `seen`, conditioned on its resourceVersion.
@@ -995,25 +998,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
         patch: &Value,
     ) -> Result<DynamicObject, FenceError> {
         let children = self.children()?;
-        let inner = &self.shard.inner;
-        if !inner.guard.is_valid() {
-            return Err(FenceError::LeaseNotHeld {
-                identity: inner.identity.clone(),
-            });
-        }
-        let range = child_range(&inner.ring, seen)
-            .filter(|r| inner.state.lock().acts_on(*r, &inner.guard))
-            .ok_or_else(|| FenceError::NotAssigned {
-                object: seen.name().to_string(),
-                assigned_to: None,
-                identity: inner.identity.clone(),
-            })?;
-        let rv = seen
-            .resource_version()
-            .filter(|rv| !rv.is_empty())
-            .ok_or_else(|| FenceError::NoResourceVersion {
-                object: seen.name().to_string(),
-            })?;
+        let (range, rv) = self.fence(seen, child_range(&self.shard.inner.ring, seen))?;
         let patch = Patch::Merge(with_precondition(patch, rv)?);
         let result = self
             .children_api(children)
