@@ -590,8 +590,9 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         let api = configmaps(&self.inner.client, &self.inner.namespace);
         let name = claims_name(&self.inner.ring, &self.inner.identity);
         let (held, version) = match api.get_opt(&name).await? {
+            // Unreadable, an earlier incarnation may have held any range: all are touched.
             Some(map) => (
-                read_claims(&map)?,
+                claims_or_all(&self.inner.identity, &map),
                 map.resource_version().map(str::to_string),
             ),
             None => (BTreeSet::new(), None),
@@ -669,7 +670,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
                 let Some(member) = map.name().strip_prefix(&prefix) else {
                     continue;
                 };
-                out.push((member.to_string(), read_claims(&map)?));
+                out.push((member.to_string(), claims_or_all(member, &map)));
             }
             match page.continue_token.filter(|t| !t.is_empty()) {
                 Some(token) => options.continue_token = Some(token),
@@ -778,6 +779,16 @@ fn read_claims(map: &DynamicObject) -> Result<BTreeSet<u32>, ClientError> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     parse_claims(value).map_err(|e| ClientError::InvalidRequest(format!("{}: {e}", map.name())))
+}
+
+/// The ranges another member's claims ConfigMap names; one that cannot be read (written by hand,
+/// or by something else) counts as claiming every range, so that nobody acts on a range it may
+/// hold: others wait for it while it is live, and touch its ranges once it is not (SH21, SH23).
+fn claims_or_all(member: &str, map: &DynamicObject) -> BTreeSet<u32> {
+    read_claims(map).unwrap_or_else(|error| {
+        tracing::error!(member, %error, "range mode: unreadable claims, taken as claiming every range");
+        (0..super::VIRTUAL_RANGES).collect()
+    })
 }
 
 /// A reconcile of a range in flight: the range is not released before it is dropped (SH22).
@@ -1005,5 +1016,28 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWriter<K> {
             .patch(seen.name(), &PatchOptions::default(), &patch)
             .await;
         self.answer(range, true, seen, result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims_map(held: &str) -> DynamicObject {
+        let mut map = DynamicObject::new("v1", "ConfigMap").named("widgets-ranges-b");
+        map.data.insert("data".into(), json!({ CLAIMS_KEY: held }));
+        map
+    }
+
+    #[test]
+    fn unreadable_claims_of_another_member_count_as_claiming_every_range() {
+        // SH21: a member that cannot read another's claims must not act as if it had none.
+        assert_eq!(
+            claims_or_all("b", &claims_map("3,5")),
+            BTreeSet::from([3, 5])
+        );
+        let all = claims_or_all("b", &claims_map("3,x"));
+        assert_eq!(all.len(), super::super::VIRTUAL_RANGES as usize);
+        assert!(read_claims(&claims_map("64")).is_err());
     }
 }
