@@ -129,9 +129,9 @@
 //! Decoding such an event on the reading task instead, and only events read together on the
 //! lane, takes those two wake-ups away and was measured and dropped: the objects it makes live in
 //! the workers' arenas, while the ones they replace, made on the lane, leave free memory in the
-//! lane's arena that nothing allocates again, so a watch's peak RSS climbed to 1.8× the RSS at
-//! sync as the cache turned over, for no CPU saved at 2,000 events/s (docs/benchmarks.md,
-//! *Everyday rates on the default start*).
+//! lane's arena that nothing allocates again, so a watch's peak RSS climbed to 1.6–1.9× the RSS
+//! at sync as the cache turned over, for 6% less CPU per typed `Pod` event at 2,000 events/s and
+//! 15% at 200/s (docs/benchmarks.md, *Everyday rates on the default start*).
 //! The way to go without one is to run the informer on a current-thread runtime: an
 //! `InformerThread`.
 //!
