@@ -12,12 +12,14 @@
 //!   on it are dropped there, and the thread ends. Nothing waits for them: cancel the informers
 //!   and await [`SharedInformerFactory::shutdown`](crate::SharedInformerFactory::shutdown) first
 //!   for a clean stop.
-//! - **IT3 (one wake-up per window)**: on a thread started with a batching window
-//!   ([`InformerThread::spawn_batching`]), two wake-ups are never closer than the window. Once
-//!   woken, the thread runs whatever is ready; when nothing is left it waits out the rest of the
-//!   window before it waits for I/O or timers again, so that everything arriving meanwhile (the
-//!   next watch events, a timer that fired) is handled on one wake-up. Nothing waits longer than
-//!   the window for it.
+//! - **IT3 (one wake-up per window while events keep coming)**: on a thread started with a
+//!   batching window ([`InformerThread::spawn_batching`]), once woken, the thread runs whatever
+//!   is ready; when nothing is left, and the wake-up before this one came less than
+//!   [`BUSY_WINDOWS`] windows earlier, it waits out the rest of the window before it waits for
+//!   I/O or timers again, so that everything arriving meanwhile (the next watch events, a timer
+//!   that fired) is handled on one wake-up; after a quieter spell it waits for them at once. So
+//!   while wake-ups keep coming, two are never closer than the window, a wake-up after a quiet
+//!   spell costs no wait, and nothing waits longer than the window.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -58,11 +60,13 @@ impl InformerThread {
         Self::start(name, None)
     }
 
-    /// Starts the thread as [`spawn`](Self::spawn) does, with a batching window (IT3): once
-    /// woken, the thread does not wait for I/O or timers again until `window` has passed, so
-    /// that what arrives meanwhile is handled on the same wake-up, at most `window` later than
-    /// on a thread started by [`spawn`](Self::spawn). A zero window is none. What a window
-    /// trades and how to choose one: [`crate::threading`] (*The batching window*).
+    /// Starts the thread as [`spawn`](Self::spawn) does, with a batching window (IT3): while
+    /// wake-ups keep coming (the one before came less than two windows earlier), once woken the
+    /// thread does not wait for I/O or timers again until `window` has passed, so that what
+    /// arrives meanwhile is handled on the same wake-up, at most `window` later than on a thread
+    /// started by [`spawn`](Self::spawn); after a quieter spell it waits at once, and what comes
+    /// alone is not delayed. A zero window is none. What a window trades and how to choose one:
+    /// [`crate::threading`] (*The batching window*).
     ///
     /// Fails with [`io::ErrorKind::InvalidInput`] for a window above [`MAX_BATCH_WINDOW`]
     /// (longer would hold up an informer's own timers and cancellation), and as
@@ -151,13 +155,23 @@ impl InformerThread {
 /// The longest batching window [`InformerThread::spawn_batching`] accepts: one second.
 pub const MAX_BATCH_WINDOW: Duration = Duration::from_secs(1);
 
+/// How many windows apart two wake-ups may come for the thread to count events as still coming
+/// and wait out the window after the second (IT3). Two: at a steady rate the thread that waits out
+/// its window is woken again about one window later, and events further apart than two windows
+/// would not be gathered by a window anyway.
+pub(crate) const BUSY_WINDOWS: u32 = 2;
+
+/// The thread's last wake-up and the one before it (IT3).
+type Wakes = (Option<Instant>, Option<Instant>);
+
 /// A batching window's state, shared by the runtime's park and unpark hooks, both called on the
 /// thread itself (IT3).
 #[derive(Debug)]
 struct BatchWindow {
     window: Duration,
-    /// When the thread last came back from waiting; `None` before its first wait.
-    woken_at: Mutex<Option<Instant>>,
+    /// When the thread last came back from waiting, and the time before; `None` before its
+    /// first and second waits.
+    woken_at: Mutex<Wakes>,
     /// Every wake-up, for IT3's test.
     #[cfg(test)]
     wakes: Mutex<Vec<Instant>>,
@@ -167,7 +181,7 @@ impl BatchWindow {
     fn new(window: Duration) -> BatchWindow {
         BatchWindow {
             window,
-            woken_at: Mutex::new(None),
+            woken_at: Mutex::new((None, None)),
             #[cfg(test)]
             wakes: Mutex::new(Vec::new()),
         }
@@ -176,21 +190,33 @@ impl BatchWindow {
     /// The unpark hook: the thread came back from waiting.
     fn woke(&self) {
         let now = Instant::now();
-        *self.woken_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+        let mut wakes = self.woken_at.lock().unwrap_or_else(|e| e.into_inner());
+        *wakes = (Some(now), wakes.0);
+        drop(wakes);
         #[cfg(test)]
         self.wakes.lock().unwrap().push(now);
     }
 
-    /// The park hook: nothing is ready; before the thread waits for more, it lets the rest of
-    /// the window pass, so that what arrives meanwhile is there at once when it waits (IT3).
+    /// The park hook: nothing is ready; while wake-ups keep coming, before the thread waits for
+    /// more it lets the rest of the window pass, so that what arrives meanwhile is there at once
+    /// when it waits (IT3).
     fn wait_out(&self) {
-        let woken_at = *self.woken_at.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(end) = woken_at.map(|at| at + self.window) {
+        let wakes = *self.woken_at.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(end) = self.waits_until(wakes) {
             let now = Instant::now();
             if end > now {
                 std::thread::sleep(end - now);
             }
         }
+    }
+
+    /// When the thread, last woken at `wakes.0` after the wake-up at `wakes.1`, may wait for I/O
+    /// again: at the end of the window when the two came less than [`BUSY_WINDOWS`] windows
+    /// apart; at once (`None`) after a quieter spell, or before a second wake-up (IT3).
+    fn waits_until(&self, wakes: Wakes) -> Option<Instant> {
+        let (last, before) = (wakes.0?, wakes.1?);
+        (last.saturating_duration_since(before) < self.window * BUSY_WINDOWS)
+            .then(|| last + self.window)
     }
 }
 
@@ -267,35 +293,68 @@ mod tests {
         assert!(joined.is_err_and(|e| e.is_cancelled()));
     }
 
-    /// IT3: with a batching window, no two wake-ups of the thread are closer than the window:
-    /// a task sleeping 1 ms three times over (each sleep ends only after the thread waited and
-    /// was woken) sees each take the rest of a window, and the wake-ups are a window apart.
+    /// IT3: with a batching window, while wake-ups keep coming no two are closer than the window:
+    /// a task sleeping 1 ms four times over (from the third sleep on, each ends only after the
+    /// thread waited out a window, as the wake-up before came less than two windows earlier)
+    /// takes at least two windows, and every wake-up that follows one that came within two
+    /// windows of the one before it is at least a window after it.
     #[test]
-    fn it3_wake_ups_are_at_least_a_window_apart() {
+    fn it3_wake_ups_are_at_least_a_window_apart_while_they_keep_coming() {
         let window = Duration::from_millis(50);
         let batch = Arc::new(BatchWindow::new(window));
         let thread = InformerThread::start("it3-informers", Some(Arc::clone(&batch))).unwrap();
         let slept = thread.handle().spawn(async {
             let started = Instant::now();
-            for _ in 0..3 {
+            for _ in 0..4 {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             started.elapsed()
         });
         let slept = futures::executor::block_on(slept).expect("the task ran");
         thread.join();
-        // The first sleep may end in the window of the wake-up that brought the task; the next
-        // two each start one.
-        assert!(slept >= window * 2, "three 1 ms sleeps took {slept:?}");
+        // The first wake-up (the spawn's, or the first sleep's when the task ran before the
+        // thread first waited) follows no other and waits out nothing; the next, 1 ms later,
+        // waits out a window, and so does each one after it.
+        assert!(slept >= window * 2, "four 1 ms sleeps took {slept:?}");
         let wakes = batch.wakes.lock().unwrap().clone();
         assert!(wakes.len() >= 3, "woken once per sleep at least: {wakes:?}");
-        for pair in wakes.windows(2) {
-            let gap = pair[1] - pair[0];
-            assert!(
-                gap >= window,
-                "two wake-ups {gap:?} apart, closer than {window:?}"
-            );
+        for three in wakes.windows(3) {
+            let (before, gap) = (three[1] - three[0], three[2] - three[1]);
+            if before < window * BUSY_WINDOWS {
+                assert!(
+                    gap >= window,
+                    "two wake-ups {gap:?} apart while they kept coming, closer than {window:?}"
+                );
+            }
         }
+    }
+
+    /// IT3's adaptation, decided from the two last wake-ups alone: the window is waited out
+    /// only after a wake-up that came less than two windows after the one before it.
+    #[test]
+    fn it3_the_window_is_waited_out_only_while_wake_ups_keep_coming() {
+        let window = Duration::from_millis(10);
+        let batch = BatchWindow::new(window);
+        let t = Instant::now();
+        assert_eq!(batch.waits_until((None, None)), None, "never woken");
+        assert_eq!(batch.waits_until((Some(t), None)), None, "first wake-up");
+        let busy = t + window * BUSY_WINDOWS - Duration::from_micros(1);
+        assert_eq!(
+            batch.waits_until((Some(busy), Some(t))),
+            Some(busy + window),
+            "woken again within two windows"
+        );
+        let quiet = t + window * BUSY_WINDOWS;
+        assert_eq!(
+            batch.waits_until((Some(quiet), Some(t))),
+            None,
+            "woken after a quiet spell of two windows"
+        );
+        assert_eq!(
+            batch.waits_until((Some(t + window), Some(t + window))),
+            Some(t + window * 2),
+            "two wake-ups at once"
+        );
     }
 
     /// IT3's bound: a window above the longest allowed is refused, a zero window is none.
