@@ -481,3 +481,25 @@ pub async fn run(args: ShardedArgs) -> Result<(), String> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_line_is_parsed_and_other_lines_are_not() {
+        let line = "RANGE held=21 acting=20 cached=2100 reconciles=5120 fenced=3";
+        assert_eq!(
+            RangeStatus::parse(line),
+            Some(RangeStatus {
+                held: 21,
+                acting: 20,
+                cached: 2100,
+                reconciles: 5120,
+                fenced: 3,
+            })
+        );
+        assert_eq!(RangeStatus::parse("STATUS widgets=1"), None);
+        assert_eq!(RangeStatus::parse("RANGE held=x"), None);
+    }
+}
