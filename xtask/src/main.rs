@@ -69,7 +69,8 @@ fn usage() -> &'static str {
        demo         run the demo against the embedded simulated API server\n               \
        (--seconds N, --rate N, --pods N; --real-cluster, --kubeconfig PATH or --context NAME for a real cluster;\n               \
        --server real to start a real kube-apiserver, seed and churn it, and run the demo's informers on it;\n               \
-       --replicas N [--widgets N] for a sharded controller in N processes, one joining, one leaving)\n  \
+       --replicas N [--widgets N] [--mode label|range] for a sharded controller in N processes, one joining,\n               \
+       one leaving; range mode splits the server's shard hash, label mode by default)\n  \
        integration  run the end-to-end scenarios against the simulated API server (about 7 minutes per queue)\n               \
        ([FILTER...] to pick scenarios by name, --list, --soak-seconds N, --queue in-order|delta-fifo|both,\n               \
        --only informers|others; --ci alone for CI's step: both queues at once)\n  \

@@ -8,7 +8,9 @@
 //! instead; never because `KUBECONFIG` happens to be set.
 //!
 //! With `--replicas N`, a sharded controller instead ([`sharded`]): N replica processes split
-//! widgets between them while one joins and one leaves, then a verdict from the write log.
+//! widgets between them while one joins and one leaves, then a verdict from the write log;
+//! with `--mode range` the replicas split the server's shard hash instead ([`range`]): no
+//! sharder, no labels, and the object writes each move cost.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -32,6 +34,7 @@ use workqueue::shared_informer::{
 };
 use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 
+mod range;
 mod sharded;
 // The sharded replica and its fleet are the integration suite's, shared by path (the demo
 // starts the same processes the `sharding` scenario checks); not every helper is used here.
@@ -59,17 +62,21 @@ struct Args {
     real_cluster: bool,
     replicas: Option<usize>,
     widgets: usize,
+    /// `--mode range`: the sharded replicas in range mode rather than label mode.
+    range_mode: bool,
 }
 
 fn usage() -> &'static str {
     "usage: cargo xtask demo [--seconds N] [--rate EVENTS_PER_SEC] [--pods N]\n\
      \x20                       [--real-cluster] [--kubeconfig PATH] [--context NAME]\n\
-     \x20                       [--replicas N [--widgets N]]\n\
+     \x20                       [--replicas N [--widgets N] [--mode label|range]]\n\
      By default the demo runs against the embedded simulated API server. A real cluster is used\n\
      only when asked: --kubeconfig PATH reads that file; --context NAME or --real-cluster read the\n\
      files of KUBECONFIG (several, separated by ':', merged as kubectl merges them) or\n\
      ~/.kube/config, with NAME or the current context. --replicas N runs a sharded controller\n\
-     in N processes instead (one more joins, one leaves; --seconds is split in three phases)."
+     in N processes instead (one more joins, one leaves; --seconds is split in three phases);\n\
+     --mode range has them split the server's shard hash (RangeShard) instead of labelling\n\
+     widgets (label, the default)."
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -82,6 +89,7 @@ fn parse_args() -> Result<Args, String> {
         real_cluster: false,
         replicas: None,
         widgets: 3_000,
+        range_mode: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -120,6 +128,13 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|e| format!("--widgets: {e}"))?
             }
+            "--mode" => {
+                args.range_mode = match value("--mode")?.as_str() {
+                    "label" => false,
+                    "range" => true,
+                    other => return Err(format!("--mode {other:?}: label or range")),
+                }
+            }
             "-h" | "--help" => return Err(usage().to_string()),
             other => return Err(format!("unknown argument {other:?}\n{}", usage())),
         }
@@ -130,7 +145,8 @@ fn parse_args() -> Result<Args, String> {
 fn main() -> ExitCode {
     // `--replicas` re-executes this binary as its replica processes.
     let raw: Vec<String> = std::env::args().collect();
-    if raw.get(1).map(String::as_str) == Some("shard-replica") {
+    let subcommand = raw.get(1).map(String::as_str);
+    if matches!(subcommand, Some("shard-replica" | "range-replica")) {
         tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -138,6 +154,9 @@ fn main() -> ExitCode {
             )
             .with_writer(std::io::stderr)
             .init();
+        if subcommand == Some("range-replica") {
+            return range::replica_main(&raw[2..]);
+        }
         return shard_replica::main(&raw[2..]);
     }
     match tokio::runtime::Builder::new_multi_thread()
@@ -169,13 +188,21 @@ async fn demo_main() -> ExitCode {
     if !real && std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) {
         println!("KUBECONFIG is set but not used: pass --real-cluster to run against that cluster");
     }
+    if args.range_mode && args.replicas.is_none() {
+        eprintln!("--mode goes with --replicas N\n{}", usage());
+        return ExitCode::from(2);
+    }
     let result = if let Some(replicas) = args.replicas {
-        sharded::run(sharded::ShardedArgs {
+        let sharded = sharded::ShardedArgs {
             replicas,
             widgets: args.widgets,
             phase_seconds: (args.seconds / 3).max(3),
-        })
-        .await
+        };
+        if args.range_mode {
+            range::run(sharded).await
+        } else {
+            sharded::run(sharded).await
+        }
     } else if real {
         real_cluster(
             args.kubeconfig.as_deref(),

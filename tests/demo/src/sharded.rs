@@ -26,7 +26,8 @@ pub struct ShardedArgs {
     pub phase_seconds: u64,
 }
 
-const IDS: [&str; 9] = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+/// The replicas' ids (replica `replica-<id>`), in order of start; one more than asked joins.
+pub const IDS: [&str; 9] = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
 
 /// One progress line per second for `seconds`: per replica, widgets owned and reconciles/s.
 async fn progress(
