@@ -1,8 +1,8 @@
 //! Range mode end to end, on the simulator by `cargo test` and on a real kube-apiserver with
 //! `ShardedListAndWatch` by `REAL_APISERVER=1 cargo test`: replicas that split 120
 //! Services by the server's shard selector, through their ring's Leases and claims
-//! ConfigMaps, under churn, while a member is killed (its lease left to run out) and another
-//! joins.
+//! ConfigMaps, under churn, while a member is killed (its lease left to run out), another
+//! joins and a third leaves gracefully (its ranges released before its lease).
 //!
 //! Checked from the server's side, on a recording of every version of every object and every
 //! claims ConfigMap (a watch started before the replicas):
@@ -12,7 +12,8 @@
 //!   object's range at a revision between A's last write and B's first (SH22): no object ever
 //!   has two acting owners;
 //! - after each step every object is reconciled by its range's owner in the live members'
-//!   table, at its current spec, and only the killed member's ranges were touched;
+//!   table, at its current spec, and only the killed member's ranges were touched (the join and
+//!   the leave touch nothing);
 //! - each replica caches about its share of the objects.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -49,7 +50,34 @@ fn election(identity: &str) -> LeaderElectionConfig {
 struct Replica {
     name: String,
     stop: CancellationToken,
+    /// The ring's own token: cancelled once the shard has left, so that its lease is held
+    /// while it releases its ranges.
+    ring_stop: CancellationToken,
     shard: RangeShard<DynamicObject>,
+    /// The ring's, the shard's and the controller's tasks.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Replica {
+    /// A graceful stop: the controller's and the shard's (which releases every range), then
+    /// the ring's (which releases the lease).
+    async fn leave(mut self) {
+        self.stop.cancel();
+        let ring = self.tasks.remove(0);
+        for task in self.tasks {
+            task.await.unwrap();
+        }
+        self.ring_stop.cancel();
+        ring.await.unwrap();
+    }
+
+    /// A crash: every task stops where it is; nothing is released.
+    fn kill(self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+        self.ring_stop.cancel();
+    }
 }
 
 /// A reconcile the test holds in flight: the reconcile of the object named here waits, once it
@@ -88,42 +116,44 @@ fn start_replica(
     // A client of its own, as a replica in a process of its own has: its connection carries
     // its watches (at most 8 groups per resource) and its requests.
     let client = &Client::new(config).unwrap();
-    let stop = CancellationToken::new();
+    let (stop, ring_stop) = (CancellationToken::new(), CancellationToken::new());
     let mut election = election(name);
     election.release_on_cancel = release_on_cancel;
     let leases = ApiRingLeases::new(client.clone(), NS);
     let ring = Ring::new(RING, election, leases).unwrap();
-    tokio::spawn({
-        let (ring, stop) = (ring.clone(), stop.clone());
-        async move { ring.run(ring.lock(), stop).await }
-    });
+    let mut tasks = vec![tokio::spawn({
+        let (ring, stop) = (ring.clone(), ring_stop.clone());
+        async move { ring.run(ring.lock(), stop).await.unwrap() }
+    })];
     let queue = RateLimitingQueue::new(default_controller_rate_limiter());
     let accounts = Resource::namespaced("", "v1", "services");
     let shard: RangeShard<DynamicObject> =
         RangeShard::new(&ring, client.clone(), accounts, NS, queue)
             .owns(Resource::namespaced("", "v1", "configmaps"), "Service");
-    tokio::spawn({
+    tasks.push(tokio::spawn({
         let (shard, ring, stop) = (shard.clone(), ring.clone(), stop.clone());
         async move { shard.run(&ring, stop).await }
-    });
+    }));
     let (me, hold, cache) = (name.to_string(), hold.clone(), shard.clone());
-    tokio::spawn(
-        shard
-            .clone()
-            .run_controller(2, stop.clone(), move |account, writer| {
-                let (me, hold, cache) = (me.clone(), hold.clone(), cache.clone());
-                async move {
-                    let name = account.name().to_string();
-                    let result = reconcile(me, hold.clone(), cache, account, writer).await;
-                    hold.finish(&name);
-                    result
-                }
-            }),
-    );
+    tasks.push(tokio::spawn(shard.clone().run_controller(
+        2,
+        stop.clone(),
+        move |account, writer| {
+            let (me, hold, cache) = (me.clone(), hold.clone(), cache.clone());
+            async move {
+                let name = account.name().to_string();
+                let result = reconcile(me, hold.clone(), cache, account, writer).await;
+                hold.finish(&name);
+                result
+            }
+        },
+    )));
     Replica {
         name: name.to_string(),
         stop,
+        ring_stop,
         shard,
+        tasks,
     }
 }
 
@@ -549,7 +579,7 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
 
     // c dies without releasing: its lease runs out, its ranges are touched and taken.
     let c_ranges: BTreeSet<u32> = c.shard.held().into_iter().collect();
-    c.stop.cancel();
+    c.kill();
     let killed = tokio::time::Instant::now();
     acting_on_all(&[&a, &b]).await;
     println!(
@@ -593,35 +623,64 @@ async fn replicas_split_by_range_hand_over_without_writes_and_touch_only_a_dead_
     converged(&server, &paused, &["a", "b", "d"]).await.unwrap();
     let join_to = objects.last_revision().max(claims.last_revision());
 
+    // a leaves gracefully: it releases its ranges before its lease, so nobody touches them.
+    let leave_from = join_to;
+    let left = tokio::time::Instant::now();
+    a.leave().await;
+    acting_on_all(&[&b, &d]).await;
+    println!(
+        "after the leave: every range acted on again in {:?}",
+        left.elapsed()
+    );
+    converged(&server, &paused, &["b", "d"]).await.unwrap();
+    let leave_to = objects.last_revision().max(claims.last_revision());
+
     churn_stop.cancel();
     churn.await.unwrap();
-    converged(&server, &paused, &["a", "b", "d"]).await.unwrap();
-    for replica in [&a, &b, &d] {
-        replica.stop.cancel();
+    converged(&server, &paused, &["b", "d"]).await.unwrap();
+    for replica in [b, d] {
+        replica.leave().await;
     }
     stop_recording.cancel();
 
     let objects = objects.snapshot();
     let (claims, children) = claims_and_children(&claims);
     assert_eq!(children.len(), OBJECTS, "a child per Service");
-    // The join moved ranges with no write to any object or child for the move itself: no touch
-    // between d's start and convergence; the move's writes are the claims ConfigMaps'.
-    let in_join = |v: &Arc<DynamicObject>| (join_from + 1..=join_to).contains(&revision(v));
+    // The join and the leave moved ranges with no write to any object or child for the move
+    // itself: no touch between the move's start and convergence; the move's writes are the
+    // claims ConfigMaps'.
     let touch = touch_annotation(RING);
-    let join_touches: Vec<&str> = objects
-        .iter()
-        .chain(&children)
-        .flat_map(|(name, versions)| {
-            versions
-                .windows(2)
-                .filter(|p| in_join(&p[1]) && p[1].annotation(&touch) != p[0].annotation(&touch))
-                .map(move |_| name.as_str())
-        })
-        .collect();
-    assert!(join_touches.is_empty(), "the join touched {join_touches:?}");
-    let claims_writes: usize = maps_claims_versions(&claims, join_from, join_to);
-    let moved = RangeTable::new(["a", "b", "d"]).ranges_of("d").len();
-    println!("the join: {moved} ranges moved to d, {claims_writes} claims writes, 0 object writes");
+    for (step, from, to, moved) in [
+        (
+            "join",
+            join_from,
+            join_to,
+            RangeTable::new(["a", "b", "d"]).ranges_of("d").len(),
+        ),
+        (
+            "leave",
+            leave_from,
+            leave_to,
+            RangeTable::new(["a", "b", "d"]).ranges_of("a").len(),
+        ),
+    ] {
+        let within = |v: &Arc<DynamicObject>| (from + 1..=to).contains(&revision(v));
+        let touched: Vec<&str> = objects
+            .iter()
+            .chain(&children)
+            .flat_map(|(name, versions)| {
+                versions
+                    .windows(2)
+                    .filter(|p| within(&p[1]) && p[1].annotation(&touch) != p[0].annotation(&touch))
+                    .map(move |_| name.as_str())
+            })
+            .collect();
+        assert!(touched.is_empty(), "the {step} touched {touched:?}");
+        let claims_writes = maps_claims_versions(&claims, from, to);
+        println!(
+            "the {step}: {moved} ranges moved, {claims_writes} claims writes, 0 object writes"
+        );
+    }
     let (child_switches, child_touches) = check_owners(&children, &claims).unwrap();
     println!("children: {child_switches} hand-overs by release, {child_touches} touches");
     assert!(child_touches > 0, "c's children were not touched");
@@ -826,8 +885,8 @@ async fn a_partitioned_members_delayed_write_is_refused_once_its_range_was_touch
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for replica in [&a, &b] {
-        replica.stop.cancel();
+    for replica in [a, b] {
+        replica.leave().await;
     }
     stop_recording.cancel();
     let objects = objects.snapshot();

@@ -117,7 +117,9 @@ async fn replica(url: &str, token: &str, identity: &str, ns: &str) -> Result<(),
     config.user_agent = user_agent(identity);
     config.rate_limit = Some(RateLimit::new(f64::from(QPS), 2 * QPS));
     let client = Client::new(&config).map_err(err)?;
-    let stop = CancellationToken::new();
+    // The ring has a token of its own, cancelled once the shard has left: its lease is held
+    // while the shard releases its ranges, so that a graceful stop costs no object write.
+    let (stop, ring_stop) = (CancellationToken::new(), CancellationToken::new());
 
     let mut election = LeaderElectionConfig::new(RING, identity);
     election.lease_duration = Duration::from_millis(LEASE_MS);
@@ -131,7 +133,7 @@ async fn replica(url: &str, token: &str, identity: &str, ns: &str) -> Result<(),
     let fenced = Arc::new(AtomicU64::new(0));
     let tasks = [
         tokio::spawn({
-            let (ring, stop) = (ring.clone(), stop.clone());
+            let (ring, stop) = (ring.clone(), ring_stop.clone());
             async move {
                 if let Err(error) = ring.run(ring.lock(), stop).await {
                     tracing::error!(%error, "the replica cannot join its ring");
@@ -181,9 +183,11 @@ async fn replica(url: &str, token: &str, identity: &str, ns: &str) -> Result<(),
         }
     }
     stop.cancel();
-    for task in tasks {
-        let _ = task.await;
-    }
+    let [ring_task, shard_task, controller_task] = tasks;
+    let _ = controller_task.await;
+    let _ = shard_task.await;
+    ring_stop.cancel();
+    let _ = ring_task.await;
     Ok(())
 }
 
@@ -442,10 +446,7 @@ pub async fn run(args: ShardedArgs) -> Result<(), String> {
     progress(&procs, &mut last, args.phase_seconds, started).await;
 
     let leaver = identity(IDS[0]);
-    println!(
-        "---- {leaver} leaves (graceful stop: its Lease is released; its claims stay published, \
-         as RangeShard::run leaves them, so the next holders touch its ranges)"
-    );
+    println!("---- {leaver} leaves (graceful stop: it releases its ranges, then its Lease)");
     let leave_from = sim.revision() + 1;
     if let Some(proc) = procs.remove(&leaver) {
         proc.stop().await?;

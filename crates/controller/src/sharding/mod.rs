@@ -114,7 +114,7 @@ pub use fence::{shard_label, FenceError, FencedWriter, SHARD_LABEL_PREFIX};
 pub use handover::{
     Admission, ShardGate, ShardedController, ShardedError, LAPSED_RETRY, LAPSE_WARNING,
 };
-pub use range_shard::{touch_annotation, RangeShard, RangeWriter};
+pub use range_shard::{touch_annotation, RangeShard, RangeWriter, LEAVE_BOUND};
 pub use range_watch::range_label;
 pub use ranges::{RangeMove, RangeTable, VIRTUAL_RANGES};
 pub use ring::{

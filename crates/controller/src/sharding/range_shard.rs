@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{DynamicObject, Object};
 use workqueue::shared_informer::reflector::{
@@ -48,6 +49,10 @@ use super::ring::{Ring, RingLeases, RING_LABEL};
 pub fn touch_annotation(ring: &str) -> String {
     format!("touched.sharding.informer-rs.io/{ring}")
 }
+
+/// How long a graceful leave waits for the reconciles in flight and the touches of unanswered
+/// keys before it unpublishes what it could release.
+pub const LEAVE_BOUND: Duration = Duration::from_secs(30);
 
 /// How many times a touch reads an object again after a conflict before giving up for this tick.
 const TOUCH_TRIES: usize = 20;
@@ -126,6 +131,8 @@ struct Inner<K> {
     guard: LeaseGuard,
     queue: RateLimitingQueue<String>,
     state: Mutex<State<K>>,
+    /// Told whenever a reconcile in flight ends (a leave waits on it).
+    drained: Notify,
     touch_key: String,
     /// Distinguishes this process's touches from any earlier one's.
     incarnation: String,
@@ -145,17 +152,18 @@ struct Inner<K> {
 /// use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 ///
 /// # async fn replica(client: Client, identity: &str) -> Result<(), Box<dyn std::error::Error>> {
-/// let stop = CancellationToken::new();
+/// // The ring's token is its own: the lease is released only after the shard has left.
+/// let (stop, ring_stop) = (CancellationToken::new(), CancellationToken::new());
 /// let leases = ApiRingLeases::new(client.clone(), "default");
 /// let ring = Ring::new("widgets", LeaderElectionConfig::new("widgets", identity), leases)?;
-/// tokio::spawn({
-///     let (ring, stop) = (ring.clone(), stop.clone());
-///     async move { ring.run(ring.lock(), stop).await }
+/// let membership = tokio::spawn({
+///     let (ring, ring_stop) = (ring.clone(), ring_stop.clone());
+///     async move { ring.run(ring.lock(), ring_stop).await }
 /// });
 /// let queue = RateLimitingQueue::new(default_controller_rate_limiter());
 /// let widgets = Resource::namespaced("example.com", "v1", "widgets");
 /// let shard: RangeShard<DynamicObject> = RangeShard::new(&ring, client, widgets, "default", queue);
-/// tokio::spawn({
+/// let ranges = tokio::spawn({
 ///     let (shard, ring, stop) = (shard.clone(), ring.clone(), stop.clone());
 ///     async move { shard.run(&ring, stop).await }
 /// });
@@ -164,7 +172,10 @@ struct Inner<K> {
 ///         writer.merge_patch_status(&widget, &json!({"status": {"ready": true}})).await?;
 ///         Ok::<_, FenceError>(Action::Done)
 ///     })
-///     .await;
+///     .await; // until `stop` is cancelled (a SIGTERM handler, say)
+/// ranges.await?; // every range released
+/// ring_stop.cancel();
+/// membership.await??;
 /// # Ok(()) }
 /// ```
 pub struct RangeShard<K> {
@@ -215,6 +226,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
                 guard: ring.guard(),
                 queue,
                 state: Mutex::new(State::default()),
+                drained: Notify::new(),
                 touch_key: touch_annotation(ring.name()),
                 incarnation: format!("{nanos:x}"),
             }),
@@ -245,6 +257,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
                 guard: inner.guard.clone(),
                 queue: inner.queue.clone(),
                 state: Mutex::new(State::default()),
+                drained: Notify::new(),
                 touch_key: inner.touch_key.clone(),
                 incarnation: inner.incarnation.clone(),
             }),
@@ -295,20 +308,29 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
     }
 
     /// Moves the replica's ranges as the ring changes, one tick per `ring`'s retry period, until
-    /// `cancel` fires; then stops its informers. `ring` must be the one given to
-    /// [`new`](Self::new) and be [run](Ring::run) beside it. A failing tick is logged and tried
-    /// again at the next one.
+    /// `cancel` fires; then leaves: it stops acting, lets the reconciles in flight finish,
+    /// touches the keys whose last write got no answer, unpublishes its claims (within
+    /// [`LEAVE_BOUND`]) and stops its informers. `ring` must be the one given to
+    /// [`new`](Self::new) and be [run](Ring::run) beside it, **stopped only after this returns**:
+    /// the leave needs the shard lease, and a lease released first makes the others take this
+    /// member for dead and touch its ranges (a write per object). A failing tick is logged and
+    /// tried again at the next one.
     ///
     /// # Cancel safety
     ///
-    /// Not cancel safe: stop it with `cancel`. The claims stay published: a replica that stops
-    /// without releasing is, to the others, a member whose lease runs out (its ranges are touched
-    /// by their next holders, SH23).
+    /// Not cancel safe: stop it with `cancel`. Dropped (or the process killed), the claims stay
+    /// published: to the others, a member whose lease runs out, whose ranges their next holders
+    /// touch (SH23).
     pub async fn run<S: RingLeases>(&self, ring: &Ring<S>, cancel: CancellationToken) {
         let period = ring.retry_period();
         let mut failures = 0u32;
         loop {
-            match self.tick(ring, &cancel).await {
+            let tick = tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                tick = self.tick(ring, &cancel) => tick,
+            };
+            match tick {
                 Ok(()) => failures = 0,
                 Err(error) => {
                     failures = failures.saturating_add(1);
@@ -325,7 +347,52 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
                 () = tokio::time::sleep(backoff) => {}
             }
         }
-        let mut state = self.inner.state.lock();
+        self.leave().await;
+    }
+
+    /// A graceful leave (SH22 for every held range): stop acting, let the reconciles in flight
+    /// finish, touch the keys whose last write got no answer, and unpublish what was released,
+    /// all within [`LEAVE_BOUND`]; then stop the informers. A range that could not be released
+    /// (a reconcile still running, a touch that failed, the shard lease already gone) stays
+    /// claimed, and its next holder touches it once this member's lease has run out (SH23).
+    async fn leave(&self) {
+        let inner = &self.inner;
+        inner.state.lock().acting.clear();
+        let deadline = tokio::time::Instant::now() + LEAVE_BOUND;
+        // The run's token is cancelled by now: the leave's touches get one of their own.
+        let leaving = CancellationToken::new();
+        let mut held = inner.state.lock().held.clone();
+        while !held.is_empty() && inner.guard.is_valid() {
+            let drained = inner.drained.notified();
+            for range in held.clone() {
+                match self.release(range, &leaving).await {
+                    Ok(true) => {
+                        held.remove(&range);
+                    }
+                    Ok(false) => {}
+                    Err(error) => {
+                        tracing::warn!(range, %error, "range mode: not released on leaving")
+                    }
+                }
+            }
+            let busy = inner.state.lock().in_flight.values().any(|n| *n > 0);
+            if held.is_empty() || !busy || tokio::time::Instant::now() >= deadline {
+                break;
+            }
+            let _ = tokio::time::timeout_at(deadline, drained).await;
+        }
+        let publish = self.publish(&held);
+        match tokio::time::timeout_at(deadline + MAX_BACKOFF, publish).await {
+            Ok(Ok(())) if held.is_empty() => {
+                tracing::info!(identity = %inner.identity, "range mode: left, every range released");
+            }
+            Ok(Ok(())) => tracing::warn!(identity = %inner.identity, ?held,
+                "range mode: left with ranges still claimed; their next holders touch them"),
+            Ok(Err(error)) => tracing::warn!(%error,
+                "range mode: left without unpublishing; the next holders touch every range"),
+            Err(_) => tracing::warn!("range mode: left without unpublishing (timed out)"),
+        }
+        let mut state = inner.state.lock();
         state.acting.clear();
         state.watches.stop_all();
     }
@@ -803,6 +870,8 @@ impl<K> Drop for RangePermit<K> {
         if let Some(count) = state.in_flight.get_mut(&self.range) {
             *count = count.saturating_sub(1);
         }
+        drop(state);
+        self.shard.inner.drained.notify_waiters();
     }
 }
 
