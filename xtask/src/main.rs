@@ -22,7 +22,7 @@
 //!   the recorded table without running anything); `bench --server real` runs instead the peer
 //!   comparison against a real kube-apiserver and etcd (sync of 10k and 100k pods, a paced
 //!   watch), recorded in a section of its own; `bench --scale` runs instead the scale record
-//!   (opt-in, about an hour: 165k pods of 10 KB through a watch-list and through paginated lists,
+//!   (opt-in, about 45 minutes: 165k pods of 10 KB through a watch-list and through paginated lists,
 //!   1M ConfigMaps, each then watched at 1,000 events/s; kube-rs's and client-go's clients beside
 //!   ours), recorded in a section of its own with its chart.
 //! - `bench-memory`: the memory of a cache of pods at sync, this project's informers beside
@@ -80,7 +80,7 @@ fn usage() -> &'static str {
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
        (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg;\n               \
        --server real for the peer comparison on a real kube-apiserver alone: --pods a,b, --rounds N, --rate N, --seconds N;\n               \
-       --scale for the scale record alone, about an hour: --sets watch-list,list,configmaps, --clients a,b, --pods N,\n               \
+       --scale for the scale record alone, about 45 minutes: --sets watch-list,list,configmaps, --clients a,b, --pods N,\n               \
        --pod-bytes N, --objects N, --object-bytes N, --rounds N, --rate N, --seconds N)\n  \
        bench-memory the memory per cached pod of our informers and client-go's, managedFields kept or dropped\n               \
        (--pods N, default 10000; --rounds N, default 3; --events N, default 1000; --clients a,b)\n  \

@@ -1,4 +1,4 @@
-//! `cargo xtask bench --scale`: the scale record, opt-in (it takes about an hour on 2 cores): one
+//! `cargo xtask bench --scale`: the scale record, opt-in (it takes about 45 minutes on 2 cores): one
 //! informer syncing a large cache, each client in a process of its own on the peer benchmark's
 //! fast server (`benches/peer`, the same bytes for every client), then a paced watch over that
 //! cache.
