@@ -81,7 +81,7 @@ fn usage() -> &'static str {
        (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg;\n               \
        --server real for the peer comparison on a real kube-apiserver alone: --pods a,b, --rounds N, --rate N, --seconds N;\n               \
        --scale for the scale record alone, about 45 minutes: --sets watch-list,list,configmaps, --clients a,b, --pods N,\n               \
-       --pod-bytes N, --objects N, --object-bytes N, --rounds N, --rate N, --seconds N)\n  \
+       --pod-bytes N, --objects N, --object-bytes N, --rounds N, --rate N, --seconds N, --note TEXT)\n  \
        bench-memory the memory per cached pod of our informers and client-go's, managedFields kept or dropped\n               \
        (--pods N, default 10000; --rounds N, default 3; --events N, default 1000; --clients a,b)\n  \
        real-apiserver  build kube-apiserver and etcd from the Go module proxy (cached under target/),\n               \

@@ -20,7 +20,8 @@
 //!
 //! Arguments: `--quick` (small sizes, one round: a check that it runs, not a measurement),
 //! `--sets watch-list,list,configmaps`, `--clients a,b`, `--pods N`, `--pod-bytes N`,
-//! `--objects N`, `--object-bytes N`, `--rounds N`, `--rate N`, `--seconds N`, `--no-write`.
+//! `--objects N`, `--object-bytes N`, `--rounds N`, `--rate N`, `--seconds N`, `--no-write`,
+//! `--note TEXT` (the run's conditions, said after the machine: "shared with other builds").
 //! The table (medians, the rounds beside them, same-run ratios against kube-rs and client-go)
 //! goes between [`BEGIN`] and [`END`] in `docs/benchmarks.md` after every run, so that a run
 //! stopped halfway keeps what it measured, and the chart into [`CHART`].
@@ -146,6 +147,9 @@ pub struct Plan {
     pub rounds: usize,
     pub rate: u32,
     pub seconds: u32,
+    /// What the run's conditions were (`--note`: "shared with other builds"), said after the
+    /// machine's cores in the section and the chart.
+    pub note: Option<String>,
 }
 
 impl Plan {
@@ -163,6 +167,7 @@ impl Plan {
                 rounds: 1,
                 rate: 1_000,
                 seconds: 2,
+                note: None,
             }
         } else {
             Plan {
@@ -175,6 +180,7 @@ impl Plan {
                 rounds: 3,
                 rate: 1_000,
                 seconds: 10,
+                note: None,
             }
         }
     }
@@ -223,6 +229,7 @@ impl Plan {
                 "--rounds" => self.rounds = number(value()?)?,
                 "--rate" => self.rate = number(value()?)? as u32,
                 "--seconds" => self.seconds = number(value()?)? as u32,
+                "--note" => self.note = Some(value()?),
                 other => return Err(format!("`bench --scale`: unknown argument `{other}`")),
             }
         }
@@ -430,11 +437,19 @@ pub const FIGURES: &[(&str, &str, &str)] = &[
     ("paced watch: peak RSS", "watch_peak_rss_mb", "MB"),
 ];
 
+/// `--note`'s words about the machine, after its cores (", shared with other builds").
+fn note(plan: &Plan) -> String {
+    plan.note
+        .as_ref()
+        .map_or_else(String::new, |note| format!(", {note}"))
+}
+
 fn caption(plan: &Plan, quick: bool) -> String {
     let (cores, cpu, _, date) = bench::machine();
     format!(
-        "{date}, `cargo xtask bench --scale{}`, {cores} cores ({cpu}) shared with other builds; medians of {} interleaved rounds.\nThe fake server (benches/peer) in a process of its own on the same cores; each client alone in its process, 2 runtime threads.",
+        "{date}, `cargo xtask bench --scale{}`, {cores} cores ({cpu}){}; medians of {} interleaved rounds.\nThe fake server (benches/peer) in a process of its own on the same cores; each client alone in its process, 2 runtime threads.",
         if quick { " --quick" } else { "" },
+        note(plan),
         plan.rounds
     )
 }
@@ -449,8 +464,7 @@ pub fn render(plan: &Plan, report: &Report, quick: bool, minutes: f64) -> String
         .collect();
     let mut out = format!(
         "Measured {date} by `cargo xtask bench --scale{}` in {minutes:.0} minutes on {cores} \
-         cores ({cpu}) shared with other builds (two other sessions compiled on the same cores \
-         during the run), {rustc}, release profile, glibc malloc. The fast server of the peer \
+         cores ({cpu}){}, {rustc}, release profile, glibc malloc. The fast server of the peer \
          comparison serves pre-built bytes from a process of its own on the same cores; each \
          client is a process of its own on a runtime of 2 threads (`GOMAXPROCS=2` for \
          client-go), one at a time. After the sync, a watch paced at {} events/s for {} s (each \
@@ -458,6 +472,7 @@ pub fn render(plan: &Plan, report: &Report, quick: bool, minutes: f64) -> String
          interleaved rounds (the rounds in brackets); ratios are kube-rs's or client-go's figure \
          over ours in the same run: above 1, ours is faster or smaller.\n\n",
         if quick { " --quick" } else { "" },
+        note(plan),
         plan.rate,
         plan.seconds,
         if sizes.is_empty() {
