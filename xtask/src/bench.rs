@@ -228,7 +228,7 @@ pub(crate) fn go_peer_enabled() -> bool {
 /// ([`tools::ensure_client_go_probe`], built here if it is missing or older than its sources);
 /// `None` when `PEER_CLIENT_GO` is set empty (to leave client-go out) or the probe cannot be
 /// built (the build says why).
-fn client_go_peer() -> Option<&'static Path> {
+pub(crate) fn client_go_peer() -> Option<&'static Path> {
     static PROBE: OnceLock<Option<PathBuf>> = OnceLock::new();
     PROBE
         .get_or_init(|| match std::env::var_os("PEER_CLIENT_GO") {

@@ -238,7 +238,7 @@ pub fn table_rows(doc: &str) -> Vec<(String, String, String)> {
 }
 
 /// `text` with XML's five special characters escaped.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -255,7 +255,7 @@ fn escape(text: &str) -> String {
 
 /// An axis for values up to `max`: its end and its step, both round numbers, with some room left
 /// after the longest bar for its label.
-fn axis(max: f64) -> (f64, f64) {
+pub(crate) fn axis(max: f64) -> (f64, f64) {
     let max = if max.is_finite() && max > 0.0 {
         max * 1.2
     } else {
@@ -272,7 +272,7 @@ fn axis(max: f64) -> (f64, f64) {
 }
 
 /// A figure as a bar's label: `37.9k`, `1.2M`, `232`, `57`, `2.5`.
-fn short(value: f64) -> String {
+pub(crate) fn short(value: f64) -> String {
     if value >= 1e6 {
         format!("{:.1}M", value / 1e6)
     } else if value >= 1e4 {

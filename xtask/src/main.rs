@@ -21,7 +21,10 @@
 //!   and the peer comparison drawn as `docs/img/peer-bench.svg` (`--chart-only` redraws it from
 //!   the recorded table without running anything); `bench --server real` runs instead the peer
 //!   comparison against a real kube-apiserver and etcd (sync of 10k and 100k pods, a paced
-//!   watch), recorded in a section of its own.
+//!   watch), recorded in a section of its own; `bench --scale` runs instead the scale record
+//!   (opt-in, about 45 minutes: 165k pods of 10 KB through a watch-list and through paginated lists,
+//!   1M ConfigMaps, each then watched at 1,000 events/s; kube-rs's and client-go's clients beside
+//!   ours), recorded in a section of its own with its chart.
 //! - `bench-memory`: the memory of a cache of pods at sync, this project's informers beside
 //!   client-go's, with `metadata.managedFields` kept, dropped by the client or by the server,
 //!   medians of interleaved rounds (`--pods N`, `--rounds N`, `--events N`); prints its table.
@@ -52,6 +55,7 @@ mod modules;
 mod real_apiserver;
 mod real_bench;
 mod rules;
+mod scale_bench;
 mod tools;
 
 use std::process::ExitCode;
@@ -76,7 +80,9 @@ fn usage() -> &'static str {
        --only informers|others; --ci alone for CI's step: both queues at once)\n  \
        bench        run every benchmark in release mode and record the table in docs/benchmarks.md\n               \
        (--quick for shorter runs, --no-write to print only, --chart-only to redraw docs/img/peer-bench.svg;\n               \
-       --server real for the peer comparison on a real kube-apiserver alone: --pods a,b, --rounds N, --rate N, --seconds N)\n  \
+       --server real for the peer comparison on a real kube-apiserver alone: --pods a,b, --rounds N, --rate N, --seconds N;\n               \
+       --scale for the scale record alone, about 45 minutes: --sets watch-list,list,configmaps, --clients a,b, --pods N,\n               \
+       --pod-bytes N, --objects N, --object-bytes N, --rounds N, --rate N, --seconds N, --note TEXT)\n  \
        bench-memory the memory per cached pod of our informers and client-go's, managedFields kept or dropped\n               \
        (--pods N, default 10000; --rounds N, default 3; --events N, default 1000; --clients a,b)\n  \
        real-apiserver  build kube-apiserver and etcd from the Go module proxy (cached under target/),\n               \
@@ -144,6 +150,7 @@ fn main() -> ExitCode {
         Some("demo") => demo(&args[1..]),
         Some("integration") => integration::run(&args[1..]),
         Some("bench") if real_bench::asked(&args[1..]) => real_bench::run_args(&args[1..]),
+        Some("bench") if scale_bench::asked(&args[1..]) => scale_bench::run_args(&args[1..]),
         Some("bench") => bench::run(&args[1..]),
         Some("bench-memory") => memory_bench::run(&args[1..]),
         Some("fuzz") => fuzz::run(&args[1..]),

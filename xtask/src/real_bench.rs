@@ -356,11 +356,21 @@ pub fn lines(
     runs: &BTreeMap<String, Vec<Value>>,
     figures: &[(&str, &str, &'static str)],
 ) -> Vec<Line> {
+    lines_of(runs, figures, CLIENTS)
+}
+
+/// [`lines`] of `clients` (`peer-bench` name, label) in place of [`CLIENTS`]; the baselines are
+/// still [`KUBE`] and [`GO`].
+pub fn lines_of(
+    runs: &BTreeMap<String, Vec<Value>>,
+    figures: &[(&str, &str, &'static str)],
+    clients: &[(&str, &'static str)],
+) -> Vec<Line> {
     let mut out = Vec::new();
     for (figure, field, unit) in figures {
         let base = |client: &str| runs.get(client).and_then(|r| median(&values(r, field)));
         let (kube, go) = (base(KUBE), base(GO));
-        for (client, label) in CLIENTS {
+        for (client, label) in clients {
             let Some(runs) = runs.get(*client) else {
                 continue;
             };

@@ -4,7 +4,9 @@
 //! `PEER_CLIENT_GO`; it measures itself as this crate measures its own clients (every thread's
 //! CPU and context switches from `/proc/self/task`, `VmRSS` and `VmHWM`, the peak reset at
 //! sync) and reports one JSON line. Its informer lists then watches
-//! (`KUBE_FEATURE_WatchListClient=false`): the fast server streams no initial list. The probe
+//! (`KUBE_FEATURE_WatchListClient=false`), or with `PEER_WATCH_LIST=1` streams its initial list in
+//! a watch (`KUBE_FEATURE_WatchListClient=true`); with `PEER_KIND=configmaps` it is an informer of
+//! ConfigMaps. The probe
 //! inherits `PEER_DROP` (a transform strips managedFields; `server` also asks the server not to
 //! send them) and `PEER_GO_HEAP=1` (a collection at sync, then its live heap in the result and
 //! its types' sizes on stderr). Against a real server (`PEER_KUBECONFIG`) it gets the server's
@@ -16,7 +18,7 @@ use std::time::Instant;
 
 use shared_informer::reflector::{ClusterConfig, Credentials, ExposeSecret as _};
 
-use super::{cached, real_server, Figures, ServerProcess, PROTOBUF_CLIENTS};
+use super::{cached, kind, real_server, watch_list, Figures, ServerProcess, PROTOBUF_CLIENTS};
 
 /// The client-go clients, as named on the command line.
 pub const CLIENTS: [&str; 2] = ["go-pod", "go-pod-json"];
@@ -66,7 +68,11 @@ pub fn measure(client: &str, events: usize) -> Figures {
         .env("PEER_CACHED", cached().to_string())
         .env("PEER_ENCODING", if protobuf { "protobuf" } else { "json" })
         .env("GOMAXPROCS", workers)
-        .env("KUBE_FEATURE_WatchListClient", "false")
+        .env("PEER_KIND", kind().plural())
+        .env(
+            "KUBE_FEATURE_WatchListClient",
+            if watch_list() { "true" } else { "false" },
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

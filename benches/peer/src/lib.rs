@@ -81,7 +81,22 @@
 //! their default queue; `PEER_BACKLOG_MS=N` samples the handler's backlog every N ms instead of 10
 //! (each sample wakes the runtime). `PEER_WRAP=1` (ours only) builds the informer by hand on its
 //! `HttpListerWatcher` wrapped in one that forwards nothing but `list` and `watch`: the decode
-//! lane must survive the wrapping (the rate is the same). `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
+//! lane must survive the wrapping (the rate is the same).
+//!
+//! Three knobs size the objects and pick the initial sync, for the scale runs (`cargo xtask bench
+//! --scale`): `PEER_OBJECT_BYTES=N` grows each pod to about N bytes of JSON with sidecar
+//! containers (each a copy of the pod's container, with its status: what a pod of several
+//! containers weighs) instead of the realistic pod's 3.8 KB; `PEER_KIND=configmaps` caches
+//! ConfigMaps of about `PEER_OBJECT_BYTES` (default [`CONFIG_MAP_BYTES`]) instead of pods, each
+//! client's typed `Pod` then being its kind's `ConfigMap` (k8s-openapi's, k8s-pb's, client-go's;
+//! the clients `kube-pod`, `kube-dynamic`, `ours-pod`, `ours-dynamic`, `ours-compact`,
+//! `ours-compact-pb`, `ours-pod-pb`, `ours-pod-view`, `go-pod`, `go-pod-json`); `PEER_WATCH_LIST=1`
+//! makes every client sync through a watch-list (`sendInitialEvents=true`: our factories'
+//! `ReflectorOptions::watch_list`, kube-rs's `streaming_lists()`, client-go's `WatchListClient`
+//! feature) instead of a paginated list, which the fast server answers with the list's items as
+//! `ADDED` events and the bookmark that ends them.
+//!
+//! `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
 
 use std::io::{BufRead, BufReader, Write};
@@ -91,12 +106,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::runtime::WatchStreamExt as _;
 use shared_informer::reflector::protobuf::PbView;
-use shared_informer::reflector::store_index::k8s_pb::api::core::v1::Pod as PbPod;
+use shared_informer::reflector::store_index::k8s_pb::api::core::v1::{
+    ConfigMap as PbConfigMap, Pod as PbPod,
+};
 use shared_informer::reflector::store_index::{CompactObject, DynamicObject, Object, Pb};
-use shared_informer::reflector::{ClusterConfig, Decode, Encoding, Resource};
+use shared_informer::reflector::{ClusterConfig, Decode, Encoding, ReflectorOptions, Resource};
 use shared_informer::{
     EventHandlerFns, HandlerRegistration, InformerThread, SharedInformerFactory,
 };
@@ -112,6 +129,61 @@ mod wire;
 
 /// Pods in the list by default.
 pub const CACHED: usize = 10_000;
+
+/// Bytes of JSON of a ConfigMap (`PEER_KIND=configmaps`) unless `PEER_OBJECT_BYTES` says.
+pub const CONFIG_MAP_BYTES: usize = 1_000;
+
+/// The kind of the cached objects: `PEER_KIND` (read by the client and inherited by the server
+/// process and client-go's probe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Pods,
+    ConfigMaps,
+}
+
+/// `PEER_KIND`: `pods` (the default) or `configmaps`.
+pub fn kind() -> Kind {
+    match std::env::var("PEER_KIND").as_deref() {
+        Ok("pods") | Ok("") | Err(_) => Kind::Pods,
+        Ok("configmaps") => Kind::ConfigMaps,
+        Ok(other) => panic!("PEER_KIND={other}: pods or configmaps"),
+    }
+}
+
+impl Kind {
+    /// The resource the clients watch.
+    pub fn resource(self) -> Resource {
+        Resource::namespaced("", "v1", self.plural())
+    }
+
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Pods => "pods",
+            Kind::ConfigMaps => "configmaps",
+        }
+    }
+
+    /// The list's kind.
+    fn list_kind(self) -> &'static str {
+        match self {
+            Kind::Pods => "PodList",
+            Kind::ConfigMaps => "ConfigMapList",
+        }
+    }
+}
+
+/// `PEER_OBJECT_BYTES`: about how many bytes of JSON each object has, if set.
+pub fn object_bytes() -> Option<usize> {
+    std::env::var("PEER_OBJECT_BYTES")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .map(|n| n.parse().expect("PEER_OBJECT_BYTES: a number of bytes"))
+}
+
+/// `PEER_WATCH_LIST=1`: the clients sync through a watch-list instead of a paginated list.
+pub fn watch_list() -> bool {
+    std::env::var("PEER_WATCH_LIST").is_ok_and(|v| v == "1" || v == "true")
+}
 
 /// Pods in the list: `PEER_CACHED` (read by the client and inherited by the server process), else
 /// [`CACHED`].
@@ -469,6 +541,9 @@ impl Figures {
             "allocator": allocator,
             "events": events,
             "cached": cached(),
+            "kind": kind().plural(),
+            "object_json_bytes": server::object_json(0).len(),
+            "watch_list": watch_list(),
             "events_per_s": self.events_per_s,
             "sync_ms": self.sync_ms,
             "rss_sync_mb": self.rss_sync_mb,
@@ -619,6 +694,9 @@ pub fn measure(client: &str, events: usize) -> Figures {
     rt.block_on(async {
         let started = Instant::now();
         let client_run = match client {
+            _ if kind() == Kind::ConfigMaps => {
+                ClientRun::config_maps(client, &url, &counter).await
+            }
             "serde-pod" | "prost-pod" if real => {
                 panic!("{client} speaks plain HTTP to the fake server only")
             }
@@ -972,12 +1050,15 @@ impl ClientRun {
     {
         let writer = kube::runtime::reflector::store::Writer::new(dyntype);
         let store = writer.as_reader();
+        let mut config = kube::runtime::watcher::Config::default();
+        if watch_list() {
+            config = config.streaming_lists();
+        }
         // As kube-rs's examples write it: a watcher with the default backoff (without one, a failed
         // watch is retried at once, in a loop that never yields).
         let stream = kube::runtime::reflector(
             writer,
-            kube::runtime::watcher(api, kube::runtime::watcher::Config::default())
-                .default_backoff(),
+            kube::runtime::watcher(api, config).default_backoff(),
         );
         let counter = Arc::clone(counter);
         let task = tokio::spawn(async move {
@@ -1006,6 +1087,39 @@ impl ClientRun {
         store.wait_until_ready().await.expect("kube store ready");
         assert_eq!(store.len(), cached(), "kube store synced");
         ClientRun::Kube(task)
+    }
+
+    /// `PEER_KIND=configmaps`: `client` of ConfigMaps, its typed `Pod` being its `ConfigMap`;
+    /// every handler only counts.
+    async fn config_maps(client: &str, url: &str, counter: &Arc<Counter>) -> Self {
+        match client {
+            "kube-pod" => {
+                let client = kube_client(url).await;
+                ClientRun::kube(kube::Api::<ConfigMap>::all(client), (), counter).await
+            }
+            "kube-dynamic" => {
+                let resource = kube::discovery::ApiResource::erase::<ConfigMap>(&());
+                let client = kube_client(url).await;
+                let api = kube::Api::<kube::api::DynamicObject>::all_with(client, &resource);
+                ClientRun::kube(api, resource, counter).await
+            }
+            "ours-pod" => ClientRun::ours::<ConfigMap>(url, counter).await,
+            "ours-dynamic" => ClientRun::ours::<DynamicObject>(url, counter).await,
+            "ours-compact" => ClientRun::ours::<CompactObject>(url, counter).await,
+            "ours-pod-pb" => ClientRun::ours::<Pb<PbConfigMap>>(url, counter).await,
+            "ours-pod-view" => ClientRun::ours::<PbView<PbConfigMap>>(url, counter).await,
+            "ours-compact-pb" => {
+                ClientRun::ours_encoded::<CompactObject>(
+                    url,
+                    counter,
+                    Encoding::Protobuf,
+                    None,
+                    count_stamped,
+                )
+                .await
+            }
+            other => panic!("{other} does not run with PEER_KIND=configmaps"),
+        }
     }
 
     /// This project: an informer of `K` from a factory, one `on_update` handler counting.
@@ -1094,6 +1208,12 @@ impl ClientRun {
             return Self::ours_wrapped::<K>(url, counter).await;
         }
         let mut factory = SharedInformerFactory::new(cluster_config(url)).encoding(encoding);
+        if watch_list() {
+            factory = factory.reflector_options(ReflectorOptions {
+                watch_list: true,
+                ..ReflectorOptions::default()
+            });
+        }
         if drop_managed_fields().is_some() {
             factory = factory.drop_managed_fields();
         }
@@ -1103,9 +1223,7 @@ impl ClientRun {
         if let Some(queue) = queue_from_env() {
             factory = factory.queue(queue);
         }
-        let informer = factory
-            .informer::<K>(Resource::namespaced("", "v1", "pods"))
-            .expect("informer");
+        let informer = factory.informer::<K>(kind().resource()).expect("informer");
         let handler_counter = Arc::clone(counter);
         let registration = (std::env::var_os("PEER_NO_HANDLER").is_none()).then(|| {
             informer
@@ -1169,15 +1287,14 @@ impl ClientRun {
             "PEER_WRAP runs with a handler"
         );
         let config = cluster_config(url);
-        let lw = shared_informer::reflector::HttpListerWatcher::<K>::new(
-            &config,
-            Resource::namespaced("", "v1", "pods"),
-        )
-        .expect("lister-watcher");
+        let lw =
+            shared_informer::reflector::HttpListerWatcher::<K>::new(&config, kind().resource())
+                .expect("lister-watcher");
         let mut options = shared_informer::InformerOptions {
-            name: "pods".into(),
+            name: kind().plural().into(),
             ..Default::default()
         };
+        options.reflector.watch_list = watch_list();
         if let Some(pacing) = pacing_from_env() {
             options.pacing = pacing;
         }
@@ -1345,7 +1462,68 @@ mod server {
     /// The list (served in pages of the client's `limit`, as kube-apiserver serves it) and the event
     /// lines: the bytes the `informer` bench's fast server serves.
     pub fn bytes(cached: usize, events: usize) -> (PrebuiltList, Vec<Bytes>) {
-        bytes_of(cached, events, realistic_pod_json)
+        bytes_of(cached, events, object_json)
+    }
+
+    /// The JSON of object `i` of the kind and size asked for (`PEER_KIND`, `PEER_OBJECT_BYTES`).
+    pub fn object_json(i: usize) -> String {
+        match (super::kind(), super::object_bytes()) {
+            (super::Kind::Pods, None) => realistic_pod_json(i),
+            (super::Kind::Pods, Some(bytes)) => pod_of_about(i, bytes),
+            (super::Kind::ConfigMaps, bytes) => {
+                config_map_of_about(i, bytes.unwrap_or(super::CONFIG_MAP_BYTES))
+            }
+        }
+    }
+
+    /// The realistic pod `i` grown to about `bytes` (never less than it is) with sidecar
+    /// containers: copies of its container, each with its status, named `sidecar-<n>`.
+    pub fn pod_of_about(i: usize, bytes: usize) -> String {
+        let mut pod = realistic_pod_json(i);
+        let span = |pod: &str, open: &str, close: &str| -> String {
+            let start = pod.find(open).expect("the fixture's array") + open.len() - 1;
+            let end = pod.find(close).expect("the array's end") + 1;
+            pod[start..end].to_string()
+        };
+        let container = span(&pod, r#""containers":[{"#, r#"}],"restartPolicy""#);
+        let status = span(&pod, r#""containerStatuses":[{"#, r#"}],"qosClass""#);
+        let growth = container.len() + status.len() + 2;
+        let mut n = 0;
+        // Stop at the size closest to the target.
+        while pod.len() + growth / 2 < bytes {
+            n += 1;
+            let name = format!(r#""name":"sidecar-{n}""#);
+            for (item, close) in [
+                (&container, r#"],"restartPolicy""#),
+                (&status, r#"],"qosClass""#),
+            ] {
+                let copy = item.replacen(r#""name":"web""#, &name, 1);
+                let at = pod.find(close).expect("the array's end");
+                pod.insert_str(at, &format!(",{copy}"));
+            }
+        }
+        pod
+    }
+
+    /// ConfigMap `i` of about `bytes` of JSON (at least its metadata's): a few labels, an
+    /// annotation, kubectl's managed fields, and a properties file in its data.
+    pub fn config_map_of_about(i: usize, bytes: usize) -> String {
+        let head = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"settings-{i}","namespace":"team-{ns}","uid":"5d2c{i:08}-7e1a-4b3c-9d8e-1f2a3b4c5d6e","resourceVersion":"{rv}","creationTimestamp":"2026-11-01T10:00:00Z","labels":{{"app":"web","tier":"frontend"}},"annotations":{{"owner":"team-{ns}"}},"managedFields":[{{"manager":"kubectl-client-side-apply","operation":"Update","apiVersion":"v1","time":"2026-11-01T10:00:00Z","fieldsType":"FieldsV1","fieldsV1":{{"f:data":{{".":{{}},"f:LOG_LEVEL":{{}},"f:app.properties":{{}}}},"f:metadata":{{"f:labels":{{".":{{}},"f:app":{{}},"f:tier":{{}}}}}}}}}}]}},"data":{{"LOG_LEVEL":"info","app.properties":""#,
+            ns = i % 100,
+            rv = 1000 + i,
+        );
+        let tail = r#""}}"#;
+        let mut properties = String::new();
+        let mut n = 0;
+        while head.len() + properties.len() + tail.len() < bytes {
+            properties.push_str(&format!(
+                r"service.{n}.url=http://svc-{n}.team-{}:8080\n",
+                i % 100
+            ));
+            n += 1;
+        }
+        format!("{head}{properties}{tail}")
     }
 
     /// [`bytes`] of the pods `pod` writes.
@@ -1365,7 +1543,7 @@ mod server {
             })
             .collect();
         let items = pod_lines.into_iter().map(Bytes::from).collect();
-        let list = PrebuiltList::paged("PodList", &cached.to_string(), items);
+        let list = PrebuiltList::paged(super::kind().list_kind(), &cached.to_string(), items);
         (list, lines)
     }
 
@@ -1379,7 +1557,7 @@ mod server {
         events: usize,
         list: &PrebuiltList,
     ) -> (PrebuiltList, Vec<Bytes>) {
-        protobuf_of(cached, events, list, realistic_pod_json)
+        protobuf_of(cached, events, list, object_json)
     }
 
     /// [`protobuf`] of the pods `pod` writes.
@@ -1429,10 +1607,10 @@ mod server {
         }
     }
 
-    /// The realistic pod `i` without its `metadata.managedFields` (the bytes around them as
-    /// they are), as a server honouring `drop=metadata.managedFields` writes it.
+    /// Object `i` ([`object_json`]) without its `metadata.managedFields` (the bytes around them
+    /// as they are), as a server honouring `drop=metadata.managedFields` writes it.
     pub fn pod_without_managed_fields(i: usize) -> String {
-        let pod = realistic_pod_json(i);
+        let pod = object_json(i);
         let start = pod
             .find(r#","managedFields":["#)
             .expect("the pod has managedFields");

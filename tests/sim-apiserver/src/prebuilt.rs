@@ -4,7 +4,10 @@
 //! [`PrebuiltList::paged`] and the request has a `limit`, one page of it with a `continue` token
 //! for the next (as kube-apiserver pages, so a client's memory is measured on the pages it really
 //! gets); the first watch gets `events`, one HTTP/1.1 chunk each, once `release` turns true (so a benchmark can time exactly their delivery: drop the
-//! sender, or send `true`, to release at once); later watches stay open and silent. Serving costs
+//! sender, or send `true`, to release at once); later watches stay open and silent. A first watch
+//! that asks for `sendInitialEvents=true` (a watch-list) of a paged list gets the list's items
+//! first, each an `ADDED` event built as it leaves, then the bookmark that ends the initial events
+//! (annotated `k8s.io/initial-events-end`), at once, and the events after them once released. Serving costs
 //! a reference-count increment per event, so a figure taken against it is the client's. It
 //! speaks plain HTTP/1.1 and checks nothing: not a Kubernetes API server, only its wire shape.
 //!
@@ -44,8 +47,9 @@ type Body = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 /// The list a [`serve_prebuilt`] server answers with.
 #[derive(Debug, Clone)]
 pub struct PrebuiltList {
-    /// The whole list, for a request without `limit`.
-    whole: Bytes,
+    /// The whole list, for a request without `limit`: of a paged list, built at the first such
+    /// request (a list of a million objects served only in pages never holds a second copy).
+    whole: Arc<std::sync::OnceLock<Bytes>>,
     /// Its parts, when pages can be cut from it.
     paged: Option<Paged>,
 }
@@ -70,7 +74,7 @@ impl PrebuiltList {
             protobuf: false,
         };
         PrebuiltList {
-            whole: paged.page(0, usize::MAX),
+            whole: Arc::default(),
             paged: Some(paged),
         }
     }
@@ -80,7 +84,7 @@ impl PrebuiltList {
     /// their `apiVersion` and `kind`.
     pub fn to_protobuf(&self) -> Result<PrebuiltList, ProtobufError> {
         let Some(paged) = &self.paged else {
-            let whole: Value = serde_json::from_slice(&self.whole).map_err(not_json)?;
+            let whole: Value = serde_json::from_slice(self.whole()).map_err(not_json)?;
             return Ok(PrebuiltList::from(Bytes::from(encode_object(&whole)?)));
         };
         let items = paged
@@ -97,14 +101,38 @@ impl PrebuiltList {
             ..paged.clone()
         };
         Ok(PrebuiltList {
-            whole: paged.page(0, usize::MAX),
+            whole: Arc::default(),
             paged: Some(paged),
         })
     }
 
     /// The whole list's body.
     pub fn whole(&self) -> &Bytes {
-        &self.whole
+        self.whole.get_or_init(|| {
+            let paged = self
+                .paged
+                .as_ref()
+                .expect("a list built whole has its body");
+            paged.page(0, usize::MAX)
+        })
+    }
+
+    /// The initial events of a watch-list of this list, for a watch in `protobuf` or JSON: each
+    /// item an `ADDED` event, then the bookmark at the list's resource version that ends them
+    /// (annotated `k8s.io/initial-events-end`), each built when the stream asks for it. `None`
+    /// for a list built whole, whose items this server does not know.
+    fn initial_events(
+        &self,
+    ) -> Option<impl futures::Stream<Item = Result<Frame<Bytes>, Infallible>> + Send + Sync + 'static>
+    {
+        let paged = self.paged.clone()?;
+        let items = Arc::clone(&paged.items);
+        let bookmark = paged.initial_events_end();
+        let added = futures::stream::iter(0..items.len())
+            .map(move |i| Ok(Frame::data(paged.added(&items[i]))));
+        Some(added.chain(futures::stream::once(
+            async move { Ok(Frame::data(bookmark)) },
+        )))
     }
 
     /// The body answering a list request with this query string.
@@ -122,7 +150,7 @@ impl PrebuiltList {
                     .unwrap_or(0);
                 paged.page(start, limit)
             }
-            _ => self.whole.clone(),
+            _ => self.whole().clone(),
         }
     }
 }
@@ -130,11 +158,61 @@ impl PrebuiltList {
 impl From<Bytes> for PrebuiltList {
     /// A list served whole, `limit` or not.
     fn from(whole: Bytes) -> Self {
-        PrebuiltList { whole, paged: None }
+        PrebuiltList {
+            whole: Arc::new(std::sync::OnceLock::from(whole)),
+            paged: None,
+        }
     }
 }
 
 impl Paged {
+    /// The kind of the list's items: its own without `List`.
+    fn item_kind(&self) -> &str {
+        self.kind.strip_suffix("List").unwrap_or(&self.kind)
+    }
+
+    /// The watch event (a JSON line, or a protobuf frame) adding `item`.
+    fn added(&self, item: &Bytes) -> Bytes {
+        if self.protobuf {
+            let object = Unknown::new("v1", self.item_kind(), item.clone()).encode();
+            let payload = RawWatchEvent {
+                event_type: "ADDED".into(),
+                object: Bytes::from(object),
+            }
+            .encode();
+            let mut frame = Vec::with_capacity(payload.len() + 4);
+            encode_frame(&mut frame, &payload);
+            return Bytes::from(frame);
+        }
+        let mut line = Vec::with_capacity(item.len() + 32);
+        line.extend_from_slice(br#"{"type":"ADDED","object":"#);
+        line.extend_from_slice(item);
+        line.extend_from_slice(b"}\n");
+        Bytes::from(line)
+    }
+
+    /// The bookmark that ends a watch-list's initial events, at the list's resource version.
+    fn initial_events_end(&self) -> Bytes {
+        let line = serde_json::json!({
+            "type": "BOOKMARK",
+            "object": {
+                "apiVersion": "v1",
+                "kind": self.item_kind(),
+                "metadata": {
+                    "resourceVersion": self.resource_version,
+                    "annotations": {"k8s.io/initial-events-end": "true"},
+                },
+            },
+        })
+        .to_string()
+            + "\n";
+        if self.protobuf {
+            protobuf_watch_frame(line.as_bytes()).expect("a bookmark transcodes")
+        } else {
+            Bytes::from(line)
+        }
+    }
+
     /// Items `start..start + limit`, with a continue token (`p<next start>`) when more follow.
     fn page(&self, start: usize, limit: usize) -> Bytes {
         let start = start.min(self.items.len());
@@ -547,21 +625,32 @@ fn answer(
         let _ = release.wait_for(|r| *r).await;
     };
     let chunks = Arc::clone(&served.chunks);
-    if let Some(pace) = pace {
-        return (
-            served.watch_type,
-            paced(chunks, released, pace.clone(), framing),
-        );
+    let events = match pace {
+        Some(pace) => paced(chunks, released, pace.clone(), framing),
+        None => {
+            let count = chunks.len();
+            let frames = futures::stream::once(released)
+                .map(move |()| futures::stream::iter(0..count))
+                .flatten()
+                .map(move |i| Ok::<_, Infallible>(Frame::data(chunks[i].clone())));
+            http_body_util::BodyExt::boxed(StreamBody::new(frames))
+        }
+    };
+    let watch_list = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "sendInitialEvents=true"));
+    match watch_list.then(|| served.list.initial_events()).flatten() {
+        Some(initial) => {
+            let rest = http_body_util::BodyStream::new(events);
+            let frames = initial.chain(rest);
+            (
+                served.watch_type,
+                http_body_util::BodyExt::boxed(StreamBody::new(frames)),
+            )
+        }
+        None => (served.watch_type, events),
     }
-    let count = chunks.len();
-    let frames = futures::stream::once(released)
-        .map(move |()| futures::stream::iter(0..count))
-        .flatten()
-        .map(move |i| Ok::<_, Infallible>(Frame::data(chunks[i].clone())));
-    (
-        served.watch_type,
-        http_body_util::BodyExt::boxed(StreamBody::new(frames)),
-    )
 }
 
 /// The events sent at `pace` once `released` completes: a thread keeps the deadlines and hands
@@ -1008,6 +1097,74 @@ mod tests {
             }
         }
         assert_eq!(seen, vec![0, 1, 2, 3, 4]);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_watch_list_streams_the_items_then_the_end_bookmark_then_the_released_events() {
+        let (pods, prebuilt) = realistic();
+        let prebuilt = prebuilt.transcoded().unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve_prebuilt_with(
+            listener,
+            prebuilt,
+            tokio::sync::watch::channel(true).1,
+        ));
+        let query =
+            "/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan";
+        // JSON: one line per chunk, three ADDED, the bookmark, then the four MODIFIED.
+        let (_, chunks) = exchange(addr, query, "application/json").await;
+        let events: Vec<Value> = chunks
+            .iter()
+            .map(|c| serde_json::from_slice(c).unwrap())
+            .collect();
+        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            types,
+            [
+                "ADDED", "ADDED", "ADDED", "BOOKMARK", "MODIFIED", "MODIFIED", "MODIFIED",
+                "MODIFIED"
+            ]
+        );
+        assert_eq!(events[0]["object"], pods[0]);
+        let bookmark = &events[3]["object"];
+        assert_eq!(bookmark["kind"], "Pod");
+        assert_eq!(bookmark["metadata"]["resourceVersion"], "42");
+        assert_eq!(
+            bookmark["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+        // The same in protobuf, from a fresh server (only a server's first watch streams).
+        server.abort();
+        let (_, prebuilt) = realistic();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve_prebuilt_with(
+            listener,
+            prebuilt.transcoded().unwrap(),
+            tokio::sync::watch::channel(true).1,
+        ));
+        let (_, chunks) = exchange(addr, query, MEDIA_TYPE).await;
+        let mut decoder = FrameDecoder::new(1 << 20);
+        let mut seen = Vec::new();
+        for chunk in &chunks {
+            decoder.push(chunk);
+            while let Some(frame) = decoder.next_frame().unwrap() {
+                let event = RawWatchEvent::decode(&frame).unwrap();
+                let object = without_nulls(&decode_object(&event.object).unwrap());
+                seen.push((event.event_type, object));
+            }
+        }
+        assert_eq!(seen.len(), 8);
+        assert_eq!(seen[1].0, "ADDED");
+        assert_eq!(seen[1].1["metadata"]["name"], pods[1]["metadata"]["name"]);
+        assert_eq!(seen[3].0, "BOOKMARK");
+        assert_eq!(
+            seen[3].1["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+        assert_eq!(seen[7].0, "MODIFIED");
         server.abort();
     }
 }
