@@ -285,8 +285,15 @@ impl<K: Decode> ListerWatcher<K> for HttpListerWatcher<K> {
             self.encoding
                 .list_accept::<K>(&self.resource, K::REPRESENTATION),
         );
-        let (body, content_type) = self
-            .client
+        // H6.1: a continuation page belongs to the list its first page paid for.
+        let unlimited;
+        let client = if options.continue_token.is_some() {
+            unlimited = self.client.with_rate_limit(None);
+            &unlimited
+        } else {
+            &self.client
+        };
+        let (body, content_type) = client
             .get_body_accepting(
                 &self.path(&options.to_query()),
                 &accept,

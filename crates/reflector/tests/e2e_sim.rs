@@ -207,6 +207,29 @@ async fn paginated_list_of_10k_objects_fills_the_store() {
     stop(cancel, task).await;
 }
 
+/// H6.1: a list's continuation pages are not counted against the client's request budget
+/// again. With one request every 1,000 s, a list of 20 pages still completes: only its first
+/// page took a token (counted as each page waiting, it would take five hours).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lists_continuation_pages_do_not_wait_for_the_rate_limiter() {
+    let sim = SimServer::builder()
+        .watch_cache(false)
+        .start()
+        .await
+        .unwrap();
+    create_pods(&sim, "default", 200);
+    let mut config = config_for(&sim);
+    config.rate_limit = Some(reflector::RateLimit::new(0.001, 1));
+    let options = ReflectorOptions {
+        page_size: 10,
+        ..ReflectorOptions::default()
+    };
+    let (r, store, cancel, task) = start::<CompactObject>(&config, options);
+    store.until("200 objects", |s| s.len() == 200).await;
+    assert_eq!(r.metrics().pages, 20, "200 objects in pages of 10");
+    stop(cancel, task).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reflector_syncs_and_watches_a_server_that_compresses_its_lists() {
     let sim = SimServer::builder()
