@@ -20,8 +20,8 @@
 //!   lease duration (the replicas share this process's clock, so their timestamps compare), and
 //!   within lease duration + twice the jittered retry period of the moment the leader stopped
 //!   renewing;
-//! - the intervals in which replicas acted as leader (from `on_started_leading` to their last
-//!   guarded write) never overlap;
+//! - the intervals in which replicas acted as leader (from `on_started_leading` to the sending
+//!   of their last guarded write that succeeded) never overlap;
 //! - the slowed leader kept the lease.
 
 use std::collections::BTreeMap;
@@ -134,12 +134,18 @@ async fn replica(
                 }
                 seq += 1;
                 let body = json!({"data": {"writer": identity(i), "seq": seq.to_string()}});
+                // A write acts as leader when it is sent (the guard is checked right then), not
+                // when its answer comes back: an answer held up by the slowed network and then
+                // by the freeze that follows reached this task after the next leader started,
+                // and stamped at that moment it made the terms overlap though the write had
+                // landed before the takeover (the server's order showed it).
+                let sent = Instant::now();
                 if writes
                     .patch(WRITES, &PatchOptions::default(), &Patch::Merge(body))
                     .await
                     .is_ok()
                 {
-                    log.lock().push((i, Act::Wrote, Instant::now()));
+                    log.lock().push((i, Act::Wrote, sent));
                 }
             }
             log.lock().push((i, Act::Stopped, Instant::now()));
