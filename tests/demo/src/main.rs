@@ -44,6 +44,8 @@ mod shard_fleet;
 #[allow(dead_code)]
 #[path = "../../integration/src/shard_replica.rs"]
 mod shard_replica;
+#[path = "../../integration/src/shard_range_replica.rs"]
+mod shard_range_replica;
 
 type Pods = SharedIndexInformer<CompactObject>;
 type ConfigMaps = SharedIndexInformer<DynamicObject>;
@@ -146,7 +148,7 @@ fn main() -> ExitCode {
     // `--replicas` re-executes this binary as its replica processes.
     let raw: Vec<String> = std::env::args().collect();
     let subcommand = raw.get(1).map(String::as_str);
-    if matches!(subcommand, Some("shard-replica" | "range-replica")) {
+    if subcommand == Some("shard-replica") {
         tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -154,9 +156,6 @@ fn main() -> ExitCode {
             )
             .with_writer(std::io::stderr)
             .init();
-        if subcommand == Some("range-replica") {
-            return range::replica_main(&raw[2..]);
-        }
         return shard_replica::main(&raw[2..]);
     }
     match tokio::runtime::Builder::new_multi_thread()

@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
 
 use crate::shard_replica::{
-    child_name, sharder_user, widget_crd, ReplicaOpts, ReplicaStatus, RING,
+    child_name, sharder_user, widget_crd, Mode, ReplicaOpts, ReplicaStatus, RING,
 };
 
 /// Shard and sharder lease duration (ms): short, so that a death is noticed within seconds.
@@ -172,6 +172,7 @@ pub fn replica_opts(sim: &SimServer, id: &str, ns: &str) -> ReplicaOpts {
         // A simulator on this machine answers far faster than client-go's 50 requests/s.
         qps: 2000,
         shared_budgets: 0,
+        mode: Mode::Label,
     }
 }
 

@@ -124,6 +124,38 @@ pub struct ReplicaOpts {
     /// The ring and the sharder share their clients' budgets (1) instead of their own
     /// defaults (0): how they ran before they had budgets of their own.
     pub shared_budgets: u64,
+    /// How the replicas split the widgets: a sharder's labels, or ranges of the server's
+    /// shard hash ([`crate::shard_range_replica`]).
+    pub mode: Mode,
+}
+
+/// How a fleet of replicas splits the widgets (`--mode label|range`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// An elected sharder labels each widget for its owner (`Sharder`, `ShardGate`).
+    #[default]
+    Label,
+    /// Each replica claims virtual ranges of the server's shard hash (`RangeShard`).
+    Range,
+}
+
+impl Mode {
+    /// Its command-line name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Label => "label",
+            Mode::Range => "range",
+        }
+    }
+
+    /// Parses `label` or `range`.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value {
+            "label" => Ok(Mode::Label),
+            "range" => Ok(Mode::Range),
+            other => Err(format!("mode {other:?}: expected label or range")),
+        }
+    }
 }
 
 impl ReplicaOpts {
@@ -144,6 +176,7 @@ impl ReplicaOpts {
             ("--status-ms", self.status_ms.to_string()),
             ("--qps", self.qps.to_string()),
             ("--shared-budgets", self.shared_budgets.to_string()),
+            ("--mode", self.mode.as_str().to_string()),
         ] {
             args.push(flag.into());
             args.push(value);
@@ -175,6 +208,7 @@ impl ReplicaOpts {
             status_ms: 200,
             qps: 0,
             shared_budgets: 0,
+            mode: Mode::Label,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -206,6 +240,7 @@ impl ReplicaOpts {
                 "--status-ms" => opts.status_ms = number()?.max(10),
                 "--qps" => opts.qps = number()?,
                 "--shared-budgets" => opts.shared_budgets = number()?,
+                "--mode" => opts.mode = Mode::parse(value)?,
                 other => return Err(format!("unknown flag {other:?}")),
             }
         }
@@ -235,7 +270,7 @@ impl ReplicaOpts {
 /// What a replica reports in its status lines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReplicaStatus {
-    /// Widgets in its controller's cache.
+    /// Widgets in its controller's cache (in range mode: widgets and children).
     pub widgets: u64,
     /// ConfigMaps in its controller's cache.
     pub children: u64,
@@ -247,6 +282,10 @@ pub struct ReplicaStatus {
     pub members: u64,
     /// Whether its shard lease guard is valid.
     pub lease: bool,
+    /// Range mode: the ranges it publishes as held.
+    pub held: u64,
+    /// Range mode: the ranges it acts on.
+    pub acting: u64,
 }
 
 impl ReplicaStatus {
@@ -264,6 +303,8 @@ impl ReplicaStatus {
                 "fenced" => status.fenced = value,
                 "members" => status.members = value,
                 "lease" => status.lease = value != 0,
+                "held" => status.held = value,
+                "acting" => status.acting = value,
                 _ => {}
             }
         }
@@ -297,7 +338,13 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(opts)) {
+    let replica = async move {
+        match opts.mode {
+            Mode::Label => run(opts).await,
+            Mode::Range => crate::shard_range_replica::run(opts).await,
+        }
+    };
+    match runtime.block_on(replica) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("shard-replica: {message}");
@@ -329,7 +376,7 @@ pub fn user_agent(manager: &str) -> String {
 /// The client of the replica (`sharder` false) or of its sharder: from its kubeconfig, or of
 /// `url` with its token; named in its User-Agent after its user (`identity` or
 /// `sharder-<identity>`).
-fn replica_client(opts: &ReplicaOpts, sharder: bool) -> Result<Client, String> {
+pub fn replica_client(opts: &ReplicaOpts, sharder: bool) -> Result<Client, String> {
     let mut config = match (&opts.kubeconfigs, sharder) {
         (Some((path, _)), false) | (Some((_, path)), true) => {
             ClusterConfig::from_kubeconfig_files(&[path.into()], None)

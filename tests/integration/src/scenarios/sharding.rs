@@ -291,6 +291,7 @@ fn real_opts(identity: &str) -> ReplicaOpts {
         status_ms: 200,
         qps: 2000,
         shared_budgets: 0,
+        mode: crate::shard_replica::Mode::Label,
     }
 }
 
