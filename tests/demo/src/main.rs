@@ -41,11 +41,11 @@ mod sharded;
 #[allow(dead_code)]
 #[path = "../../integration/src/shard_fleet.rs"]
 mod shard_fleet;
+#[path = "../../integration/src/shard_range_replica.rs"]
+mod shard_range_replica;
 #[allow(dead_code)]
 #[path = "../../integration/src/shard_replica.rs"]
 mod shard_replica;
-#[path = "../../integration/src/shard_range_replica.rs"]
-mod shard_range_replica;
 
 type Pods = SharedIndexInformer<CompactObject>;
 type ConfigMaps = SharedIndexInformer<DynamicObject>;

@@ -13,13 +13,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use controller::sharding::{touch_annotation, RangeTable};
-use serde_json::Value;
 use sim_apiserver::SimServer;
-use workqueue::shared_informer::reflector::store_index::shard_hash;
 
-use crate::shard_fleet::{create_widget, identity, name_of, replica_opts, sim_for, Churn, Proc};
-use crate::shard_replica::{child_name, Mode, ReplicaOpts, RING};
+use crate::shard_fleet::{
+    converged_range, create_widget, identity, replica_opts, sim_for, touches, Churn, Proc,
+};
+use crate::shard_replica::{Mode, ReplicaOpts};
 use crate::sharded::{ShardedArgs, IDS};
 
 const NS: &str = "shards";
@@ -31,10 +30,6 @@ fn range_opts(sim: &SimServer, id: &str) -> ReplicaOpts {
         mode: Mode::Range,
         ..replica_opts(sim, id, NS)
     }
-}
-
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 /// One progress line per second for `seconds`: per replica, ranges held/acting, objects cached
@@ -67,78 +62,6 @@ async fn progress(
         }
         println!("{line}");
     }
-}
-
-/// Why the stored state is not converged on `members`, if it is not; else the number of
-/// widgets each member owns: every widget reconciled at its spec by the owner of its range in
-/// the members' [`RangeTable`], and its child at that size.
-fn converged(sim: &SimServer, members: &[String]) -> Result<BTreeMap<String, u64>, String> {
-    let table = RangeTable::new(members.iter().map(String::as_str));
-    let widgets = sim.list("widgets.example.com", Some(NS)).map_err(err)?;
-    let children: BTreeMap<String, Value> = sim
-        .list("configmaps", Some(NS))
-        .map_err(err)?
-        .into_iter()
-        .map(|c| (name_of(&c).to_string(), c))
-        .collect();
-    let mut owned: BTreeMap<String, u64> = members.iter().map(|m| (m.clone(), 0)).collect();
-    for widget in &widgets {
-        let name = name_of(widget);
-        let uid = widget.pointer("/metadata/uid").and_then(Value::as_str);
-        let owner = table
-            .owner_of_hash(shard_hash(uid.unwrap_or_default()))
-            .ok_or("no members")?;
-        let size = widget.pointer("/spec/size").and_then(Value::as_i64);
-        let size = size.unwrap_or(0);
-        let by = widget.pointer("/status/by").and_then(Value::as_str);
-        let done = widget.pointer("/status/size").and_then(Value::as_i64);
-        if by != Some(owner) || done != Some(size) {
-            return Err(format!(
-                "{name} at size {size} not reconciled by {owner}: status by {by:?} size {done:?}"
-            ));
-        }
-        let child_size = children
-            .get(&child_name(name))
-            .and_then(|c| c.pointer("/data/size"))
-            .and_then(Value::as_str);
-        if child_size != Some(size.to_string().as_str()) {
-            return Err(format!(
-                "child of {name} at size {child_size:?}, not {size}"
-            ));
-        }
-        *owned.entry(owner.to_string()).or_default() += 1;
-    }
-    Ok(owned)
-}
-
-/// The touches (SH23) stored in `ns` at revisions in `from..to`, widgets and ConfigMaps: the
-/// versions of an object whose touch annotation differs from the version before. An object
-/// never touched carries no touch annotation (reconciles never remove one), so only the
-/// histories of those that do are read.
-fn touches(sim: &SimServer, from: u64, to: u64) -> Result<usize, String> {
-    let touch = touch_annotation(RING);
-    let mark = |v: &Value| {
-        v.pointer("/metadata/annotations")
-            .and_then(|a| a.get(&touch))
-            .cloned()
-    };
-    let mut count = 0;
-    for resource in ["widgets.example.com", "configmaps"] {
-        for object in sim.list(resource, Some(NS)).map_err(err)? {
-            if mark(&object).is_none() {
-                continue;
-            }
-            let history = sim.history(resource, Some(NS), name_of(&object));
-            count += history
-                .windows(2)
-                .filter(|pair| {
-                    let revision = crate::shard_fleet::revision_of(&pair[1]);
-                    (from..to).contains(&revision) && mark(&pair[0]) != mark(&pair[1])
-                })
-                .count();
-        }
-    }
-    Ok(count)
 }
 
 /// Runs the sharded demo in range mode.
@@ -188,7 +111,7 @@ pub async fn run(args: ShardedArgs) -> Result<(), String> {
     let members: Vec<String> = procs.keys().cloned().collect();
     let deadline = Instant::now() + Duration::from_secs(60);
     let owned = loop {
-        match converged(&sim, &members) {
+        match converged_range(&sim, NS, &members) {
             Ok(owned) => break owned,
             Err(why) if Instant::now() >= deadline => {
                 return Err(format!("not converged within 60 s: {why}"))
@@ -197,7 +120,7 @@ pub async fn run(args: ShardedArgs) -> Result<(), String> {
         }
     };
     let end = sim.revision() + 1;
-    let at_start = touches(&sim, 0, join_from)?;
+    let at_start = touches(&sim, NS, 0, join_from)?;
     for (_, proc) in std::mem::take(&mut procs) {
         proc.stop().await?;
     }
@@ -206,8 +129,8 @@ pub async fn run(args: ShardedArgs) -> Result<(), String> {
         "object writes the moves cost (touches of widgets and children stored by the \
          simulator): {at_start} at the start, {} at the join, {} from the leave to convergence; \
          {churned} churn operations",
-        touches(&sim, join_from, leave_from)?,
-        touches(&sim, leave_from, end)?
+        touches(&sim, NS, join_from, leave_from)?,
+        touches(&sim, NS, leave_from, end)?
     );
     Ok(())
 }

@@ -9,12 +9,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use controller::sharding::{drain_label, owner_of, shard_label};
+use controller::sharding::{drain_label, owner_of, shard_label, touch_annotation, RangeTable};
 use serde_json::{json, Value};
 use sim_apiserver::storage::EventType;
 use sim_apiserver::SimServer;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin};
+use workqueue::shared_informer::reflector::store_index::shard_hash;
 
 use crate::shard_replica::{
     child_name, sharder_user, widget_crd, Mode, ReplicaOpts, ReplicaStatus, RING,
@@ -275,6 +276,84 @@ pub fn converged_in(
     Ok(owned)
 }
 
+/// Range mode's [`converged`]: why the stored state is not converged on `members`, if it is
+/// not; else the number of widgets each member owns: every widget reconciled at its spec by the owner of its range in
+/// the members' [`RangeTable`], and its child at that size.
+#[allow(dead_code)]
+pub fn converged_range(
+    sim: &SimServer,
+    ns: &str,
+    members: &[String],
+) -> Result<BTreeMap<String, u64>, String> {
+    let table = RangeTable::new(members.iter().map(String::as_str));
+    let widgets = sim.list("widgets.example.com", Some(ns)).map_err(err)?;
+    let children: BTreeMap<String, Value> = sim
+        .list("configmaps", Some(ns))
+        .map_err(err)?
+        .into_iter()
+        .map(|c| (name_of(&c).to_string(), c))
+        .collect();
+    let mut owned: BTreeMap<String, u64> = members.iter().map(|m| (m.clone(), 0)).collect();
+    for widget in &widgets {
+        let name = name_of(widget);
+        let uid = widget.pointer("/metadata/uid").and_then(Value::as_str);
+        let owner = table
+            .owner_of_hash(shard_hash(uid.unwrap_or_default()))
+            .ok_or("no members")?;
+        let size = widget.pointer("/spec/size").and_then(Value::as_i64);
+        let size = size.unwrap_or(0);
+        let by = widget.pointer("/status/by").and_then(Value::as_str);
+        let done = widget.pointer("/status/size").and_then(Value::as_i64);
+        if by != Some(owner) || done != Some(size) {
+            return Err(format!(
+                "{name} at size {size} not reconciled by {owner}: status by {by:?} size {done:?}"
+            ));
+        }
+        let child_size = children
+            .get(&child_name(name))
+            .and_then(|c| c.pointer("/data/size"))
+            .and_then(Value::as_str);
+        if child_size != Some(size.to_string().as_str()) {
+            return Err(format!(
+                "child of {name} at size {child_size:?}, not {size}"
+            ));
+        }
+        *owned.entry(owner.to_string()).or_default() += 1;
+    }
+    Ok(owned)
+}
+
+/// The touches (SH23) stored in `ns` at revisions in `from..to`, widgets and ConfigMaps: the
+/// versions of an object whose touch annotation differs from the version before. An object
+/// never touched carries no touch annotation (reconciles never remove one), so only the
+/// histories of those that do are read.
+#[allow(dead_code)]
+pub fn touches(sim: &SimServer, ns: &str, from: u64, to: u64) -> Result<usize, String> {
+    let touch = touch_annotation(RING);
+    let mark = |v: &Value| {
+        v.pointer("/metadata/annotations")
+            .and_then(|a| a.get(&touch))
+            .cloned()
+    };
+    let mut count = 0;
+    for resource in ["widgets.example.com", "configmaps"] {
+        for object in sim.list(resource, Some(ns)).map_err(err)? {
+            if mark(&object).is_none() {
+                continue;
+            }
+            let history = sim.history(resource, Some(ns), name_of(&object));
+            count += history
+                .windows(2)
+                .filter(|pair| {
+                    let revision = revision_of(&pair[1]);
+                    (from..to).contains(&revision) && mark(&pair[0]) != mark(&pair[1])
+                })
+                .count();
+        }
+    }
+    Ok(count)
+}
+
 /// What churn writes through: the simulator's test API, or any other path to a server.
 pub trait ChurnTarget: Send + Sync + 'static {
     /// Creates widget `name` in `ns` with `spec.size`.
@@ -496,6 +575,64 @@ pub fn explain(sim: &SimServer, ns: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Range mode's convergence names the owner by the members' range table over the uid's
+    /// hash, and the touch count sees exactly the versions that changed the touch mark.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn range_convergence_and_touches_are_read_from_the_server() {
+        let sim = sim_for(&["a", "b"], "t").await.unwrap();
+        create_widget(&sim, "t", "w-0", 3).unwrap();
+        let widget = sim.get("widgets.example.com", Some("t"), "w-0").unwrap();
+        let uid = widget
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap();
+        let members = vec![identity("a"), identity("b")];
+        let table = RangeTable::new(members.iter().map(String::as_str));
+        let owner = table.owner_of_hash(shard_hash(uid)).unwrap().to_string();
+        let other = members.iter().find(|m| **m != owner).unwrap().clone();
+        let set = |by: &str| {
+            sim.patch(
+                "widgets.example.com",
+                Some("t"),
+                "w-0",
+                &json!({"status": {"size": 3, "by": by}}),
+            )
+            .unwrap();
+        };
+        sim.create(
+            "configmaps",
+            Some("t"),
+            json!({"metadata": {"name": "w-0-cfg"}, "data": {"size": "3"}}),
+        )
+        .unwrap();
+        set(&other);
+        let error = converged_range(&sim, "t", &members).unwrap_err();
+        assert!(
+            error.contains(&format!("not reconciled by {owner}")),
+            "{error}"
+        );
+        set(&owner);
+        let owned = converged_range(&sim, "t", &members).unwrap();
+        assert_eq!((owned[&owner], owned[&other]), (1, 0));
+
+        let from = sim.revision() + 1;
+        assert_eq!(touches(&sim, "t", 0, from), Ok(0));
+        let touch = |mark: &str| {
+            sim.patch(
+                "configmaps",
+                Some("t"),
+                "w-0-cfg",
+                &json!({"metadata": {"annotations": {touch_annotation(RING): mark}}}),
+            )
+            .unwrap();
+        };
+        touch("1");
+        set(&other); // not a touch
+        touch("2");
+        assert_eq!(touches(&sim, "t", from, sim.revision() + 1), Ok(2));
+        assert_eq!(touches(&sim, "t", 0, from), Ok(0));
+    }
     use crate::shard_replica::{client, widgets};
     use workqueue::shared_informer::reflector::store_index::DynamicObject;
     use workqueue::shared_informer::reflector::{Api, Patch, PatchOptions};
