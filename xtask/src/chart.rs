@@ -286,15 +286,170 @@ pub(crate) fn short(value: f64) -> String {
     }
 }
 
-// Geometry, in SVG user units (pixels at 100%).
-const WIDTH: f64 = 960.0;
-const LABEL_COLUMN: f64 = 250.0;
-const PANEL: f64 = 315.0;
-const PANEL_GAP: f64 = 60.0;
-const BAR: f64 = 13.0;
-const BAR_GAP: f64 = 3.0;
-const GROUP_GAP: f64 = 14.0;
-const TOP: f64 = 122.0;
+/// The drawing both charts share (this one and the scale record's): a card with a heading and a
+/// caption, a legend, panels of horizontal bars on round-numbered axes.
+pub(crate) mod draw {
+    use std::fmt::Write as _;
+
+    use super::{axis, escape, short};
+
+    /// The picture's width, in SVG user units (pixels at 100%).
+    pub const WIDTH: f64 = 960.0;
+    /// The label column, left of the first panel.
+    pub const LABEL_COLUMN: f64 = 250.0;
+    /// A panel's width.
+    pub const PANEL: f64 = 315.0;
+    /// The space between two panels.
+    pub const PANEL_GAP: f64 = 60.0;
+    /// A bar's height.
+    pub const BAR: f64 = 13.0;
+    /// The space between two bars of a group.
+    pub const BAR_GAP: f64 = 3.0;
+    /// The space between two groups.
+    pub const GROUP_GAP: f64 = 14.0;
+    /// The top of the first group.
+    pub const TOP: f64 = 122.0;
+
+    /// The left edge of panel `p` (0 or 1).
+    pub fn panel_left(p: usize) -> f64 {
+        LABEL_COLUMN + p as f64 * (PANEL + PANEL_GAP)
+    }
+
+    /// Opens the picture, `height` tall: its tooltip title, the styles (text that switches with
+    /// `prefers-color-scheme`), a card of its own (so the text keeps its contrast whatever the
+    /// page behind it), the `heading` and up to two lines of `caption` (SVG text does not wrap).
+    pub fn open(out: &mut String, height: f64, title: &str, heading: &str, caption: &str) {
+        let _ = write!(
+            out,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif" font-size="12">"#
+        );
+        let _ = write!(
+            out,
+            "<title>{}</title>\
+             <style>text{{fill:#1f2328}}.muted{{fill:#59636e}}.grid{{stroke:#d1d9e0;stroke-width:1}}\
+             .axis{{stroke:#59636e;stroke-width:1}}\
+             @media (prefers-color-scheme: dark){{text{{fill:#e6edf3}}.muted{{fill:#9198a1}}\
+             .grid{{stroke:#3d444d}}.axis{{stroke:#9198a1}}.bg{{fill:#0d1117;stroke:#3d444d}}}}</style>",
+            escape(title)
+        );
+        let _ = write!(
+            out,
+            r##"<rect class="bg" x="0.5" y="0.5" width="{}" height="{}" rx="6" fill="#ffffff" stroke="#d1d9e0"/>"##,
+            WIDTH - 1.0,
+            height - 1.0
+        );
+        let _ = write!(
+            out,
+            r#"<text x="12" y="24" font-size="16" font-weight="bold">{}</text>"#,
+            escape(heading)
+        );
+        for (i, line) in caption.lines().take(2).enumerate() {
+            let _ = write!(
+                out,
+                r#"<text class="muted" x="12" y="{}">{}</text>"#,
+                42 + 16 * i,
+                escape(line)
+            );
+        }
+    }
+
+    /// The legend: a swatch and a label per `(colour, label)`, in a row.
+    pub fn legend<'a>(out: &mut String, items: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        let mut x = 12.0;
+        for (colour, label) in items {
+            let _ = write!(
+                out,
+                r#"<rect x="{x}" y="70" width="12" height="12" fill="{colour}"/><text x="{}" y="80">{}</text>"#,
+                x + 17.0,
+                escape(label)
+            );
+            x += 30.0 + 7.0 * label.chars().count() as f64;
+        }
+    }
+
+    /// Panel `p`'s title, grid lines, tick labels and axis for values up to `max`, down to
+    /// `plot_bottom`, with `unit` under it; returns the axis' end, which a bar is scaled to.
+    pub fn panel(
+        out: &mut String,
+        p: usize,
+        title: &str,
+        unit: &str,
+        max: f64,
+        plot_bottom: f64,
+    ) -> f64 {
+        let left = panel_left(p);
+        let (end, step) = axis(max);
+        let _ = write!(
+            out,
+            r#"<text x="{left}" y="106" font-weight="bold">{}</text>"#,
+            escape(title)
+        );
+        let mut tick = 0.0;
+        while tick <= end + step / 2.0 {
+            let tx = left + tick / end * PANEL;
+            let _ = write!(
+                out,
+                r#"<line class="grid" x1="{tx:.1}" y1="{}" x2="{tx:.1}" y2="{plot_bottom}"/><text class="muted" x="{tx:.1}" y="{}" text-anchor="middle">{}</text>"#,
+                TOP - 6.0,
+                plot_bottom + 16.0,
+                short(tick)
+            );
+            tick += step;
+        }
+        let _ = write!(
+            out,
+            r#"<line class="axis" x1="{left}" y1="{}" x2="{left}" y2="{plot_bottom}"/>"#,
+            TOP - 6.0
+        );
+        if !unit.is_empty() {
+            let _ = write!(
+                out,
+                r#"<text class="muted" x="{}" y="{}" text-anchor="middle">{}</text>"#,
+                left + PANEL / 2.0,
+                plot_bottom + 34.0,
+                escape(unit)
+            );
+        }
+        end
+    }
+
+    /// A bar of panel `p` at `y`, scaled to the panel's axis `end`, labelled with its value and
+    /// with `tooltip` (escaped here) as its hover title; `None` draws "not measured" instead.
+    pub fn bar(
+        out: &mut String,
+        p: usize,
+        y: f64,
+        end: f64,
+        value: Option<f64>,
+        colour: &str,
+        tooltip: &str,
+    ) {
+        let left = panel_left(p);
+        match value {
+            Some(value) => {
+                let w = (value / end * PANEL).max(1.0);
+                let _ = write!(
+                    out,
+                    r#"<rect class="bar" x="{left}" y="{y:.1}" width="{w:.1}" height="{BAR}" fill="{colour}"><title>{}</title></rect><text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#,
+                    escape(tooltip),
+                    left + w + 4.0,
+                    y + BAR - 2.5,
+                    short(value)
+                );
+            }
+            None => {
+                let _ = write!(
+                    out,
+                    r#"<text class="muted" x="{:.1}" y="{:.1}" font-size="10">not measured</text>"#,
+                    left + 4.0,
+                    y + BAR - 3.0
+                );
+            }
+        }
+    }
+}
+
+use draw::{BAR, BAR_GAP, GROUP_GAP, LABEL_COLUMN, TOP};
 
 /// The most characters of a client's name one line of the label column holds (about 6.7 units
 /// each at the picture's 12-unit font, within its 240).
@@ -341,124 +496,42 @@ pub fn svg(clients: &[Client], caption: &str) -> String {
     }
     let height = plot_bottom + 48.0;
     let mut out = String::new();
-    let _ = write!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif" font-size="12">"#
+    draw::open(
+        &mut out,
+        height,
+        "Peer comparison: watch events/s and peak RSS per client, encoding and framing",
+        "Peer comparison: kube-rs's reflector and this project's informers",
+        caption,
     );
-    out.push_str(
-        "<title>Peer comparison: watch events/s and peak RSS per client, encoding and framing</title>\
-         <style>text{fill:#1f2328}.muted{fill:#59636e}.grid{stroke:#d1d9e0;stroke-width:1}\
-         .axis{stroke:#59636e;stroke-width:1}\
-         @media (prefers-color-scheme: dark){text{fill:#e6edf3}.muted{fill:#9198a1}\
-         .grid{stroke:#3d444d}.axis{stroke:#9198a1}.bg{fill:#0d1117;stroke:#3d444d}}</style>",
-    );
-    // A card of its own: whatever the page behind it, the text keeps its contrast (a viewer that
-    // ignores the dark-scheme rule shows the light card on a dark page, still legible).
-    let _ = write!(
-        out,
-        r##"<rect class="bg" x="0.5" y="0.5" width="{}" height="{}" rx="6" fill="#ffffff" stroke="#d1d9e0"/>"##,
-        WIDTH - 1.0,
-        height - 1.0
-    );
-    out.push_str(
-        r#"<text x="12" y="24" font-size="16" font-weight="bold">Peer comparison: kube-rs&apos;s reflector and this project&apos;s informers</text>"#,
-    );
-    // The caption, a line of text per line (SVG text does not wrap).
-    for (i, line) in caption.lines().take(2).enumerate() {
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="12" y="{}">{}</text>"#,
-            42 + 16 * i,
-            escape(line)
-        );
-    }
-    // Legend.
-    let mut x = 12.0;
-    for framing in framings {
-        let _ = write!(
-            out,
-            r#"<rect x="{x}" y="70" width="12" height="12" fill="{}"/><text x="{}" y="80">{}</text>"#,
-            framing.colour(),
-            x + 17.0,
-            framing.legend()
-        );
-        x += 30.0 + 7.0 * framing.legend().len() as f64;
-    }
+    draw::legend(&mut out, framings.iter().map(|f| (f.colour(), f.legend())));
     for (p, figure) in [Figure::EventsPerSecond, Figure::PeakRss]
         .into_iter()
         .enumerate()
     {
-        let left = LABEL_COLUMN + p as f64 * (PANEL + PANEL_GAP);
         let max = clients
             .iter()
             .flat_map(|c| framings.iter().filter_map(|f| c.value(figure, *f)))
             .fold(0.0, f64::max);
-        let (end, step) = axis(max);
-        let _ = write!(
-            out,
-            r#"<text x="{left}" y="106" font-weight="bold">{}</text>"#,
-            figure.title()
-        );
-        // Grid lines and tick labels.
-        let mut tick = 0.0;
-        while tick <= end + step / 2.0 {
-            let tx = left + tick / end * PANEL;
-            let _ = write!(
-                out,
-                r#"<line class="grid" x1="{tx:.1}" y1="{}" x2="{tx:.1}" y2="{plot_bottom}"/><text class="muted" x="{tx:.1}" y="{}" text-anchor="middle">{}</text>"#,
-                TOP - 6.0,
-                plot_bottom + 16.0,
-                short(tick)
-            );
-            tick += step;
-        }
-        let _ = write!(
-            out,
-            r#"<line class="axis" x1="{left}" y1="{}" x2="{left}" y2="{plot_bottom}"/>"#,
-            TOP - 6.0
-        );
+        let unit = match figure {
+            Figure::EventsPerSecond => "events/s",
+            Figure::PeakRss => "MB",
+        };
+        let end = draw::panel(&mut out, p, figure.title(), unit, max, plot_bottom);
         for (i, client) in clients.iter().enumerate() {
-            let top = tops[i];
             for (j, framing) in framings.iter().enumerate() {
-                let y = top + j as f64 * (BAR + BAR_GAP);
-                match client.value(figure, *framing) {
-                    Some(value) => {
-                        let w = (value / end * PANEL).max(1.0);
-                        let _ = write!(
-                            out,
-                            r#"<rect class="bar" x="{left}" y="{y:.1}" width="{w:.1}" height="{BAR}" fill="{}"><title>{}, {}, {}: {}{}</title></rect><text x="{:.1}" y="{:.1}" font-size="11">{}</text>"#,
-                            framing.colour(),
-                            escape(client.label()),
-                            client.encoding,
-                            framing.legend(),
-                            short(value),
-                            figure.unit(),
-                            left + w + 4.0,
-                            y + BAR - 2.5,
-                            short(value)
-                        );
-                    }
-                    None => {
-                        let _ = write!(
-                            out,
-                            r#"<text class="muted" x="{:.1}" y="{:.1}" font-size="10">not measured</text>"#,
-                            left + 4.0,
-                            y + BAR - 3.0
-                        );
-                    }
-                }
+                let y = tops[i] + j as f64 * (BAR + BAR_GAP);
+                let value = client.value(figure, *framing);
+                let tooltip = format!(
+                    "{}, {}, {}: {}{}",
+                    client.label(),
+                    client.encoding,
+                    framing.legend(),
+                    value.map(short).unwrap_or_default(),
+                    figure.unit()
+                );
+                draw::bar(&mut out, p, y, end, value, framing.colour(), &tooltip);
             }
         }
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="{}" y="{}" text-anchor="middle">{}</text>"#,
-            left + PANEL / 2.0,
-            plot_bottom + 34.0,
-            match figure {
-                Figure::EventsPerSecond => "events/s",
-                Figure::PeakRss => "MB",
-            }
-        );
     }
     // Client labels, right-aligned against the first panel: the name on one line, or two when it
     // is too long for the column, then the encoding.
@@ -488,6 +561,7 @@ pub fn svg(clients: &[Client], caption: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::draw::PANEL;
     use super::*;
 
     /// Checks that `xml` is well formed as far as this generator can go wrong: every tag closed in

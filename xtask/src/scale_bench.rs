@@ -523,18 +523,10 @@ fn colour(set: Set) -> &'static str {
     }
 }
 
-const WIDTH: f64 = 960.0;
-const LABEL_COLUMN: f64 = 250.0;
-const PANEL: f64 = 315.0;
-const PANEL_GAP: f64 = 60.0;
-const BAR: f64 = 13.0;
-const BAR_GAP: f64 = 3.0;
-const GROUP_GAP: f64 = 14.0;
-const TOP: f64 = 122.0;
-
 /// The chart: per client, one bar per set, in two panels (RSS at sync per object, time to a
-/// synced cache), from the medians the table has.
+/// synced cache), from the medians the table has; drawn as the peer chart is ([`chart::draw`]).
 pub fn svg(plan: &Plan, report: &Report, caption: &str) -> String {
+    use chart::draw::{self, BAR, BAR_GAP, GROUP_GAP, TOP};
     let sets: Vec<Set> = report.runs.keys().copied().collect();
     let clients: Vec<(&str, &str)> = CLIENTS
         .iter()
@@ -554,80 +546,29 @@ pub fn svg(plan: &Plan, report: &Report, caption: &str) -> String {
     };
     let group = sets.len().max(1) as f64 * (BAR + BAR_GAP) + GROUP_GAP;
     let plot_bottom = TOP + group * clients.len().max(1) as f64;
-    let height = plot_bottom + 48.0;
     let mut out = String::new();
-    let _ = write!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif" font-size="12">"#
+    draw::open(
+        &mut out,
+        plot_bottom + 48.0,
+        "Scale record: memory per cached object and time to a synced cache, per client and cache",
+        "Scale record: kube-rs's reflector, client-go's informer and this project's informers",
+        caption,
     );
-    out.push_str(
-        "<title>Scale record: memory per cached object and time to a synced cache, per client and cache</title>\
-         <style>text{fill:#1f2328}.muted{fill:#59636e}.grid{stroke:#d1d9e0;stroke-width:1}\
-         .axis{stroke:#59636e;stroke-width:1}\
-         @media (prefers-color-scheme: dark){text{fill:#e6edf3}.muted{fill:#9198a1}\
-         .grid{stroke:#3d444d}.axis{stroke:#9198a1}.bg{fill:#0d1117;stroke:#3d444d}}</style>",
+    let legends: Vec<(Set, String)> = sets.iter().map(|&s| (s, s.heading(plan))).collect();
+    draw::legend(
+        &mut out,
+        legends.iter().map(|(s, l)| (colour(*s), l.as_str())),
     );
-    let _ = write!(
-        out,
-        r##"<rect class="bg" x="0.5" y="0.5" width="{}" height="{}" rx="6" fill="#ffffff" stroke="#d1d9e0"/>"##,
-        WIDTH - 1.0,
-        height - 1.0
-    );
-    out.push_str(
-        r#"<text x="12" y="24" font-size="16" font-weight="bold">Scale record: kube-rs&apos;s reflector, client-go&apos;s informer and this project&apos;s informers</text>"#,
-    );
-    for (i, line) in caption.lines().take(2).enumerate() {
-        let _ = write!(
-            out,
-            r#"<text class="muted" x="12" y="{}">{}</text>"#,
-            42 + 16 * i,
-            chart::escape(line)
-        );
-    }
-    let mut x = 12.0;
-    for &set in &sets {
-        let legend = set.heading(plan);
-        let _ = write!(
-            out,
-            r#"<rect x="{x}" y="70" width="12" height="12" fill="{}"/><text x="{}" y="80">{}</text>"#,
-            colour(set),
-            x + 17.0,
-            chart::escape(&legend)
-        );
-        x += 30.0 + 6.5 * legend.len() as f64;
-    }
     let panels = [
-        ("RSS at sync per object (KiB)", "rss_per_object_kib"),
-        ("time to a synced cache (s)", "sync_s"),
+        ("RSS at sync per object (KiB)", "KiB", "rss_per_object_kib"),
+        ("time to a synced cache (s)", "s", "sync_s"),
     ];
-    for (p, (title, field)) in panels.into_iter().enumerate() {
-        let left = LABEL_COLUMN + p as f64 * (PANEL + PANEL_GAP);
+    for (p, (title, unit, field)) in panels.into_iter().enumerate() {
         let max = sets
             .iter()
             .flat_map(|&s| clients.iter().filter_map(move |(c, _)| median(s, c, field)))
             .fold(0.0, f64::max);
-        let (end, step) = chart::axis(max);
-        let _ = write!(
-            out,
-            r#"<text x="{left}" y="106" font-weight="bold">{title}</text>"#
-        );
-        let mut tick = 0.0;
-        while tick <= end + step / 2.0 {
-            let tx = left + tick / end * PANEL;
-            let _ = write!(
-                out,
-                r#"<line class="grid" x1="{tx:.1}" y1="{}" x2="{tx:.1}" y2="{plot_bottom}"/><text class="muted" x="{tx:.1}" y="{}" text-anchor="middle">{}</text>"#,
-                TOP - 6.0,
-                plot_bottom + 16.0,
-                chart::short(tick)
-            );
-            tick += step;
-        }
-        let _ = write!(
-            out,
-            r#"<line class="axis" x1="{left}" y1="{}" x2="{left}" y2="{plot_bottom}"/>"#,
-            TOP - 6.0
-        );
+        let end = draw::panel(&mut out, p, title, unit, max, plot_bottom);
         for (i, (client, label)) in clients.iter().enumerate() {
             let top = TOP + i as f64 * group;
             if p == 0 {
@@ -638,29 +579,14 @@ pub fn svg(plan: &Plan, report: &Report, caption: &str) -> String {
                     chart::escape(label)
                 );
             }
-            for (j, &set) in sets.iter().enumerate() {
+            for (j, (set, legend)) in legends.iter().enumerate() {
                 let y = top + j as f64 * (BAR + BAR_GAP);
-                match median(set, client, field) {
-                    Some(value) => {
-                        let w = (value / end * PANEL).max(1.0);
-                        let _ = write!(
-                            out,
-                            r#"<rect x="{left}" y="{y}" width="{w:.1}" height="{BAR}" fill="{}"/><text x="{:.1}" y="{}">{}</text>"#,
-                            colour(set),
-                            left + w + 4.0,
-                            y + BAR - 2.0,
-                            chart::short(value)
-                        );
-                    }
-                    None => {
-                        let _ = write!(
-                            out,
-                            r#"<text class="muted" x="{}" y="{}">not measured</text>"#,
-                            left + 4.0,
-                            y + BAR - 2.0
-                        );
-                    }
-                }
+                let value = median(*set, client, field);
+                let tooltip = format!(
+                    "{label}, {legend}: {}{unit}",
+                    value.map(chart::short).unwrap_or_default()
+                );
+                draw::bar(&mut out, p, y, end, value, colour(*set), &tooltip);
             }
         }
     }
