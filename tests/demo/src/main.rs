@@ -9,7 +9,7 @@
 //!
 //! With `--replicas N`, a sharded controller instead ([`sharded`]): N replica processes split
 //! widgets between them while one joins and one leaves, then a verdict from the write log;
-//! with `--mode range` the replicas split the server's shard hash instead ([`range`]): no
+//! with `--mode range` the replicas split the server's shard hash instead ([`sharded`]): no
 //! sharder, no labels, and the object writes each move cost.
 
 use std::collections::BTreeMap;
@@ -34,7 +34,6 @@ use workqueue::shared_informer::{
 };
 use workqueue::{default_controller_rate_limiter, RateLimitingQueue};
 
-mod range;
 mod sharded;
 // The sharded replica and its fleet are the integration suite's, shared by path (the demo
 // starts the same processes the `sharding` scenario checks); not every helper is used here.
@@ -192,16 +191,17 @@ async fn demo_main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = if let Some(replicas) = args.replicas {
-        let sharded = sharded::ShardedArgs {
+        sharded::run(sharded::ShardedArgs {
             replicas,
             widgets: args.widgets,
             phase_seconds: (args.seconds / 3).max(3),
-        };
-        if args.range_mode {
-            range::run(sharded).await
-        } else {
-            sharded::run(sharded).await
-        }
+            mode: if args.range_mode {
+                shard_replica::Mode::Range
+            } else {
+                shard_replica::Mode::Label
+            },
+        })
+        .await
     } else if real {
         real_cluster(
             args.kubeconfig.as_deref(),
