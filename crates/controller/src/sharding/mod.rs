@@ -15,7 +15,7 @@
 //!                                                                            ShardedController
 //!
 //!   range mode, no labels and no sharder:
-//!   ranges: 64 virtual ranges of the server's shard hash, owned by rendezvous  RangeTable
+//!   ranges: 64 virtual ranges of the server's shard hash, 64/N per member     RangeTable
 //!   claims: each member publishes the ranges it holds; acts on one only when
 //!           no other live member claims it; touches what a dead one held      decide
 //!   range_watch: the held ranges' informers in 8 watch groups (shardSelector),

@@ -1,16 +1,23 @@
 //! Range mode's table: which live member owns which part of the hash space that kube-apiserver's
 //! sharded list and watch select by (`shardSelector=shardRange(object.metadata.uid, …)`).
 //!
-//! The space of 64-bit hashes is cut into [`VIRTUAL_RANGES`] equal virtual ranges; each is owned
-//! by rendezvous hashing over the live members (the same [`weight`](super::weight) as a key's
-//! owner, over the range's name), so that every member computes the same table from the same
-//! members, and a join or a leave moves only the ranges that go to the joiner or came from the
-//! leaver: about 1/N of them (rule SH20). A member's ranges, adjacent ones merged, are one
-//! [`ShardSelector`] for its informers: the server sends each replica only its part.
+//! The space of 64-bit hashes is cut into [`VIRTUAL_RANGES`] equal virtual ranges, shared out
+//! among the live members by rendezvous weights with bounded loads (rule SH20): every member
+//! owns 64/N ranges rounded down or up, and every member computes the same table from the same
+//! members. A member's ranges, adjacent ones merged, are one [`ShardSelector`] for its
+//! informers: the server sends each replica only its part.
 //!
-//! This is the table alone: how a range changes hands safely (the drain, the acknowledgement and
-//! the touch of a range taken from a member that died) is designed in docs/sharding.md and not
-//! built yet.
+//! Plain rendezvous hashing (each range to the member of greatest [`weight`](super::weight))
+//! moves the fewest ranges on a join, but 64 ranges are too few for it to balance: the busiest
+//! of 4 members owned 1.25× its share in half of the rings measured, and 1.4× in one in ten, and
+//! a sharded controller runs at the pace of its busiest replica. Here the (range, member) pairs
+//! are taken by weight, greatest first, and a pair is granted while its range is free and its
+//! member below its quota. The quotas are filled in weight order too, so the table depends on
+//! the members only. A join then moves about 15% more ranges than the joiner's share
+//! (18.3 of 64 on average from 3 members to 4, against 16), the extra between members that stay,
+//! which costs claims writes and no object write.
+//!
+//! How a range changes hands safely is [`super::claims`] and [`super::RangeShard`] (SH21–SH23).
 
 use std::collections::BTreeSet;
 
@@ -18,7 +25,7 @@ use workqueue::shared_informer::reflector::store_index::{
     ShardField, ShardRange, ShardSelector, ShardSelectorError,
 };
 
-use super::assign::owner_of;
+use super::assign::weight;
 
 /// How many equal virtual ranges the hash space is cut into: enough that N members get about
 /// 64/N each (a join moves about 1/N of the space), few enough that a member's selector stays
@@ -48,18 +55,63 @@ fn range_key(index: u32) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RangeTable {
     /// The owner of virtual range `i` at index `i`; all `None` when there are no members.
-    /// Invariant (SH20): `owners.len() == VIRTUAL_RANGES`, and each owner is one of the members
-    /// the table was made from.
+    /// Invariants (SH20): `owners.len() == VIRTUAL_RANGES`; each owner is one of the members
+    /// the table was made from; with N members, each owns `VIRTUAL_RANGES / N` ranges or one
+    /// more.
     owners: Vec<Option<String>>,
 }
 
 impl RangeTable {
     /// The table of `members` (duplicates and order do not matter).
     pub fn new<'a>(members: impl IntoIterator<Item = &'a str>) -> Self {
-        let members: BTreeSet<&str> = members.into_iter().collect();
-        let owners = (0..VIRTUAL_RANGES)
-            .map(|i| owner_of(&range_key(i), members.iter().copied()).map(str::to_string))
+        let members: Vec<&str> = members
+            .into_iter()
+            .collect::<BTreeSet<&str>>()
+            .into_iter()
             .collect();
+        let mut owners: Vec<Option<String>> = vec![None; VIRTUAL_RANGES as usize];
+        if members.is_empty() {
+            return RangeTable { owners };
+        }
+        // Every member gets `base` ranges, and `extra` of them one more: the first to reach
+        // `base` while taking pairs by weight.
+        let base = VIRTUAL_RANGES as usize / members.len();
+        let mut extra = VIRTUAL_RANGES as usize % members.len();
+        let mut pairs: Vec<(u64, u32, usize)> = (0..VIRTUAL_RANGES)
+            .flat_map(|range| {
+                let key = range_key(range);
+                members
+                    .iter()
+                    .enumerate()
+                    .map(move |(m, member)| (weight(member, &key), range, m))
+            })
+            .collect();
+        // Greatest weight first; equal weights (never seen) by range, then by member.
+        pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let mut owned = vec![0usize; members.len()];
+        let mut left = VIRTUAL_RANGES as usize;
+        for (_, range, m) in pairs {
+            let slot = &mut owners[range as usize];
+            if slot.is_some() {
+                continue;
+            }
+            let quota = if owned[m] < base {
+                true
+            } else if owned[m] == base && extra > 0 {
+                extra -= 1;
+                true
+            } else {
+                false
+            };
+            if quota {
+                owned[m] += 1;
+                *slot = Some(members[m].to_string());
+                left -= 1;
+                if left == 0 {
+                    break;
+                }
+            }
+        }
         RangeTable { owners }
     }
 
@@ -210,29 +262,49 @@ mod tests {
             }
         }
 
-        /// SH20: a join moves ranges only to the joiner, a leave only from the leaver; every
-        /// member computes the same table whatever order it lists the members in.
+        /// SH20: each of N members owns 64/N ranges rounded down or up, whatever their names
+        /// (up to 100 members: past 64, some own none); every member computes the same table
+        /// whatever order it lists the members in, and duplicates change nothing.
         #[test]
-        fn sh20_a_join_or_a_leave_moves_only_what_it_must(n in 1usize..9, rotate in 0usize..9) {
-            let before = members(n);
+        fn sh20_every_member_owns_its_share_and_the_order_does_not_matter(
+            n in 1usize..100,
+            ring in "[a-z0-9-]{0,12}",
+            rotate in 0usize..100,
+        ) {
+            let members: Vec<String> = (0..n).map(|i| format!("{ring}-{i}")).collect();
+            let t = table(&members);
+            let base = VIRTUAL_RANGES as usize / n;
+            let mut shares: Vec<usize> = members.iter().map(|m| t.ranges_of(m).len()).collect();
+            prop_assert_eq!(shares.iter().sum::<usize>(), VIRTUAL_RANGES as usize);
+            shares.sort_unstable();
+            prop_assert!(shares[0] >= base && shares[n - 1] <= base + 1, "{:?}", shares);
+            let mut rotated = members.clone();
+            rotated.rotate_left(rotate % n);
+            rotated.push(members[0].clone());
+            prop_assert_eq!(table(&rotated), t);
+        }
+
+        /// SH20: a join gives the joiner its share, and the rebalancing among the others moves
+        /// fewer ranges than that share again: 1.1–1.5 times the share in all on average for 2 to
+        /// 9 members, at most 2.14 times over these 8,000 rings (computed independently).
+        #[test]
+        fn sh20_a_join_or_a_leave_moves_little_more_than_it_must(n in 1usize..9, ring in 0u32..1000) {
+            let before: Vec<String> = (0..n).map(|i| format!("ring{ring}-replica-{i}")).collect();
             let mut joined = before.clone();
-            joined.push("replica-new".to_string());
+            joined.push(format!("ring{ring}-replica-new"));
             let (t0, t1) = (table(&before), table(&joined));
-            for m in t0.moves(&t1) {
-                prop_assert_eq!(m.to, Some("replica-new"));
-            }
-            for m in t1.moves(&t0) {
-                prop_assert_eq!(m.from, Some("replica-new"));
-            }
-            let mut rotated = joined.clone();
-            rotated.rotate_left(rotate % joined.len());
-            prop_assert_eq!(table(&rotated), t1);
+            let share = t1.ranges_of(&joined[n]).len();
+            let moves = t0.moves(&t1);
+            prop_assert_eq!(moves.iter().filter(|m| m.to == Some(joined[n].as_str())).count(), share);
+            prop_assert!(moves.len() * 100 <= share * 215, "{} moves for a share of {}", moves.len(), share);
         }
     }
 
     #[test]
     fn a_join_moves_about_one_in_n_ranges() {
-        // Over many rings, a fourth member takes on average about a quarter of the ranges.
+        // Over many rings, a fourth member takes a quarter of the ranges, and the rebalancing
+        // among the other three moves a few more: 28.7% in all on average (plain rendezvous
+        // hashing: 25.5%, but unbalanced).
         let mut moved = 0;
         let rings = 200;
         for r in 0..rings {
@@ -243,9 +315,27 @@ mod tests {
         }
         let share = moved as f64 / (rings * VIRTUAL_RANGES as usize) as f64;
         assert!(
-            (0.2..0.3).contains(&share),
+            (0.25..0.32).contains(&share),
             "a join moved {share:.3} of the ranges"
         );
+    }
+
+    #[test]
+    fn the_table_is_pinned_so_that_every_build_shares_alike() {
+        // Members of different builds must compute the same table: these ranges were computed
+        // by an independent implementation of the weights and the bounded-load rule.
+        let named = |ids: &[&str]| -> Vec<String> {
+            ids.iter().map(|id| format!("replica-{id}")).collect()
+        };
+        let four = table(&named(&["a", "b", "c", "d"]));
+        for member in named(&["a", "b", "c", "d"]) {
+            assert_eq!(four.ranges_of(&member).len(), 16, "{member}");
+        }
+        assert_eq!(four.ranges_of("replica-a")[..4], [0, 1, 4, 10]);
+        let three = table(&named(&["a", "b", "c"]));
+        assert_eq!(three.ranges_of("replica-a")[..3], [8, 10, 13]);
+        assert_eq!(three.ranges_of("replica-b")[..3], [1, 3, 4]);
+        assert_eq!(three.ranges_of("replica-c")[..3], [0, 2, 7]);
     }
 
     #[test]
