@@ -885,6 +885,29 @@ async fn a_partitioned_members_delayed_write_is_refused_once_its_range_was_touch
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // While b was cut off, a touched b's ranges and removed them from b's stored claims. Back,
+    // b acts on its ranges again only once its stored claims name them (SH21): otherwise a
+    // member the table next gives them to would not wait for b's reconciles in flight.
+    let mine: BTreeSet<u32> = table.ranges_of("b").into_iter().collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while b.shard.acting().into_iter().collect::<BTreeSet<u32>>() != mine {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "b acts on {:?} after the partition, not on its ranges {mine:?}",
+            b.shard.acting()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stored = sim
+        .get("configmaps", Some(NS), &claims_name(RING, "b"))
+        .unwrap();
+    let stored = parse_claims(stored["data"]["held"].as_str().unwrap_or_default()).unwrap();
+    for range in b.shard.acting() {
+        assert!(
+            stored.contains(&range),
+            "b acts on range {range}, which its stored claims {stored:?} do not name"
+        );
+    }
     for replica in [a, b] {
         replica.leave().await;
     }

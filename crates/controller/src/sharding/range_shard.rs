@@ -97,6 +97,11 @@ struct State<K> {
     watches: RangeWatches<K>,
     /// The claims ConfigMap's resourceVersion, once read or written.
     claims_version: Option<String>,
+    /// The stored claims may differ from `held`: others removed ranges from them while this
+    /// member's lease had lapsed (SH23's cleanup), or a write of ours whose answer was lost
+    /// landed. Read again before anything else (SH21: a member acts only on what its stored
+    /// claims name).
+    stale_claims: bool,
 }
 
 impl<K> State<K> {
@@ -117,6 +122,7 @@ impl<K> Default for State<K> {
             inherited: BTreeSet::new(),
             watches: RangeWatches::default(),
             claims_version: None,
+            stale_claims: false,
         }
     }
 }
@@ -419,6 +425,8 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         }
         if inner.state.lock().claims_version.is_none() {
             self.inherit(cancel).await?;
+        } else if inner.state.lock().stale_claims {
+            self.reread(cancel).await?;
         }
         let members = ring.members();
         let table = if members.iter().any(|m| *m == inner.identity) {
@@ -442,6 +450,19 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         self.follow(&held, cancel);
         self.publish(&held).await?;
         let peers = self.list_claims().await?;
+        // Our own claims as stored must be what we hold: the others cleaned them up if they
+        // took us for dead (a lapse, a freeze, a partition), and acting on a range our stored
+        // claims do not name would let its next owner start without waiting for us (SH21).
+        let stored = peers.iter().find(|(m, _)| *m == inner.identity);
+        let held_now = inner.state.lock().held.clone();
+        if stored.map_or(!held_now.is_empty(), |(_, claims)| *claims != held_now) {
+            tracing::info!(identity = %inner.identity, stored = ?stored.map(|s| &s.1),
+                held = ?held_now, "range mode: our stored claims changed; reading them again");
+            let mut state = inner.state.lock();
+            state.acting.clear();
+            state.stale_claims = true;
+            return Ok(());
+        }
         // After the listing: a member whose claims were listed wrote its Lease before them,
         // so a fresh view counts it live (SH7), never dead for want of having seen it.
         if let Err(error) = ring.refresh().await {
@@ -668,8 +689,47 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         state.held.clone_from(&held);
         state.inherited = held;
         state.claims_version = Some(version.unwrap_or_default());
+        state.stale_claims = false;
         drop(state);
         let held = self.inner.state.lock().held.clone();
+        self.follow(&held, cancel);
+        Ok(())
+    }
+
+    /// Takes this member's stored claims as held again (see [`State::stale_claims`]). A range
+    /// they no longer name was taken by others, who touched it: nothing of it is kept (not
+    /// acted on, its unanswered writes already fenced by the touch). A range they name that was
+    /// not held (a write whose answer was lost, or an earlier run's) is held, and touched
+    /// before it is acted on (SH23), as an inherited one.
+    async fn reread(&self, cancel: &CancellationToken) -> Result<(), ClientError> {
+        let api = configmaps(&self.inner.client, &self.inner.namespace);
+        let name = claims_name(&self.inner.ring, &self.inner.identity);
+        let (stored, version) = match api.get_opt(&name).await? {
+            Some(map) => (
+                claims_or_all(&self.inner.identity, &map),
+                map.resource_version().map(str::to_string),
+            ),
+            None => (BTreeSet::new(), None),
+        };
+        let held = {
+            let mut state = self.inner.state.lock();
+            let gone: Vec<u32> = state.held.difference(&stored).copied().collect();
+            for range in &gone {
+                state.acting.remove(range);
+                state.unknown.remove(range);
+                state.inherited.remove(range);
+            }
+            let found: Vec<u32> = stored.difference(&state.held).copied().collect();
+            state.inherited.extend(found);
+            state.held.clone_from(&stored);
+            state.claims_version = Some(version.unwrap_or_default());
+            state.stale_claims = false;
+            if !gone.is_empty() {
+                tracing::info!(identity = %self.inner.identity, ?gone,
+                    "range mode: ranges taken while our lease had lapsed; no longer held");
+            }
+            state.held.clone()
+        };
         self.follow(&held, cancel);
         Ok(())
     }
@@ -704,9 +764,15 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         };
         let stored = match stored {
             Ok(stored) => stored,
-            Err(error @ (ClientError::Conflict(_) | ClientError::AlreadyExists(_))) => {
-                // Someone cleaned up a range of ours (SH23) or an earlier run wrote it: read
-                // it again at the next tick, keeping what is held until then.
+            Err(error @ ClientError::Conflict(_)) => {
+                // Someone cleaned up a range of ours (SH23), or a write of ours whose answer
+                // was lost landed: read it again at the next tick, keeping what is held until
+                // then.
+                inner.state.lock().stale_claims = true;
+                return Err(error);
+            }
+            Err(error @ ClientError::AlreadyExists(_)) => {
+                // An earlier run's create landed after we found none: inherit it.
                 inner.state.lock().claims_version = None;
                 return Err(error);
             }
