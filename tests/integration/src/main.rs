@@ -29,6 +29,7 @@ mod scenarios;
 mod shard_bench;
 mod shard_fleet;
 mod shard_history;
+mod shard_range_history;
 mod shard_range_replica;
 mod shard_replica;
 

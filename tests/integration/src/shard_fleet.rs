@@ -277,24 +277,32 @@ pub fn converged_in(
 }
 
 /// Range mode's [`converged`]: why the stored state is not converged on `members`, if it is
-/// not; else the number of widgets each member owns: every widget reconciled at its spec by the owner of its range in
-/// the members' [`RangeTable`], and its child at that size.
-#[allow(dead_code)]
+/// not; else the number of widgets each member owns: every widget reconciled at its spec by the
+/// owner of its range in the members' [`RangeTable`], and its child at that size.
 pub fn converged_range(
     sim: &SimServer,
     ns: &str,
     members: &[String],
 ) -> Result<BTreeMap<String, u64>, String> {
-    let table = RangeTable::new(members.iter().map(String::as_str));
     let widgets = sim.list("widgets.example.com", Some(ns)).map_err(err)?;
-    let children: BTreeMap<String, Value> = sim
-        .list("configmaps", Some(ns))
-        .map_err(err)?
+    let children = sim.list("configmaps", Some(ns)).map_err(err)?;
+    converged_range_in(&widgets, children, members)
+}
+
+/// [`converged_range`] on `widgets` and `children` (the ConfigMaps of their namespace) as read
+/// from any server.
+pub fn converged_range_in(
+    widgets: &[Value],
+    children: Vec<Value>,
+    members: &[String],
+) -> Result<BTreeMap<String, u64>, String> {
+    let table = RangeTable::new(members.iter().map(String::as_str));
+    let children: BTreeMap<String, Value> = children
         .into_iter()
         .map(|c| (name_of(&c).to_string(), c))
         .collect();
     let mut owned: BTreeMap<String, u64> = members.iter().map(|m| (m.clone(), 0)).collect();
-    for widget in &widgets {
+    for widget in widgets {
         let name = name_of(widget);
         let uid = widget.pointer("/metadata/uid").and_then(Value::as_str);
         let owner = table
@@ -327,7 +335,6 @@ pub fn converged_range(
 /// versions of an object whose touch annotation differs from the version before. An object
 /// never touched carries no touch annotation (reconciles never remove one), so only the
 /// histories of those that do are read.
-#[allow(dead_code)]
 pub fn touches(sim: &SimServer, ns: &str, from: u64, to: u64) -> Result<usize, String> {
     let touch = touch_annotation(RING);
     let mark = |v: &Value| {

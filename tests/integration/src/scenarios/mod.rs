@@ -14,6 +14,7 @@ mod portable;
 mod protobuf;
 mod resync;
 mod selectors;
+mod shard_ranges;
 mod sharding;
 mod sharing;
 mod soak;
@@ -165,6 +166,20 @@ pub fn all() -> Vec<Scenario> {
             // On a real server without the partition (see the module doc).
             portable: true,
             run: |o| sharding::sharding(o).boxed(),
+        },
+        Scenario {
+            name: "shard-ranges",
+            about: "the sharding scenario in range mode: replica processes claim ranges of the server's shard hash, ring 1 → 3 → 2 → 4, one killed, one frozen past its lease, one partitioned; every change of writer a touch or after a release, checked from the write log (on a real server with ShardedListAndWatch: 400 widgets, no partition, checked from a watch's record of every version)",
+            timeout: |o| match o.server {
+                crate::backend::ServerKind::Sim => Duration::from_secs(240),
+                // Five replica processes, a control plane and the recording watch on 2 cores.
+                crate::backend::ServerKind::Real => Duration::from_secs(420),
+            },
+            // The replicas are processes of their own, with their own informers.
+            informers: false,
+            // On a real server without the partition (see the module doc).
+            portable: true,
+            run: |o| shard_ranges::shard_ranges(o).boxed(),
         },
         Scenario {
             name: "selector-transitions",

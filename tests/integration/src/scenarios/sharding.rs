@@ -53,27 +53,27 @@ use crate::shard_history::{check_versions, explain_versions, writers};
 use crate::shard_replica::{sharder_user, widget_crd, ReplicaOpts, RING};
 use crate::{fail, Opts};
 
-const NS: &str = "shards";
-const WIDGETS: usize = 3000;
+pub(super) const NS: &str = "shards";
+pub(super) const WIDGETS: usize = 3000;
 /// The widgets on a real kube-apiserver. The bound that counts is [`ORPHAN_BOUND`]: the
 /// killed and the frozen replica's widgets relabelled within 2 s of their lease running out.
 /// There, on the project's 2-core machine shared with etcd, the replicas and the recording
 /// watch, the sharder relabelled about a hundred widgets a second (each write an etcd write
 /// and an event to a dozen watches), so 1,000 widgets (307 held by the killed replica) left
 /// 101 unassigned at the bound; 400 were reassigned in 3.3–5.0 s (load average 5–7).
-const REAL_WIDGETS: usize = 400;
+pub(super) const REAL_WIDGETS: usize = 400;
 /// The rebalance bound sharding was designed to: lease duration + 2 s from the moment the
 /// owner died.
 const ORPHAN_BOUND: Duration = Duration::from_millis(LEASE_MS + 2000);
-const CONVERGE: Duration = Duration::from_secs(60);
-const WIDGETS_RESOURCE: &str = "widgets.example.com";
+pub(super) const CONVERGE: Duration = Duration::from_secs(60);
+pub(super) const WIDGETS_RESOURCE: &str = "widgets.example.com";
 
 /// The server and what the scenario reads of it besides its current state: on the simulator
 /// its write log (through `sim`), on a real server the recorded versions of every widget and
-/// child.
-struct Cluster {
-    server: Arc<dyn Backend>,
-    sim: Option<SimServer>,
+/// child. Shared with the range mode's scenario ([`super::shard_ranges`]).
+pub(super) struct Cluster {
+    pub(super) server: Arc<dyn Backend>,
+    pub(super) sim: Option<SimServer>,
     widgets: Box<dyn History>,
     children: Box<dyn History>,
     /// Where the replicas' kubeconfigs are written on a real server; removed on drop.
@@ -89,7 +89,7 @@ impl Drop for Cluster {
 }
 
 impl Cluster {
-    async fn start(kind: ServerKind, ids: &[&str]) -> Result<Cluster, Failure> {
+    pub(super) async fn start(kind: ServerKind, ids: &[&str]) -> Result<Cluster, Failure> {
         let (sim, server): (Option<SimServer>, Arc<dyn Backend>) = match kind {
             ServerKind::Sim => {
                 let sim = sim_for(ids, NS).await.map_err(Failure)?;
@@ -132,7 +132,7 @@ impl Cluster {
 
     /// The options of replica `id`: on the simulator, its users' tokens; on a real server,
     /// kubeconfigs for a user of its own and one for its sharder, by client certificate.
-    fn replica(&self, id: &str, opts: &Opts) -> Result<ReplicaOpts, Failure> {
+    pub(super) fn replica(&self, id: &str, opts: &Opts) -> Result<ReplicaOpts, Failure> {
         let mut replica = match (&self.sim, &self.dir) {
             (Some(sim), _) => replica_opts(sim, id, NS),
             (None, Some(dir)) => {
@@ -158,7 +158,7 @@ impl Cluster {
         Ok(replica)
     }
 
-    fn list(&self, resource: &str) -> Result<Vec<Value>, Failure> {
+    pub(super) fn list(&self, resource: &str) -> Result<Vec<Value>, Failure> {
         self.server.list(resource, Some(NS)).map_err(Failure)
     }
 
@@ -201,14 +201,11 @@ impl Cluster {
         Ok(held.len())
     }
 
-    /// The fence check over the whole run, from the simulator's write log or from the real
-    /// server's recorded versions: (replica writes checked, late child creates).
-    async fn check_writes(&self) -> Result<(usize, usize, String), Failure> {
-        if let Some(sim) = &self.sim {
-            let (checked, late) = check_write_log(sim, NS).map_err(Failure)?;
-            return Ok((checked, late, "the write log".into()));
-        }
-        // Every object's current version recorded: the watch has caught up with the end.
+    /// Every version of every widget and ConfigMap now stored, by name, once the recording has
+    /// caught up with the server (on the simulator, its own history).
+    pub(super) async fn recorded(
+        &self,
+    ) -> Result<(HashMap<String, Vec<Value>>, HashMap<String, Vec<Value>>), Failure> {
         let current: Vec<(bool, String, u64)> = self
             .list(WIDGETS_RESOURCE)?
             .iter()
@@ -219,6 +216,7 @@ impl Cluster {
                     .map(|c| (false, name_of(c).to_string(), revision_of(c))),
             )
             .collect();
+        // Every object's current version recorded: the watch has caught up with the end.
         eventually(
             "the recording to reach the end",
             Duration::from_secs(30),
@@ -251,6 +249,17 @@ impl Cluster {
                 children.insert(name.clone(), self.children.versions(&name));
             }
         }
+        Ok((widgets, children))
+    }
+
+    /// The fence check over the whole run, from the simulator's write log or from the real
+    /// server's recorded versions: (replica writes checked, late child creates).
+    async fn check_writes(&self) -> Result<(usize, usize, String), Failure> {
+        if let Some(sim) = &self.sim {
+            let (checked, late) = check_write_log(sim, NS).map_err(Failure)?;
+            return Ok((checked, late, "the write log".into()));
+        }
+        let (widgets, children) = self.recorded().await?;
         let checked = check_versions(&widgets, &children).map_err(Failure)?;
         let versions: usize = widgets
             .values()
@@ -311,7 +320,7 @@ fn write_private(path: &std::path::Path, text: &str) -> Result<(), Failure> {
 }
 
 /// Churn through a [`Backend`].
-struct BackendChurn(Arc<dyn Backend>);
+pub(super) struct BackendChurn(pub(super) Arc<dyn Backend>);
 
 impl ChurnTarget for BackendChurn {
     fn create_widget(&self, ns: &str, name: &str, size: i64) -> Result<(), String> {
@@ -338,7 +347,7 @@ fn widget(name: &str, size: i64) -> Value {
 }
 
 /// Creates `w-0` .. `w-{n-1}`, four at a time (a real server's writes wait on etcd).
-async fn seed(server: &Arc<dyn Backend>, n: usize) -> Result<(), Failure> {
+pub(super) async fn seed(server: &Arc<dyn Backend>, n: usize) -> Result<(), Failure> {
     let names = (0..n).map(|i| format!("w-{i}")).collect();
     in_lanes(server, names, |server, name| {
         server
@@ -350,7 +359,11 @@ async fn seed(server: &Arc<dyn Backend>, n: usize) -> Result<(), Failure> {
 
 /// `write` for each of `names`, in four lanes at once (blocking threads: a real server's
 /// backend blocks on each request).
-async fn in_lanes<F>(server: &Arc<dyn Backend>, names: Vec<String>, write: F) -> Result<(), Failure>
+pub(super) async fn in_lanes<F>(
+    server: &Arc<dyn Backend>,
+    names: Vec<String>,
+    write: F,
+) -> Result<(), Failure>
 where
     F: Fn(&dyn Backend, String) -> Result<(), String> + Clone + Send + 'static,
 {
