@@ -279,7 +279,6 @@ pub fn converged_in(
 /// Range mode's [`converged`]: why the stored state is not converged on `members`, if it is
 /// not; else the number of widgets each member owns: every widget reconciled at its spec by the owner of its range in
 /// the members' [`RangeTable`], and its child at that size.
-#[allow(dead_code)]
 pub fn converged_range(
     sim: &SimServer,
     ns: &str,
@@ -327,7 +326,6 @@ pub fn converged_range(
 /// versions of an object whose touch annotation differs from the version before. An object
 /// never touched carries no touch annotation (reconciles never remove one), so only the
 /// histories of those that do are read.
-#[allow(dead_code)]
 pub fn touches(sim: &SimServer, ns: &str, from: u64, to: u64) -> Result<usize, String> {
     let touch = touch_annotation(RING);
     let mark = |v: &Value| {

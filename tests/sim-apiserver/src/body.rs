@@ -41,8 +41,8 @@ pub(crate) async fn send_then_abort(tx: mpsc::Sender<Chunk>, data: Bytes, why: &
 pub struct SimBody {
     kind: Kind,
     counters: Option<Arc<Counters>>,
-    /// The authenticated user's counters, once known.
-    user: Option<Arc<UserCounters>>,
+    /// The authenticated user's counters, once known, and whether the body answers a read.
+    user: Option<(Arc<UserCounters>, bool)>,
 }
 
 #[derive(Debug)]
@@ -101,10 +101,10 @@ impl SimBody {
         }
     }
 
-    /// The same body, its bytes counted to `user` too.
-    pub(crate) fn for_user(self, user: Arc<UserCounters>) -> Self {
+    /// The same body, its bytes counted to `user` too (as read bytes if it answers a `read`).
+    pub(crate) fn for_user(self, user: Arc<UserCounters>, read: bool) -> Self {
         Self {
-            user: Some(user),
+            user: Some((user, read)),
             ..self
         }
     }
@@ -113,8 +113,11 @@ impl SimBody {
         if let Some(c) = &self.counters {
             c.bytes.fetch_add(n as u64, Ordering::Relaxed);
         }
-        if let Some(u) = &self.user {
+        if let Some((u, read)) = &self.user {
             u.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            if *read {
+                u.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
         }
     }
 }

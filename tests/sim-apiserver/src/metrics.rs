@@ -31,6 +31,7 @@ pub struct Counters {
 pub(crate) struct UserCounters {
     requests: AtomicU64,
     pub(crate) bytes: AtomicU64,
+    pub(crate) read_bytes: AtomicU64,
 }
 
 /// What one authenticated user's requests cost the server, at one moment.
@@ -41,6 +42,8 @@ pub struct UserSnapshot {
     /// Response body bytes written to the user (lists, gets, writes' answers, errors and watch
     /// streams, after compression; HTTP headers and framing not counted).
     pub bytes: u64,
+    /// Of `bytes`, those answering GETs: lists, watches, gets of one object, discovery.
+    pub read_bytes: u64,
 }
 
 /// A copy of the counters at one moment.
@@ -101,6 +104,7 @@ impl Counters {
                 let snapshot = UserSnapshot {
                     requests: r(&c.requests),
                     bytes: r(&c.bytes),
+                    read_bytes: r(&c.read_bytes),
                 };
                 (user.clone(), snapshot)
             })

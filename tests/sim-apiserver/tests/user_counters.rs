@@ -1,6 +1,6 @@
-//! Requests and response bytes per authenticated user: each user's lists, gets and watch streams
-//! are counted to that user, after compression, and a request refused as unauthenticated to
-//! nobody.
+//! Requests and response bytes per authenticated user: each user's lists, gets, watch streams and
+//! writes' answers are counted to that user, after compression (the reads apart), and a request
+//! refused as unauthenticated to nobody.
 
 mod common;
 
@@ -42,10 +42,18 @@ async fn each_users_requests_and_bytes_are_counted_to_that_user() {
         users.get("alice"),
         Some(&UserSnapshot {
             requests: 1,
-            bytes: listed.len() as u64
+            bytes: listed.len() as u64,
+            read_bytes: listed.len() as u64,
         })
     );
     assert!(!users.contains_key("bob"));
+    // Then writes: its answer counts as bytes, not as read bytes.
+    let created = alice.post(PODS, pod("alice-1", json!({}))).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let alice_now = sim.user_counters()["alice"];
+    assert_eq!(alice_now.requests, 2);
+    assert!(alice_now.bytes > listed.len() as u64);
+    assert_eq!(alice_now.read_bytes, listed.len() as u64);
 
     // Bob lists gzipped, then watches from now and receives one event.
     let bob = Client::with(&sim, false, Some("b-token".into()), false);
@@ -71,11 +79,12 @@ async fn each_users_requests_and_bytes_are_counted_to_that_user() {
         users["bob"],
         UserSnapshot {
             requests: 2,
-            bytes: (compressed.len() + streamed) as u64
+            bytes: (compressed.len() + streamed) as u64,
+            read_bytes: (compressed.len() + streamed) as u64,
         },
         "what went on the wire to bob: the compressed list and the watch's event"
     );
-    assert_eq!(users["alice"].requests, 1, "alice's untouched");
+    assert_eq!(users["alice"], alice_now, "alice's untouched");
 
     // A wrong token is refused before anyone is known: counted in all, to nobody.
     let before = sim.counters().requests;
