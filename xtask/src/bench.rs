@@ -445,6 +445,11 @@ const CUSTOM_TARGETS: &[(&str, &str)] = &[
     // The kube-rs comparison: the large typed list's peak at most 0.8x kube-rs's (kube-rs's peak
     // over ours).
     ("peer: initial list peak RSS", "≥ 1.25"),
+    // Sharding, either mode: N replicas at least 0.9x N times one replica's throughput; range
+    // mode moves nothing on a join by writing to objects.
+    ("mode: throughput, 2 replicas", "≥ 0.9"),
+    ("mode: throughput, 4 replicas", "≥ 0.9"),
+    ("range mode: object writes per moved widget (join)", "0"),
     // The in-order queue's condition for becoming the default: batched in-order processing must
     // not be slower than the DeltaFifo.
     ("in-order queue", "≥ 1.0"),
@@ -577,11 +582,16 @@ fn write_chart(clients: Vec<chart::Client>, table: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// How many rounds of each sharding mode a full run takes (the modes alternating); the figures
+/// are their medians. `--quick` takes one.
+const SHARDING_ROUNDS: &str = "3";
+
 /// The sharding benchmark: replica processes of a sharded controller against the
-/// simulator, run by the integration suite's binary (`integration-suite shard-bench`, which
-/// re-executes itself as the replicas). Run it alone with
-/// `cargo run --release -p integration-suite -- shard-bench [--quick]`. Echoes its output and
-/// returns the `bench-result` figures it printed.
+/// simulator, in label mode and in range mode, run by the integration suite's binary
+/// (`integration-suite shard-bench`, which re-executes itself as the replicas). Run it alone with
+/// `cargo run --release -p integration-suite -- shard-bench [--quick] [--mode label|range|both]
+/// [--rounds N]`. Echoes its output and returns the `bench-result` figures it printed (each
+/// name says its mode).
 fn sharding(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
     let mut args = vec![
         "run",
@@ -591,9 +601,14 @@ fn sharding(cargo: &str, quick: bool) -> Result<Vec<Value>, String> {
         "integration-suite",
         "--",
         "shard-bench",
+        "--mode",
+        "both",
+        "--rounds",
     ];
     if quick {
-        args.push("--quick");
+        args.extend(["1", "--quick"]);
+    } else {
+        args.push(SHARDING_ROUNDS);
     }
     run_collecting(cargo, &args, &[], "the sharding bench")
 }

@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 
-use crate::metrics::Counters;
+use crate::metrics::{Counters, UserCounters};
 
 /// What a streaming task sends: a chunk, or an error that aborts the connection.
 pub(crate) type Chunk = Result<Bytes, std::io::Error>;
@@ -41,6 +41,8 @@ pub(crate) async fn send_then_abort(tx: mpsc::Sender<Chunk>, data: Bytes, why: &
 pub struct SimBody {
     kind: Kind,
     counters: Option<Arc<Counters>>,
+    /// The authenticated user's counters, once known, and whether the body answers a read.
+    user: Option<(Arc<UserCounters>, bool)>,
 }
 
 #[derive(Debug)]
@@ -54,6 +56,7 @@ impl SimBody {
         Self {
             kind: Kind::Full(Some(b.into())),
             counters: Some(counters),
+            user: None,
         }
     }
 
@@ -61,6 +64,7 @@ impl SimBody {
         Self {
             kind: Kind::Stream(rx),
             counters: Some(counters),
+            user: None,
         }
     }
 
@@ -77,6 +81,7 @@ impl SimBody {
         Self {
             kind: Kind::Full(Some(b.into())),
             counters: self.counters,
+            user: self.user,
         }
     }
 
@@ -90,14 +95,29 @@ impl SimBody {
             Kind::Stream(rx) => Self {
                 kind: Kind::Stream(f(rx)),
                 counters: self.counters,
+                user: self.user,
             },
             Kind::Full(_) => self,
+        }
+    }
+
+    /// The same body, its bytes counted to `user` too (as read bytes if it answers a `read`).
+    pub(crate) fn for_user(self, user: Arc<UserCounters>, read: bool) -> Self {
+        Self {
+            user: Some((user, read)),
+            ..self
         }
     }
 
     fn count(&self, n: usize) {
         if let Some(c) = &self.counters {
             c.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        if let Some((u, read)) = &self.user {
+            u.bytes.fetch_add(n as u64, Ordering::Relaxed);
+            if *read {
+                u.read_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            }
         }
     }
 }

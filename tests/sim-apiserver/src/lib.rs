@@ -263,7 +263,7 @@ pub use compression::DEFAULT_GZIP_MIN_BYTES;
 pub use faults::{
     apply_fault_spec, Faults, ListFault, RequestKind, FAULT_SPECS, REPEAT_CONTINUE_TOKEN,
 };
-pub use metrics::CounterSnapshot;
+pub use metrics::{CounterSnapshot, UserSnapshot};
 pub use prebuilt::{
     serve_prebuilt, serve_prebuilt_paced, serve_prebuilt_with, Framing, Pace, Prebuilt,
     PrebuiltList,

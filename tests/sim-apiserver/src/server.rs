@@ -286,11 +286,13 @@ async fn respond(
     }
     let delay = shared.faults.user_delay(&auth.name);
     let user = auth.name.clone();
+    let counted = shared.counters.user_request(&user);
+    let read = req.method() == Method::GET;
     let resp = crate::write_log::as_writer(&user, respond_as(shared, req, auth)).await;
     if let Some(d) = delay {
         tokio::time::sleep(d).await;
     }
-    resp
+    resp.map(|body| body.for_user(counted, read))
 }
 
 /// The answer to `req` from `auth`, by the route its path takes.

@@ -2,6 +2,7 @@
 //! object API (create, update, patch, delete, get, list, history, the write log), which writes
 //! through the store as the server's handlers do, with no HTTP and no authorization.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use tokio::sync::watch;
 use crate::authz::{Policy, Rule, Subject};
 use crate::builder::SimServerBuilder;
 use crate::faults::Faults;
-use crate::metrics::{CounterSnapshot, Counters};
+use crate::metrics::{CounterSnapshot, Counters, UserSnapshot};
 use crate::resources::ResourceDef;
 use crate::shared::Shared;
 use crate::status::ApiError;
@@ -272,6 +273,12 @@ impl SimServer {
     /// Request counters.
     pub fn counters(&self) -> CounterSnapshot {
         self.shared.counters.snapshot()
+    }
+
+    /// Requests and response bytes per authenticated user, by user name: what each client cost
+    /// the server (a request refused as unauthenticated counts for nobody).
+    pub fn user_counters(&self) -> BTreeMap<String, UserSnapshot> {
+        self.shared.counters.users()
     }
 
     /// Current store revision (the latest resourceVersion).
