@@ -11,17 +11,24 @@
 //! every range would keep 64 watches per resource open on one HTTP/2 connection, beyond what a
 //! server lets a connection carry at once (the replica's other requests then wait behind them).
 //! Eight groups bound a replica to 8 watches per resource, and a move relists only its group's
-//! held ranges (about 1/8 of the replica's share).
+//! held ranges (about 1/8 of the replica's share). The relisted objects that the replaced
+//! informer held at the same resourceVersion queue nothing: their events were handled already,
+//! and a reconcile each would only repeat the last (a heavy reconcile paid for every object of
+//! the group at each move).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use tokio_util::sync::CancellationToken;
 use workqueue::shared_informer::reflector::store_index::{
-    shard_hash, DynamicObject, Object, ShardField, ShardRange, ShardSelector,
+    shard_hash, DynamicObject, Object, ObjectOrTombstone, ShardField, ShardRange, ShardSelector,
 };
 use workqueue::shared_informer::reflector::{Client, Decode, Resource};
-use workqueue::shared_informer::{SharedIndexInformer, SharedInformerFactory};
+use workqueue::shared_informer::{
+    ResourceEventHandler, SharedIndexInformer, SharedInformerFactory,
+};
 use workqueue::{KeyEnqueuer, RateLimitingQueue};
 
 use super::ranges::{RangeTable, VIRTUAL_RANGES};
@@ -118,13 +125,15 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWatches<K> {
             if self.groups.get(&group).map(|g| &g.ranges) == Some(&wanted) {
                 continue;
             }
+            let mut known = Known::default();
             if let Some(old) = self.groups.remove(&group) {
                 old.stop.cancel();
+                known = Known::of(&old);
             }
             if wanted.is_empty() {
                 continue;
             }
-            match start_group(spec, &wanted, cancel) {
+            match start_group(spec, &wanted, known, cancel) {
                 Ok(started) => {
                     self.groups.insert(group, started);
                 }
@@ -241,6 +250,7 @@ fn selector_of(ranges: &BTreeSet<u32>) -> Result<ShardSelector, String> {
 fn start_group<K: Object + Decode + Send + Sync + 'static>(
     spec: &WatchSpec<'_>,
     ranges: &BTreeSet<u32>,
+    known: Known,
     cancel: &CancellationToken,
 ) -> Result<Group<K>, String> {
     let factory = SharedInformerFactory::with_client(spec.client.clone())
@@ -250,10 +260,13 @@ fn start_group<K: Object + Decode + Send + Sync + 'static>(
         .informer::<K>(spec.resource.clone())
         .map_err(|e| e.to_string())?;
     informer
-        .add_event_handler(KeyEnqueuer::<K, _>::new(spec.queue.clone()))
+        .add_event_handler(Unchanged::new(
+            KeyEnqueuer::<K, _>::new(spec.queue.clone()),
+            known.objects,
+        ))
         .map_err(|e| e.to_string())?;
     let children = match spec.children {
-        Some(children) => Some(start_children(spec, children, ranges)?),
+        Some(children) => Some(start_children(spec, children, ranges, known.children)?),
         None => None,
     };
     let stop = cancel.child_token();
@@ -276,6 +289,7 @@ fn start_children(
     spec: &WatchSpec<'_>,
     children: &Children,
     ranges: &BTreeSet<u32>,
+    known: HashMap<String, String>,
 ) -> Result<(SharedIndexInformer<DynamicObject>, SharedInformerFactory), String> {
     let values: Vec<String> = ranges.iter().map(u32::to_string).collect();
     let selector = format!("{} in ({})", range_label(spec.ring), values.join(","))
@@ -293,14 +307,119 @@ fn start_children(
         children.owner_kind.clone(),
     );
     informer
-        .add_event_handler(owners)
+        .add_event_handler(Unchanged::new(owners, known))
         .map_err(|e| e.to_string())?;
     Ok((informer, factory))
+}
+
+/// What a replaced group's informers held: each object's and child's key and resourceVersion.
+#[derive(Default)]
+struct Known {
+    objects: HashMap<String, String>,
+    children: HashMap<String, String>,
+}
+
+impl Known {
+    fn of<K: Object + Decode + Send + Sync + 'static>(group: &Group<K>) -> Self {
+        fn versions<O: Object>(objects: Vec<Arc<O>>) -> HashMap<String, String> {
+            objects
+                .into_iter()
+                .filter_map(|o| Some((key_of(&*o)?, o.resource_version()?.to_string())))
+                .collect()
+        }
+        Known {
+            objects: versions(group.informer.indexer().list()),
+            children: group
+                .children
+                .as_ref()
+                .map(|c| versions(c.indexer().list()))
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A handler that passes everything on but the initial list's adds of objects `known` at the
+/// same resourceVersion (a replaced informer held them, and their events were handled). Each
+/// known key is forgotten once listed again, so what is left after the list is the few that
+/// disappeared meanwhile.
+struct Unchanged<H> {
+    handler: H,
+    known: Mutex<HashMap<String, String>>,
+}
+
+impl<H> Unchanged<H> {
+    fn new(handler: H, known: HashMap<String, String>) -> Self {
+        Unchanged {
+            handler,
+            known: Mutex::new(known),
+        }
+    }
+}
+
+impl<K: Object, H: ResourceEventHandler<K>> ResourceEventHandler<K> for Unchanged<H> {
+    fn on_add(&self, obj: &Arc<K>, is_in_initial_list: bool) {
+        if is_in_initial_list {
+            let held = key_of(&**obj).and_then(|key| self.known.lock().remove(&key));
+            if held.is_some() && held.as_deref() == obj.resource_version() {
+                return;
+            }
+        }
+        self.handler.on_add(obj, is_in_initial_list);
+    }
+
+    fn on_update(&self, old: &Arc<K>, new: &Arc<K>) {
+        self.handler.on_update(old, new);
+    }
+
+    fn on_delete(&self, obj: &ObjectOrTombstone<K>) {
+        self.handler.on_delete(obj);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relisted_object_unchanged_since_the_replaced_informer_queues_nothing() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let object = |name: &str, rv: &str| {
+            let mut o = DynamicObject::new("v1", "ConfigMap")
+                .within("ns")
+                .named(name);
+            o.metadata.resource_version = Some(rv.to_string());
+            Arc::new(o)
+        };
+        let passed = Arc::new(AtomicUsize::new(0));
+        let counter = passed.clone();
+        let inner = workqueue::shared_informer::EventHandlerFns::<DynamicObject>::new().on_add(
+            move |_, _| {
+                counter.fetch_add(1, Ordering::SeqCst);
+            },
+        );
+        let known: HashMap<String, String> = [
+            ("ns/a".to_string(), "5".to_string()),
+            ("ns/b".to_string(), "7".to_string()),
+        ]
+        .into();
+        let handler = Unchanged::new(inner, known);
+        let count = || passed.load(Ordering::SeqCst);
+        handler.on_add(&object("a", "5"), true);
+        assert_eq!(
+            count(),
+            0,
+            "held at the same version: its events were handled"
+        );
+        handler.on_add(&object("b", "8"), true);
+        assert_eq!(count(), 1, "changed while no informer watched: queued");
+        handler.on_add(&object("c", "1"), true);
+        assert_eq!(count(), 2, "new to this replica: queued");
+        handler.on_add(&object("a", "5"), true);
+        assert_eq!(count(), 3, "a known key is skipped once, then forgotten");
+        handler.on_add(&object("d", "5"), false);
+        assert_eq!(count(), 4, "an add after the list always passes");
+        assert!(handler.known.lock().is_empty());
+    }
 
     #[test]
     fn a_groups_selector_merges_adjacent_ranges_and_covers_exactly_them() {
