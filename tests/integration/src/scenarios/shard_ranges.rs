@@ -34,14 +34,11 @@ use controller::sharding::{claims_name, parse_claims, RangeTable, CLAIMS_KEY, VI
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::sharding::{
-    in_lanes, seed, BackendChurn, Cluster, CONVERGE, NS, REAL_WIDGETS, WIDGETS, WIDGETS_RESOURCE,
-};
-use crate::backend::ServerKind;
+use super::sharding::{in_lanes, Cluster, CONVERGE, NS, WIDGETS_RESOURCE};
 use crate::check::{eventually, Failure, Outcome};
 use crate::shard_fleet::{
-    converged_range, converged_range_in, identity, name_of, revision_of, signal, touches, Churn,
-    Proc, LEASE_MS,
+    converged_range, converged_range_in, identity, name_of, revision_of, signal, touches, Proc,
+    LEASE_MS,
 };
 use crate::shard_range_history::{
     check_owners, claims_history, explain, range_of, replica_writes, touches_in, WriterOf,
@@ -260,15 +257,7 @@ fn claims_in(maps: &[Value]) -> BTreeMap<String, BTreeSet<u32>> {
 /// The scenario.
 pub async fn shard_ranges(opts: Opts) -> Outcome {
     let started = Instant::now();
-    let ids = ["a", "b", "c", "d", "e"];
-    let cluster = Cluster::start(opts.server, &ids).await?;
-    let widgets = opts.widgets.unwrap_or(match opts.server {
-        ServerKind::Sim => WIDGETS,
-        ServerKind::Real => REAL_WIDGETS,
-    });
-    let seeding = Instant::now();
-    seed(&cluster.server, widgets).await?;
-    let seeded = seeding.elapsed();
+    let (cluster, widgets, seeded) = Cluster::seeded(&opts, &["a", "b", "c", "d", "e"]).await?;
     let mut run = Run {
         cluster: &cluster,
         max_ratio: 0.0,
@@ -287,10 +276,7 @@ pub async fn shard_ranges(opts: Opts) -> Outcome {
         procs.insert(proc.identity.clone(), proc);
         Ok(())
     };
-    let churn = match &cluster.sim {
-        Some(sim) => Churn::start(sim.clone(), NS, widgets),
-        None => Churn::start(BackendChurn(cluster.server.clone()), NS, widgets),
-    };
+    let churn = cluster.churn(widgets);
 
     // 1: one replica.
     let from = run.revision()?;

@@ -130,6 +130,31 @@ impl Cluster {
         })
     }
 
+    /// The fleet's server for replicas `ids`, seeded with `opts.widgets` widgets (the server's
+    /// default count otherwise): the cluster, how many widgets, and how long seeding took.
+    pub(super) async fn seeded(
+        opts: &Opts,
+        ids: &[&str],
+    ) -> Result<(Cluster, usize, Duration), Failure> {
+        let cluster = Cluster::start(opts.server, ids).await?;
+        let widgets = opts.widgets.unwrap_or(match opts.server {
+            ServerKind::Sim => WIDGETS,
+            ServerKind::Real => REAL_WIDGETS,
+        });
+        let seeding = Instant::now();
+        seed(&cluster.server, widgets).await?;
+        Ok((cluster, widgets, seeding.elapsed()))
+    }
+
+    /// Churn over the first `widgets` widgets, through the simulator's test API or the real
+    /// server's backend; paused.
+    pub(super) fn churn(&self, widgets: usize) -> Churn {
+        match &self.sim {
+            Some(sim) => Churn::start(sim.clone(), NS, widgets),
+            None => Churn::start(BackendChurn(self.server.clone()), NS, widgets),
+        }
+    }
+
     /// The options of replica `id`: on the simulator, its users' tokens; on a real server,
     /// kubeconfigs for a user of its own and one for its sharder, by client certificate.
     pub(super) fn replica(&self, id: &str, opts: &Opts) -> Result<ReplicaOpts, Failure> {
@@ -488,15 +513,7 @@ async fn moving(cluster: &Cluster, joiners: &[String]) -> Result<(), Failure> {
 /// The scenario.
 pub async fn sharding(opts: Opts) -> Outcome {
     let started = Instant::now();
-    let ids = ["a", "b", "c", "d", "e"];
-    let cluster = Cluster::start(opts.server, &ids).await?;
-    let widgets = opts.widgets.unwrap_or(match opts.server {
-        ServerKind::Sim => WIDGETS,
-        ServerKind::Real => REAL_WIDGETS,
-    });
-    let seeding = Instant::now();
-    seed(&cluster.server, widgets).await?;
-    let seeded = seeding.elapsed();
+    let (cluster, widgets, seeded) = Cluster::seeded(&opts, &["a", "b", "c", "d", "e"]).await?;
     let mut procs: BTreeMap<String, Proc> = BTreeMap::new();
     let mut steps = Vec::new();
     let mut max_ratio: f64 = 0.0;
@@ -505,10 +522,7 @@ pub async fn sharding(opts: Opts) -> Outcome {
         procs.insert(proc.identity.clone(), proc);
         Ok(())
     };
-    let churn = match &cluster.sim {
-        Some(sim) => Churn::start(sim.clone(), NS, widgets),
-        None => Churn::start(BackendChurn(cluster.server.clone()), NS, widgets),
-    };
+    let churn = cluster.churn(widgets);
 
     // 1: one replica.
     spawn(&mut procs, "a")?;
