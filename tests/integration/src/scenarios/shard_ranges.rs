@@ -11,7 +11,7 @@
 //! ```
 //!
 //! On a real kube-apiserver (`--server real`, with the `ShardedListAndWatch` gate the project's
-//! server turns on) the same processes run on [`REAL_WIDGETS`] widgets, without the partition
+//! server turns on) the same processes run on [`REAL_WIDGETS`](super::sharding::REAL_WIDGETS) widgets, without the partition
 //! (a fault of the simulator's). Checked from the server's side, never the replicas' logs:
 //! - **one acting owner** ([`crate::shard_range_history`]): whenever the replica writing a widget
 //!   or a child changes from A to B, B's write is a touch or A's claims dropped the range between
