@@ -14,9 +14,10 @@
 //! held ranges (about 1/8 of the replica's share). The relisted objects that the replaced
 //! informer held at the same resourceVersion queue nothing: their events were handled already,
 //! and a reconcile each would only repeat the last (a heavy reconcile paid for every object of
-//! the group at each move).
+//! the group at each move). Until the new informer has listed, lookups also read the replaced
+//! one's cache: a key it queued, or one whose relisted add was skipped, still finds its object.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -83,11 +84,75 @@ pub(super) struct WatchSpec<'a> {
 }
 
 /// One watch group's informers over its held ranges.
+///
+/// Invariant: `replaced` is `Some` only while `informer` (or `children`) has not synced; a
+/// lookup that misses in the new informers reads it, so that a key queued by the replaced
+/// informers, or skipped by [`Unchanged`] because they held it, still finds its object.
 struct Group<K> {
     ranges: BTreeSet<u32>,
     informer: SharedIndexInformer<K>,
     children: Option<SharedIndexInformer<DynamicObject>>,
     stop: CancellationToken,
+    replaced: Option<Replaced<K>>,
+}
+
+/// The stopped informers a group's new ones replaced: their caches hold what was last seen of
+/// the group, read until the new ones have listed.
+struct Replaced<K> {
+    informer: SharedIndexInformer<K>,
+    children: Option<SharedIndexInformer<DynamicObject>>,
+}
+
+impl<K: Object + Decode + Send + Sync + 'static> Group<K> {
+    fn has_synced(&self) -> bool {
+        self.informer.has_synced() && self.children.as_ref().is_none_or(|c| c.has_synced())
+    }
+
+    /// The replaced informers, while the new ones have not synced.
+    fn replaced(&self) -> Option<&Replaced<K>> {
+        self.replaced.as_ref().filter(|_| !self.has_synced())
+    }
+
+    fn object(&self, key: &str) -> Option<Arc<K>> {
+        self.informer
+            .indexer()
+            .get_by_key(key)
+            .or_else(|| self.replaced()?.informer.indexer().get_by_key(key))
+    }
+
+    fn child(&self, key: &str) -> Option<Arc<DynamicObject>> {
+        self.children
+            .as_ref()?
+            .indexer()
+            .get_by_key(key)
+            .or_else(|| {
+                self.replaced()?
+                    .children
+                    .as_ref()?
+                    .indexer()
+                    .get_by_key(key)
+            })
+    }
+
+    /// Every cached object (or child): the new informers' and, until they have synced, the
+    /// replaced ones' not listed again yet.
+    fn list<O: Object + Decode + Send + Sync + 'static>(
+        &self,
+        current: Option<&SharedIndexInformer<O>>,
+        replaced: impl FnOnce(&Replaced<K>) -> Option<&SharedIndexInformer<O>>,
+    ) -> Vec<Arc<O>> {
+        let mut objects = current.map(|i| i.indexer().list()).unwrap_or_default();
+        if let Some(old) = self.replaced().and_then(replaced) {
+            let listed: HashSet<String> = objects.iter().filter_map(|o| key_of(&**o)).collect();
+            objects.extend(
+                old.indexer()
+                    .list()
+                    .into_iter()
+                    .filter(|o| key_of(&**o).is_some_and(|k| !listed.contains(&k))),
+            );
+        }
+        objects
+    }
 }
 
 /// The informers of the held ranges, by watch group.
@@ -116,6 +181,11 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWatches<K> {
         held: &BTreeSet<u32>,
         cancel: &CancellationToken,
     ) {
+        for group in self.groups.values_mut() {
+            if group.has_synced() {
+                group.replaced = None;
+            }
+        }
         for group in 0..WATCH_GROUPS {
             let wanted: BTreeSet<u32> = held
                 .iter()
@@ -126,15 +196,21 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWatches<K> {
                 continue;
             }
             let mut known = Known::default();
+            let mut replaced = None;
             if let Some(old) = self.groups.remove(&group) {
                 old.stop.cancel();
                 known = Known::of(&old);
+                replaced = Some(Replaced {
+                    informer: old.informer,
+                    children: old.children,
+                });
             }
             if wanted.is_empty() {
                 continue;
             }
             match start_group(spec, &wanted, known, cancel) {
-                Ok(started) => {
+                Ok(mut started) => {
+                    started.replaced = replaced;
                     self.groups.insert(group, started);
                 }
                 Err(error) => {
@@ -151,10 +227,11 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWatches<K> {
         }
     }
 
-    /// The cached object `key` and its range.
+    /// The cached object `key` and its range (while a group's new informers list, what its
+    /// replaced ones held).
     pub(super) fn object(&self, key: &str) -> Option<(u32, Arc<K>)> {
         self.groups.values().find_map(|g| {
-            let object = g.informer.indexer().get_by_key(key)?;
+            let object = g.object(key)?;
             Some((range_of(&*object)?, object))
         })
     }
@@ -162,7 +239,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWatches<K> {
     /// The cached child `key` and the range its label names.
     pub(super) fn child(&self, ring: &str, key: &str) -> Option<(u32, Arc<DynamicObject>)> {
         self.groups.values().find_map(|g| {
-            let child = g.children.as_ref()?.indexer().get_by_key(key)?;
+            let child = g.child(key)?;
             Some((child_range(ring, &child)?, child))
         })
     }
@@ -173,35 +250,25 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeWatches<K> {
             return (Vec::new(), Vec::new());
         };
         let objects = group
-            .informer
-            .indexer()
-            .list()
+            .list(Some(&group.informer), |old| Some(&old.informer))
             .into_iter()
             .filter(|o| range_of(&**o) == Some(range))
             .filter_map(|o| key_of(&*o))
             .collect();
         let children = group
-            .children
-            .as_ref()
-            .map(|c| {
-                c.indexer()
-                    .list()
-                    .into_iter()
-                    .filter(|c| child_range(ring, c) == Some(range))
-                    .filter_map(|c| key_of(&*c))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .list(group.children.as_ref(), |old| old.children.as_ref())
+            .into_iter()
+            .filter(|c| child_range(ring, c) == Some(range))
+            .filter_map(|c| key_of(&*c))
+            .collect();
         (objects, children)
     }
 
     /// Whether `range` is watched and its group's informers have synced.
     pub(super) fn synced(&self, range: u32) -> bool {
-        self.groups.get(&group_of(range)).is_some_and(|g| {
-            g.ranges.contains(&range)
-                && g.informer.has_synced()
-                && g.children.as_ref().is_none_or(|c| c.has_synced())
-        })
+        self.groups
+            .get(&group_of(range))
+            .is_some_and(|g| g.ranges.contains(&range) && g.has_synced())
     }
 
     /// How many objects and children are cached.
@@ -280,6 +347,7 @@ fn start_group<K: Object + Decode + Send + Sync + 'static>(
         informer,
         children,
         stop,
+        replaced: None,
     })
 }
 
@@ -419,6 +487,65 @@ mod tests {
         handler.on_add(&object("d", "5"), false);
         assert_eq!(count(), 4, "an add after the list always passes");
         assert!(handler.known.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_replaced_groups_objects_stay_readable_until_its_new_informer_has_listed() {
+        use workqueue::shared_informer::reflector::ClusterConfig;
+        let server = sim_apiserver::TestServer::start().await.unwrap();
+        let ns = serde_json::json!({"metadata": {"name": "ns"}});
+        server.create("namespaces", None, ns).unwrap();
+        for i in 0..400 {
+            let map = serde_json::json!({"metadata": {"name": format!("c-{i}")}});
+            server.create("configmaps", Some("ns"), map).unwrap();
+        }
+        let config =
+            ClusterConfig::from_kubeconfig_files(&[server.kubeconfig_path().to_path_buf()], None)
+                .unwrap();
+        let client = Client::new(&config).unwrap();
+        let queue = RateLimitingQueue::new(workqueue::default_controller_rate_limiter());
+        let resource = Resource::namespaced("", "v1", "configmaps");
+        let spec = WatchSpec {
+            ring: "r",
+            client: &client,
+            namespace: "ns",
+            resource: &resource,
+            children: None,
+            queue: &queue,
+        };
+        let cancel = CancellationToken::new();
+        let mut watches = RangeWatches::<DynamicObject>::default();
+        watches.follow(&spec, &(0..8).collect(), &cancel);
+        assert!(watches.groups[&0].informer.wait_for_sync().await);
+        let keys = |watches: &RangeWatches<DynamicObject>, ranges: std::ops::Range<u32>| {
+            let mut keys: Vec<String> = ranges.flat_map(|r| watches.keys_in("r", r).0).collect();
+            keys.sort();
+            keys
+        };
+        let (kept, dropped) = (keys(&watches, 0..4), keys(&watches, 4..8));
+        assert!(!kept.is_empty() && !dropped.is_empty());
+
+        // Ranges 4–7 leave the group: its informer is replaced by one selecting 0–3. This
+        // current-thread runtime has not run the new informer yet, let alone its list; its
+        // keys were queued by the replaced informer (and their relisted adds are skipped), so
+        // a worker must still find their objects.
+        watches.follow(&spec, &(0..4).collect(), &cancel);
+        assert!(!watches.synced(0));
+        assert_eq!(keys(&watches, 0..4), kept);
+        for key in &kept {
+            let (range, object) = watches.object(key).expect("read from the replaced cache");
+            assert!(range < 4);
+            assert!(object.resource_version().is_some());
+        }
+
+        // Listed: the replaced cache is let go, and only the selected ranges remain.
+        assert!(watches.groups[&0].informer.wait_for_sync().await);
+        watches.follow(&spec, &(0..4).collect(), &cancel);
+        assert!(watches.groups[&0].replaced.is_none());
+        assert_eq!(keys(&watches, 0..4), kept);
+        assert!(dropped.iter().all(|key| watches.object(key).is_none()));
+        assert_eq!(watches.len(), kept.len());
+        cancel.cancel();
     }
 
     #[test]
