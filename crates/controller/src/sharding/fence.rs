@@ -114,7 +114,7 @@ pub enum FenceError {
     },
     /// The server refused the write because the object changed since it was seen (409
     /// Conflict): the fence held; read the object again (it may have moved to another replica).
-    #[error("the object changed since it was read (409 Conflict): the write was fenced")]
+    #[error("the object changed since it was read (409 Conflict): not written (another writer, or a replica that took the object over, came first); requeue to read it again")]
     Fenced(#[source] ClientError),
     /// A child was written in a resource the controller does not own, so its cache cannot say
     /// whose the child is (the builder's `owns` names the resources a sharded reconcile may

@@ -709,16 +709,8 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
     /// Reads the claims an earlier run of this identity published: they are held again, to be
     /// touched before acted on or released (SH23).
     async fn inherit(&self, cancel: &CancellationToken) -> Result<(), ClientError> {
-        let api = configmaps(&self.inner.client, &self.inner.namespace);
-        let name = claims_name(&self.inner.ring, &self.inner.identity);
-        let (held, version) = match api.get_opt(&name).await? {
-            // Unreadable, an earlier incarnation may have held any range: all are touched.
-            Some(map) => (
-                claims_or_all(&self.inner.identity, &map),
-                map.resource_version().map(str::to_string),
-            ),
-            None => (BTreeSet::new(), None),
-        };
+        // Unreadable, an earlier incarnation may have held any range: all are touched.
+        let (held, version) = self.read_own_claims().await?;
         let mut state = self.inner.state.lock();
         state.held.clone_from(&held);
         state.inherited = held;
@@ -736,15 +728,7 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
     /// not held (a write whose answer was lost, or an earlier run's) is held, and touched
     /// before it is acted on (SH23), as an inherited one.
     async fn reread(&self, cancel: &CancellationToken) -> Result<(), ClientError> {
-        let api = configmaps(&self.inner.client, &self.inner.namespace);
-        let name = claims_name(&self.inner.ring, &self.inner.identity);
-        let (stored, version) = match api.get_opt(&name).await? {
-            Some(map) => (
-                claims_or_all(&self.inner.identity, &map),
-                map.resource_version().map(str::to_string),
-            ),
-            None => (BTreeSet::new(), None),
-        };
+        let (stored, version) = self.read_own_claims().await?;
         let held = {
             let mut state = self.inner.state.lock();
             let gone: Vec<u32> = state.held.difference(&stored).copied().collect();
@@ -766,6 +750,20 @@ impl<K: Object + Decode + Send + Sync + 'static> RangeShard<K> {
         };
         self.follow(&held, cancel);
         Ok(())
+    }
+
+    /// This member's claims as stored, and their ConfigMap's resourceVersion (none without
+    /// one); claims that cannot be read name every range ([`claims_or_all`]).
+    async fn read_own_claims(&self) -> Result<(BTreeSet<u32>, Option<String>), ClientError> {
+        let api = configmaps(&self.inner.client, &self.inner.namespace);
+        let name = claims_name(&self.inner.ring, &self.inner.identity);
+        Ok(match api.get_opt(&name).await? {
+            Some(map) => (
+                claims_or_all(&self.inner.identity, &map),
+                map.resource_version().map(str::to_string),
+            ),
+            None => (BTreeSet::new(), None),
+        })
     }
 
     /// Stores `held` as this member's claims (creating the ConfigMap the first time), then
