@@ -269,13 +269,13 @@ fn measure_size(
 }
 
 /// The paced watch's writer: `peer-bench real-write <rate>`, until its standard input closes.
-struct Writer {
+pub(crate) struct Writer {
     child: Child,
     stdout: BufReader<ChildStdout>,
 }
 
 impl Writer {
-    fn start(exe: &Path, rate: u32, env: &[(&str, &str)]) -> Result<Writer, String> {
+    pub(crate) fn start(exe: &Path, rate: u32, env: &[(&str, &str)]) -> Result<Writer, String> {
         let mut child = Command::new(exe)
             .args(["real-write", &rate.to_string()])
             .envs(env.iter().copied())
@@ -297,7 +297,7 @@ impl Writer {
     }
 
     /// Closes its input, and returns its account.
-    fn stop(&mut self) -> Result<Value, String> {
+    pub(crate) fn stop(&mut self) -> Result<Value, String> {
         if let Some(mut stdin) = self.child.stdin.take() {
             let _ = stdin.flush();
         }

@@ -2,13 +2,14 @@
 //! pods and its watch events, written through this project's client, in processes of their own
 //! so that no client measured pays for them.
 //!
-//! - `peer-bench real-seed [pods]` creates the namespaces `team-0`..`team-99` and the fake
-//!   server's realistic pods (`sim_apiserver::fixtures::realistic_pod_json`, `PEER_CACHED` of
-//!   them by default), `PEER_SEED_CONCURRENCY` creates at a time (default 32), each followed by a
-//!   write of its status (a create drops a pod's status). What the server sets (uid,
-//!   resourceVersion, creationTimestamp, managedFields) is the server's: the objects differ from
-//!   the fake server's there, and are the same for every client.
-//! - `peer-bench real-write <rate> [seconds]` updates those pods one after another at `rate`
+//! - `peer-bench real-seed [objects]` creates the namespaces `team-0`..`team-99` and the fake
+//!   server's objects of the kind and size asked for (`PEER_KIND`, `PEER_OBJECT_BYTES`: by
+//!   default its realistic pods, `sim_apiserver::fixtures::realistic_pod_json`), `PEER_CACHED`
+//!   of them by default, `PEER_SEED_CONCURRENCY` creates at a time (default 32), a pod's
+//!   followed by a write of its status (a create drops a pod's status). What the server sets
+//!   (uid, resourceVersion, creationTimestamp, managedFields) is the server's: the objects
+//!   differ from the fake server's there, and are the same for every client.
+//! - `peer-bench real-write <rate> [seconds]` updates those objects one after another at `rate`
 //!   merge patches a second, each setting the annotation [`SENT_ANNOTATION`] to its send time
 //!   (microseconds since the UNIX epoch, as the fake server stamps its paced events), so a
 //!   client's handler reads the latency from the writer's send through kube-apiserver and etcd
@@ -24,9 +25,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use shared_informer::reflector::store_index::CompactObject;
+use shared_informer::reflector::store_index::{CompactObject, Object as _};
 use shared_informer::reflector::{
-    Api, Client, ClientError, ClusterConfig, CreateOptions, Patch, PatchOptions, Resource,
+    Api, Client, ClientError, ClusterConfig, CreateOptions, ListOptions, Patch, PatchOptions,
+    Resource,
 };
 
 use super::{real_server, SENT_ANNOTATION};
@@ -42,12 +44,9 @@ fn client() -> Client {
     Client::new(&config).expect("a client")
 }
 
-fn pods(client: &Client, namespace: &str) -> Api<CompactObject> {
-    Api::namespaced_with(
-        client.clone(),
-        Resource::namespaced("", "v1", "pods"),
-        namespace,
-    )
+/// The seeded objects' API in `namespace` (`PEER_KIND`'s resource).
+fn objects(client: &Client, namespace: &str) -> Api<CompactObject> {
+    Api::namespaced_with(client.clone(), super::kind().resource(), namespace)
 }
 
 fn env_number(name: &str, default: usize) -> usize {
@@ -57,24 +56,28 @@ fn env_number(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The name and namespace of pod `i` of the fixture.
-pub fn pod_name(i: usize) -> (String, String) {
-    (
-        format!("web-{i}-7c9f8d6b5-x2k4p"),
-        format!("team-{}", i % NAMESPACES),
-    )
+/// The name and namespace of object `i` of the fixture (of `PEER_KIND`).
+pub fn object_name(i: usize) -> (String, String) {
+    let name = match super::kind() {
+        super::Kind::Pods => format!("web-{i}-7c9f8d6b5-x2k4p"),
+        super::Kind::ConfigMaps => format!("settings-{i}"),
+    };
+    (name, format!("team-{}", i % NAMESPACES))
 }
 
-/// Pod `i` of the fixture as a create sends it: without what the server sets, and without its
-/// status (written after the create).
-pub fn seed_pod(i: usize) -> (serde_json::Value, serde_json::Value) {
-    let mut pod: serde_json::Value =
-        serde_json::from_str(&sim_apiserver::fixtures::realistic_pod_json(i)).expect("the fixture");
-    let status = pod
-        .as_object_mut()
-        .and_then(|p| p.remove("status"))
-        .unwrap_or_default();
-    let metadata = pod["metadata"].as_object_mut().expect("metadata");
+/// Object `i` of the fixture (of `PEER_KIND` and `PEER_OBJECT_BYTES`) as a create sends it:
+/// without what the server sets, and a pod without its status (written after the create).
+pub fn seed_object(i: usize) -> (serde_json::Value, Option<serde_json::Value>) {
+    let mut object: serde_json::Value =
+        serde_json::from_str(&super::server::object_json(i)).expect("the fixture");
+    let status = match super::kind() {
+        super::Kind::Pods => object
+            .as_object_mut()
+            .and_then(|p| p.remove("status"))
+            .map(|status| serde_json::json!({ "status": status })),
+        super::Kind::ConfigMaps => None,
+    };
+    let metadata = object["metadata"].as_object_mut().expect("metadata");
     for field in [
         "uid",
         "resourceVersion",
@@ -83,10 +86,10 @@ pub fn seed_pod(i: usize) -> (serde_json::Value, serde_json::Value) {
     ] {
         metadata.remove(field);
     }
-    (pod, serde_json::json!({ "status": status }))
+    (object, status)
 }
 
-/// `peer-bench real-seed`: the namespaces, then `count` pods and their statuses.
+/// `peer-bench real-seed`: the namespaces, then `count` objects (and a pod's status).
 pub fn seed(count: usize) -> serde_json::Value {
     let concurrency = env_number("PEER_SEED_CONCURRENCY", 32).max(1);
     let runtime = super::client_runtime();
@@ -112,20 +115,25 @@ pub fn seed(count: usize) -> serde_json::Value {
             .map(|i| {
                 let (client, done) = (&client, &done);
                 async move {
-                    let (name, namespace) = pod_name(i);
-                    let api = pods(client, &namespace);
-                    let (pod, status) = seed_pod(i);
-                    match api.create(&CreateOptions::default(), &pod).await {
+                    let (name, namespace) = object_name(i);
+                    let api = objects(client, &namespace);
+                    let (object, status) = seed_object(i);
+                    match api.create(&CreateOptions::default(), &object).await {
                         Ok(_) | Err(ClientError::AlreadyExists(_)) => {}
-                        Err(e) => panic!("creating pod {namespace}/{name}: {e}"),
+                        Err(e) => panic!("creating {namespace}/{name}: {e}"),
                     }
-                    api.patch_status(&name, &PatchOptions::default(), &Patch::Merge(&status))
-                        .await
-                        .unwrap_or_else(|e| panic!("writing the status of {namespace}/{name}: {e}"));
+                    if let Some(status) = status {
+                        api.patch_status(&name, &PatchOptions::default(), &Patch::Merge(&status))
+                            .await
+                            .unwrap_or_else(|e| {
+                                panic!("writing the status of {namespace}/{name}: {e}")
+                            });
+                    }
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                     if n % 10_000 == 0 {
                         eprintln!(
-                            "real-seed: {n} pods in {:.1} s",
+                            "real-seed: {n} {} in {:.1} s",
+                            super::kind().plural(),
                             started.elapsed().as_secs_f64()
                         );
                     }
@@ -135,17 +143,48 @@ pub fn seed(count: usize) -> serde_json::Value {
             .collect::<()>()
             .await;
         let seconds = started.elapsed().as_secs_f64();
+        let total = count + not_seeded(&client).await;
         eprintln!(
-            "real-seed: {count} pods (create + status) in {seconds:.1} s, {:.0} pods/s, {concurrency} at a time",
+            "real-seed: {count} {} in {seconds:.1} s, {:.0} a second, {concurrency} at a time",
+            super::kind().plural(),
             count as f64 / seconds
         );
         serde_json::json!({
+            "kind": super::kind().plural(),
             "pods": count,
+            "total": total,
             "seconds": seconds,
             "pods_per_s": count as f64 / seconds,
             "concurrency": concurrency,
         })
     })
+}
+
+/// How many objects of `PEER_KIND` the server holds beside the seeded ones (kube-apiserver
+/// keeps a few ConfigMaps of its own in `kube-system`): a client watching every namespace
+/// caches them too, so its count at sync is the seeded ones plus these.
+async fn not_seeded(client: &Client) -> usize {
+    let namespaces = Api::<CompactObject>::all_with(
+        client.clone(),
+        Resource::cluster("", "v1", "namespaces"),
+    );
+    let listed = namespaces
+        .list(&ListOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing the namespaces: {e}"));
+    let mut others = 0;
+    for namespace in listed.items {
+        let name = namespace.name();
+        if name.starts_with("team-") {
+            continue;
+        }
+        let objects = objects(client, name)
+            .list(&ListOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("listing {}: {e}", super::kind().plural()));
+        others += objects.items.len();
+    }
+    others
 }
 
 /// Microseconds since the UNIX epoch, zero-padded to the fake server's 16 digits.
@@ -167,7 +206,7 @@ struct Tally {
     late: AtomicU64,
 }
 
-/// `peer-bench real-write`: merge patches of the seeded pods at `rate` a second (0: as fast as
+/// `peer-bench real-write`: merge patches of the seeded objects at `rate` a second (0: as fast as
 /// the writes in flight allow) until standard input closes or `seconds` pass.
 pub fn write(rate: f64, count: usize, seconds: Option<f64>) -> serde_json::Value {
     let in_flight = env_number("PEER_WRITE_CONCURRENCY", 32).max(1);
@@ -186,7 +225,7 @@ pub fn write(rate: f64, count: usize, seconds: Option<f64>) -> serde_json::Value
     runtime.block_on(async {
         let client = client();
         let apis: Vec<Api<CompactObject>> = (0..NAMESPACES.min(count))
-            .map(|n| pods(&client, &format!("team-{n}")))
+            .map(|n| objects(&client, &format!("team-{n}")))
             .collect();
         let tally = Arc::new(Tally::default());
         let slots = Arc::new(tokio::sync::Semaphore::new(in_flight));
@@ -215,7 +254,7 @@ pub fn write(rate: f64, count: usize, seconds: Option<f64>) -> serde_json::Value
             };
             let i = next % count;
             next += 1;
-            let (name, _) = pod_name(i);
+            let (name, _) = object_name(i);
             let api = apis[i % apis.len()].clone();
             let tally = Arc::clone(&tally);
             tokio::spawn(async move {
@@ -258,10 +297,10 @@ pub fn write(rate: f64, count: usize, seconds: Option<f64>) -> serde_json::Value
 mod tests {
     #[test]
     fn a_seed_pod_is_the_fixture_less_what_the_server_sets_and_its_status_apart() {
-        let (pod, status) = super::seed_pod(7);
+        let (pod, status) = super::seed_object(7);
         let fixture: serde_json::Value =
             serde_json::from_str(&sim_apiserver::fixtures::realistic_pod_json(7)).unwrap();
-        assert_eq!(status["status"], fixture["status"]);
+        assert_eq!(status.unwrap()["status"], fixture["status"]);
         assert!(pod.get("status").is_none());
         for field in [
             "uid",
@@ -273,7 +312,7 @@ mod tests {
         }
         assert_eq!(pod["spec"], fixture["spec"]);
         assert_eq!(pod["metadata"]["labels"], fixture["metadata"]["labels"]);
-        let (name, namespace) = super::pod_name(7);
+        let (name, namespace) = super::object_name(7);
         assert_eq!(pod["metadata"]["name"], name.as_str());
         assert_eq!(pod["metadata"]["namespace"], namespace.as_str());
     }
