@@ -63,7 +63,10 @@ pub struct ReflectorOptions {
     pub backoff: BackoffConfig,
     /// How long watch errors with 500 Internal Error are retried without relisting (0: never).
     pub max_internal_error_retry_duration: Duration,
-    /// Try watch-list streaming (`sendInitialEvents`) before listing (contract C13).
+    /// Sync through a watch-list (`sendInitialEvents`) before falling back to a list (contract
+    /// C13). Default: on, as in client-go since 1.35 (C1.3): against kube-apiserver it streams
+    /// the initial state event by event, where a first list is answered whole in one body;
+    /// `false` lists first.
     pub watch_list: bool,
     /// Skip watch events whose `(apiVersion, kind)` differ from this; list pages must then be of
     /// kind `<kind>List`. Objects and lists of the representation the lister-watcher asks for
@@ -84,7 +87,7 @@ impl Default for ReflectorOptions {
             page_size: 0,
             backoff: BackoffConfig::default(),
             max_internal_error_retry_duration: Duration::ZERO,
-            watch_list: false,
+            watch_list: true,
             expected_gvk: None,
             max_list_pages: DEFAULT_MAX_LIST_PAGES,
         }

@@ -50,7 +50,12 @@ async fn an_endless_list_body_costs_under_512_mb_with_the_default_bounds() {
     let lw =
         HttpListerWatcher::<DynamicObject>::new(&config, Resource::namespaced("", "v1", "pods"))
             .unwrap();
-    let reflector = Reflector::new(lw, Untouched, ReflectorOptions::default());
+    // A list, not the default watch-list: the list's body is what is bounded here.
+    let options = ReflectorOptions {
+        watch_list: false,
+        ..ReflectorOptions::default()
+    };
+    let reflector = Reflector::new(lw, Untouched, options);
     let err = reflector
         .list_and_watch(&CancellationToken::new())
         .await

@@ -121,8 +121,10 @@ fn config_for(sim: &SimServer) -> ClusterConfig {
     c
 }
 
+/// A list then a watch (not the default watch-list): these tests count and check each.
 fn options() -> ReflectorOptions {
     ReflectorOptions {
+        watch_list: false,
         backoff: BackoffConfig {
             initial: Duration::from_millis(10),
             cap: Duration::from_millis(50),
@@ -208,11 +210,7 @@ async fn typed_protobuf_pods_list_in_pages_and_watch_every_event_type() {
         .unwrap();
     create_pods(&sim, "default", 1_200);
     let lw = HttpListerWatcher::<Pb<Pod>>::new(&config_for(&sim), pods()).unwrap();
-    let opts = ReflectorOptions {
-        watch_list: false,
-        ..options()
-    };
-    let (store, errors, cancel, task) = run(lw, opts);
+    let (store, errors, cancel, task) = run(lw, options());
     store.until("1200 pods", |s| s.len() == 1_200).await;
     assert!(sim.counters().lists >= 3, "1200 pods in pages of 500");
     {

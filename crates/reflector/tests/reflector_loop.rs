@@ -210,7 +210,7 @@ fn no_jitter() -> ReflectorOptions {
             jitter: 0.0,
             ..Default::default()
         },
-        ..Default::default()
+        ..list_then_watch()
     }
 }
 
@@ -917,7 +917,7 @@ async fn watch_list_is_not_tried_when_the_lister_watcher_cannot_do_it() {
 #[tokio::test(start_paused = true)]
 async fn run_waits_one_jittered_backoff_after_a_failure_and_reports_errors_to_the_handler() {
     let lw = FakeLw::default().list(Err(api(403, "Forbidden", "Access Denied")));
-    let (lw, r) = reflector(lw, RecordingStore::default(), ReflectorOptions::default());
+    let (lw, r) = reflector(lw, RecordingStore::default(), list_then_watch());
     let r = Arc::new(r);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     r.set_watch_error_handler(Arc::new(move |e| {
@@ -1205,4 +1205,13 @@ async fn pages_of_another_kind_than_the_expected_one_fail_the_list() {
     );
     assert!(r.store().items.lock().is_empty());
     assert!(r.store().replaced_rvs.lock().is_empty());
+}
+
+/// The default options but for watch-list streaming (C1.3): these tests are of a list and what
+/// follows it, and ask for one.
+fn list_then_watch() -> ReflectorOptions {
+    ReflectorOptions {
+        watch_list: false,
+        ..ReflectorOptions::default()
+    }
 }

@@ -86,7 +86,11 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache(queu
     // Each informer's counters, the body bytes its lister-watcher received included (D15).
     for informer in [&pods, &configmaps] {
         let stats = informer.stats().reflector;
-        assert_eq!(stats.lists, 1, "{stats:?}");
+        assert_eq!(
+            (stats.lists, stats.watches),
+            (0, 1),
+            "synced by one watch-list: {stats:?}"
+        );
         assert!(
             stats.bytes > 0,
             "a factory informer counts its bytes: {stats:?}"
@@ -104,11 +108,11 @@ async fn informers_of_one_factory_share_one_client_and_one_credential_cache(queu
 }
 
 on_every_queue!(
-    consumers_of_one_factory_share_a_single_list_and_watch,
+    consumers_of_one_factory_share_a_single_watch_list,
     flavor = "multi_thread",
     worker_threads = 2
 );
-async fn consumers_of_one_factory_share_a_single_list_and_watch(queue: InformerQueue) {
+async fn consumers_of_one_factory_share_a_single_watch_list(queue: InformerQueue) {
     let sim = SimServer::start().await.unwrap();
     for i in 0..20 {
         sim.create(
@@ -147,8 +151,8 @@ async fn consumers_of_one_factory_share_a_single_list_and_watch(queue: InformerQ
     let counters = sim.counters();
     assert_eq!(
         (counters.lists, counters.watches),
-        (1, 1),
-        "one list and one watch: {counters:?}"
+        (0, 1),
+        "one watch-list (the default, C1.3), no list: {counters:?}"
     );
     cancel.cancel();
     factory.shutdown().await;
