@@ -94,7 +94,10 @@
 //! makes every client sync through a watch-list (`sendInitialEvents=true`: our factories'
 //! `ReflectorOptions::watch_list`, kube-rs's `streaming_lists()`, client-go's `WatchListClient`
 //! feature) instead of a paginated list, which the fast server answers with the list's items as
-//! `ADDED` events and the bookmark that ends them.
+//! `ADDED` events and the bookmark that ends them. Each client is told its mode either way
+//! (`PEER_WATCH_LIST` unset or `0`: a list, although our informers and client-go's sync through a
+//! watch-list by default, and kube-rs's reflector through a list), so that a run compares like
+//! with like.
 //!
 //! `PERF_CTL_FIFO=<fifo>` profiles the watch window only:
 //! `mkfifo ctl && PERF_CTL_FIFO=ctl perf record --control fifo:ctl -D -1 -g peer-bench ours-pod`.
@@ -1208,12 +1211,11 @@ impl ClientRun {
             return Self::ours_wrapped::<K>(url, counter).await;
         }
         let mut factory = SharedInformerFactory::new(cluster_config(url)).encoding(encoding);
-        if watch_list() {
-            factory = factory.reflector_options(ReflectorOptions {
-                watch_list: true,
-                ..ReflectorOptions::default()
-            });
-        }
+        // Each mode asked for explicitly: the informers' default is a watch-list.
+        factory = factory.reflector_options(ReflectorOptions {
+            watch_list: watch_list(),
+            ..ReflectorOptions::default()
+        });
         if drop_managed_fields().is_some() {
             factory = factory.drop_managed_fields();
         }
