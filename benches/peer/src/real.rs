@@ -164,10 +164,8 @@ pub fn seed(count: usize) -> serde_json::Value {
 /// keeps a few ConfigMaps of its own in `kube-system`): a client watching every namespace
 /// caches them too, so its count at sync is the seeded ones plus these.
 async fn not_seeded(client: &Client) -> usize {
-    let namespaces = Api::<CompactObject>::all_with(
-        client.clone(),
-        Resource::cluster("", "v1", "namespaces"),
-    );
+    let namespaces =
+        Api::<CompactObject>::all_with(client.clone(), Resource::cluster("", "v1", "namespaces"));
     let listed = namespaces
         .list(&ListOptions::default())
         .await
