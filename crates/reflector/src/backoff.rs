@@ -59,6 +59,14 @@ impl Backoff {
         }
     }
 
+    /// Starts the sequence again: the next delay is `initial` (with its jitter), as after a
+    /// reset by time.
+    pub fn reset(&mut self) {
+        self.current = self.config.initial;
+        self.steps_left = self.config.steps;
+        self.last_reset = Instant::now();
+    }
+
     /// The next delay to wait.
     pub fn next_delay(&mut self) -> Duration {
         let now = Instant::now();
@@ -116,6 +124,19 @@ mod tests {
         });
         let total: Duration = (0..5).map(|_| b.next_delay()).sum();
         assert_eq!(total, Duration::from_millis(250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reset_starts_the_sequence_again_from_the_first_delay() {
+        let mut b = Backoff::new(BackoffConfig {
+            jitter: 0.0,
+            ..Default::default()
+        });
+        let first: Vec<_> = (0..4).map(|_| b.next_delay().as_millis()).collect();
+        assert_eq!(first, [800, 1600, 3200, 6400]);
+        b.reset();
+        let again: Vec<_> = (0..2).map(|_| b.next_delay().as_millis()).collect();
+        assert_eq!(again, [800, 1600]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -20,6 +20,7 @@ pub struct ReflectorMetrics {
     bytes: AtomicU64,
     shard_filtered: AtomicU64,
     shard_unapplied: AtomicU64,
+    watch_lists_incomplete: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -59,6 +60,13 @@ pub struct ReflectorStats {
     /// echo, or the echo of another selector (or, on metadata-only lists, which kube-apiserver
     /// sends without the echo, objects outside the shard).
     pub shard_unapplied: u64,
+    /// Watch-list streams the server closed before their initial-events-end bookmark, each
+    /// started again after a backoff delay with nothing of it applied (contract C13.4).
+    /// kube-apiserver's watch cache does not read a watcher's buffer of new events until it has
+    /// sent the initial ones, and closes the watcher once that buffer (10 to 1,000 events, sized
+    /// for about a second of the resource's writes) is full for longer than its short dispatch
+    /// budget; so a large collection that is written often can take several attempts to sync.
+    pub watch_lists_incomplete: u64,
 }
 
 macro_rules! incr {
@@ -75,6 +83,7 @@ impl ReflectorMetrics {
         add_watches => watches, add_added => added, add_modified => modified,
         add_deleted => deleted, add_bookmarks => bookmarks, add_errors => errors,
         add_relists => relists, add_expired => expired, add_backoff_waits => backoff_waits,
+        add_watch_lists_incomplete => watch_lists_incomplete,
     );
 
     /// Counts body bytes received (called by lister-watchers).
@@ -112,6 +121,7 @@ impl ReflectorMetrics {
             bytes: self.bytes.load(Relaxed),
             shard_filtered: self.shard_filtered.load(Relaxed),
             shard_unapplied: self.shard_unapplied.load(Relaxed),
+            watch_lists_incomplete: self.watch_lists_incomplete.load(Relaxed),
         }
     }
 }

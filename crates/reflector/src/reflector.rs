@@ -824,7 +824,8 @@ where
     ///
     /// Every retry waits one backoff delay first, also where client-go retries at once (a 410 or a
     /// too-large resource version, a stream closed before its end bookmark): a server that answers
-    /// every attempt that way must not be hammered.
+    /// every attempt that way must not be hammered. A stream closed before its end bookmark after
+    /// bringing events starts the backoff again from its first delay (C13.4).
     async fn watch_list(
         &self,
         cancel: &CancellationToken,
@@ -842,9 +843,25 @@ where
             match attempt {
                 InitialEvents::Cancelled => return Ok(None),
                 InitialEvents::Complete(stream) => return Ok(Some(stream)),
-                InitialEvents::Incomplete => {
-                    tracing::debug!(
-                        "watch-list stream closed before the initial-events-end bookmark; retrying"
+                InitialEvents::Incomplete { events } => {
+                    // Not an error to report (C13.4), but a sync that starts again: a warning,
+                    // so that a sync slowed down by it says why.
+                    self.metrics.add_watch_lists_incomplete(1);
+                    if events > 0 {
+                        // A stream that brought events was progress, not a failing server: the
+                        // retry waits the first backoff delay, not a longer one each time
+                        // (C13.4), or a collection whose streams the server keeps cutting would
+                        // wait up to a minute between attempts.
+                        self.backoff.lock().reset();
+                    }
+                    tracing::warn!(
+                        reflector = %self.options.name,
+                        events,
+                        after_ms = started.elapsed().as_millis() as u64,
+                        "the server closed a watch-list stream before its initial-events-end \
+                         bookmark; nothing of it is applied, and a new watch-list starts after a \
+                         backoff delay (kube-apiserver's watch cache closes a watcher that falls \
+                         behind while the resource is written)"
                     );
                 }
                 InitialEvents::Failed(e) => {
@@ -933,7 +950,7 @@ where
                         name: self.options.name.clone(),
                     });
                 }
-                None => return InitialEvents::Incomplete,
+                None => return InitialEvents::Incomplete { events },
                 Some(Err(e)) => return InitialEvents::Failed(e),
                 Some(Ok(WatchEvent::Error(s))) => {
                     return InitialEvents::Failed(ReflectorError::api(s))
@@ -999,8 +1016,10 @@ enum InitialEvents<K> {
     Cancelled,
     /// The initial state is in the store; the stream goes on with live events.
     Complete(WatchStream<K>),
-    /// The stream closed before the end bookmark.
-    Incomplete,
+    /// The stream closed before the end bookmark, after `events` events.
+    Incomplete {
+        events: u64,
+    },
     Failed(ReflectorError),
 }
 

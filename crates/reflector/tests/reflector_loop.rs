@@ -53,6 +53,8 @@ enum WatchScript {
     Close(Vec<Event>),
     /// These events, then nothing until dropped.
     Hang(Vec<Event>),
+    /// These events, then the server closes the stream after this long.
+    CloseAfter(Duration, Vec<Event>),
 }
 
 #[derive(Default)]
@@ -61,6 +63,7 @@ struct FakeLw {
     watches: Mutex<VecDeque<WatchScript>>,
     list_calls: Mutex<Vec<ListOptions>>,
     watch_calls: Mutex<Vec<WatchOptions>>,
+    watch_times: Mutex<Vec<Instant>>,
     list_times: Mutex<Vec<Instant>>,
     no_watch_list: bool,
     hang_lists: bool,
@@ -112,6 +115,7 @@ impl ListerWatcher<Obj> for Lw {
 
     async fn watch(&self, options: WatchOptions) -> Result<WatchStream<Obj>, ReflectorError> {
         self.0.watch_calls.lock().push(options);
+        self.0.watch_times.lock().push(Instant::now());
         let script = self
             .0
             .watches
@@ -123,6 +127,14 @@ impl ListerWatcher<Obj> for Lw {
             WatchScript::Fail(e) => Err(e),
             WatchScript::Close(evs) => Ok(futures::stream::iter(evs)
                 .chain(futures::stream::iter(std::iter::once(guard)).filter_map(|_| async { None }))
+                .boxed()),
+            WatchScript::CloseAfter(after, evs) => Ok(futures::stream::iter(evs)
+                .chain(
+                    futures::stream::once(tokio::time::sleep(after)).filter_map(move |_| {
+                        let _ = &guard;
+                        async { None }
+                    }),
+                )
                 .boxed()),
             WatchScript::Hang(evs) => Ok(futures::stream::iter(evs)
                 .chain(futures::stream::pending().map(move |e: Event| {
@@ -819,6 +831,7 @@ async fn watch_list_streams_into_a_temporary_store_then_keeps_the_stream() {
         items.contains_key("ns/p2") && items.contains_key("ns/p4") && !items.contains_key("ns/p3")
     );
     assert!(lw.list_calls.lock().is_empty());
+    assert_eq!(r.metrics().watch_lists_incomplete, 0);
     let w = lw.watch_calls.lock().clone();
     assert_eq!(w[1].resource_version.as_deref(), Some("7"));
     assert_eq!(w[1].send_initial_events, None);
@@ -881,6 +894,76 @@ async fn watch_list_stream_closing_before_the_end_bookmark_is_retried_with_nothi
     assert_eq!(w[0], w[1].clone().into_same_timeout(&w[0]));
     assert!(r.store().items.lock().is_empty());
     assert_eq!(r.store().replaced_rvs.lock().clone(), ["2"]);
+    // Counted, so that a sync slowed down by a server cutting its streams says so.
+    assert_eq!(r.metrics().watch_lists_incomplete, 1);
+    assert_eq!(r.metrics().backoff_waits, 1);
+}
+
+/// The gaps between the starts of consecutive watch requests.
+fn watch_gaps(lw: &FakeLw) -> Vec<Duration> {
+    let times = lw.watch_times.lock().clone();
+    times.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+// C13.4: a server that keeps cutting a large collection's watch-list (kube-apiserver's watch
+// cache does, when the resource is written often) gets a new attempt after the first backoff
+// delay each time, not after a delay that doubles up to a minute.
+#[tokio::test(start_paused = true)]
+async fn watch_list_streams_cut_after_bringing_events_are_retried_after_the_first_backoff_delay() {
+    let cut = || WatchScript::Close(vec![Ok(WatchEvent::Added(pod("p1", "1")))]);
+    let lw = FakeLw::default()
+        .watch(cut())
+        .watch(cut())
+        .watch(cut())
+        .watch(cut())
+        .watch(WatchScript::Close(vec![
+            Ok(WatchEvent::Added(pod("p1", "1"))),
+            bookmark("2", true),
+        ]))
+        .watch(WatchScript::Close(vec![Err(expired())]));
+    let (lw, r) = reflector(
+        lw,
+        RecordingStore::default(),
+        ReflectorOptions {
+            watch_list: true,
+            ..no_jitter()
+        },
+    );
+    list_and_watch(&r).await.unwrap();
+    assert_eq!(r.metrics().watch_lists_incomplete, 4);
+    assert_eq!(
+        watch_gaps(&lw)[..4],
+        [Duration::from_millis(800); 4],
+        "each retry after the first delay"
+    );
+    assert_eq!(r.store().replaced_rvs.lock().clone(), ["2"]);
+}
+
+// C13.4: streams that close without bringing anything back off as failures do.
+#[tokio::test(start_paused = true)]
+async fn watch_list_streams_closed_without_events_back_off_longer_each_time() {
+    let empty = || WatchScript::CloseAfter(Duration::from_secs(2), vec![]);
+    let lw = FakeLw::default()
+        .watch(empty())
+        .watch(empty())
+        .watch(empty())
+        .watch(WatchScript::Close(vec![bookmark("2", true)]))
+        .watch(WatchScript::Close(vec![Err(expired())]));
+    let (lw, r) = reflector(
+        lw,
+        RecordingStore::default(),
+        ReflectorOptions {
+            watch_list: true,
+            ..no_jitter()
+        },
+    );
+    list_and_watch(&r).await.unwrap();
+    assert_eq!(r.metrics().watch_lists_incomplete, 3);
+    let waits: Vec<u128> = watch_gaps(&lw)[..3]
+        .iter()
+        .map(|gap| (*gap - Duration::from_secs(2)).as_millis())
+        .collect();
+    assert_eq!(waits, [800, 1600, 3200]);
 }
 
 trait SameTimeout {
