@@ -71,9 +71,7 @@ impl Backoff {
     pub fn next_delay(&mut self) -> Duration {
         let now = Instant::now();
         if now.duration_since(self.last_reset) > self.config.reset_after {
-            self.current = self.config.initial;
-            self.steps_left = self.config.steps;
-            self.last_reset = now;
+            self.reset();
         }
         let base = self.current;
         if self.steps_left > 0 {

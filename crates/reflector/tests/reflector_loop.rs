@@ -226,6 +226,14 @@ fn no_jitter() -> ReflectorOptions {
     }
 }
 
+/// [`no_jitter`] with the initial state streamed by a watch-list.
+fn watch_list_no_jitter() -> ReflectorOptions {
+    ReflectorOptions {
+        watch_list: true,
+        ..no_jitter()
+    }
+}
+
 /// Records the text of every error the reflector hands to its watch error handler.
 fn record_errors(r: &Reflector<Obj, Lw, Arc<RecordingStore>>) -> Arc<Mutex<Vec<String>>> {
     let reported = Arc::new(Mutex::new(Vec::new()));
@@ -778,14 +786,7 @@ async fn watch_list_refused_falls_back_to_list_at_rv_0_then_watch() {
         )))
         .list(list_ok(pods(1, "4"), "4"))
         .watch(WatchScript::Close(vec![Err(expired())]));
-    let (lw, r) = reflector(
-        lw,
-        RecordingStore::default(),
-        ReflectorOptions {
-            watch_list: true,
-            ..no_jitter()
-        },
-    );
+    let (lw, r) = reflector(lw, RecordingStore::default(), watch_list_no_jitter());
     list_and_watch(&r).await.unwrap();
     let w = lw.watch_calls.lock().clone();
     assert_eq!(w[0].send_initial_events, Some(true));
@@ -815,14 +816,7 @@ async fn watch_list_streams_into_a_temporary_store_then_keeps_the_stream() {
             Ok(WatchEvent::Added(pod("p4", "7"))),
         ]))
         .watch(WatchScript::Close(vec![Err(expired())]));
-    let (lw, r) = reflector(
-        lw,
-        RecordingStore::default(),
-        ReflectorOptions {
-            watch_list: true,
-            ..no_jitter()
-        },
-    );
+    let (lw, r) = reflector(lw, RecordingStore::default(), watch_list_no_jitter());
     list_and_watch(&r).await.unwrap();
     assert_eq!(r.store().replaced_rvs.lock().clone(), ["6"]);
     let items = r.store().items.lock().clone();
@@ -856,14 +850,7 @@ async fn watch_list_keys_its_snapshot_with_the_stores_key_function() {
             .ok_or_else(|| KeyError::Custom("no id".into()))
     });
     let cache = Indexer::with_key_fn(by_id, Indexers::new());
-    let r = Reflector::new(
-        Lw(Arc::new(lw)),
-        cache.clone(),
-        ReflectorOptions {
-            watch_list: true,
-            ..no_jitter()
-        },
-    );
+    let r = Reflector::new(Lw(Arc::new(lw)), cache.clone(), watch_list_no_jitter());
     r.list_and_watch(&CancellationToken::new()).await.unwrap();
     let mut keys = cache.list_keys();
     keys.sort();
@@ -880,14 +867,7 @@ async fn watch_list_stream_closing_before_the_end_bookmark_is_retried_with_nothi
         ]))
         .watch(WatchScript::Close(vec![bookmark("2", true)]))
         .watch(WatchScript::Close(vec![Err(expired())]));
-    let (lw, r) = reflector(
-        lw,
-        RecordingStore::default(),
-        ReflectorOptions {
-            watch_list: true,
-            ..no_jitter()
-        },
-    );
+    let (lw, r) = reflector(lw, RecordingStore::default(), watch_list_no_jitter());
     tokio::time::advance(Duration::from_secs(2)).await;
     list_and_watch(&r).await.unwrap();
     let w = lw.watch_calls.lock().clone();
@@ -921,14 +901,7 @@ async fn watch_list_streams_cut_after_bringing_events_are_retried_after_the_firs
             bookmark("2", true),
         ]))
         .watch(WatchScript::Close(vec![Err(expired())]));
-    let (lw, r) = reflector(
-        lw,
-        RecordingStore::default(),
-        ReflectorOptions {
-            watch_list: true,
-            ..no_jitter()
-        },
-    );
+    let (lw, r) = reflector(lw, RecordingStore::default(), watch_list_no_jitter());
     list_and_watch(&r).await.unwrap();
     assert_eq!(r.metrics().watch_lists_incomplete, 4);
     assert_eq!(
@@ -949,14 +922,7 @@ async fn watch_list_streams_closed_without_events_back_off_longer_each_time() {
         .watch(empty())
         .watch(WatchScript::Close(vec![bookmark("2", true)]))
         .watch(WatchScript::Close(vec![Err(expired())]));
-    let (lw, r) = reflector(
-        lw,
-        RecordingStore::default(),
-        ReflectorOptions {
-            watch_list: true,
-            ..no_jitter()
-        },
-    );
+    let (lw, r) = reflector(lw, RecordingStore::default(), watch_list_no_jitter());
     list_and_watch(&r).await.unwrap();
     assert_eq!(r.metrics().watch_lists_incomplete, 3);
     let waits: Vec<u128> = watch_gaps(&lw)[..3]
@@ -984,14 +950,7 @@ async fn watch_list_is_not_tried_when_the_lister_watcher_cannot_do_it() {
     }
     .list(list_ok(vec![], "1"))
     .watch(WatchScript::Close(vec![Err(expired())]));
-    let (lw, r) = reflector(
-        lw,
-        RecordingStore::default(),
-        ReflectorOptions {
-            watch_list: true,
-            ..no_jitter()
-        },
-    );
+    let (lw, r) = reflector(lw, RecordingStore::default(), watch_list_no_jitter());
     list_and_watch(&r).await.unwrap();
     assert_eq!(lw.watch_calls.lock()[0].send_initial_events, None);
 }
@@ -1118,14 +1077,7 @@ async fn watch_list_runs_the_queues_transformer_on_the_snapshot_and_again_on_rep
         ]))
         .watch(WatchScript::Close(vec![Err(expired())]));
     let lw = Arc::new(lw);
-    let r = Reflector::new(
-        Lw(lw.clone()),
-        fifo.clone(),
-        ReflectorOptions {
-            watch_list: true,
-            ..no_jitter()
-        },
-    );
+    let r = Reflector::new(Lw(lw.clone()), fifo.clone(), watch_list_no_jitter());
     r.list_and_watch(&CancellationToken::new()).await.unwrap();
     assert_eq!(
         calls.load(Ordering::SeqCst),
@@ -1145,10 +1097,7 @@ async fn watch_list_answered_410_forever_is_retried_only_after_backoff_delays_an
     for _ in 0..1000 {
         lw = lw.watch(WatchScript::Fail(expired()));
     }
-    let opts = ReflectorOptions {
-        watch_list: true,
-        ..no_jitter()
-    };
+    let opts = watch_list_no_jitter();
     let (lw, r) = reflector(lw, RecordingStore::default(), opts);
     let reported = Arc::new(AtomicUsize::new(0));
     r.set_watch_error_handler(Arc::new({
