@@ -61,6 +61,12 @@ func peerMode(cfg *rest.Config) {
 		cfg.AcceptContentTypes = strings.Join(ranges, ",")
 	}
 	cfg.WrapTransport = nil
+	// No client timeout, client-go's default: an http.Client's timeout bounds a whole request,
+	// the reading of a watch's body included, so the probe's 30 s would cut the watch of a
+	// large cache (its watch-list and the paced events after it on the same stream) and the
+	// fake server, which sends its events on the first watch alone, would leave the re-watch
+	// silent: a run that never ends.
+	cfg.Timeout = 0
 	cfg.QPS, cfg.Burst = 1000, 1000
 	started := time.Now()
 	core, err := typedcore.NewForConfig(cfg)
