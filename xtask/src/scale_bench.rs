@@ -688,6 +688,18 @@ fn run_client(
             break status;
         }
         if started.elapsed() > limit {
+            // client-go's probe first gets SIGQUIT, on which Go's runtime writes every
+            // goroutine's stack to stderr (the run's log): where it was stuck. The Rust
+            // processes are left alone until the kill (SIGQUIT would make them dump core).
+            if let Some(probe) = bench::client_go_peer() {
+                let quit = Command::new("pkill")
+                    .args(["-QUIT", "-g", &child.id().to_string(), "-f"])
+                    .arg(probe)
+                    .status();
+                if quit.is_ok_and(|s| s.success()) {
+                    std::thread::sleep(Duration::from_secs(2));
+                }
+            }
             let _ = Command::new("kill")
                 .args(["-KILL", "--", &format!("-{}", child.id())])
                 .status();

@@ -86,6 +86,11 @@ pub fn measure(client: &str, events: usize) -> Figures {
     };
     assert_eq!(next(), "ready", "the client-go probe did not sync");
     let sync = started.elapsed();
+    // Said at once, so that a run that stops later shows how far it came.
+    eprintln!(
+        "{client}: synced in {:.0} ms; counting {events} events",
+        sync.as_secs_f64() * 1e3
+    );
     if real.is_some() {
         // As for our clients: the burst of updates written during the list is left out.
         std::thread::sleep(super::settle());
@@ -123,6 +128,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
         latency_p50_us: result["latency_p50_us"].as_f64(),
         latency_p99_us: result["latency_p99_us"].as_f64(),
         max_backlog: None,
+        watch_lists_incomplete: None,
     };
     eprintln!(
         "{client}: sync {:.0} ms, watch {events} events = {:.0} events/s, cpu {:.1} µs/event, {:.2} + {:.2} switches/event, rss at sync {:.0} MB, peak in list {:.0} MB, in watch {:.0} MB, latency p50 {:?} µs, p99 {:?} µs",

@@ -520,6 +520,9 @@ pub struct Figures {
     /// Most notifications waiting in the handler's buffer, sampled every 10 ms during the watch
     /// (ours only: kube-rs's stream has no buffer between the cache and the consumer).
     pub max_backlog: Option<i64>,
+    /// Watch-list streams the server closed before their end bookmark, over the whole run
+    /// (ours only; each is retried).
+    pub watch_lists_incomplete: Option<u64>,
 }
 
 impl Figures {
@@ -561,6 +564,7 @@ impl Figures {
             "latency_p50_us": self.latency_p50_us,
             "latency_p99_us": self.latency_p99_us,
             "max_handler_backlog": self.max_backlog,
+            "watch_lists_incomplete": self.watch_lists_incomplete,
         })
     }
 }
@@ -900,6 +904,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
             latency_p50_us: counter.latencies.quantile(0.5),
             latency_p99_us: counter.latencies.quantile(0.99),
             max_backlog,
+            watch_lists_incomplete: client_run.watch_lists_incomplete(),
         };
         eprintln!(
             "{client}: {:.2} voluntary + {:.2} involuntary context switches per event, latency p50 {:?} µs, p99 {:?} µs",
@@ -909,7 +914,7 @@ pub fn measure(client: &str, events: usize) -> Figures {
             figures.latency_p99_us
         );
         eprintln!(
-            "{client}: sync {:.0} ms, watch {events} events in {:.2} s = {:.0} events/s, cpu {:.1} µs/event, rss at sync {:.0} MB, after {:.0} MB, peak in list {:.0} MB, in watch {:.0} MB, most notifications buffered {:?}",
+            "{client}: sync {:.0} ms, watch {events} events in {:.2} s = {:.0} events/s, cpu {:.1} µs/event, rss at sync {:.0} MB, after {:.0} MB, peak in list {:.0} MB, in watch {:.0} MB, most notifications buffered {:?}, watch-lists cut {:?}",
             figures.sync_ms,
             took.as_secs_f64(),
             figures.events_per_s,
@@ -918,7 +923,8 @@ pub fn measure(client: &str, events: usize) -> Figures {
             figures.rss_end_mb,
             figures.list_peak_rss_mb,
             figures.watch_peak_rss_mb,
-            figures.max_backlog
+            figures.max_backlog,
+            figures.watch_lists_incomplete
         );
         client_run.stop().await;
         figures
@@ -960,12 +966,15 @@ enum ClientRun {
     Kube(tokio::task::JoinHandle<()>),
     /// `serde-pod`, `prost-pod`: a decoder alone, its watch task.
     Alone(tokio::task::JoinHandle<()>),
-    /// The factory, and for `ours-*-thread` the thread its informers run on.
+    /// The factory, and for `ours-*-thread` the thread its informers run on; last, the count of
+    /// the informer's watch-list streams closed before their end (its reflector's
+    /// `watch_lists_incomplete`).
     Ours(
         Box<SharedInformerFactory>,
         CancellationToken,
         Backlog,
         Option<InformerThread>,
+        Box<dyn Fn() -> u64 + Send + Sync>,
     ),
     /// `PEER_WRAP=1`: an informer built by hand on a wrapped lister-watcher, and its run task.
     OursWrapped(tokio::task::JoinHandle<()>, CancellationToken, Backlog),
@@ -1275,7 +1284,8 @@ impl ClientRun {
                 Backlog::none()
             }
         };
-        ClientRun::Ours(Box::new(factory), cancel, backlog, thread)
+        let incomplete = Box::new(move || informer.stats().reflector.watch_lists_incomplete);
+        ClientRun::Ours(Box::new(factory), cancel, backlog, thread, incomplete)
     }
 
     /// `PEER_WRAP=1`: the same informer as [`ours`](Self::ours), built by hand on a counting
@@ -1327,11 +1337,20 @@ impl ClientRun {
         ClientRun::OursWrapped(task, cancel, Backlog::of(registration))
     }
 
+    /// Watch-list streams the server closed before their end, for our factory's informers (the
+    /// others do not count them).
+    fn watch_lists_incomplete(&self) -> Option<u64> {
+        match self {
+            ClientRun::Ours(_, _, _, _, incomplete) => Some(incomplete()),
+            _ => None,
+        }
+    }
+
     /// The handler's backlog, where there is one.
     fn backlog(&self) -> Option<Backlog> {
         match self {
             ClientRun::Kube(_) | ClientRun::Alone(_) => None,
-            ClientRun::Ours(_, _, backlog, _) | ClientRun::OursWrapped(_, _, backlog) => {
+            ClientRun::Ours(_, _, backlog, _, _) | ClientRun::OursWrapped(_, _, backlog) => {
                 Some(backlog.clone())
             }
         }
@@ -1344,7 +1363,7 @@ impl ClientRun {
                 cancel.cancel();
                 let _ = task.await;
             }
-            ClientRun::Ours(factory, cancel, _, thread) => {
+            ClientRun::Ours(factory, cancel, _, thread, _) => {
                 cancel.cancel();
                 factory.shutdown().await;
                 drop(thread);
