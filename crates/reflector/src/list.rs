@@ -68,16 +68,30 @@ pub const LIST_FROM_CACHE_BYTES: usize = 384 << 20;
 /// The byte bound of the list request `options`, at most `max`: [`page_byte_bound`] of its
 /// limit, raised to [`LIST_FROM_CACHE_BYTES`] where the watch cache may answer it whole.
 pub(crate) fn request_byte_bound(options: &ListOptions, max: usize) -> usize {
-    let from_cache = options.continue_token.is_none()
-        && options
-            .resource_version
-            .as_ref()
-            .is_some_and(|rv| rv.as_str() == "0");
     let bound = page_byte_bound(options.limit, max);
-    if from_cache {
+    if may_come_whole(options) {
         bound.max(LIST_FROM_CACHE_BYTES.min(max))
     } else {
         bound
+    }
+}
+
+/// Whether kube-apiserver's watch cache may answer `options` with the whole collection in one
+/// body, whatever its limit: a first page (no continue token) at resource version `"0"`.
+fn may_come_whole(options: &ListOptions) -> bool {
+    options.continue_token.is_none()
+        && options
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| rv.as_str() == "0")
+}
+
+/// `options` asked for at resource version `""`, which etcd answers in pages of its limit.
+fn from_etcd(options: &ListOptions) -> ListOptions {
+    ListOptions {
+        resource_version: None,
+        resource_version_match: None,
+        ..options.clone()
     }
 }
 
@@ -95,17 +109,8 @@ fn smaller_page(options: &ListOptions) -> Option<ListOptions> {
             ..options.clone()
         });
     }
-    let from_cache = options.continue_token.is_none()
-        && options
-            .resource_version
-            .as_ref()
-            .is_some_and(|rv| rv.as_str() == "0");
-    if from_cache {
-        return Some(ListOptions {
-            resource_version: None,
-            resource_version_match: None,
-            ..options.clone()
-        });
+    if may_come_whole(options) {
+        return Some(from_etcd(options));
     }
     (options.limit > 1).then(|| ListOptions {
         limit: (options.limit / 8).max(1),
@@ -114,13 +119,23 @@ fn smaller_page(options: &ListOptions) -> Option<ListOptions> {
 }
 
 /// One page, asked for again in smaller pages while it overruns its byte bound (see
-/// [`smaller_page`]); `options` becomes the request that was answered.
+/// [`smaller_page`]), and at `""` when the watch cache's answer did not arrive within the
+/// request timeout; `options` becomes the request that was answered.
 async fn list_page<K, L: ListerWatcher<K>>(
     lw: &L,
     options: &mut ListOptions,
 ) -> Result<ObjectList<K>, ReflectorError> {
     loop {
         match lw.list(options.clone()).await {
+            // H3: the whole collection in one body can take longer than the request timeout
+            // to arrive on a slow link, every time; etcd's pages each come in a fraction of it.
+            Err(e) if timed_out(&e) && may_come_whole(options) => {
+                tracing::warn!(
+                    limit = options.limit,
+                    "a first list page at resource version \"0\" timed out; asking for it again at \"\" in pages: {e}"
+                );
+                *options = from_etcd(options);
+            }
             Err(e) if e.is_body_too_large() => {
                 let Some(smaller) = smaller_page(options) else {
                     return Err(e);
@@ -135,6 +150,15 @@ async fn list_page<K, L: ListerWatcher<K>>(
             answer => return answer,
         }
     }
+}
+
+/// Whether the request failed on the client's request timeout
+/// ([`ClusterConfig::request_timeout`](crate::ClusterConfig::request_timeout)).
+fn timed_out(error: &ReflectorError) -> bool {
+    matches!(
+        error.client_error(),
+        Some(crate::client::ClientError::Timeout(_))
+    )
 }
 
 /// The result of a complete (possibly paginated) list.
@@ -403,6 +427,8 @@ mod tests {
         object_bytes: usize,
         /// Every page overruns, as a body that never ends does.
         endless: bool,
+        /// Every request at resource version `"0"`, or every request, times out.
+        timeouts: Timeouts,
         asked: parking_lot::Mutex<Vec<ListOptions>>,
     }
 
@@ -422,6 +448,15 @@ mod tests {
             } else {
                 (o.limit as usize).min(self.objects - start)
             };
+            let timed_out = match self.timeouts {
+                Timeouts::None => false,
+                Timeouts::FromCache => from_cache,
+                Timeouts::All => true,
+            };
+            if timed_out {
+                let timeout = std::time::Duration::from_secs(60);
+                return Err(crate::client::ClientError::Timeout(timeout).into());
+            }
             let bound = page_byte_bound(o.limit, DEFAULT_MAX_BODY_BYTES);
             if self.endless || n * self.object_bytes > bound {
                 return Err(crate::client::ClientError::BodyTooLarge {
@@ -476,12 +511,48 @@ mod tests {
         (result, asked)
     }
 
+    /// Which requests of a [`Weighed`] collection time out.
+    #[derive(Clone, Copy)]
+    enum Timeouts {
+        None,
+        FromCache,
+        All,
+    }
+
     fn weighed(objects: usize, object_bytes: usize, endless: bool) -> Weighed {
         Weighed {
             objects,
             object_bytes,
             endless,
+            timeouts: Timeouts::None,
             asked: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_first_page_from_the_watch_cache_that_times_out_is_asked_for_again_in_pages() {
+        // H3: 10k objects whose whole answer at "0" never arrives in time; etcd's pages do.
+        let slow_cache = Weighed {
+            timeouts: Timeouts::FromCache,
+            ..weighed(10_000, 1 << 10, false)
+        };
+        let (list, asked) = weighed_list(&slow_cache, "0", 500);
+        assert_eq!(list.unwrap().items.len(), 10_000);
+        assert_eq!(asked[..2], [("0".into(), 500), ("none".into(), 500)]);
+        assert_eq!(asked.len(), 1 + 20, "the first try, then 20 pages of 500");
+        // A page elsewhere that times out fails the list at once: the reflector retries it
+        // after a backoff delay, as any failed list.
+        let slow = Weighed {
+            timeouts: Timeouts::All,
+            ..weighed(10_000, 1 << 10, false)
+        };
+        for rv in ["42", "0"] {
+            let (list, asked) = weighed_list(&slow, rv, 500);
+            let error = list.unwrap_err();
+            assert!(timed_out(&error), "{error}");
+            let tries = if rv == "0" { 2 } else { 1 };
+            assert_eq!(asked.len(), tries, "at {rv}: {asked:?}");
+            slow.asked.lock().clear();
         }
     }
 

@@ -42,7 +42,9 @@ pub struct ClusterConfig {
     pub default_namespace: String,
     /// Connect timeout (default 30 s).
     pub connect_timeout: Option<Duration>,
-    /// Timeout of non-watch requests, body included (default 60 s). Watches have none.
+    /// Timeout of non-watch requests, body included (default 60 s). Watches have none. A
+    /// reflector's first list page at resource version `"0"` that times out is asked for again
+    /// in pages, which arrive faster than the watch cache's whole answer (rule H3).
     pub request_timeout: Option<Duration>,
     /// HTTP/2 keep-alive ping interval (default 30 s); a connection whose ping goes unanswered for
     /// as long is closed, which ends the watches on it.
