@@ -370,12 +370,14 @@ const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// The paced peer comparison's rates (events/s, the everyday rates a quiet cluster sends) and the
-/// clients it runs: kube-rs's `Pod` reflector and our three representations, the typed and the
-/// compact ones also on an `InformerThread`, with and without a batching window, one HTTP chunk per
-/// event.
+/// clients it runs: kube-rs's `Pod` and `DynamicObject` reflectors and our three representations,
+/// the typed and the compact ones also on an `InformerThread`, with and without a batching window,
+/// one HTTP chunk per event. Each of ours is set against its like-for-like kube-rs reflector
+/// ([`paced_peer_of`]).
 const PEER_RATES: [u32; 2] = [200, 2000];
 const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
     ("kube-pod", "kube-rs reflector, Pod"),
+    ("kube-dynamic", "kube-rs reflector, DynamicObject"),
     ("ours-pod", "informer Pod"),
     ("ours-dynamic", "informer DynamicObject"),
     ("ours-compact", "informer CompactObject"),
@@ -438,6 +440,11 @@ const CUSTOM_TARGETS: &[(&str, &str)] = &[
     ("peer: soak", "≤ 1.1"),
     // The everyday-rate goals: a typed informer at most half kube-rs's CPU per event.
     ("peer: paced CPU per event, informer Pod", "≥ 2.0"),
+    // Against kube-rs's `DynamicObject` reflector: at most 0.6x its CPU per event.
+    (
+        "peer: paced CPU per event, informer DynamicObject",
+        "≥ 1.67",
+    ),
     (
         "peer: paced CPU per event, informer CompactObject",
         "≤ 15 µs at 2000/s",
@@ -826,14 +833,33 @@ fn peer_rows(runs: &BTreeMap<String, Vec<Value>>, workers: usize, framing: &str)
     rows
 }
 
+/// The kube-rs reflector a paced client is set against: `DynamicObject` for our `DynamicObject`
+/// informers (the peer their users would pick instead, which decodes the same `serde_json::Value`
+/// trees) where it ran, `Pod` for every other client; `None` for kube-rs's own.
+fn paced_peer_of<'a>(
+    client: &str,
+    runs: &'a BTreeMap<String, Vec<Value>>,
+) -> Option<(&'a [Value], &'static str)> {
+    if client.starts_with("kube-") {
+        return None;
+    }
+    if client.contains("dynamic") {
+        if let Some(base) = runs.get("kube-dynamic") {
+            return Some((base, "kube-rs reflector, DynamicObject"));
+        }
+    }
+    let base = runs.get("kube-pod")?;
+    Some((base, "kube-rs reflector, Pod"))
+}
+
 /// The paced comparison's rows at `rate`: each client's CPU per event, context switches per event,
-/// latency percentiles and watch peak RSS, medians, against kube-rs's `Pod` reflector (lower is
-/// better for all, so the ratio is kube-rs's over ours).
+/// latency percentiles and watch peak RSS, medians, against its kube-rs reflector
+/// ([`paced_peer_of`]; lower is better for all, so the ratio is kube-rs's over ours).
 fn paced_rows(runs: &BTreeMap<String, Vec<Value>>, rate: u32) -> Vec<Value> {
-    let Some(base) = runs.get("kube-pod") else {
+    let Some(kube_pod) = runs.get("kube-pod") else {
         return Vec::new();
     };
-    let n = base.len();
+    let n = kube_pod.len();
     let switches = |runs: &[Value]| {
         let mut values: Vec<f64> = runs
             .iter()
@@ -852,6 +878,9 @@ fn paced_rows(runs: &BTreeMap<String, Vec<Value>>, rate: u32) -> Vec<Value> {
         let Some(ours) = runs.get(*client) else {
             continue;
         };
+        let peer = paced_peer_of(client, runs);
+        // kube-rs's own rows carry no ratio; their baseline is only read for its presence.
+        let base = peer.map_or(kube_pod.as_slice(), |(base, _)| base);
         let figures = [
             (
                 "CPU per event",
@@ -893,9 +922,9 @@ fn paced_rows(runs: &BTreeMap<String, Vec<Value>>, rate: u32) -> Vec<Value> {
                 "value": value,
                 "unit": unit,
             });
-            if *client != "kube-pod" {
+            if let Some((_, base_label)) = peer {
                 row["baseline"] = Value::from(baseline);
-                row["baseline_name"] = Value::from("kube-rs reflector, Pod");
+                row["baseline_name"] = Value::from(base_label);
                 row["ratio"] = Value::from(baseline / value);
             }
             if what == "watch peak RSS" {
@@ -1395,6 +1424,50 @@ mod tests {
         assert_eq!(ours[1]["ratio"], 0.75);
         assert_eq!(ours[2]["ratio"], 0.5, "latency: kube-rs's over ours");
         assert_eq!(ours[4]["note"], "RSS at sync 90 MB");
+    }
+
+    #[test]
+    fn paced_dynamic_informers_are_set_against_kube_rs_dynamic_reflector_where_it_ran() {
+        let run = |cpu: f64| {
+            serde_json::json!({
+                "cpu_us_per_event": cpu, "voluntary_switches_per_event": 1.0,
+                "involuntary_switches_per_event": 0.0, "latency_p50_us": 100.0,
+                "latency_p99_us": 1000.0, "watch_peak_rss_mb": 100.0, "rss_sync_mb": 90.0
+            })
+        };
+        let mut runs = BTreeMap::new();
+        runs.insert("kube-pod".to_string(), vec![run(100.0)]);
+        runs.insert("ours-dynamic".to_string(), vec![run(90.0)]);
+        runs.insert("ours-compact".to_string(), vec![run(50.0)]);
+        let cpu_row = |rows: &[Value], label: &str| {
+            rows.iter()
+                .find(|r| {
+                    r["name"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with(&format!("peer: paced CPU per event, {label} ("))
+                })
+                .cloned()
+                .unwrap()
+        };
+        // Without kube-rs's DynamicObject reflector, every informer is set against its Pod one.
+        let rows = paced_rows(&runs, 200);
+        let dynamic = cpu_row(&rows, "informer DynamicObject");
+        assert_eq!(dynamic["baseline_name"], "kube-rs reflector, Pod");
+        assert_eq!(dynamic["ratio"], 100.0 / 90.0);
+        // With it, the DynamicObject informer is set against it, and nothing else is.
+        runs.insert("kube-dynamic".to_string(), vec![run(180.0)]);
+        let rows = paced_rows(&runs, 200);
+        let dynamic = cpu_row(&rows, "informer DynamicObject");
+        assert_eq!(dynamic["baseline_name"], "kube-rs reflector, DynamicObject");
+        assert_eq!(dynamic["baseline"], 180.0);
+        assert_eq!(dynamic["ratio"], 2.0);
+        let compact = cpu_row(&rows, "informer CompactObject");
+        assert_eq!(compact["baseline_name"], "kube-rs reflector, Pod");
+        assert_eq!(compact["ratio"], 2.0);
+        let kube_dynamic = cpu_row(&rows, "kube-rs reflector, DynamicObject");
+        assert!(kube_dynamic.get("ratio").is_none(), "a peer has no ratio");
+        assert_eq!(kube_dynamic["value"], 180.0);
     }
 
     #[test]
