@@ -370,9 +370,10 @@ const PEER_LARGE_LIST_TIMES: &[(&str, &str, &str, &str)] = &[
 ];
 
 /// The paced peer comparison's rates (events/s, the everyday rates a quiet cluster sends) and the
-/// clients it runs: kube-rs's `Pod` and `DynamicObject` reflectors and our three representations,
-/// the typed and the compact ones also on an `InformerThread`, with and without a batching window,
-/// one HTTP chunk per event. Each of ours is set against kube-rs's `Pod` reflector, and the
+/// clients it runs: kube-rs's `Pod` and `DynamicObject` reflectors, our typed `Pod`,
+/// `DynamicObject`, `CompactObject` and `PbView` informers on the default start and each also on an
+/// `InformerThread`, some with a batching window, and client-go's informer where its probe is
+/// built; one HTTP chunk per event. Each of ours is set against kube-rs's `Pod` reflector, and the
 /// `DynamicObject` ones also against its `DynamicObject` reflector ([`paced_rows`]).
 const PEER_RATES: [u32; 2] = [200, 2000];
 const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
@@ -384,6 +385,10 @@ const PEER_PACED_CLIENTS: &[(&str, &str)] = &[
     ("ours-pod-view", "informer Pod view (PbView), protobuf"),
     // The same informers on an `InformerThread`: one wake-up per event instead of three.
     ("ours-pod-thread", "informer Pod on an InformerThread"),
+    (
+        "ours-dynamic-thread",
+        "informer DynamicObject on an InformerThread",
+    ),
     (
         "ours-compact-thread",
         "informer CompactObject on an InformerThread",
