@@ -207,7 +207,13 @@ fn run_reflector<K: Decode>(rt: &tokio::runtime::Runtime, chunks: &Arc<Vec<Bytes
         chunks: chunks.clone(),
         watched: AtomicBool::new(false),
     };
-    let r: Reflector<K, _, _> = Reflector::new(lw, NoopStore, ReflectorOptions::default());
+    // A list then a watch, the path this figure has always measured: the default's watch-list
+    // would take the chunks for initial events, wait for their end bookmark, and apply none.
+    let options = ReflectorOptions {
+        watch_list: false,
+        ..ReflectorOptions::default()
+    };
+    let r: Reflector<K, _, _> = Reflector::new(lw, NoopStore, options);
     let _ = rt.block_on(r.list_and_watch(&CancellationToken::new()));
     assert_eq!(r.metrics().modified, EVENTS as u64);
 }
