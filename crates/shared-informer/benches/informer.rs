@@ -35,7 +35,7 @@ use serde::de::DeserializeOwned;
 use shared_informer::reflector::store_index::{
     meta_namespace_key, CompactObject, DynamicObject, Object, ObjectKey,
 };
-use shared_informer::reflector::{Client, ClusterConfig, Decode, Resource};
+use shared_informer::reflector::{Client, ClusterConfig, Decode, ReflectorOptions, Resource};
 use shared_informer::{EventHandlerFns, InformerQueue, SharedInformerFactory};
 use sim_apiserver::fixtures::realistic_pod_json;
 use sim_apiserver::procstat;
@@ -670,8 +670,15 @@ where
     let (release, released) = tokio::sync::watch::channel(false);
     let (url, _server) =
         fast_server::start_released(bytes::Bytes::from(list), Arc::clone(&lines), released);
-    let factory =
-        SharedInformerFactory::new(ClusterConfig::new(&url).expect("config")).queue(queue);
+    // A list, then the watch whose events are timed. The server builds its list whole, so it
+    // cannot answer a watch-list (the default sync) with initial events and their end bookmark:
+    // an informer left on the default would wait for that bookmark for ever.
+    let factory = SharedInformerFactory::new(ClusterConfig::new(&url).expect("config"))
+        .queue(queue)
+        .reflector_options(ReflectorOptions {
+            watch_list: false,
+            ..ReflectorOptions::default()
+        });
     let informer = factory.informer::<K>(pods()).expect("informer");
     let updates = UpdateCounter::new(events);
     // NO_HANDLER=1: no handler at all; completion is seen through the last-synced resource version.
